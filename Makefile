@@ -1,0 +1,50 @@
+# make check is the one gate: the same command runs locally and in CI (.ci/run).
+
+GO ?= go
+# gofmt from the same toolchain as $(GO), so formatting never depends on
+# which gofmt happens to be first on PATH.
+GOFMT ?= $(shell $(GO) env GOROOT)/bin/gofmt
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
+.PHONY: check fmt-check vet staticcheck race-check test build bench
+
+# check: gofmt, go vet, staticcheck and the race-enabled tests
+check: fmt-check vet staticcheck race-check
+
+fmt-check:
+	@unformatted="$$($(GOFMT) -l .)"; \
+	if [ -n "$$unformatted" ]; then \
+		echo "gofmt: these files are not formatted (run gofmt -w on them):"; \
+		echo "$$unformatted"; \
+		exit 1; \
+	fi
+
+vet:
+	$(GO) vet ./...
+
+staticcheck:
+	$(GO) tool staticcheck ./...
+
+# -race needs cgo, and cgo needs a C compiler; without one the toolchain
+# turns cgo off and go test -race fails with a less helpful message.
+race-check:
+	@if [ "$$($(GO) env CGO_ENABLED)" != 1 ]; then \
+		echo "go test -race needs cgo: install a C compiler (apt-get install gcc libc6-dev) or set CGO_ENABLED=1"; \
+		exit 1; \
+	fi
+	$(GO) test -race -count=1 ./...
+
+# test: the tests with the race detector, using the test cache
+test:
+	$(GO) test -race ./...
+
+# build: bin/floodgate, stamped with the git version and commit
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/floodgate ./cmd/floodgate
+
+# bench: every benchmark, with allocations, and no tests
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...

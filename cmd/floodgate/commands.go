@@ -1,0 +1,132 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+)
+
+// Exit codes, the same for every command.
+const (
+	exitOK      = 0 // success
+	exitFailure = 1 // runtime or validation failure
+	exitUsage   = 2 // bad usage: unknown command, bad flag, wrong arguments
+)
+
+// A command is one floodgate subcommand. run receives the arguments after
+// the command's name and returns the process exit code.
+type command struct {
+	name    string
+	summary string // one line for the command list in "floodgate -h"
+	run     func(args []string, stdout, stderr io.Writer) int
+}
+
+// commands lists the subcommands in the order "floodgate -h" shows them.
+// Each lives in its own file; adding one is adding a line here.
+var commands = []command{
+	{"version", "print the version, the commit and the Go version", runVersion},
+}
+
+// run is the whole command line: main only exits with what it returns, so
+// tests can drive the CLI without a process when they need to.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		printUsage(stderr)
+		return exitUsage
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "-h", "-help", "--help", "help":
+		// "floodgate help CMD" is "floodgate CMD -h".
+		if name == "help" && len(rest) > 0 {
+			if c, ok := lookup(rest[0]); ok {
+				return c.run([]string{"-h"}, stdout, stderr)
+			}
+			return unknownCommand(rest[0], stderr)
+		}
+		printUsage(stdout)
+		return exitOK
+	}
+	c, ok := lookup(name)
+	if !ok {
+		return unknownCommand(name, stderr)
+	}
+	return c.run(rest, stdout, stderr)
+}
+
+func lookup(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+func unknownCommand(name string, stderr io.Writer) int {
+	fmt.Fprintf(stderr, "floodgate: unknown command %q\nRun 'floodgate -h' for the list of commands.\n", name)
+	return exitUsage
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprint(w, "floodgate is an API gateway and distributed rate-limit service.\n\n")
+	fmt.Fprint(w, "Usage:\n\n\tfloodgate <command> [flags] [arguments]\n\nCommands:\n\n")
+	width := 0
+	for _, c := range commands {
+		width = max(width, len(c.name))
+	}
+	for _, c := range commands {
+		fmt.Fprintf(w, "\t%-*s  %s\n", width, c.name, c.summary)
+	}
+	fmt.Fprint(w, "\nRun 'floodgate <command> -h' for the flags of a command.\n")
+}
+
+// newFlagSet returns the flag set of a command. synopsis follows
+// "floodgate NAME" in the usage line ("" for a command without arguments);
+// description is the paragraph below it.
+func newFlagSet(name, synopsis, description string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		w := fs.Output()
+		line := "floodgate " + name
+		if synopsis != "" {
+			line += " " + synopsis
+		}
+		fmt.Fprintf(w, "Usage: %s\n\n%s\n", line, description)
+		hasFlags := false
+		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+		if hasFlags {
+			fmt.Fprint(w, "\nFlags:\n")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}
+
+// parseFlags parses args into fs. It reports ok when the command should go
+// on; otherwise the command returns code: exitOK after -h, which prints the
+// usage on stdout, or exitUsage after a bad flag, reported on stderr.
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, ok bool) {
+	// The flag package prints its errors and the usage itself, both to one
+	// writer; silence it so help goes to stdout and errors to stderr.
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return exitOK, true
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return exitOK, false
+	default:
+		return usageError(fs, stderr, "%v", err), false
+	}
+}
+
+// usageError reports a usage mistake in the command of fs on stderr and
+// returns exitUsage.
+func usageError(fs *flag.FlagSet, stderr io.Writer, format string, args ...any) int {
+	fmt.Fprintf(stderr, "floodgate %s: %s\nRun 'floodgate %s -h' for usage.\n", fs.Name(), fmt.Sprintf(format, args...), fs.Name())
+	return exitUsage
+}
