@@ -1,0 +1,199 @@
+package limittest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/limit"
+)
+
+// Goroutines is how many callers the exactness tests run at once.
+const Goroutines = 64
+
+type sample struct {
+	at      int64 // store time, µs
+	allowed bool
+}
+
+// hammer runs Goroutines callers deciding l until the store's clock has
+// passed d, and returns every decision sorted by store time.
+func hammer(t *testing.T, h *Harness, l limit.Limit, d time.Duration) []sample {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var (
+		mu    sync.Mutex
+		all   []sample
+		wg    sync.WaitGroup
+		fails atomic.Int64
+	)
+	for range Goroutines {
+		wg.Go(func() {
+			var mine []sample
+			for time.Now().Before(deadline) {
+				res, err := h.Store.Decide(context.Background(), &limit.Request{Limits: []limit.Limit{l}, Now: time.Now()})
+				if err != nil {
+					fails.Add(1)
+					return
+				}
+				mine = append(mine, sample{at: res.Time.UnixMicro(), allowed: res.Allowed})
+			}
+			mu.Lock()
+			all = append(all, mine...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if n := fails.Load(); n > 0 {
+		t.Fatalf("%d callers saw a store error", n)
+	}
+	slices.SortStableFunc(all, func(a, b sample) int { return int(a.at - b.at) })
+	return all
+}
+
+func testExactFixed(t *testing.T, h *Harness) {
+	const n, w = 50, 500 * time.Millisecond
+	r := rule(t, &limit.Rule{Name: "t:exact-fixed", Algorithm: limit.FixedWindow, Rate: rate(n, w)})
+	all := hammer(t, h, limit.Limit{Rule: r, Key: limit.StringKey("hot")}, 4*w+w/2)
+	wus := w.Microseconds()
+	perWindow := map[int64]int{}
+	for _, s := range all {
+		if s.allowed {
+			perWindow[s.at/wus]++
+		}
+	}
+	first, last := all[0].at, all[len(all)-1].at
+	full := 0
+	for idx, got := range perWindow {
+		if got > n {
+			t.Errorf("window %d admitted %d, limit %d", idx, got, n)
+		}
+		if idx*wus >= first && (idx+1)*wus <= last {
+			full++
+			if got != n {
+				t.Errorf("window %d, fully under saturating demand, admitted %d, want exactly %d", idx, got, n)
+			}
+		}
+	}
+	if full < 3 {
+		t.Fatalf("only %d windows were fully covered by %d decisions; want 3", full, len(all))
+	}
+}
+
+func testExactSliding(t *testing.T, h *Harness) {
+	const n, w = 30, 300 * time.Millisecond
+	r := rule(t, &limit.Rule{Name: "t:exact-sliding", Algorithm: limit.SlidingWindow, Rate: rate(n, w)})
+	all := hammer(t, h, limit.Limit{Rule: r, Key: limit.StringKey("hot")}, 4*w)
+	var at []int64
+	for _, s := range all {
+		if s.allowed {
+			at = append(at, s.at)
+		}
+	}
+	if len(at) < 3*n {
+		t.Fatalf("admitted %d over 4 windows under saturating demand, want at least %d", len(at), 3*n)
+	}
+	// Every interval [at[i], at[i]+w) must hold at most n admissions.
+	wus := w.Microseconds()
+	j := 0
+	for i := range at {
+		for j < len(at) && at[j] < at[i]+wus {
+			j++
+		}
+		if j-i > n {
+			t.Fatalf("%d admissions in the %v from %d, limit %d", j-i, w, at[i], n)
+		}
+	}
+}
+
+func testExactTokenBucket(t *testing.T, h *Harness) {
+	const perSec, burst = 200, 20
+	r := rule(t, &limit.Rule{Name: "t:exact-bucket", Algorithm: limit.TokenBucket, Rate: rate(perSec, time.Second), Burst: burst})
+	all := hammer(t, h, limit.Limit{Rule: r, Key: limit.StringKey("hot")}, time.Second)
+	t0 := all[0].at
+	budget := func(at int64) float64 { return burst + perSec*float64(at-t0)/1e6 }
+	admitted, rejections := 0, 0
+	for i, s := range all {
+		// Count everything decided at this same microsecond first: the
+		// bound holds for all that was taken by then.
+		upTo := admitted
+		for k := i; k < len(all) && all[k].at == s.at; k++ {
+			if all[k].allowed {
+				upTo++
+			}
+		}
+		if float64(upTo) > budget(s.at)+1e-6 {
+			t.Fatalf("%d tokens taken by %dµs, at most %.3f may be", upTo, s.at-t0, budget(s.at))
+		}
+		if s.allowed {
+			admitted++
+			continue
+		}
+		// A rejection means less than one token was left.
+		rejections++
+		if float64(upTo) < budget(s.at)-1-1e-6 {
+			t.Fatalf("rejected at %dµs with only %d of %.3f tokens taken", s.at-t0, upTo, budget(s.at))
+		}
+	}
+	if rejections == 0 {
+		t.Fatal("no rejection: the demand did not saturate the bucket")
+	}
+}
+
+func testExactConcurrency(t *testing.T, h *Harness) {
+	const n = 5
+	r := rule(t, &limit.Rule{Name: "t:exact-conc", Algorithm: limit.Concurrency, Rate: limit.Rate{Count: n}})
+	l := limit.Limit{Rule: r, Key: limit.StringKey("hot")}
+	var (
+		inFlight, peak, admitted atomic.Int64
+		seq                      atomic.Int64
+		wg                       sync.WaitGroup
+	)
+	ctx := context.Background()
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for range Goroutines {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				lease := fmt.Sprintf("lease-%d", seq.Add(1))
+				res, err := h.Store.Decide(ctx, &limit.Request{Limits: []limit.Limit{l}, Now: time.Now(), Lease: lease})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Allowed {
+					admitted.Add(1)
+					// The store holds the lease from before this increment
+					// until after the decrement, so this count can only
+					// be smaller than the store's.
+					cur := inFlight.Add(1)
+					for p := peak.Load(); cur > p && !peak.CompareAndSwap(p, cur); p = peak.Load() {
+					}
+					time.Sleep(100 * time.Microsecond)
+					inFlight.Add(-1)
+				}
+				if err := h.Store.Release(ctx, lease, l); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if p := peak.Load(); p > n {
+		t.Fatalf("%d requests in flight at once, limit %d", p, n)
+	}
+	if admitted.Load() < n {
+		t.Fatalf("only %d admissions in 500ms", admitted.Load())
+	}
+	s, err := h.Store.Peek(ctx, time.Now(), r, l.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.InFlight != 0 {
+		t.Fatalf("%d leases left after every one was released", s.InFlight)
+	}
+}

@@ -1,0 +1,121 @@
+// Package limittest is the conformance suite every limit.Store must pass:
+// the same sequences, the same exactness under concurrency and the same
+// atomicity, whether the store is the embedded memory store or Redis.
+package limittest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/limit"
+
+	_ "time/tzdata" // the zone tests must not depend on the machine's tz database
+)
+
+// Harness is one store under test and its clock.
+type Harness struct {
+	Store limit.Store
+
+	// Now reads the store's clock.
+	Now func() time.Time
+
+	// Set puts the store's clock at t. The suite only calls it on
+	// harnesses made with realTime false.
+	Set func(t time.Time)
+
+	// Tolerance is how far the store's clock may have moved on between a
+	// Set and the decisions that follow: zero for a fake clock, a few tens
+	// of milliseconds for a store whose clock runs on (Redis).
+	Tolerance time.Duration
+
+	// CheckExpiry fails tb if any state the store holds would never expire.
+	CheckExpiry func(tb testing.TB)
+}
+
+// NewHarness makes a fresh, empty store for one test. With realTime the
+// store runs on the real clock; otherwise the suite drives it with Set.
+type NewHarness func(t *testing.T, realTime bool) *Harness
+
+// Run runs the whole suite.
+func Run(t *testing.T, nh NewHarness) {
+	for _, tc := range []struct {
+		name string
+		real bool
+		f    func(*testing.T, *Harness)
+	}{
+		{"FixedWindowEpoch", false, testFixedEpoch},
+		{"FixedWindowZone", false, testFixedZone},
+		{"FixedWindowFirst", false, testFixedFirst},
+		{"SlidingWindow", false, testSliding},
+		{"TokenBucket", false, testTokenBucket},
+		{"TokenBucketCost", false, testTokenBucketCost},
+		{"TokenBucketQueue", false, testTokenBucketQueue},
+		{"Concurrency", false, testConcurrency},
+		{"ConcurrencyLeaseExpiry", false, testLeaseExpiry},
+		{"Atomicity", false, testAtomicity},
+		{"RejectionStartsNoWindow", false, testRejectionStartsNoWindow},
+		{"Shadow", false, testShadow},
+		{"Hits", false, testHits},
+		{"PeekReset", false, testPeekReset},
+		{"RuleChange", false, testRuleChange},
+		{"KeysDoNotCollide", false, testKeys},
+		{"ExactFixedWindow", true, testExactFixed},
+		{"ExactSlidingWindow", true, testExactSliding},
+		{"ExactTokenBucket", true, testExactTokenBucket},
+		{"ExactConcurrency", true, testExactConcurrency},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := nh(t, tc.real)
+			t.Cleanup(func() { h.CheckExpiry(t) })
+			tc.f(t, h)
+		})
+	}
+}
+
+// t0 is aligned to every window the sequences use (1 s, 10 s, 1 min, 1 h,
+// 1 day), plus a millisecond so a slightly early clock stays in the window.
+var t0 = time.Date(2030, 1, 1, 0, 0, 0, int(time.Millisecond), time.UTC)
+
+func decide(t *testing.T, h *Harness, hits int64, lease string, limits ...limit.Limit) limit.Result {
+	t.Helper()
+	res, err := h.Store.Decide(context.Background(), &limit.Request{Limits: limits, Now: h.Now(), Hits: hits, Lease: lease})
+	if err != nil {
+		t.Fatalf("Decide: %v", err)
+	}
+	if len(res.Decisions) != len(limits) {
+		t.Fatalf("Decide returned %d decisions for %d limits", len(res.Decisions), len(limits))
+	}
+	return res
+}
+
+// expect checks the first decision of one request of one limit.
+func expect(t *testing.T, h *Harness, l limit.Limit, allowed bool, remaining int64) limit.Decision {
+	t.Helper()
+	res := decide(t, h, 0, "", l)
+	d := res.Decisions[0]
+	if d.Allowed != allowed || res.Allowed != allowed || d.Remaining != remaining {
+		t.Fatalf("%s at %v: allowed=%v remaining=%d, want allowed=%v remaining=%d",
+			l.Rule.Name, res.Time.Format(time.RFC3339Nano), d.Allowed, d.Remaining, allowed, remaining)
+	}
+	return d
+}
+
+// near checks a duration that the store computed at a time up to
+// h.Tolerance away from the one the test set.
+func near(t *testing.T, h *Harness, what string, got, want time.Duration) {
+	t.Helper()
+	if got > want+h.Tolerance || got < want-h.Tolerance {
+		t.Fatalf("%s = %v, want %v (tolerance -%v)", what, got, want, h.Tolerance)
+	}
+}
+
+func rule(t *testing.T, r *limit.Rule) *limit.Rule {
+	t.Helper()
+	if err := r.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func rate(n int64, per time.Duration) limit.Rate { return limit.Rate{Count: n, Period: per} }

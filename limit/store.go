@@ -1,0 +1,140 @@
+package limit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrStoreUnavailable is wrapped by every error that means a store could
+// not decide: unreachable, too slow, full. Callers apply their on_error
+// policy when errors.Is(err, ErrStoreUnavailable).
+var ErrStoreUnavailable = errors.New("limit: store unavailable")
+
+// ErrFull is returned by a store that has no room for a new key.
+var ErrFull = fmt.Errorf("%w: store is full", ErrStoreUnavailable)
+
+// Store decides limits. Implementations are safe for concurrent use.
+type Store interface {
+	// Decide decides every limit of req together: the request is admitted
+	// only if every non-shadow limit admits it, and a rejected request
+	// consumes nothing from any limit.
+	Decide(ctx context.Context, req *Request) (Result, error)
+
+	// Peek reads the state of one key without consuming anything.
+	Peek(ctx context.Context, now time.Time, r *Rule, k Key) (State, error)
+
+	// Reset forgets one key's state.
+	Reset(ctx context.Context, r *Rule, k Key) error
+
+	// Release frees the concurrency leases that lease holds on limits.
+	// It is idempotent, and safe to call for a lease that a timed-out
+	// Decide may or may not have taken.
+	Release(ctx context.Context, lease string, limits ...Limit) error
+
+	// Renew extends the concurrency leases that lease holds on limits by
+	// their rules' LeaseTTL from now, for requests that run long.
+	Renew(ctx context.Context, now time.Time, lease string, limits ...Limit) error
+
+	// Close releases the store's resources.
+	Close() error
+}
+
+// Limit is one rule applied to one key.
+type Limit struct {
+	Rule *Rule
+	Key  Key
+}
+
+// Request is what one call to Store.Decide decides.
+type Request struct {
+	Limits []Limit
+
+	// Now is the caller's clock. The memory store decides at Now; the
+	// Redis store uses Redis's own clock and reads from Now only the zone
+	// offset of rules with a Location.
+	Now time.Time
+
+	// Lease identifies the concurrency leases this request takes, chosen
+	// by the caller so that it can release them even when it never saw the
+	// answer. Required when a limit is a Concurrency rule.
+	Lease string
+
+	// Hits multiplies every rule's cost (Envoy's hits_addend). Zero means 1.
+	Hits int64
+}
+
+// Result is the answer to a Request.
+type Result struct {
+	// Allowed is true when every non-shadow limit admitted the request.
+	Allowed bool
+
+	// Decisions holds one Decision per limit, in the order of the request.
+	Decisions []Decision
+
+	// Time is the store's clock when it decided: the windows the request
+	// counted in are those that contain Time.
+	Time time.Time
+
+	// Delay is how long the caller must wait before it proceeds: a token
+	// bucket with Queue admitted the request against a token due then.
+	Delay time.Duration
+}
+
+// Decision is one limit's judgement of a request.
+type Decision struct {
+	Rule *Rule
+	Key  Key
+
+	// Allowed is this limit's own judgement; for a shadow rule it may be
+	// false while the request is admitted.
+	Allowed bool
+
+	// Limit is the count, burst or number in flight the rule admits.
+	Limit int64
+
+	// Remaining is what is left after this request: window slots, whole
+	// tokens or free leases. Never negative.
+	Remaining int64
+
+	// ResetAfter is when the window ends (fixed), the oldest admission
+	// leaves it (sliding) or the bucket is full again (token bucket).
+	ResetAfter time.Duration
+
+	// RetryAfter, on a rejection, is the shortest wait after which the
+	// same request could be admitted.
+	RetryAfter time.Duration
+
+	// Delay is how long an admission queued by a token bucket must wait.
+	Delay time.Duration
+}
+
+// State is one key's state as Peek reads it.
+type State struct {
+	Algorithm  Algorithm
+	Limit      int64
+	Window     time.Duration
+	Remaining  int64
+	ResetAfter time.Duration
+	InFlight   int64 // Concurrency only
+}
+
+// ValidateRequest checks what every store needs of a request.
+func ValidateRequest(req *Request) error {
+	if req.Hits < 0 {
+		return fmt.Errorf("limit: hits %d is negative", req.Hits)
+	}
+	for _, l := range req.Limits {
+		if l.Rule == nil {
+			return errors.New("limit: limit without a rule")
+		}
+		if err := l.Rule.Validate(); err != nil {
+			return err
+		}
+		if l.Rule.Algorithm == Concurrency && req.Lease == "" {
+			return fmt.Errorf("limit: rule %s is a concurrency limit and the request has no lease id", l.Rule.Name)
+		}
+	}
+	return nil
+}
