@@ -43,6 +43,10 @@ func (r *Rule) Check(e *Entry, now int64, hits int64, off int64) Decision {
 		d.Allowed = cur+cost <= r.p.n
 		if d.Allowed {
 			d.Remaining = r.p.n - cur - cost
+			d.idleRemaining, d.idleResetAfter = r.p.n-cur, d.ResetAfter
+			if r.Align == AlignFirst && cur == 0 {
+				d.idleResetAfter = 0 // no window is open until an admission
+			}
 		} else {
 			d.Remaining = max(r.p.n-cur, 0)
 			d.RetryAfter = d.ResetAfter
@@ -59,8 +63,10 @@ func (r *Rule) Check(e *Entry, now int64, hits int64, off int64) Decision {
 			oldest := now
 			if count > 0 {
 				oldest = e.log[e.head]
+				d.idleResetAfter = us(oldest + r.p.window - now)
 			}
 			d.ResetAfter = us(oldest + r.p.window - now)
+			d.idleRemaining = r.p.n - count
 		} else {
 			d.Remaining = max(r.p.n-count, 0)
 			if count > 0 {
@@ -94,6 +100,8 @@ func (r *Rule) Check(e *Entry, now int64, hits int64, off int64) Decision {
 		left := tokens
 		if d.Allowed {
 			left -= c
+			d.idleRemaining = int64(math.Floor(max(tokens, 0) + tokenEpsilon))
+			d.idleResetAfter = us(r.fillTime(tokens))
 		}
 		d.Remaining = int64(math.Floor(max(left, 0) + tokenEpsilon))
 		d.ResetAfter = us(r.fillTime(left))
@@ -102,6 +110,7 @@ func (r *Rule) Check(e *Entry, now int64, hits int64, off int64) Decision {
 		d.Allowed = n+1 <= r.p.n
 		if d.Allowed {
 			d.Remaining = r.p.n - n - 1
+			d.idleRemaining = r.p.n - n
 		} else {
 			d.RetryAfter = time.Second
 		}
@@ -260,9 +269,10 @@ func (e *Entry) liveLeases(now int64) int64 {
 	return int64(len(e.leases))
 }
 
+// floorDiv divides rounding towards minus infinity, for b > 0.
 func floorDiv(a, b int64) int64 {
 	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
+	if a-q*b < 0 {
 		q--
 	}
 	return q

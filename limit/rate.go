@@ -83,7 +83,7 @@ func parsePeriod(p string) (time.Duration, error) {
 	if i > 0 && i < len(p) {
 		if u, ok := units[p[i:]]; ok {
 			n, err := strconv.ParseInt(p[:i], 10, 64)
-			if err != nil || n <= 0 || n > int64(maxPeriod/u) {
+			if err != nil || n > int64(maxPeriod/u) {
 				return 0, fmt.Errorf("period %q is out of range", p)
 			}
 			return time.Duration(n) * u, nil

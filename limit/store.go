@@ -108,6 +108,21 @@ type Decision struct {
 
 	// Delay is how long an admission queued by a token bucket must wait.
 	Delay time.Duration
+
+	// What Remaining and ResetAfter read if the request is admitted by
+	// this limit but rejected by another, and so consumes nothing here.
+	idleRemaining  int64
+	idleResetAfter time.Duration
+}
+
+// Unconsumed is d as it reads when this limit admitted the request but
+// another rejected it: nothing was consumed, no delay applies. Stores
+// call it on every admitting decision of a rejected request.
+func (d Decision) Unconsumed() Decision {
+	if d.Allowed {
+		d.Remaining, d.ResetAfter, d.Delay = d.idleRemaining, d.idleResetAfter, 0
+	}
+	return d
 }
 
 // State is one key's state as Peek reads it.

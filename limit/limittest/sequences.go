@@ -254,6 +254,12 @@ func testAtomicity(t *testing.T, h *Harness) {
 		res := decide(t, h, 0, "", limit.Limit{Rule: user, Key: limit.StringKey("u1")}, limit.Limit{Rule: api, Key: apiKey})
 		if res.Allowed {
 			admitted++
+			continue
+		}
+		// The api limit admitted this request but it was rejected, so
+		// its decision reports nothing taken and no delay.
+		if d := res.Decisions[1]; !d.Allowed || d.Remaining != 4 || d.Delay != 0 {
+			t.Fatalf("api decision of a rejected request: %+v, want allowed with 4 remaining", d)
 		}
 	}
 	if admitted != 1 {

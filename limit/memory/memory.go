@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"hash/maphash"
 	"slices"
 	"sync"
@@ -39,8 +40,10 @@ type Store struct {
 	mask   uint64
 	seed   maphash.Seed
 	live   atomic.Int64
-	max    int64
-	now    func() time.Time
+	// lastFull is when a full store last swept itself, µs.
+	lastFull atomic.Int64
+	max      int64
+	now      func() time.Time
 
 	stop chan struct{}
 	done sync.WaitGroup
@@ -101,16 +104,21 @@ func New(o Options) *Store {
 	return s
 }
 
-// scopeOf is the rule's name and state shape: rules that share it share
-// counters, as limit.StoredKey does for the Redis store.
-func (s *Store) scopeOf(r *limit.Rule) string {
-	return r.Ext(s, func(r *limit.Rule) any { return r.Name + ":" + r.StateID() }).(string)
+// scope is the rule's name and state shape: rules that share it share
+// counters, as limit.StoredKey does for the Redis store. Its hash is
+// computed once per rule, so a decision hashes only the caller's key.
+type scope struct {
+	name string
+	hash uint64
 }
 
 func (s *Store) locate(r *limit.Rule, k limit.Key) (mapKey, int) {
-	mk := mapKey{scope: s.scopeOf(r), key: k}
-	h := maphash.String(s.seed, string(k)) ^ maphash.String(s.seed, mk.scope)
-	return mk, int(h & s.mask)
+	sc := r.Ext(s, func(r *limit.Rule) any {
+		name := r.Name + ":" + r.StateID()
+		return &scope{name: name, hash: maphash.String(s.seed, name)}
+	}).(*scope)
+	h := maphash.String(s.seed, string(k)) ^ sc.hash
+	return mapKey{scope: sc.name, key: k}, int(h & s.mask)
 }
 
 // Decide implements limit.Store. The shards a request touches are locked
@@ -120,6 +128,31 @@ func (s *Store) Decide(_ context.Context, req *limit.Request) (limit.Result, err
 	if err := limit.ValidateRequest(req); err != nil {
 		return limit.Result{}, err
 	}
+	res, err := s.decide(req)
+	if err == errNoRoom {
+		// Expired keys may be holding the room. Sweeping needs every
+		// shard's lock, so it happens outside decide, and at most every
+		// fullSweepGap, so that a store that really is full does not scan
+		// itself on every request.
+		now := req.Now.UnixMicro()
+		if last := s.lastFull.Load(); now-last >= fullSweepGap.Microseconds() && s.lastFull.CompareAndSwap(last, now) {
+			s.Sweep(req.Now)
+			res, err = s.decide(req)
+		}
+		if err == errNoRoom {
+			err = limit.ErrFull
+		}
+	}
+	return res, err
+}
+
+// errNoRoom is decide's signal that the request needs keys the store has no room for.
+var errNoRoom = errors.New("no room")
+
+// fullSweepGap is the least time between two sweeps forced by a full store.
+const fullSweepGap = 100 * time.Millisecond
+
+func (s *Store) decide(req *limit.Request) (limit.Result, error) {
 	n := len(req.Limits)
 	res := limit.Result{Allowed: true, Decisions: make([]limit.Decision, n), Time: req.Now}
 	if n == 0 {
@@ -161,18 +194,13 @@ func (s *Store) Decide(_ context.Context, req *limit.Request) (limit.Result, err
 	}
 	res.Time = time.UnixMicro(now)
 
-	var scratch [8]limit.Entry
 	created := 0
 	for j, l := range req.Limits {
 		e := s.shards[idx[j]].m[keys[j]]
 		if e == nil {
-			// Judge an absent key against empty state; it is only
-			// stored if the request is admitted.
-			if j < len(scratch) {
-				e = &scratch[j]
-			} else {
-				e = new(limit.Entry)
-			}
+			// An absent key is judged against empty state and stored
+			// only if the request is admitted.
+			e = new(limit.Entry)
 			created++
 		}
 		ents = append(ents, e)
@@ -184,12 +212,15 @@ func (s *Store) Decide(_ context.Context, req *limit.Request) (limit.Result, err
 		}
 	}
 	if !res.Allowed {
+		for j := range res.Decisions {
+			res.Decisions[j] = res.Decisions[j].Unconsumed()
+		}
 		return res, nil
 	}
 	if created > 0 && s.live.Load()+int64(created) > s.max {
 		s.sweepLocked(locks, now)
 		if s.live.Load()+int64(created) > s.max {
-			return limit.Result{}, limit.ErrFull
+			return limit.Result{}, errNoRoom
 		}
 	}
 	for j, l := range req.Limits {
@@ -199,9 +230,6 @@ func (s *Store) Decide(_ context.Context, req *limit.Request) (limit.Result, err
 		}
 		e := ents[j]
 		if sh := &s.shards[idx[j]]; created > 0 && sh.m[keys[j]] == nil {
-			fresh := new(limit.Entry)
-			*fresh = *e
-			e = fresh
 			sh.m[keys[j]] = e
 			sh.peak = max(sh.peak, len(sh.m))
 			s.live.Add(1)

@@ -1,0 +1,92 @@
+package memory_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/memory"
+)
+
+func TestMaxKeys(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := memory.New(memory.Options{MaxKeys: 10, SweepEvery: -1})
+	defer s.Close()
+	r := &limit.Rule{Name: "t:max", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 2, Period: time.Second}}
+	ctx := context.Background()
+	decide := func(key string, at time.Time) (limit.Result, error) {
+		return s.Decide(ctx, &limit.Request{Limits: []limit.Limit{{Rule: r, Key: limit.StringKey(key)}}, Now: at})
+	}
+	for i := range 10 {
+		if _, err := decide(fmt.Sprint(i), now); err != nil {
+			t.Fatalf("key %d: %v", i, err)
+		}
+	}
+	_, err := decide("new", now)
+	if !errors.Is(err, limit.ErrFull) || !errors.Is(err, limit.ErrStoreUnavailable) {
+		t.Fatalf("11th key: %v, want ErrFull (an ErrStoreUnavailable)", err)
+	}
+	// Keys the store already holds are still decided.
+	if res, err := decide("3", now); err != nil || !res.Allowed {
+		t.Fatalf("existing key on a full store: %v, %v", res.Allowed, err)
+	}
+	// A rejected request needs no room: it is judged and stores nothing.
+	if res, err := decide("3", now); err != nil || res.Allowed {
+		t.Fatalf("existing key over its limit: %v, %v", res.Allowed, err)
+	}
+	// Once the windows have passed, their room is taken back.
+	if res, err := decide("new", now.Add(time.Second)); err != nil || !res.Allowed {
+		t.Fatalf("new key after the windows ended: %v, %v", res.Allowed, err)
+	}
+	if s.Len() != 1 {
+		t.Fatalf("Len = %d after the expired keys were swept, want 1", s.Len())
+	}
+}
+
+func TestSweep(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := memory.New(memory.Options{SweepEvery: -1})
+	defer s.Close()
+	short := &limit.Rule{Name: "t:short", Algorithm: limit.SlidingWindow, Rate: limit.Rate{Count: 5, Period: time.Second}}
+	long := &limit.Rule{Name: "t:long", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 5, Period: time.Hour}}
+	for i := range 5000 {
+		k := limit.StringKey(fmt.Sprint(i))
+		if _, err := s.Decide(context.Background(), &limit.Request{Now: now, Limits: []limit.Limit{{Rule: short, Key: k}, {Rule: long, Key: k}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Len() != 10000 {
+		t.Fatalf("Len = %d, want 10000", s.Len())
+	}
+	s.Sweep(now.Add(999 * time.Millisecond))
+	if s.Len() != 10000 {
+		t.Fatalf("Len = %d after a sweep before anything expired", s.Len())
+	}
+	s.Sweep(now.Add(time.Second))
+	if s.Len() != 5000 {
+		t.Fatalf("Len = %d after the 1 s windows ended, want the 5000 hour windows", s.Len())
+	}
+	s.Sweep(now.Add(time.Hour))
+	if s.Len() != 0 {
+		t.Fatalf("Len = %d after every window ended", s.Len())
+	}
+}
+
+func TestBackgroundSweep(t *testing.T) {
+	s := memory.New(memory.Options{SweepEvery: 10 * time.Millisecond})
+	defer s.Close()
+	r := &limit.Rule{Name: "t:bg", Algorithm: limit.FixedWindow, Align: limit.AlignFirst, Rate: limit.Rate{Count: 1, Period: 20 * time.Millisecond}}
+	if _, err := s.Decide(context.Background(), &limit.Request{Now: time.Now(), Limits: []limit.Limit{{Rule: r, Key: "k"}}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Len() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the background sweep never removed an expired key")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

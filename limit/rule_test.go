@@ -1,0 +1,59 @@
+package limit
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRuleValidate(t *testing.T) {
+	sec := Rate{Count: 10, Period: time.Second}
+	for _, tc := range []struct {
+		r    Rule
+		want string
+	}{
+		{Rule{Name: "a", Algorithm: FixedWindow, Rate: Rate{0, time.Second}}, "count 0 must be positive"},
+		{Rule{Name: "a", Algorithm: FixedWindow, Rate: Rate{-3, time.Second}}, "count -3 must be positive"},
+		{Rule{Name: "a", Algorithm: FixedWindow, Rate: Rate{5, time.Microsecond}}, "shorter than 1ms"},
+		{Rule{Name: "a", Algorithm: TokenBucket, Rate: sec, Burst: 2, Cost: 3}, "burst 2 is smaller than the cost 3"},
+		{Rule{Name: "a", Algorithm: FixedWindow, Rate: sec, Cost: 11}, "cost 11 is larger than the count 10"},
+		{Rule{Name: "a", Algorithm: FixedWindow, Rate: sec, Cost: -1}, "cost -1 must be positive"},
+		{Rule{Name: "a", Algorithm: SlidingWindow, Rate: Rate{100_001, time.Second}}, "sliding_window count 100001 is above 100000"},
+		{Rule{Name: "a", Algorithm: FixedWindow, Rate: sec, Queue: time.Second}, "only a token_bucket may queue"},
+		{Rule{Name: "a", Algorithm: FixedWindow, Rate: sec, Burst: 5}, "only a token_bucket has a burst"},
+		{Rule{Name: "a", Algorithm: Concurrency}, "concurrency limit 0 must be in"},
+		{Rule{Name: "a", Algorithm: Algorithm(9), Rate: sec}, "unknown algorithm"},
+		{Rule{Name: "", Algorithm: FixedWindow, Rate: sec}, "rule name is empty"},
+		{Rule{Name: "a{b}", Algorithm: FixedWindow, Rate: sec}, "only a-z"},
+	} {
+		err := tc.r.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: Validate() = %v, want %q", tc.r.Rate, err, tc.want)
+		}
+	}
+	ok := &Rule{Name: "route:user", Algorithm: TokenBucket, Rate: Rate{100, time.Second}, Burst: 200, Queue: time.Second}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if ok.Limit() != 200 || ok.Window() != 2*time.Second {
+		t.Fatalf("Limit %d Window %v, want 200 and 2s", ok.Limit(), ok.Window())
+	}
+}
+
+func TestStateID(t *testing.T) {
+	a := &Rule{Name: "r:l", Algorithm: FixedWindow, Rate: Rate{5, 10 * time.Second}}
+	b := &Rule{Name: "r:l", Algorithm: FixedWindow, Rate: Rate{50, 10 * time.Second}}
+	c := &Rule{Name: "r:l", Algorithm: FixedWindow, Rate: Rate{5, 20 * time.Second}}
+	d := &Rule{Name: "r:l", Algorithm: FixedWindow, Rate: Rate{5, 10 * time.Second}, Align: AlignFirst}
+	e := &Rule{Name: "r:l", Algorithm: SlidingWindow, Rate: Rate{5, 10 * time.Second}}
+	if a.StateID() != b.StateID() {
+		t.Error("a change of count changed the state id: counters would be lost on reload")
+	}
+	seen := map[string]bool{}
+	for _, r := range []*Rule{a, c, d, e} {
+		if seen[r.StateID()] {
+			t.Errorf("state id %q reused across a change of window, alignment or algorithm", r.StateID())
+		}
+		seen[r.StateID()] = true
+	}
+}
