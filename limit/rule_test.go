@@ -9,22 +9,22 @@ import (
 func TestRuleValidate(t *testing.T) {
 	sec := Rate{Count: 10, Period: time.Second}
 	for _, tc := range []struct {
-		r    Rule
+		r    *Rule
 		want string
 	}{
-		{Rule{Name: "a", Algorithm: FixedWindow, Rate: Rate{0, time.Second}}, "count 0 must be positive"},
-		{Rule{Name: "a", Algorithm: FixedWindow, Rate: Rate{-3, time.Second}}, "count -3 must be positive"},
-		{Rule{Name: "a", Algorithm: FixedWindow, Rate: Rate{5, time.Microsecond}}, "shorter than 1ms"},
-		{Rule{Name: "a", Algorithm: TokenBucket, Rate: sec, Burst: 2, Cost: 3}, "burst 2 is smaller than the cost 3"},
-		{Rule{Name: "a", Algorithm: FixedWindow, Rate: sec, Cost: 11}, "cost 11 is larger than the count 10"},
-		{Rule{Name: "a", Algorithm: FixedWindow, Rate: sec, Cost: -1}, "cost -1 must be positive"},
-		{Rule{Name: "a", Algorithm: SlidingWindow, Rate: Rate{100_001, time.Second}}, "sliding_window count 100001 is above 100000"},
-		{Rule{Name: "a", Algorithm: FixedWindow, Rate: sec, Queue: time.Second}, "only a token_bucket may queue"},
-		{Rule{Name: "a", Algorithm: FixedWindow, Rate: sec, Burst: 5}, "only a token_bucket has a burst"},
-		{Rule{Name: "a", Algorithm: Concurrency}, "concurrency limit 0 must be in"},
-		{Rule{Name: "a", Algorithm: Algorithm(9), Rate: sec}, "unknown algorithm"},
-		{Rule{Name: "", Algorithm: FixedWindow, Rate: sec}, "rule name is empty"},
-		{Rule{Name: "a{b}", Algorithm: FixedWindow, Rate: sec}, "only a-z"},
+		{&Rule{Name: "a", Algorithm: FixedWindow, Rate: Rate{0, time.Second}}, "count 0 must be positive"},
+		{&Rule{Name: "a", Algorithm: FixedWindow, Rate: Rate{-3, time.Second}}, "count -3 must be positive"},
+		{&Rule{Name: "a", Algorithm: FixedWindow, Rate: Rate{5, time.Microsecond}}, "shorter than 1ms"},
+		{&Rule{Name: "a", Algorithm: TokenBucket, Rate: sec, Burst: 2, Cost: 3}, "burst 2 is smaller than the cost 3"},
+		{&Rule{Name: "a", Algorithm: FixedWindow, Rate: sec, Cost: 11}, "cost 11 is larger than the count 10"},
+		{&Rule{Name: "a", Algorithm: FixedWindow, Rate: sec, Cost: -1}, "cost -1 must be positive"},
+		{&Rule{Name: "a", Algorithm: SlidingWindow, Rate: Rate{100_001, time.Second}}, "sliding_window count 100001 is above 100000"},
+		{&Rule{Name: "a", Algorithm: FixedWindow, Rate: sec, Queue: time.Second}, "only a token_bucket may queue"},
+		{&Rule{Name: "a", Algorithm: FixedWindow, Rate: sec, Burst: 5}, "only a token_bucket has a burst"},
+		{&Rule{Name: "a", Algorithm: Concurrency}, "concurrency limit 0 must be in"},
+		{&Rule{Name: "a", Algorithm: Algorithm(9), Rate: sec}, "unknown algorithm"},
+		{&Rule{Name: "", Algorithm: FixedWindow, Rate: sec}, "rule name is empty"},
+		{&Rule{Name: "a{b}", Algorithm: FixedWindow, Rate: sec}, "only a-z"},
 	} {
 		err := tc.r.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -42,7 +42,7 @@ type Store struct {
 	live   atomic.Int64
 	// lastFull is when a full store last swept itself, µs.
 	lastFull atomic.Int64
-	max      int64
+	max      atomic.Int64
 	now      func() time.Time
 
 	stop chan struct{}
@@ -86,13 +86,13 @@ func New(o Options) *Store {
 		shards: make([]shard, n),
 		mask:   uint64(n - 1),
 		seed:   maphash.MakeSeed(),
-		max:    int64(o.MaxKeys),
 		now:    o.Now,
 		stop:   make(chan struct{}),
 	}
 	for i := range s.shards {
 		s.shards[i].m = make(map[mapKey]*limit.Entry)
 	}
+	s.max.Store(int64(o.MaxKeys))
 	every := o.SweepEvery
 	if every == 0 {
 		every = time.Second
@@ -217,9 +217,9 @@ func (s *Store) decide(req *limit.Request) (limit.Result, error) {
 		}
 		return res, nil
 	}
-	if created > 0 && s.live.Load()+int64(created) > s.max {
+	if created > 0 && s.live.Load()+int64(created) > s.max.Load() {
 		s.sweepLocked(locks, now)
-		if s.live.Load()+int64(created) > s.max {
+		if s.live.Load()+int64(created) > s.max.Load() {
 			return limit.Result{}, errNoRoom
 		}
 	}
@@ -307,6 +307,14 @@ func (s *Store) Renew(_ context.Context, now time.Time, lease string, limits ...
 		sh.mu.Unlock()
 	}
 	return nil
+}
+
+// SetMaxKeys changes MaxKeys; n <= 0 leaves it as it is. Keys already
+// held beyond a lowered cap stay until they expire.
+func (s *Store) SetMaxKeys(n int) {
+	if n > 0 {
+		s.max.Store(int64(n))
+	}
 }
 
 // Len is the number of keys the store holds, expired ones not yet swept included.
