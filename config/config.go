@@ -1,0 +1,570 @@
+package config
+
+import (
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/limit"
+)
+
+// Config is a whole floodgate configuration (SPEC §2), decoded, defaulted and
+// validated. A Config is immutable: Parse builds a new one for every load and
+// reload, and nothing may change it afterwards, so a request that started
+// under one config finishes under it.
+//
+// Fields hold their defaults when the file leaves them out; each field's doc
+// says what its zero value means when it may legitimately be zero.
+type Config struct {
+	// File is the name the config was parsed under, as errors and
+	// Summary print it.
+	File string `yaml:"-"`
+
+	// Server, Admin, RLS and Store are the blocks of the same names; a
+	// block the file leaves out holds its defaults.
+	Server Server `yaml:"server"`
+	Admin  Admin  `yaml:"admin"`
+	RLS    RLS    `yaml:"rls"`
+	Store  Store  `yaml:"store"`
+
+	// GlobalLimits apply to every route, before the route's own limits.
+	// Their rules are named "global:NAME". Empty: no global limits.
+	GlobalLimits []*Limit `yaml:"global_limits"`
+
+	// Routes in file order; the first whose Match matches a request takes
+	// it (SPEC §4.1). Empty only when RLS.Listen is set.
+	Routes []*Route `yaml:"routes"`
+
+	// Responses is the code dictionary: code -> message, for rejections and
+	// fallbacks that give no message of their own. Nil: none. Use Message
+	// rather than reading it, since a reject or fallback may also name a
+	// code's message.
+	Responses map[string]string `yaml:"responses"`
+
+	// Events is where recorded requests go; by default nowhere.
+	Events Events `yaml:"events"`
+
+	// messages resolves every code the gateway may answer with; see Message.
+	messages map[string]string
+}
+
+// Server is the proxy's listener and request handling.
+type Server struct {
+	// Listen is the address the gateway serves HTTP on. Default ":8080".
+	Listen string `yaml:"listen"`
+
+	// TrustedProxies are the peers whose X-Forwarded-For is believed when
+	// resolving the client IP (SPEC §3.4). A bare IP in the file is a
+	// single-address prefix. Empty: no peer is trusted, and the client IP
+	// is always the connection's address.
+	TrustedProxies []netip.Prefix `yaml:"trusted_proxies"`
+
+	// IPv6Prefix is how many leading bits of an IPv6 client address form
+	// the ip key part, so that one client cannot rotate through its /64.
+	// Default 64; 128 limits every address on its own.
+	IPv6Prefix int `yaml:"ipv6_prefix"`
+
+	// ShutdownTimeout bounds how long a stopping gateway drains in-flight
+	// requests. Default 10s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+
+	// RequestIDHeader carries the request id to the upstream and back.
+	// Default "X-Request-Id".
+	RequestIDHeader string `yaml:"request_id_header"`
+
+	// MaxHeaderBytes bounds a request's header block. Default 65536.
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+
+	// MaxBodyBytes bounds a request body; larger ones get 413
+	// body_too_large. Zero means unlimited.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+}
+
+// Admin is the admin listener: health, metrics, the admin API and the
+// dashboard (SPEC §10).
+type Admin struct {
+	// Listen is the admin address. Default "127.0.0.1:9090". Empty: no
+	// admin listener.
+	Listen string `yaml:"listen"`
+
+	// Token, when set, is required as "Authorization: Bearer TOKEN" on
+	// /admin/*. It holds the resolved value of TokenEnv when that is set.
+	// Empty: /admin/* is open to whoever reaches Listen.
+	Token string `yaml:"token" redact:"secret"`
+
+	// TokenEnv names the environment variable Token was read from. Empty:
+	// Token, if any, came from the file.
+	TokenEnv string `yaml:"token_env"`
+}
+
+// RLS is the Envoy rate-limit service (SPEC §8).
+type RLS struct {
+	// Listen is the gRPC address of the service. Empty: no service.
+	Listen string `yaml:"listen"`
+
+	// ConfigDir holds the envoyproxy/ratelimit-format rule files. Empty:
+	// no rules, so every descriptor is allowed.
+	ConfigDir string `yaml:"config_dir"`
+}
+
+// StoreType names where limit state lives.
+type StoreType string
+
+// The store types.
+const (
+	StoreMemory StoreType = "memory" // in process, for one instance
+	StoreRedis  StoreType = "redis"  // shared by every instance
+)
+
+// OnError is what a decision is when the store fails (SPEC §5.3).
+type OnError string
+
+// The answers to a store failure.
+const (
+	OnErrorAllow OnError = "allow" // admit, and count the error
+	OnErrorDeny  OnError = "deny"  // 503 limiter_unavailable
+	OnErrorLocal OnError = "local" // decide in memory with a share of each limit
+)
+
+// Store is where limit state lives.
+type Store struct {
+	// Type is memory or redis. Default memory.
+	Type StoreType `yaml:"type"`
+
+	// Redis is used when Type is redis; its defaults are set either way.
+	Redis Redis `yaml:"redis"`
+
+	// Memory is used when Type is memory.
+	Memory Memory `yaml:"memory"`
+
+	// OnError is the decision when the store fails, for limits that do not
+	// give their own. Default local.
+	OnError OnError `yaml:"on_error"`
+
+	// LocalShare is, with OnError local, the fraction of each limit one
+	// instance may grant while the store is down. Zero means auto: one over
+	// the number of gateway instances seen alive before the store failed.
+	LocalShare LocalShare `yaml:"local_share"`
+}
+
+// LocalShare is a fraction in (0, 1], or zero for "auto".
+type LocalShare float64
+
+// RedisMode is how floodgate reaches Redis.
+type RedisMode string
+
+// The Redis deployment modes.
+const (
+	RedisStandalone RedisMode = "standalone"
+	RedisCluster    RedisMode = "cluster"
+	RedisSentinel   RedisMode = "sentinel"
+)
+
+// Redis is the Redis store's connection and key layout.
+type Redis struct {
+	// Mode is standalone, cluster or sentinel. Default standalone.
+	Mode RedisMode `yaml:"mode"`
+
+	// Addrs are host:port addresses: the server, cluster seed nodes, or the
+	// sentinels. Required when the store type is redis.
+	Addrs []string `yaml:"addrs"`
+
+	// MasterName is the sentinel master's name; required in sentinel mode
+	// and refused in the others.
+	MasterName string `yaml:"master_name"`
+
+	// Username is the ACL user. Empty: the default user.
+	Username string `yaml:"username"`
+
+	// Password authenticates the connection; it holds the resolved value of
+	// PasswordEnv when that is set. Empty: no AUTH.
+	Password string `yaml:"password" redact:"secret"`
+
+	// PasswordEnv names the environment variable Password was read from.
+	PasswordEnv string `yaml:"password_env"`
+
+	// DB is the database number; Redis Cluster has only 0.
+	DB int `yaml:"db"`
+
+	// TLS connects with TLS, verifying the server with the system roots.
+	TLS bool `yaml:"tls"`
+
+	// Prefix starts every key floodgate writes. Default "fg:". It may not
+	// hold a brace, which would move the Redis Cluster hash tag.
+	Prefix string `yaml:"prefix"`
+
+	// Timeout is the budget of one decision, connection wait included.
+	// Default 50ms.
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// Memory is the embedded store's bound.
+type Memory struct {
+	// MaxKeys bounds the live keys; when full, new keys are decided as on a
+	// store error. Default 1000000.
+	MaxKeys int `yaml:"max_keys"`
+}
+
+// Route is one proxied route.
+type Route struct {
+	// ID is the route's name, [a-z0-9_-]+, unique, not "global".
+	ID string `yaml:"id"`
+
+	// Match selects the route's requests; Match.Path is required.
+	Match Match `yaml:"match"`
+
+	// Upstream is where the requests go; at least one target is required.
+	Upstream Upstream `yaml:"upstream"`
+
+	// Limits are decided after the global limits, in order. Their rules
+	// are named "ID:NAME". Empty: only the global limits apply.
+	Limits []*Limit `yaml:"limits"`
+
+	// Breaker is the route's circuit breaker; disabled by default.
+	Breaker Breaker `yaml:"breaker"`
+
+	// Fallback is the answer while the breaker is open.
+	Fallback Fallback `yaml:"fallback"`
+
+	// Line is where the route starts in the file.
+	Line int `yaml:"-" json:"-"`
+}
+
+// Match selects the requests of a route.
+type Match struct {
+	// Path is an exact, clean path, or a prefix ending in "/**" that
+	// matches the prefix itself and everything below it.
+	Path string `yaml:"path"`
+
+	// Methods are upper-case method tokens. Empty: any method.
+	Methods []string `yaml:"methods"`
+
+	// Host is compared with the request's host, lowercased and without a
+	// port. Empty: any host.
+	Host string `yaml:"host"`
+}
+
+// Prefix reports whether Path is a "/**" prefix pattern, and the prefix
+// without "/**" ("" for "/**", which matches every path).
+func (m Match) Prefix() (prefix string, ok bool) {
+	if p, ok := strings.CutSuffix(m.Path, "/**"); ok {
+		return p, true
+	}
+	return "", false
+}
+
+// Upstream is where a route's requests go.
+type Upstream struct {
+	// Targets are absolute http or https URLs, used round robin. At least
+	// one.
+	Targets []*url.URL `yaml:"targets"`
+
+	// StripPrefix is removed from the path before it is sent upstream.
+	// Empty: the path is sent as matched.
+	StripPrefix string `yaml:"strip_prefix"`
+
+	// ConnectTimeout bounds dialing a target. Default 2s.
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+
+	// Timeout bounds the wait for the upstream's response headers; a
+	// streaming body is not cut by it. Default 3s.
+	Timeout time.Duration `yaml:"timeout"`
+
+	// IdleTimeout is the longest silence while a response body streams.
+	// Default 60s.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+}
+
+// Source is where a key part's value comes from (SPEC §3.3).
+type Source string
+
+// The key sources. Header, Query and Cookie take a name.
+const (
+	SourceGlobal Source = "global" // one value for every request
+	SourceRoute  Source = "route"  // the route's id
+	SourcePath   Source = "path"   // the cleaned path, without the query
+	SourceMethod Source = "method"
+	SourceHost   Source = "host" // lowercased, without port
+	SourceIP     Source = "ip"   // the client IP of SPEC §3.4
+	SourceHeader Source = "header"
+	SourceQuery  Source = "query"
+	SourceCookie Source = "cookie"
+)
+
+// KeyPart is one part of a limit's key, written "ip" or "header:X-User-Id".
+type KeyPart struct {
+	// Source is one of the Source constants; never empty after Parse.
+	Source Source
+	// Name is the header, query parameter or cookie name, as written.
+	// Empty for the other sources.
+	Name string
+}
+
+// OnMissing is what happens to a request whose key and fallback are both
+// missing.
+type OnMissing string
+
+// The answers to a missing key.
+const (
+	OnMissingDeny  OnMissing = "deny"  // 403 key_required
+	OnMissingAllow OnMissing = "allow" // not limited by this limit
+)
+
+// Limit is one rate limit of a route, or a global one.
+type Limit struct {
+	// Name is [a-z0-9_-]+, unique among the global limits and the limits
+	// of each route; it appears in headers, logs and metrics.
+	Name string `yaml:"name"`
+
+	// Key lists the parts of the key. At least one.
+	Key []KeyPart `yaml:"key"`
+
+	// Fallback is the key used when a part of Key is missing. Empty: none.
+	Fallback []KeyPart `yaml:"fallback"`
+
+	// OnMissing applies when Key and Fallback are both missing. Default
+	// deny.
+	OnMissing OnMissing `yaml:"on_missing"`
+
+	// Algorithm defaults to fixed_window.
+	Algorithm limit.Algorithm `yaml:"algorithm"`
+
+	// Align places fixed windows; fixed_window only. Default epoch.
+	Align limit.Align `yaml:"align,omitempty"`
+
+	// TZ shifts epoch-aligned fixed windows so that day and hour windows
+	// begin at local midnight or on the local hour. Nil: UTC.
+	TZ *time.Location `yaml:"tz,omitempty"`
+
+	// Shadow limits are decided, counted, logged and reported, but never
+	// reject.
+	Shadow bool `yaml:"shadow"`
+
+	// Headers reports this limit in rate-limit headers. Default true.
+	Headers bool `yaml:"headers"`
+
+	// OnError is this limit's answer when the store fails. Empty: the
+	// store's.
+	OnError OnError `yaml:"on_error"`
+
+	// Rate is the limit, whichever form the file used: for concurrency,
+	// Count is the number in flight and Period is zero.
+	Rate limit.Rate `yaml:"rate,omitempty"`
+
+	// Limit and Window are the long form of Rate ("limit: 1" with
+	// "window: 10s"). Parse folds them into Rate, so that Rate is the one
+	// place to read: after Parse, Window is zero, and Limit is zero except
+	// for concurrency, where it is Rate.Count.
+	Limit  int64         `yaml:"limit,omitempty"`
+	Window time.Duration `yaml:"window,omitempty"`
+
+	// Burst is a token bucket's size. Default: the count of Rate as
+	// written. Zero for the other algorithms.
+	Burst int64 `yaml:"burst,omitempty"`
+
+	// Queue lets a token bucket delay a request up to this long for its
+	// token instead of rejecting it. Zero: no queueing.
+	Queue time.Duration `yaml:"queue,omitempty"`
+
+	// Cost is what one request takes. Default 1; zero for concurrency,
+	// where a request holds one lease.
+	Cost int64 `yaml:"cost,omitempty"`
+
+	// Reject is the answer to a request this limit rejects.
+	Reject Reject `yaml:"reject"`
+
+	// Overrides give some requests a different rate; the first that
+	// matches wins. Empty: none.
+	Overrides []*Override `yaml:"overrides,omitempty"`
+
+	// Rule is the limit as the stores decide it, already validated.
+	Rule *limit.Rule `yaml:"-" json:"-"`
+
+	// Line is where the limit starts in the file.
+	Line int `yaml:"-" json:"-"`
+}
+
+// Reject is the answer to a request a limit rejects.
+type Reject struct {
+	// Status is 400-599. Default 429.
+	Status int `yaml:"status"`
+
+	// Code is [a-z0-9_]+. Default rate_limited.
+	Code string `yaml:"code"`
+
+	// Message is the text for Code. Empty: Config.Message finds it.
+	Message string `yaml:"message"`
+}
+
+// Override is a different rate for the requests it matches. Exactly one of
+// Values and Header is set.
+type Override struct {
+	// Values are resolved keys, one value per key part each; a request
+	// whose key is one of them matches.
+	Values []KeyValues `yaml:"values,omitempty"`
+
+	// Header matches a request that carries this header value.
+	Header *HeaderMatch `yaml:"header,omitempty"`
+
+	// Rate, Limit and Window are as in Limit, and folded into Rate the
+	// same way. The override has the limit's algorithm, cost and queue.
+	Rate   limit.Rate    `yaml:"rate,omitempty"`
+	Limit  int64         `yaml:"limit,omitempty"`
+	Window time.Duration `yaml:"window,omitempty"`
+
+	// Burst is as in Limit: default, the override's own count as written.
+	Burst int64 `yaml:"burst,omitempty"`
+
+	// Rule is the override's rule, named after the limit's with "#oN"
+	// appended (N from 1), so its counters are its own.
+	Rule *limit.Rule `yaml:"-" json:"-"`
+
+	// Line is where the override starts in the file.
+	Line int `yaml:"-" json:"-"`
+}
+
+// KeyValues is one resolved key: a value per key part. The file may write a
+// one-part key as a plain scalar.
+type KeyValues []string
+
+// HeaderMatch matches a request header's value exactly.
+type HeaderMatch struct {
+	// Name is the header's name, matched case-insensitively.
+	Name string `yaml:"name"`
+	// Value is the value the header must carry, compared exactly. Never
+	// empty.
+	Value string `yaml:"value"`
+}
+
+// Breaker is a route's circuit breaker (SPEC §6).
+type Breaker struct {
+	// Enabled turns the breaker on. Default false.
+	Enabled bool `yaml:"enabled"`
+
+	// Window is the sliding window, a whole number of seconds (it is kept
+	// in one-second buckets). Default 10s.
+	Window time.Duration `yaml:"window"`
+
+	// MinCalls is the fewest calls in the window that allow a decision.
+	// Default 20.
+	MinCalls int `yaml:"min_calls"`
+
+	// FailureRate opens the breaker when failures/calls reach it; in
+	// (0, 1]. Default 0.5.
+	FailureRate float64 `yaml:"failure_rate"`
+
+	// SlowCallDuration makes a call slow when it takes longer. Zero: calls
+	// are never slow.
+	SlowCallDuration time.Duration `yaml:"slow_call_duration"`
+
+	// SlowCallRate opens the breaker when slow/calls reach it; in (0, 1].
+	// Default 1.0.
+	SlowCallRate float64 `yaml:"slow_call_rate"`
+
+	// FailureStatuses are the upstream statuses that count as failures,
+	// besides connection errors and timeouts. Default 500, 502, 503, 504.
+	// Empty: only connection errors and timeouts fail.
+	FailureStatuses []int `yaml:"failure_statuses"`
+
+	// OpenFor is how long the breaker stays open before its trial calls.
+	// Default 30s.
+	OpenFor time.Duration `yaml:"open_for"`
+
+	// HalfOpenCalls is the number of trial calls. Default 10.
+	HalfOpenCalls int `yaml:"half_open_calls"`
+}
+
+// Fallback is the answer an open breaker gives.
+type Fallback struct {
+	// Status is 200-599. Default 503.
+	Status int `yaml:"status"`
+
+	// Code is [a-z0-9_]+. Default service_unavailable.
+	Code string `yaml:"code"`
+
+	// Message is the text for Code. Empty: Config.Message finds it.
+	Message string `yaml:"message"`
+
+	// Record writes an event for each request the open breaker turns away
+	// (SPEC §7); it needs an events sink.
+	Record bool `yaml:"record"`
+}
+
+// Sink is where events go.
+type Sink string
+
+// The event sinks.
+const (
+	SinkNone  Sink = "none"
+	SinkRedis Sink = "redis" // XADD to a capped stream
+	SinkNATS  Sink = "nats"  // a JetStream subject
+	SinkFile  Sink = "file"  // JSON lines, fsynced
+)
+
+// Audit says which rate-limit decisions become events.
+type Audit string
+
+// The audit levels.
+const (
+	AuditNone     Audit = "none"
+	AuditRejected Audit = "rejected"
+	AuditAll      Audit = "all"
+)
+
+// Events is the event recording of SPEC §7.
+type Events struct {
+	// Sink is none, redis, nats or file. Default none.
+	Sink Sink `yaml:"sink"`
+
+	// Redis, NATS and File configure the sink of the same name; each
+	// holds its defaults whichever sink is chosen.
+	Redis EventsRedis `yaml:"redis"`
+	NATS  EventsNATS  `yaml:"nats"`
+	File  EventsFile  `yaml:"file"`
+
+	// SpoolDir keeps events while the sink is down; required for redis and
+	// nats. Empty: no spool.
+	SpoolDir string `yaml:"spool_dir"`
+
+	// SpoolMaxBytes bounds the spool. Default 1 GiB.
+	SpoolMaxBytes int64 `yaml:"spool_max_bytes"`
+
+	// Audit also records rate-limit decisions. Default none.
+	Audit Audit `yaml:"audit"`
+
+	// MaxBody is how many bytes of a request body an event keeps; a longer
+	// body marks the event truncated. Default 65536; zero keeps no body.
+	MaxBody int64 `yaml:"max_body"`
+
+	// Headers are the request headers an event keeps. Default
+	// Content-Type, X-User-Id and Authorization. Empty: none.
+	Headers []string `yaml:"headers"`
+}
+
+// EventsRedis is the redis sink.
+type EventsRedis struct {
+	// Stream is the stream key. Default "fg:events".
+	Stream string `yaml:"stream"`
+
+	// MaxLen caps the stream (XADD MAXLEN ~). Default 1000000.
+	MaxLen int64 `yaml:"maxlen"`
+
+	// Addrs are another Redis's addresses. Empty: the store's Redis.
+	Addrs []string `yaml:"addrs"`
+}
+
+// EventsNATS is the nats sink.
+type EventsNATS struct {
+	// URL is the server. Default "nats://127.0.0.1:4222".
+	URL string `yaml:"url" redact:"url"`
+
+	// Subject is the JetStream subject. Default "floodgate.events".
+	Subject string `yaml:"subject"`
+}
+
+// EventsFile is the file sink.
+type EventsFile struct {
+	// Path is the JSON-lines file. Default "floodgate-events.jsonl".
+	Path string `yaml:"path"`
+}

@@ -1,0 +1,100 @@
+package config
+
+import (
+	"time"
+
+	"github.com/floodgate-gw/floodgate/limit"
+)
+
+// The codes of the responses the gateway makes itself (SPEC §4.2).
+const (
+	CodeRateLimited         = "rate_limited"
+	CodeServiceUnavailable  = "service_unavailable"
+	CodeUpstreamTimeout     = "upstream_timeout"
+	CodeUpstreamUnavailable = "upstream_unavailable"
+	CodeRouteNotFound       = "route_not_found"
+	CodeBadRequest          = "bad_request"
+	CodeBodyTooLarge        = "body_too_large"
+	CodeKeyRequired         = "key_required"
+	CodeLimiterUnavailable  = "limiter_unavailable"
+)
+
+// builtinMessages are the texts of the gateway's own codes when neither a
+// reject, a fallback nor responses gives one.
+var builtinMessages = map[string]string{
+	CodeRateLimited:         "Too many requests, try again later",
+	CodeServiceUnavailable:  "The service is temporarily unavailable, try again later",
+	CodeUpstreamTimeout:     "The upstream service did not answer in time",
+	CodeUpstreamUnavailable: "The upstream service is unavailable",
+	CodeRouteNotFound:       "No route matches this request",
+	CodeBadRequest:          "The request is malformed",
+	CodeBodyTooLarge:        "The request body is too large",
+	CodeKeyRequired:         "The request lacks the value this route is limited by",
+	CodeLimiterUnavailable:  "The rate limiter is unavailable, try again later",
+}
+
+// The defaults are set before decoding, so a value the file gives, even a
+// zero, replaces them: an explicit "timeout: 0s" is then refused by
+// validation instead of quietly becoming the default.
+
+func defaultConfig() *Config {
+	return &Config{
+		Server: Server{
+			Listen:          ":8080",
+			IPv6Prefix:      64,
+			ShutdownTimeout: 10 * time.Second,
+			RequestIDHeader: "X-Request-Id",
+			MaxHeaderBytes:  65536,
+		},
+		Admin: Admin{Listen: "127.0.0.1:9090"},
+		Store: Store{
+			Type: StoreMemory,
+			Redis: Redis{
+				Mode:    RedisStandalone,
+				Prefix:  "fg:",
+				Timeout: 50 * time.Millisecond,
+			},
+			Memory:  Memory{MaxKeys: 1_000_000},
+			OnError: OnErrorLocal,
+		},
+		Events: Events{
+			Sink:          SinkNone,
+			Redis:         EventsRedis{Stream: "fg:events", MaxLen: 1_000_000},
+			NATS:          EventsNATS{URL: "nats://127.0.0.1:4222", Subject: "floodgate.events"},
+			File:          EventsFile{Path: "floodgate-events.jsonl"},
+			SpoolMaxBytes: 1 << 30,
+			Audit:         AuditNone,
+			MaxBody:       65536,
+			Headers:       []string{"Content-Type", "X-User-Id", "Authorization"},
+		},
+	}
+}
+
+// setDefaults is called by the decoder on every new element of a list
+// before the element's own keys are decoded.
+func (r *Route) setDefaults() {
+	r.Upstream = Upstream{
+		ConnectTimeout: 2 * time.Second,
+		Timeout:        3 * time.Second,
+		IdleTimeout:    60 * time.Second,
+	}
+	r.Breaker = Breaker{
+		Window:          10 * time.Second,
+		MinCalls:        20,
+		FailureRate:     0.5,
+		SlowCallRate:    1.0,
+		FailureStatuses: []int{500, 502, 503, 504},
+		OpenFor:         30 * time.Second,
+		HalfOpenCalls:   10,
+	}
+	r.Fallback = Fallback{Status: 503, Code: CodeServiceUnavailable}
+}
+
+func (l *Limit) setDefaults() {
+	l.OnMissing = OnMissingDeny
+	l.Algorithm = limit.FixedWindow
+	l.Align = limit.AlignEpoch
+	l.Headers = true
+	l.Cost = 1
+	l.Reject = Reject{Status: 429, Code: CodeRateLimited}
+}
