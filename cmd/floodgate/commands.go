@@ -25,6 +25,8 @@ type command struct {
 // commands lists the subcommands in the order "floodgate -h" shows them.
 // Each lives in its own file; adding one is adding a line here.
 var commands = []command{
+	{"serve", "run the gateway and its admin listener", runServe},
+	{"check", "validate a configuration file offline", runCheck},
 	{"version", "print the version, the commit and the Go version", runVersion},
 }
 

@@ -1,0 +1,288 @@
+package admin
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/limit"
+)
+
+// Backend is the running gateway as the admin API sees it.
+type Backend interface {
+	// Config is the running configuration; nil until one is loaded.
+	Config() *config.Config
+
+	// Reload re-reads the configuration file and swaps it in. A file that
+	// does not load gives a config.Errors; a config that loads but cannot
+	// be built gives another error. Either way the running config stays.
+	Reload() error
+
+	// LimitState reads one key of a limit without consuming it; ResetLimit
+	// forgets it. route is a route id or "global"; values hold one value
+	// per part of the limit's key (of its fallback key with fallback).
+	// They return an error wrapping gateway.ErrNoLimit for an unknown route
+	// or limit, one wrapping limit.ErrStoreUnavailable when the store
+	// failed, and another error for values that do not fit the key.
+	LimitState(ctx context.Context, route, limit string, values []string, fallback bool) (limit.State, error)
+	ResetLimit(ctx context.Context, route, limit string, values []string, fallback bool) error
+
+	// Ready reports whether the gateway can decide requests.
+	Ready(ctx context.Context) error
+}
+
+// Time budgets of the calls that reach the store, so that a probe or an
+// operator's query answers even while Redis does not.
+const (
+	readyTimeout = time.Second
+	limitTimeout = 2 * time.Second
+)
+
+//go:embed static/index.html
+var dashboard []byte
+
+// NewHandler returns the handler of the admin listener. gatherer is what
+// /metrics exposes (nil: prometheus.DefaultGatherer); log receives the
+// problems the handler meets (nil: slog.Default()).
+//
+// /healthz, /readyz, /metrics and the dashboard are open to whoever reaches
+// the listener, as probes and scrapers expect; /admin/* needs the bearer
+// token of the running config when it has one.
+func NewHandler(b Backend, gatherer prometheus.Gatherer, log *slog.Logger) http.Handler {
+	if gatherer == nil {
+		gatherer = prometheus.DefaultGatherer
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	h := &handler{b: b, log: log}
+	metrics := promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
+		ErrorLog: promLogger{log},
+		// A collector that fails should cost its own series, not the
+		// whole scrape: the gateway's counters matter most when
+		// something is already wrong.
+		ErrorHandling: promhttp.ContinueOnError,
+	})
+	h.routes = map[string]endpoint{
+		"/":             {http.MethodGet: h.dashboard},
+		"/healthz":      {http.MethodGet: h.healthz},
+		"/readyz":       {http.MethodGet: h.readyz},
+		"/metrics":      {http.MethodGet: metrics.ServeHTTP},
+		"/admin/config": {http.MethodGet: h.config},
+		"/admin/reload": {http.MethodPost: h.reload},
+		"/admin/limits": {http.MethodGet: h.limitState, http.MethodDelete: h.limitReset},
+	}
+	return h
+}
+
+// An endpoint maps the methods of one path to their handlers.
+type endpoint map[string]http.HandlerFunc
+
+// allow is the Allow header of e: its methods, with HEAD where GET is, as
+// net/http answers HEAD with GET's handler.
+func (e endpoint) allow() string {
+	var ms []string
+	for m := range e {
+		ms = append(ms, m)
+		if m == http.MethodGet {
+			ms = append(ms, http.MethodHead)
+		}
+	}
+	slices.Sort(ms)
+	return strings.Join(ms, ", ")
+}
+
+type handler struct {
+	b      Backend
+	log    *slog.Logger
+	routes map[string]endpoint
+}
+
+// ServeHTTP routes by exact path, then method. It does not use
+// http.ServeMux because the mux answers 404 and 405 in plain text, and
+// every answer of the admin API but the dashboard and /metrics is JSON.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if isAdminPath(r.URL.Path) && !h.authorized(w, r) {
+		return
+	}
+	e, ok := h.routes[r.URL.Path]
+	if !ok {
+		writeError(w, http.StatusNotFound, "not_found", "no such admin endpoint: "+r.URL.Path)
+		return
+	}
+	method := r.Method
+	if method == http.MethodHead {
+		method = http.MethodGet
+	}
+	f, ok := e[method]
+	if !ok {
+		w.Header().Set("Allow", e.allow())
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path+"; use "+e.allow())
+		return
+	}
+	f(w, r)
+}
+
+// isAdminPath reports whether p is under /admin, the token-protected part.
+// It decides on the cleaned path so that /x/../admin/config or
+// //admin/config cannot reach an admin endpoint around the token check.
+func isAdminPath(p string) bool {
+	p = path.Clean("/" + p)
+	return p == "/admin" || strings.HasPrefix(p, "/admin/")
+}
+
+// authorized checks the bearer token of the running config, read on every
+// request so that a reload that sets, changes or removes the token takes
+// effect at once. It answers 401 itself when the request may not go on.
+func (h *handler) authorized(w http.ResponseWriter, r *http.Request) bool {
+	cfg := h.b.Config()
+	if cfg == nil {
+		writeError(w, http.StatusServiceUnavailable, "not_ready", "no configuration loaded")
+		return false
+	}
+	want := cfg.Admin.Token
+	if want == "" {
+		return true
+	}
+	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	// The scheme is case-insensitive (RFC 7235 §2.1).
+	if ok && strings.EqualFold(scheme, "Bearer") && tokenEqual(strings.TrimSpace(got), want) {
+		return true
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate admin"`)
+	writeError(w, http.StatusUnauthorized, "unauthorized", `this endpoint needs "Authorization: Bearer <admin.token>"`)
+	return false
+}
+
+// tokenEqual compares in constant time. Hashing first makes the time
+// independent of the lengths too, which ConstantTimeCompare alone is not.
+func tokenEqual(got, want string) bool {
+	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
+}
+
+func (h *handler) dashboard(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write(dashboard)
+}
+
+type status struct {
+	Status string `json:"status"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// healthz answers as long as the process serves HTTP: it is the liveness
+// probe, and restarting a gateway whose store is down would not help.
+func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, status{Status: "ok"})
+}
+
+// readyz is the readiness probe: a config is loaded and the gateway can
+// decide requests (SPEC §10).
+func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
+	if h.b.Config() == nil {
+		writeJSON(w, http.StatusServiceUnavailable, status{Status: "unavailable", Detail: "no configuration loaded"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if err := h.b.Ready(ctx); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, status{Status: "unavailable", Detail: err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, status{Status: "ok"})
+}
+
+func (h *handler) config(w http.ResponseWriter, r *http.Request) {
+	cfg := h.b.Config()
+	if cfg == nil {
+		writeError(w, http.StatusServiceUnavailable, "not_ready", "no configuration loaded")
+		return
+	}
+	writeJSON(w, http.StatusOK, cfg.Redacted())
+}
+
+type reloadErrors struct {
+	Status string   `json:"status"`
+	Errors []string `json:"errors"`
+}
+
+// reload answers 400 with every problem of a file that does not load or
+// build. A store that cannot be reached is not the file's fault: 503.
+func (h *handler) reload(w http.ResponseWriter, r *http.Request) {
+	err := h.b.Reload()
+	if err == nil {
+		writeJSON(w, http.StatusOK, status{Status: "reloaded"})
+		return
+	}
+	code := http.StatusBadRequest
+	if errors.Is(err, limit.ErrStoreUnavailable) {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, reloadErrors{Status: "error", Errors: ErrorLines(err)})
+}
+
+// ErrorLines is err as a list of lines: one "FILE:LINE: message" per
+// problem of a config.Errors, else the error's text. The reload paths of
+// "floodgate serve" log the same list the admin API answers with.
+func ErrorLines(err error) []string {
+	var errs config.Errors
+	if errors.As(err, &errs) && len(errs) > 0 {
+		lines := make([]string, len(errs))
+		for i, e := range errs {
+			lines[i] = e.Error()
+		}
+		return lines
+	}
+	return []string{err.Error()}
+}
+
+// writeJSON sends v as the whole response.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		// Only a config value could fail to marshal, and that is a bug;
+		// say so rather than send half a document.
+		code = http.StatusInternalServerError
+		body, _ = json.Marshal(apiError{Status: "error", Code: "internal_error", Message: "cannot encode the answer: " + err.Error()})
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	// Admin answers describe live state; a cache in between must not
+	// serve yesterday's remaining quota.
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	w.Write(append(body, '\n'))
+}
+
+type apiError struct {
+	Status  string `json:"status"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	writeJSON(w, status, apiError{Status: "error", Code: code, Message: message})
+}
+
+// promLogger sends promhttp's errors (a collector that failed) to slog.
+type promLogger struct{ log *slog.Logger }
+
+func (l promLogger) Println(v ...any) {
+	l.log.Error("serving /metrics", "error", strings.TrimSpace(fmt.Sprintln(v...)))
+}

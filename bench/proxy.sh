@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Proxy throughput and latency, as ratios against nginx in the same run.
+#
+#   bench/proxy.sh [ROUNDS] [SECONDS]
+#
+# Needs wrk, nginx and redis-server (apt-get install wrk nginx-light
+# redis-server); none of them is a dependency of floodgate itself. Everything
+# listens on free ports under a temporary directory and is stopped at the end.
+#
+# Three proxies stand in front of one tiny nginx upstream that answers "ok":
+#   nginx      nginx proxying with upstream keepalive (the baseline)
+#   fg-plain   floodgate with no limits
+#   fg-limits  floodgate with the seeds' four fixed-window limits (global,
+#              api, user, ip) on Redis, sized so that everything is admitted;
+#              users and IPs vary per request (wrk script below), so the
+#              limit step really does four counters per request
+# Each round runs wrk -t2 -c64 against each proxy in turn (interleaved, so
+# that the machine's noise falls on all of them); the report gives every
+# round's requests/s and the median of the per-round ratios to nginx.
+set -euo pipefail
+ROUNDS=${1:-5}
+SECS=${2:-10}
+cd "$(dirname "$0")/.."
+for cmd in wrk nginx redis-server; do
+	command -v $cmd >/dev/null || { echo "bench/proxy.sh needs $cmd (apt-get install wrk nginx-light redis-server)" >&2; exit 1; }
+done
+
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	[ -f "$tmp/up.pid" ] && kill "$(cat "$tmp/up.pid")" 2>/dev/null || true
+	[ -f "$tmp/px.pid" ] && kill "$(cat "$tmp/px.pid")" 2>/dev/null || true
+	wait 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+UP=$(freeport); NGX=$(freeport); PLAIN=$(freeport); LIM=$(freeport); RED=$(freeport)
+ADM1=$(freeport); ADM2=$(freeport)
+
+go build -o "$tmp/floodgate" ./cmd/floodgate
+
+ngx() { # name port body
+	cat >"$tmp/$1.conf" <<CONF
+worker_processes 1;
+pid $tmp/$1.pid;
+error_log $tmp/$1.err;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  upstream up { server 127.0.0.1:$UP; keepalive 256; }
+  server { listen 127.0.0.1:$2 reuseport backlog=4096; $3 }
+}
+CONF
+	nginx -c "$tmp/$1.conf" -p "$tmp"
+}
+ngx up "$UP" 'location / { return 200 "ok"; }'
+ngx px "$NGX" 'location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }'
+
+redis-server --port "$RED" --bind 127.0.0.1 --save "" --appendonly no --daemonize no >"$tmp/redis.log" 2>&1 &
+pids+=($!)
+
+cat >"$tmp/plain.yaml" <<YAML
+server: {listen: "127.0.0.1:$PLAIN"}
+admin: {listen: "127.0.0.1:$ADM1"}
+routes:
+  - id: api
+    match: {path: /**}
+    upstream: {targets: ["http://127.0.0.1:$UP"]}
+YAML
+cat >"$tmp/limits.yaml" <<YAML
+server: {listen: "127.0.0.1:$LIM", trusted_proxies: [127.0.0.1]}
+admin: {listen: "127.0.0.1:$ADM2"}
+store: {type: redis, redis: {addrs: ["127.0.0.1:$RED"]}}
+global_limits:
+  - {name: global, key: [global], rate: 100000000/s}
+routes:
+  - id: api
+    match: {path: /**}
+    upstream: {targets: ["http://127.0.0.1:$UP"]}
+    limits:
+      - {name: api, key: [route], rate: 100000000/s}
+      - {name: user, key: ["header:X-User-Id", path], fallback: [ip], rate: 1000000/10s}
+      - {name: ip, key: [ip], rate: 1000000/min}
+YAML
+"$tmp/floodgate" serve -c "$tmp/plain.yaml" 2>"$tmp/plain.log" &
+pids+=($!)
+"$tmp/floodgate" serve -c "$tmp/limits.yaml" 2>"$tmp/limits.log" &
+pids+=($!)
+
+# Users and client IPs drawn from 100,000 values per request.
+cat >"$tmp/vary.lua" <<'LUA'
+math.randomseed(os.time())
+request = function()
+  local u = math.random(1, 100000)
+  wrk.headers["X-User-Id"] = tostring(u)
+  wrk.headers["X-Forwarded-For"] = string.format("10.%d.%d.%d", u % 200, math.random(0, 250), math.random(1, 250))
+  return wrk.format(nil, "/api/activities/lucky-meal/receive")
+end
+LUA
+
+for p in $NGX $PLAIN $LIM; do
+	for _ in $(seq 100); do curl -sf "http://127.0.0.1:$p/" >/dev/null && break; sleep 0.1; done
+done
+curl -sf "http://127.0.0.1:$LIM/x" -H 'X-User-Id: 1' -D - -o /dev/null | grep -qi '^ratelimit' || { echo "fg-limits is not limiting" >&2; exit 1; }
+
+run() { # port -> requests/s
+	wrk -t2 -c64 -d"${SECS}s" -s "$tmp/vary.lua" --latency "http://127.0.0.1:$1/" >"$tmp/wrk.out" 2>&1
+	awk '/Requests\/sec/ {print $2}' "$tmp/wrk.out"
+	grep -E '^\s+99%' "$tmp/wrk.out" | awk '{print $2}' >"$tmp/p99"
+	if grep -q 'Non-2xx' "$tmp/wrk.out"; then echo "non-2xx answers on port $1:" >&2; cat "$tmp/wrk.out" >&2; exit 1; fi
+}
+
+echo "round  nginx req/s  fg-plain req/s (p99)  fg-limits req/s (p99)  plain/nginx  limits/nginx"
+plain_r=(); lim_r=()
+for i in $(seq "$ROUNDS"); do
+	n=$(run $NGX)
+	p=$(run $PLAIN); pp=$(cat "$tmp/p99")
+	l=$(run $LIM); lp=$(cat "$tmp/p99")
+	rp=$(awk -v a="$p" -v b="$n" 'BEGIN{printf "%.3f", a/b}')
+	rl=$(awk -v a="$l" -v b="$n" 'BEGIN{printf "%.3f", a/b}')
+	plain_r+=("$rp"); lim_r+=("$rl")
+	printf "%5d  %11s  %14s (%s)  %15s (%s)  %11s  %12s\n" "$i" "$n" "$p" "$pp" "$l" "$lp" "$rp" "$rl"
+done
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END{print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+echo "median ratio to nginx: fg-plain $(median "${plain_r[@]}"), fg-limits $(median "${lim_r[@]}")"

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"crypto/sha256"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/floodgate-gw/floodgate/admin"
+	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/gateway"
+)
+
+// watchDebounce is how long the file must be quiet before a change is
+// reloaded: saving a file is several events (truncate, write, rename), and
+// the config should be read once, whole.
+const watchDebounce = 200 * time.Millisecond
+
+// errStopping refuses a reload that comes in while serve shuts down: the
+// gateway it would swap into is being closed.
+var errStopping = errors.New("floodgate is shutting down; reload refused")
+
+// A reloader re-reads the config file and swaps it into the gateway. The
+// three triggers (SIGHUP, POST /admin/reload and a change of the file) all
+// call reload, so they log, count and fail alike, and never overlap.
+type reloader struct {
+	path string
+	gw   *gateway.Gateway
+	log  *slog.Logger
+
+	// started is the config serve bound its listeners with; a reload
+	// cannot move them, only warn.
+	started *config.Config
+
+	mu      sync.Mutex
+	sum     [sha256.Size]byte // of the file the running config came from
+	stopped bool
+}
+
+// loadConfig reads and parses the config file once, returning the digest
+// of exactly what was parsed, so that a reload can tell an unchanged file
+// from a changed one without a second read racing a writer. Errors are
+// config.Errors, as from config.Load.
+func loadConfig(path string) (*config.Config, [sha256.Size]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		msg := err.Error()
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			msg = "cannot read: " + pe.Err.Error()
+		}
+		return nil, [sha256.Size]byte{}, config.Errors{{File: path, Msg: msg}}
+	}
+	cfg, err := config.Parse(path, data)
+	return cfg, sha256.Sum256(data), err
+}
+
+// reload loads the file and, if it is valid and changed, swaps it in.
+// trigger names the cause in the log. On failure the running config stays,
+// one ERROR line lists every problem, and the error is returned (a
+// config.Errors when the file does not load).
+func (r *reloader) reload(trigger string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return errStopping
+	}
+	cfg, sum, err := loadConfig(r.path)
+	if err == nil && sum == r.sum {
+		// An editor that saves twice, a touch, or SIGHUP sent "just in
+		// case": nothing to rebuild, and nothing worth an INFO line.
+		r.log.Debug("config file unchanged; reload skipped", "trigger", trigger, "file", r.path)
+		return nil
+	}
+	if err != nil {
+		// A file that does not load never reaches Gateway.Reload, which
+		// counts only the failures it sees: count this one here.
+		r.gw.ReloadFailed()
+	} else {
+		err = r.gw.Reload(cfg) // counts its own result
+	}
+	if err != nil {
+		r.log.Error("config reload failed; the running config stays",
+			"trigger", trigger, "file", r.path, "errors", admin.ErrorLines(err))
+		return err
+	}
+	r.sum = sum
+	r.log.Info("config reloaded", "trigger", trigger, "file", r.path,
+		"routes", len(cfg.Routes), "limits", limitCount(cfg))
+	r.warnRestart(cfg)
+	return nil
+}
+
+// warnRestart says which of cfg's settings the running process cannot
+// apply: the listeners were bound at start and keep serving where they are.
+func (r *reloader) warnRestart(cfg *config.Config) {
+	changed := func(setting string, was, now any) {
+		if was != now {
+			r.log.Warn("a listener setting changed; it takes effect after a restart",
+				"setting", setting, "running", was, "file", now)
+		}
+	}
+	changed("server.listen", r.started.Server.Listen, cfg.Server.Listen)
+	changed("server.max_header_bytes", r.started.Server.MaxHeaderBytes, cfg.Server.MaxHeaderBytes)
+	changed("admin.listen", r.started.Admin.Listen, cfg.Admin.Listen)
+	changed("rls.listen", r.started.RLS.Listen, cfg.RLS.Listen)
+}
+
+// stop refuses every later reload and waits for a running one to finish,
+// so that the gateway is not closed under a swap.
+func (r *reloader) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped = true
+}
+
+// watch reloads whenever the config file changes, until the returned
+// function is called.
+//
+// It watches the file's directory, not the file: editors and deployment
+// tools replace a file by writing a new one and renaming it over the old,
+// and a watch on the old file's inode would see it removed and then
+// nothing. Kubernetes mounts a ConfigMap as symlinks through a "..data"
+// entry that it swaps on update, so a change of "..data" counts as a change
+// of the file too.
+func (r *reloader) watch() (stop func(), err error) {
+	abs, err := filepath.Abs(r.path)
+	if err != nil {
+		return nil, err
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Add(filepath.Dir(abs)); err != nil {
+		w.Close()
+		return nil, err
+	}
+	name := filepath.Base(abs)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		var fire <-chan time.Time
+		timer := time.NewTimer(watchDebounce)
+		timer.Stop()
+		defer timer.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case ev, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				base := filepath.Base(ev.Name)
+				// A bare chmod (touch, a permission fix) does not change
+				// what the file says.
+				if (base != name && base != "..data") || ev.Op&^fsnotify.Chmod == 0 {
+					continue
+				}
+				timer.Reset(watchDebounce)
+				fire = timer.C
+			case err, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+				r.log.Warn("watching the config file", "file", r.path, "error", err.Error())
+			case <-fire:
+				fire = nil
+				r.reload("file change")
+			}
+		}
+	})
+	return func() {
+		close(done)
+		w.Close()
+		wg.Wait()
+	}, nil
+}
+
+// limitCount is the number of limits a config declares, global ones
+// included.
+func limitCount(cfg *config.Config) int {
+	n := len(cfg.GlobalLimits)
+	for _, r := range cfg.Routes {
+		n += len(r.Limits)
+	}
+	return n
+}

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/floodgate-gw/floodgate/admin"
+	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/gateway"
+	"github.com/floodgate-gw/floodgate/limit"
+)
+
+// Timeouts of the HTTP servers that the config does not set. A client gets
+// ReadHeaderTimeout to send its headers, so that slow-header clients cannot
+// hold connections open (Slowloris); an idle keep-alive connection is closed
+// after IdleTimeout. Bodies get no server-side deadline: a slow upload or a
+// long streaming response is legitimate, and the upstream timeouts bound
+// the proxy's side of it.
+const (
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 120 * time.Second
+
+	// adminShutdownTimeout bounds the wait for admin requests (a scrape,
+	// a probe) once the gateway has drained.
+	adminShutdownTimeout = 2 * time.Second
+)
+
+func runServe(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("serve", "[-c FILE] [--watch=false]",
+		"Run the gateway, and the admin listener the configuration names.\n\n"+
+			"The configuration reloads on SIGHUP, on POST /admin/reload, and when the file changes;\n"+
+			"a file that does not load is refused and the running configuration stays.\n"+
+			"SIGINT or SIGTERM stops accepting, drains in-flight requests for up to\n"+
+			"server.shutdown_timeout and exits 0; a second signal exits at once with 1.")
+	file := fs.String("c", "floodgate.yaml", "the configuration `FILE`")
+	watch := fs.Bool("watch", true, "reload when the configuration file changes")
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
+	}
+
+	cfg, sum, err := loadConfig(*file)
+	if err != nil {
+		// Before the gateway runs, the user is at a terminal or reading a
+		// unit's output: print the problems as check does, not as JSON.
+		for _, line := range admin.ErrorLines(err) {
+			fmt.Fprintln(stderr, line)
+		}
+		return exitFailure
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	s := &server{file: *file, log: log}
+	return s.run(cfg, sum, *watch)
+}
+
+// server is one run of "floodgate serve".
+type server struct {
+	file string
+	log  *slog.Logger
+
+	gw       *gateway.Gateway
+	reloader *reloader
+	draining atomic.Bool
+}
+
+func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	gw, err := gateway.New(cfg, gateway.Options{Logger: s.log, Registerer: reg})
+	if err != nil {
+		s.log.Error("cannot start the gateway", "file", s.file, "error", err.Error())
+		return exitFailure
+	}
+	s.gw = gw
+	s.reloader = &reloader{path: s.file, gw: gw, log: s.log, started: cfg, sum: sum}
+
+	// Bind before serving, so that an address in use is a clean exit 1
+	// rather than a goroutine's error.
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		gw.Close()
+		s.log.Error("cannot listen", "listener", "gateway", "error", err.Error())
+		return exitFailure
+	}
+	srv := &http.Server{
+		Handler:           gw,
+		MaxHeaderBytes:    cfg.Server.MaxHeaderBytes,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          slog.NewLogLogger(s.log.With("listener", "gateway").Handler(), slog.LevelWarn),
+	}
+	var adminSrv *http.Server
+	var adminLn net.Listener
+	if cfg.Admin.Listen != "" {
+		if adminLn, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
+			ln.Close()
+			gw.Close()
+			s.log.Error("cannot listen", "listener", "admin", "error", err.Error())
+			return exitFailure
+		}
+		adminSrv = &http.Server{
+			Handler:           admin.NewHandler(adminBackend{s}, reg, s.log),
+			ReadHeaderTimeout: readHeaderTimeout,
+			IdleTimeout:       idleTimeout,
+			ErrorLog:          slog.NewLogLogger(s.log.With("listener", "admin").Handler(), slog.LevelWarn),
+		}
+	}
+
+	// Subscribe to signals before serving: a SIGTERM that arrives just
+	// after the listener opens must drain, not kill.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	if watch {
+		stopWatch, err := s.reloader.watch()
+		if err != nil {
+			// Not fatal: SIGHUP and the admin API still reload.
+			s.log.Warn("cannot watch the config file; reload with SIGHUP or POST /admin/reload", "file", s.file, "error", err.Error())
+		} else {
+			defer stopWatch()
+		}
+	}
+
+	serveErr := make(chan error, 2)
+	go func() { serveErr <- srv.Serve(ln) }()
+	adminAddr := ""
+	if adminSrv != nil {
+		adminAddr = adminLn.Addr().String()
+		go func() { serveErr <- adminSrv.Serve(adminLn) }()
+	}
+	info, _ := debug.ReadBuildInfo()
+	v, _ := buildVersion(version, commit, info)
+	s.log.Info("floodgate serving", "version", v, "file", s.file,
+		"listen", ln.Addr().String(), "admin", adminAddr,
+		"routes", len(cfg.Routes), "limits", limitCount(cfg), "store", string(cfg.Store.Type))
+
+	code := exitOK
+	var sig os.Signal
+wait:
+	for {
+		select {
+		case sig = <-sigs:
+			if sig == syscall.SIGHUP {
+				// In its own goroutine so that a reload waiting on a
+				// slow store cannot delay a SIGTERM.
+				go s.reloader.reload("SIGHUP")
+				continue
+			}
+			s.log.Info("shutting down: draining in-flight requests",
+				"signal", sig.String(), "timeout", s.gw.Config().Server.ShutdownTimeout.String())
+			break wait
+		case err := <-serveErr:
+			// A listener died under us; stop the rest cleanly and say so
+			// in the exit code.
+			s.log.Error("a listener failed", "error", err.Error())
+			code = exitFailure
+			break wait
+		}
+	}
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.shutdown(srv, adminSrv)
+	}()
+	for {
+		select {
+		case <-done:
+			s.log.Info("stopped")
+			return code
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				continue
+			}
+			// The operator does not want to wait for the drain.
+			s.log.Warn("second signal: exiting without waiting for in-flight requests", "signal", sig.String())
+			return exitFailure
+		}
+	}
+}
+
+// shutdown stops accepting, drains the gateway's in-flight requests for
+// up to server.shutdown_timeout of the running config, then stops the
+// admin listener, which kept answering meanwhile so that /readyz could
+// tell a load balancer to send no more.
+func (s *server) shutdown(srv, adminSrv *http.Server) {
+	s.draining.Store(true)
+	s.reloader.stop()
+	timeout := s.gw.Config().Server.ShutdownTimeout
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		s.log.Warn("drain timed out; closing the remaining connections", "timeout", timeout.String(), "error", err.Error())
+		srv.Close()
+	}
+	if adminSrv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), adminShutdownTimeout)
+		defer cancel()
+		if err := adminSrv.Shutdown(ctx); err != nil {
+			adminSrv.Close()
+		}
+	}
+	if err := s.gw.Close(); err != nil {
+		s.log.Warn("closing the gateway", "error", err.Error())
+	}
+}
+
+// adminBackend is the running server as the admin API sees it: a reload
+// goes through the same reloader as SIGHUP and the file watch, and a
+// draining server is not ready.
+type adminBackend struct{ s *server }
+
+func (b adminBackend) Config() *config.Config { return b.s.gw.Config() }
+
+func (b adminBackend) Reload() error { return b.s.reloader.reload("admin API") }
+
+func (b adminBackend) LimitState(ctx context.Context, route, name string, values []string, fallback bool) (limit.State, error) {
+	return b.s.gw.LimitState(ctx, route, name, values, fallback)
+}
+
+func (b adminBackend) ResetLimit(ctx context.Context, route, name string, values []string, fallback bool) error {
+	return b.s.gw.ResetLimit(ctx, route, name, values, fallback)
+}
+
+func (b adminBackend) Ready(ctx context.Context) error {
+	if b.s.draining.Load() {
+		return errors.New("shutting down")
+	}
+	return b.s.gw.Ready(ctx)
+}

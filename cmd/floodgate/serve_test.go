@@ -1,0 +1,717 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The serve tests start the real binary on free ports, in front of an
+// httptest upstream, and talk to it over HTTP and signals as an operator
+// would. Every wait is a poll with a deadline: a slow machine makes them
+// slower, never flaky.
+
+const (
+	testToken   = "s3cret"
+	waitTimeout = 10 * time.Second
+)
+
+var client = &http.Client{Timeout: waitTimeout}
+
+// freeAddr returns a loopback address nothing listens on. The port is
+// free when returned; the tests write it into the config, because a config
+// with port 0 would not tell them where floodgate ended up.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// syncBuffer collects the process's stderr while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A fixture is a config directory, the addresses written into its config
+// and an upstream.
+type fixture struct {
+	t        *testing.T
+	dir      string
+	file     string
+	listen   string // the gateway's address
+	admin    string // the admin address
+	upstream *httptest.Server
+}
+
+// newFixture starts an upstream that answers "upstream PATH" and echoes
+// the request id it received in X-Upstream-Request-Id. handler, when not
+// nil, serves the upstream instead.
+func newFixture(t *testing.T, handler http.Handler) *fixture {
+	t.Helper()
+	if handler == nil {
+		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Upstream-Request-Id", r.Header.Get("X-Request-Id"))
+			fmt.Fprintf(w, "upstream %s", r.URL.Path)
+		})
+	}
+	up := httptest.NewServer(handler)
+	t.Cleanup(up.Close)
+	dir := t.TempDir()
+	return &fixture{
+		t: t, dir: dir, file: filepath.Join(dir, "floodgate.yaml"),
+		listen: freeAddr(t), admin: freeAddr(t), upstream: up,
+	}
+}
+
+// yaml expands {{LISTEN}}, {{ADMIN}}, {{UPSTREAM}} and {{TOKEN}} in text.
+func (f *fixture) yaml(text string) string {
+	return strings.NewReplacer(
+		"{{LISTEN}}", f.listen, "{{ADMIN}}", f.admin,
+		"{{UPSTREAM}}", f.upstream.URL, "{{TOKEN}}", testToken,
+	).Replace(text)
+}
+
+// write replaces the config file in place, as "echo > file" does.
+func (f *fixture) write(text string) {
+	f.t.Helper()
+	if err := os.WriteFile(f.file, []byte(f.yaml(text)), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// writeByRename replaces the config file the way editors and deployment
+// tools do: a new file renamed over the old one.
+func (f *fixture) writeByRename(text string) {
+	f.t.Helper()
+	tmp := filepath.Join(f.dir, ".floodgate.yaml.swp")
+	if err := os.WriteFile(tmp, []byte(f.yaml(text)), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, f.file); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// baseConfig has one limited route, /api/**, and the admin token.
+const baseConfig = `
+server:
+  listen: "{{LISTEN}}"
+  shutdown_timeout: 5s
+admin:
+  listen: "{{ADMIN}}"
+  token: {{TOKEN}}
+routes:
+  - id: api
+    match: {path: /api/**}
+    upstream: {targets: ["{{UPSTREAM}}"]}
+    limits:
+      - name: user
+        key: [header:X-User-Id]
+        rate: 1/10s
+`
+
+// withRoute is baseConfig with one more route, open, at /ID.
+func withRoute(id string) string {
+	return baseConfig + fmt.Sprintf(`
+  - id: %s
+    match: {path: /%s}
+    upstream: {targets: ["{{UPSTREAM}}"]}
+`, id, id)
+}
+
+// A proc is a running "floodgate serve".
+type proc struct {
+	t      *testing.T
+	f      *fixture
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	done   chan struct{} // closed when the process has exited
+	code   int           // the exit code, once done is closed
+}
+
+// serve starts floodgate serve on f's config and waits until /healthz
+// answers.
+func (f *fixture) serve(args ...string) *proc {
+	t := f.t
+	t.Helper()
+	p := &proc{t: t, f: f, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(floodgateBin, append([]string{"serve", "-c", f.file}, args...)...)
+	p.cmd.Stderr = p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := p.cmd.Wait()
+		var exitErr *exec.ExitError
+		if errors.As(err, &exitErr) {
+			p.code = exitErr.ExitCode()
+		}
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("floodgate serve stderr:\n%s", p.stderr)
+		}
+	})
+	p.waitFor("/healthz to answer", func() bool {
+		resp, err := client.Get("http://" + f.admin + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return p
+}
+
+// waitFor polls cond until it holds, failing the test at the deadline or
+// if the process exits first.
+func (p *proc) waitFor(what string, cond func() bool) {
+	p.t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		select {
+		case <-p.done:
+			p.t.Fatalf("floodgate exited with %d while waiting for %s", p.code, what)
+		default:
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("timed out after %v waiting for %s", waitTimeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitLog waits for a stderr line that matches re and returns it.
+func (p *proc) waitLog(re string) string {
+	p.t.Helper()
+	rx := regexp.MustCompile(re)
+	var line string
+	p.waitFor("a log line matching "+re, func() bool {
+		line = rx.FindString(p.stderr.String())
+		return line != ""
+	})
+	return line
+}
+
+// signal sends sig to the process.
+func (p *proc) signal(sig os.Signal) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatalf("sending %v: %v", sig, err)
+	}
+}
+
+// wait waits for the process to exit and returns its exit code.
+func (p *proc) wait() int {
+	p.t.Helper()
+	select {
+	case <-p.done:
+		return p.code
+	case <-time.After(waitTimeout):
+		p.t.Fatalf("floodgate did not exit within %v", waitTimeout)
+		return -1
+	}
+}
+
+type reply struct {
+	code   int
+	header http.Header
+	body   string
+}
+
+func (r reply) json(t *testing.T) map[string]any {
+	t.Helper()
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q, want application/json; body %s", ct, r.body)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(r.body), &m); err != nil {
+		t.Fatalf("body is not a JSON object: %v\n%s", err, r.body)
+	}
+	return m
+}
+
+// request sends one request; header holds name-value pairs.
+func request(t *testing.T, method, url string, header ...string) reply {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading the body: %v", method, url, err)
+	}
+	return reply{resp.StatusCode, resp.Header, string(body)}
+}
+
+// get requests a path of the gateway.
+func (p *proc) get(path string, header ...string) reply {
+	p.t.Helper()
+	return request(p.t, "GET", "http://"+p.f.listen+path, header...)
+}
+
+// admin requests a path of the admin listener with the token.
+func (p *proc) admin(method, path string) reply {
+	p.t.Helper()
+	return request(p.t, method, "http://"+p.f.admin+path, "Authorization", "Bearer "+testToken)
+}
+
+// status is the status of a request that may fail to connect (-1).
+func (p *proc) status(path string) int {
+	resp, err := client.Get("http://" + p.f.listen + path)
+	if err != nil {
+		return -1
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// reloads reads gateway_config_reloads_total{result} from /metrics.
+func (p *proc) reloads(result string) int {
+	p.t.Helper()
+	r := request(p.t, "GET", "http://"+p.f.admin+"/metrics")
+	m := regexp.MustCompile(`(?m)^gateway_config_reloads_total\{result="` + result + `"\} (\d+)$`).FindStringSubmatch(r.body)
+	if m == nil {
+		p.t.Fatalf("/metrics has no gateway_config_reloads_total{result=%q}:\n%s", result, r.body)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+func skipWithoutSignals(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("needs POSIX signals")
+	}
+}
+
+func TestServeProxies(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	f.write(baseConfig)
+	p := f.serve()
+
+	r := p.get("/api/hello", "X-User-Id", "u1")
+	if r.code != 200 || r.body != "upstream /api/hello" {
+		t.Fatalf("GET /api/hello: %d %q, want 200 from the upstream", r.code, r.body)
+	}
+	id := r.header.Get("X-Request-Id")
+	if id == "" {
+		t.Error("no X-Request-Id in the response")
+	}
+	if up := r.header.Get("X-Upstream-Request-Id"); up != id {
+		t.Errorf("the upstream got request id %q, the client %q", up, id)
+	}
+
+	for _, path := range []string{"/healthz", "/readyz"} {
+		r := request(t, "GET", "http://"+f.admin+path)
+		if m := r.json(t); r.code != 200 || m["status"] != "ok" {
+			t.Errorf("GET %s: %d %s, want 200 {\"status\":\"ok\"}", path, r.code, r.body)
+		}
+	}
+	if r := request(t, "GET", "http://"+f.admin+"/"); r.code != 200 || !strings.Contains(r.body, "/metrics") {
+		t.Errorf("GET /: %d, want the dashboard page", r.code)
+	}
+	r = request(t, "GET", "http://"+f.admin+"/metrics")
+	if want := `gateway_http_requests_total{code="200",route="api"} 1`; !strings.Contains(r.body, want) {
+		t.Errorf("/metrics does not contain %s", want)
+	}
+	if !strings.Contains(r.body, "go_goroutines") || !strings.Contains(r.body, "process_") && runtime.GOOS == "linux" {
+		t.Error("/metrics lacks the Go and process collectors")
+	}
+}
+
+func TestServeAdminConfig(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	f.write(baseConfig)
+	p := f.serve()
+
+	r := request(t, "GET", "http://"+f.admin+"/admin/config")
+	if r.code != 401 || !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Bearer") {
+		t.Errorf("without the token: %d, WWW-Authenticate %q; want 401 and a Bearer challenge",
+			r.code, r.header.Get("WWW-Authenticate"))
+	}
+	r = request(t, "GET", "http://"+f.admin+"/admin/config", "Authorization", "Bearer wrong")
+	if r.code != 401 {
+		t.Errorf("with a wrong token: %d, want 401", r.code)
+	}
+	r = p.admin("GET", "/admin/config")
+	if r.code != 200 {
+		t.Fatalf("with the token: %d %s, want 200", r.code, r.body)
+	}
+	m := r.json(t)
+	adm, _ := m["admin"].(map[string]any)
+	if adm["token"] != "***" || strings.Contains(r.body, testToken) {
+		t.Errorf("the token is not hidden: admin = %v", adm)
+	}
+	if srv, _ := m["server"].(map[string]any); srv["listen"] != f.listen || srv["shutdown_timeout"] != "5s" {
+		t.Errorf("server = %v, want the running config", srv)
+	}
+}
+
+func TestServeRateLimit(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	f.write(baseConfig)
+	p := f.serve()
+
+	if r := p.get("/api/x", "X-User-Id", "u1"); r.code != 200 {
+		t.Fatalf("first request: %d %s, want 200", r.code, r.body)
+	}
+	r := p.get("/api/x", "X-User-Id", "u1")
+	if r.code != 429 {
+		t.Fatalf("second request: %d %s, want 429", r.code, r.body)
+	}
+	if m := r.json(t); m["code"] != "rate_limited" || m["message"] == "" || m["request_id"] != r.header.Get("X-Request-Id") {
+		t.Errorf("429 body %s, want code rate_limited, a message and the request id", r.body)
+	}
+	if r.header.Get("Retry-After") == "" {
+		t.Error("429 without Retry-After")
+	}
+	if r := p.get("/api/x", "X-User-Id", "u2"); r.code != 200 {
+		t.Errorf("another user: %d, want 200", r.code)
+	}
+
+	// The admin API reads the key without consuming it, and resets it.
+	const key = "/admin/limits?route=api&limit=user&key=u1"
+	r = p.admin("GET", key)
+	m := r.json(t)
+	if r.code != 200 || m["algorithm"] != "fixed_window" || m["limit"] != 1.0 || m["window"] != 10.0 || m["remaining"] != 0.0 {
+		t.Errorf("GET %s: %d %s, want fixed_window, limit 1, window 10, remaining 0", key, r.code, r.body)
+	}
+	if ra, ok := m["reset_after"].(float64); !ok || ra <= 0 || ra > 10 {
+		t.Errorf("reset_after %v, want in (0, 10]", m["reset_after"])
+	}
+	if r := p.admin("GET", "/admin/limits?route=api&limit=nope&key=u1"); r.code != 404 {
+		t.Errorf("unknown limit: %d, want 404", r.code)
+	}
+	if r := p.admin("GET", "/admin/limits?route=api&limit=user&key=a&key=b"); r.code != 400 {
+		t.Errorf("two values for a one-part key: %d, want 400", r.code)
+	}
+	if r := p.admin("DELETE", key); r.code != 200 || r.json(t)["status"] != "reset" {
+		t.Errorf("DELETE %s: %d %s, want 200 {\"status\":\"reset\"}", key, r.code, r.body)
+	}
+	if r := p.get("/api/x", "X-User-Id", "u1"); r.code != 200 {
+		t.Errorf("after the reset: %d, want 200", r.code)
+	}
+}
+
+func TestServeReloadOnFileChange(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	f.write(baseConfig)
+	p := f.serve()
+	if code := p.status("/added"); code != 404 {
+		t.Fatalf("GET /added before the reload: %d, want 404", code)
+	}
+
+	// Written in place.
+	f.write(withRoute("added"))
+	p.waitFor("the added route to be served", func() bool { return p.status("/added") == 200 })
+	p.waitLog(`"level":"INFO","msg":"config reloaded".*"routes":2,"limits":1`)
+
+	// A file that does not validate is refused with its line, and the
+	// running config keeps serving.
+	bad := withRoute("added") + "    bogus: 1\n"
+	f.write(bad)
+	line := p.waitLog(`.*"level":"ERROR".*`)
+	want := regexp.MustCompile(regexp.QuoteMeta(fmt.Sprintf("%s:%d: ", f.file, strings.Count(bad, "\n"))) + `.*unknown key \\"bogus\\"`)
+	if !want.MatchString(line) {
+		t.Errorf("the ERROR line does not contain %q:\n%s", want, line)
+	}
+	if strings.Count(p.stderr.String(), `"level":"ERROR"`) != 1 {
+		t.Errorf("want one ERROR line for one bad file:\n%s", p.stderr)
+	}
+	if code := p.status("/added"); code != 200 {
+		t.Errorf("GET /added after a bad file: %d, want the running config's 200", code)
+	}
+	if n := p.reloads("error"); n < 1 {
+		t.Errorf(`gateway_config_reloads_total{result="error"} = %d, want >= 1`, n)
+	}
+	if n := p.reloads("ok"); n != 1 {
+		t.Errorf(`gateway_config_reloads_total{result="ok"} = %d, want 1`, n)
+	}
+
+	// Replaced by a rename, as editors save: the directory watch sees it.
+	f.writeByRename(withRoute("renamed"))
+	p.waitFor("the renamed route to be served", func() bool { return p.status("/renamed") == 200 })
+	if code := p.status("/added"); code != 404 {
+		t.Errorf("GET /added after it was removed: %d, want 404", code)
+	}
+}
+
+func TestServeAdminReload(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	f.write(baseConfig)
+	// Without the file watch, only the POST can have reloaded.
+	p := f.serve("--watch=false")
+
+	if r := request(t, "POST", "http://"+f.admin+"/admin/reload"); r.code != 401 {
+		t.Errorf("POST /admin/reload without the token: %d, want 401", r.code)
+	}
+
+	f.write(withRoute("added") + "    bogus: 1\n    upstream: {targets: [ftp://x]}\n")
+	r := p.admin("POST", "/admin/reload")
+	if r.code != 400 {
+		t.Fatalf("POST /admin/reload with a bad file: %d %s, want 400", r.code, r.body)
+	}
+	var got struct {
+		Status string   `json:"status"`
+		Errors []string `json:"errors"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &got); err != nil || got.Status != "error" {
+		t.Fatalf("body %s, want {\"status\":\"error\",\"errors\":[...]}", r.body)
+	}
+	// The same problems, in the same words, as floodgate check prints.
+	_, checkOut, _ := floodgate(t, "check", "-c", f.file)
+	if want := strings.Split(strings.TrimSpace(checkOut), "\n"); strings.Join(got.Errors, "\n") != strings.Join(want, "\n") || len(want) < 2 {
+		t.Errorf("errors\n %q\nwant what check prints\n %q", got.Errors, want)
+	}
+	if code := p.status("/added"); code != 404 {
+		t.Errorf("GET /added after a refused reload: %d, want 404", code)
+	}
+
+	f.write(withRoute("added"))
+	if r := p.admin("POST", "/admin/reload"); r.code != 200 || r.json(t)["status"] != "reloaded" {
+		t.Fatalf("POST /admin/reload with a good file: %d %s, want 200 {\"status\":\"reloaded\"}", r.code, r.body)
+	}
+	// The reload is done when the POST answers.
+	if code := p.status("/added"); code != 200 {
+		t.Errorf("GET /added right after the reload: %d, want 200", code)
+	}
+	p.waitLog(`"msg":"config reloaded","trigger":"admin API"`)
+	if n := p.reloads("error"); n != 1 {
+		t.Errorf(`gateway_config_reloads_total{result="error"} = %d, want 1`, n)
+	}
+}
+
+func TestServeSIGHUP(t *testing.T) {
+	skipWithoutSignals(t)
+	t.Parallel()
+	f := newFixture(t, nil)
+	f.write(baseConfig)
+	p := f.serve("--watch=false")
+
+	// A new route, and a listen address that cannot move while running.
+	moved := strings.Replace(withRoute("added"), "{{LISTEN}}", freeAddr(t), 1)
+	f.write(moved)
+	p.signal(syscall.SIGHUP)
+	p.waitFor("the added route to be served", func() bool { return p.status("/added") == 200 })
+	p.waitLog(`"msg":"config reloaded","trigger":"SIGHUP"`)
+	p.waitLog(`"level":"WARN","msg":"a listener setting changed; it takes effect after a restart","setting":"server.listen"`)
+}
+
+func TestServeGracefulShutdown(t *testing.T) {
+	skipWithoutSignals(t)
+	t.Parallel()
+	arrived := make(chan struct{}, 1)
+	f := newFixture(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		time.Sleep(500 * time.Millisecond)
+		io.WriteString(w, "slow but done")
+	}))
+	f.write(baseConfig + `
+  - id: slow
+    match: {path: /slow}
+    upstream: {targets: ["{{UPSTREAM}}"]}
+`)
+	p := f.serve()
+
+	type result struct {
+		r   reply
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		resp, err := client.Get("http://" + f.listen + "/slow")
+		if err != nil {
+			res <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		res <- result{reply{resp.StatusCode, resp.Header, string(body)}, err}
+	}()
+	select {
+	case <-arrived:
+	case <-time.After(waitTimeout):
+		t.Fatal("the request never reached the upstream")
+	}
+	p.signal(syscall.SIGTERM)
+
+	got := <-res
+	if got.err != nil || got.r.code != 200 || got.r.body != "slow but done" {
+		t.Errorf("the in-flight request: %v, %d %q; want 200 from the upstream", got.err, got.r.code, got.r.body)
+	}
+	if code := p.wait(); code != exitOK {
+		t.Errorf("exit %d, want %d", code, exitOK)
+	}
+	if !strings.Contains(p.stderr.String(), `"msg":"shutting down: draining in-flight requests","signal":"terminated"`) {
+		t.Error("no log line about the shutdown")
+	}
+	if _, err := net.DialTimeout("tcp", f.listen, time.Second); err == nil {
+		t.Error("the gateway address still accepts connections after exit")
+	}
+}
+
+func TestServeSecondSignal(t *testing.T) {
+	skipWithoutSignals(t)
+	t.Parallel()
+	arrived := make(chan struct{}, 1)
+	release := make(chan struct{})
+	f := newFixture(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(release) })
+	f.write(strings.Replace(baseConfig, "shutdown_timeout: 5s", "shutdown_timeout: 60s", 1) + `
+  - id: stuck
+    match: {path: /stuck}
+    upstream: {targets: ["{{UPSTREAM}}"], timeout: 60s}
+`)
+	p := f.serve()
+	go func() {
+		if resp, err := client.Get("http://" + f.listen + "/stuck"); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case <-arrived:
+	case <-time.After(waitTimeout):
+		t.Fatal("the request never reached the upstream")
+	}
+	p.signal(syscall.SIGTERM)
+	p.waitLog(`"msg":"shutting down`)
+	p.signal(syscall.SIGINT)
+	if code := p.wait(); code != exitFailure {
+		t.Errorf("exit %d after a second signal, want %d", code, exitFailure)
+	}
+}
+
+func TestServeConfigErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("server:\n  listen: 8080\n  bogus: 1\nroutes: []\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		file string
+	}{
+		{"missing file", missing},
+		{"invalid file", bad},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			stdout, stderr, code := floodgate(t, "serve", "-c", tt.file)
+			if code != exitFailure {
+				t.Errorf("exit %d, want %d", code, exitFailure)
+			}
+			// serve reports what check reports, line for line.
+			_, want, _ := floodgate(t, "check", "-c", tt.file)
+			if stderr != want || !strings.HasPrefix(stderr, tt.file+":") {
+				t.Errorf("stderr\n%s\nwant what check prints\n%s", stderr, want)
+			}
+			if stdout != "" {
+				t.Errorf("wrote to stdout: %q", stdout)
+			}
+		})
+	}
+	_, stderr, _ := floodgate(t, "serve", "-c", missing)
+	if !strings.Contains(stderr, "missing.yaml: cannot read") {
+		t.Errorf("stderr %q does not say the file cannot be read", stderr)
+	}
+}
+
+func TestServeListenError(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	f.listen = busy.Addr().String()
+	f.write(baseConfig)
+	_, stderr, code := floodgate(t, "serve", "-c", f.file)
+	if code != exitFailure || !strings.Contains(stderr, `"msg":"cannot listen"`) {
+		t.Errorf("exit %d, stderr %q; want 1 and a cannot listen line", code, stderr)
+	}
+}
+
+func TestServeUsage(t *testing.T) {
+	t.Parallel()
+	stdout, _, code := floodgate(t, "serve", "-h")
+	if code != exitOK || !strings.HasPrefix(stdout, "Usage: floodgate serve") || !strings.Contains(stdout, "-c FILE") {
+		t.Errorf("serve -h: exit %d, stdout:\n%s", code, stdout)
+	}
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"serve", "extra"}, `unexpected argument "extra"`},
+	}
+	for _, tt := range tests {
+		stdout, stderr, code := floodgate(t, tt.args...)
+		if code != exitUsage || !strings.Contains(stderr, tt.want) || !strings.Contains(stderr, "floodgate serve -h") || stdout != "" {
+			t.Errorf("floodgate %s: exit %d, stderr %q; want %d and %q", strings.Join(tt.args, " "), code, stderr, exitUsage, tt.want)
+		}
+	}
+}

@@ -1,0 +1,317 @@
+package gateway
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/gateway/clientip"
+	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/memory"
+	"github.com/floodgate-gw/floodgate/limit/redisstore"
+)
+
+// Options are what a Gateway needs besides its configuration.
+type Options struct {
+	// Logger receives the gateway's JSON lines. Nil: slog.Default().
+	Logger *slog.Logger
+
+	// Registerer receives the metrics. Nil: a new registry, see Registry.
+	Registerer prometheus.Registerer
+}
+
+// New builds a gateway for cfg.
+func New(cfg *config.Config, o Options) (*Gateway, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Registerer == nil {
+		o.Registerer = prometheus.NewRegistry()
+	}
+	g := &Gateway{
+		metrics:     NewMetrics(o.Registerer),
+		log:         o.Logger,
+		ids:         newIDSource(),
+		storeErrLog: newSampler(1),
+		samplers:    map[string]*sampler{},
+		transports:  map[string]*http.Transport{},
+		local:       memory.New(memory.Options{MaxKeys: cfg.Store.Memory.MaxKeys}),
+	}
+	rt, err := g.build(cfg, nil)
+	if err != nil {
+		g.local.Close()
+		return nil, err
+	}
+	g.rt.Store(rt)
+	g.stop = make(chan struct{})
+	g.bg.Go(g.flushSamplers)
+	return g, nil
+}
+
+// build makes the runtime of cfg. prev is the running one, whose store is
+// kept when the store configuration did not change, so that a reload
+// neither drops Redis connections nor loses memory counters.
+func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
+	ips, err := clientip.New(cfg.Server.TrustedProxies, cfg.Server.IPv6Prefix)
+	if err != nil {
+		return nil, err
+	}
+	rt := &runtime{
+		cfg:       cfg,
+		ips:       ips,
+		local:     g.local,
+		ridHeader: http.CanonicalHeaderKey(cfg.Server.RequestIDHeader),
+		maxBody:   cfg.Server.MaxBodyBytes,
+		noRoute:   g.metrics.forRoute(""),
+	}
+	a := func(status int, code string) *answer { return newAnswer(status, code, cfg.Message(code)) }
+	rt.keyRequired = a(http.StatusForbidden, "key_required")
+	rt.notFound = a(http.StatusNotFound, "route_not_found")
+	rt.badRequest = a(http.StatusBadRequest, "bad_request")
+	rt.tooLarge = a(http.StatusRequestEntityTooLarge, "body_too_large")
+	rt.limiterUnavailable = a(http.StatusServiceUnavailable, "limiter_unavailable")
+	rt.upstreamTimeout = a(http.StatusGatewayTimeout, "upstream_timeout")
+	rt.upstreamUnavailable = a(http.StatusBadGateway, "upstream_unavailable")
+
+	g.local.SetMaxKeys(cfg.Store.Memory.MaxKeys)
+	if prev != nil && sameStore(prev.cfg.Store, cfg.Store) {
+		rt.store = prev.store
+	} else if rt.store, err = openStore(cfg.Store, g.local); err != nil {
+		return nil, err
+	}
+	share := float64(cfg.Store.LocalShare)
+	rt.share = func() float64 {
+		if share > 0 {
+			return share
+		}
+		if c, ok := rt.store.(interface{ Instances() int }); ok {
+			if n := c.Instances(); n > 1 {
+				return 1 / float64(n)
+			}
+		}
+		return 1
+	}
+
+	for _, rc := range cfg.Routes {
+		r := &route{id: rc.ID, methods: rc.Match.Methods, host: strings.ToLower(rc.Match.Host), metrics: g.metrics.forRoute(rc.ID)}
+		if p, ok := rc.Match.Prefix(); ok {
+			r.prefix = p
+			if r.prefix == "" {
+				r.prefix = "/"
+			}
+		} else {
+			r.exact = rc.Match.Path
+		}
+		u := rc.Upstream
+		r.upstream = &upstream{
+			targets:     u.Targets,
+			transport:   g.transport(u),
+			stripPrefix: strings.TrimSuffix(u.StripPrefix, "/"),
+			idle:        u.IdleTimeout,
+		}
+		if u.StripPrefix == "/" {
+			r.upstream.stripPrefix = ""
+		}
+		for _, lc := range cfg.GlobalLimits {
+			r.limits = append(r.limits, g.limitSpec(cfg, rc.ID, lc))
+		}
+		for _, lc := range rc.Limits {
+			r.limits = append(r.limits, g.limitSpec(cfg, rc.ID, lc))
+		}
+		r.fallback = newAnswer(rc.Fallback.Status, rc.Fallback.Code, cfg.Message(rc.Fallback.Code))
+		rt.routes = append(rt.routes, r)
+	}
+	return rt, nil
+}
+
+func (g *Gateway) limitSpec(cfg *config.Config, route string, lc *config.Limit) *limitSpec {
+	l := &limitSpec{
+		name:         lc.Name,
+		rule:         lc.Rule,
+		allowMissing: lc.OnMissing == config.OnMissingAllow,
+		headers:      lc.Headers,
+		reject:       newAnswer(lc.Reject.Status, lc.Reject.Code, cfg.Message(lc.Reject.Code)),
+		metrics:      g.metrics.forLimit(route, lc.Name),
+		sampler:      g.sampler(route + "/" + lc.Name),
+	}
+	switch oe := lc.OnError; {
+	case oe == "" && cfg.Store.OnError == config.OnErrorAllow, oe == config.OnErrorAllow:
+		l.onError = errAllow
+	case oe == "" && cfg.Store.OnError == config.OnErrorDeny, oe == config.OnErrorDeny:
+		l.onError = errDeny
+	default:
+		l.onError = errLocal
+	}
+	for _, p := range lc.Key {
+		l.key = append(l.key, keyPartOf(p))
+	}
+	for _, p := range lc.Fallback {
+		l.fallback = append(l.fallback, keyPartOf(p))
+	}
+	for _, oc := range lc.Overrides {
+		o := override{rule: oc.Rule}
+		if oc.Header != nil {
+			o.header, o.headerValue = http.CanonicalHeaderKey(oc.Header.Name), oc.Header.Value
+		}
+		for _, kv := range oc.Values {
+			o.values = append(o.values, []string(kv))
+		}
+		l.overrides = append(l.overrides, o)
+	}
+	return l
+}
+
+func keyPartOf(p config.KeyPart) keyPart {
+	kp := keyPart{kind: p.Kind()}
+	switch p.Source {
+	case config.SourceGlobal:
+		kp.src = srcGlobal
+	case config.SourceRoute:
+		kp.src = srcRoute
+	case config.SourcePath:
+		kp.src = srcPath
+	case config.SourceMethod:
+		kp.src = srcMethod
+	case config.SourceHost:
+		kp.src = srcHost
+	case config.SourceIP:
+		kp.src = srcIP
+	case config.SourceHeader:
+		kp.src, kp.name = srcHeader, http.CanonicalHeaderKey(p.Name)
+	case config.SourceQuery:
+		kp.src, kp.name = srcQuery, p.Name
+	case config.SourceCookie:
+		kp.src, kp.name = srcCookie, p.Name
+	}
+	return kp
+}
+
+// sampler returns the log sampler of a route's limit, the same one across
+// reloads.
+func (g *Gateway) sampler(id string) *sampler {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.samplers[id]
+	if s == nil {
+		s = newSampler(20)
+		g.samplers[id] = s
+	}
+	return s
+}
+
+// transport returns the transport for an upstream's settings, shared by
+// routes and reloads with the same settings so that their idle connections
+// survive a reload.
+func (g *Gateway) transport(u config.Upstream) *http.Transport {
+	id := fmt.Sprint(u.ConnectTimeout, u.Timeout)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t := g.transports[id]
+	if t == nil {
+		t = newTransport(upstreamOptions{connectTimeout: u.ConnectTimeout, timeout: u.Timeout, idleTimeout: u.IdleTimeout})
+		g.transports[id] = t
+	}
+	return t
+}
+
+// openStore makes the store a configuration names. The memory store is
+// the gateway's own, shared with the local fallback.
+func openStore(c config.Store, local *memory.Store) (limit.Store, error) {
+	if c.Type != config.StoreRedis {
+		return local, nil
+	}
+	r := c.Redis
+	if r.Mode != config.RedisStandalone {
+		return nil, fmt.Errorf("store.redis.mode %s is not supported yet; use standalone", r.Mode)
+	}
+	o := redisstore.Options{
+		Addrs: r.Addrs, Username: r.Username, Password: r.Password,
+		DB: r.DB, Prefix: r.Prefix, Timeout: r.Timeout,
+	}
+	if r.TLS {
+		o.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	return redisstore.New(o)
+}
+
+func sameStore(a, b config.Store) bool {
+	if a.Type != b.Type || a.Memory != b.Memory {
+		return false
+	}
+	ra, rb := a.Redis, b.Redis
+	return ra.Mode == rb.Mode && strings.Join(ra.Addrs, ",") == strings.Join(rb.Addrs, ",") &&
+		ra.MasterName == rb.MasterName && ra.Username == rb.Username && ra.Password == rb.Password &&
+		ra.DB == rb.DB && ra.TLS == rb.TLS && ra.Prefix == rb.Prefix && ra.Timeout == rb.Timeout
+}
+
+// Reload swaps in cfg. Requests already running finish on the runtime they
+// started with; a store that cfg no longer uses is closed once they have
+// had time to finish.
+func (g *Gateway) Reload(cfg *config.Config) error {
+	g.reloadMu.Lock()
+	defer g.reloadMu.Unlock()
+	prev := g.rt.Load()
+	rt, err := g.build(cfg, prev)
+	if err != nil {
+		g.metrics.reloads.WithLabelValues("error").Inc()
+		return err
+	}
+	g.rt.Store(rt)
+	g.metrics.reloads.WithLabelValues("ok").Inc()
+	if prev.store != rt.store && prev.store != limit.Store(g.local) {
+		old, grace := prev.store, prev.cfg.Server.ShutdownTimeout+time.Second
+		g.bg.Go(func() {
+			select {
+			case <-time.After(grace):
+			case <-g.stop:
+			}
+			old.Close()
+		})
+	}
+	return nil
+}
+
+// Config is the running configuration.
+func (g *Gateway) Config() *config.Config { return g.rt.Load().cfg }
+
+// Close stops the gateway's background work and closes its stores.
+func (g *Gateway) Close() error {
+	g.closeOnce.Do(func() { close(g.stop) })
+	g.bg.Wait()
+	rt := g.rt.Load()
+	if rt.store != limit.Store(g.local) {
+		rt.store.Close()
+	}
+	for _, t := range g.transports {
+		t.CloseIdleConnections()
+	}
+	return g.local.Close()
+}
+
+// flushSamplers writes, once a second, how many rejection lines each
+// route and limit did not log.
+func (g *Gateway) flushSamplers() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-t.C:
+		}
+		g.mu.Lock()
+		for id, s := range g.samplers {
+			if n := s.takeDropped(); n > 0 {
+				route, lim, _ := strings.Cut(id, "/")
+				g.log.Warn("rate limited requests not logged", "route", route, "limit", lim, "count", n)
+			}
+		}
+		g.mu.Unlock()
+	}
+}

@@ -1,0 +1,215 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/gateway/clientip"
+	"github.com/floodgate-gw/floodgate/gateway/pathclean"
+	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/memory"
+)
+
+// Gateway is the HTTP handler that routes, limits and proxies. Its
+// configuration is swapped atomically on reload: each request runs on the
+// runtime it started with.
+type Gateway struct {
+	rt          atomic.Pointer[runtime]
+	metrics     *Metrics
+	log         *slog.Logger
+	ids         *idSource
+	storeErrLog *sampler
+
+	local *memory.Store // the memory store, and the local fallback of Redis
+
+	mu         sync.Mutex
+	samplers   map[string]*sampler // by route and limit, kept across reloads
+	transports map[string]*http.Transport
+
+	reloadMu  sync.Mutex
+	stop      chan struct{}
+	closeOnce sync.Once
+	bg        sync.WaitGroup
+}
+
+// runtime is one configuration, built and ready to serve.
+type runtime struct {
+	cfg    *config.Config
+	routes []*route
+	store  limit.Store   // the memory store is g.local; a Redis one is closed when a reload replaces it
+	local  *memory.Store // decides on_error: local
+	share  func() float64
+	ips    *clientip.Resolver
+
+	ridHeader string // canonical
+	maxBody   int64
+
+	keyRequired, notFound, badRequest, tooLarge,
+	limiterUnavailable, upstreamTimeout, upstreamUnavailable *answer
+	noRoute *routeMetrics
+}
+
+func (rt *runtime) localShare() float64 {
+	if rt.share == nil {
+		return 1
+	}
+	return rt.share()
+}
+
+// ServeHTTP serves one request: clean, route, limit, proxy, answer.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rt := g.rt.Load()
+
+	rid := ""
+	if vv := r.Header[rt.ridHeader]; len(vv) == 1 && wellFormedID(vv[0]) {
+		rid = vv[0]
+	} else {
+		rid = g.ids.next()
+	}
+	ridv := []string{rid}
+	r.Header[rt.ridHeader] = ridv
+	w.Header()[rt.ridHeader] = ridv
+
+	path, err := pathclean.Clean(r.URL.EscapedPath())
+	if err != nil {
+		rt.badRequest.write(w, rid, "")
+		rt.noRoute.count(rt.badRequest.status)
+		return
+	}
+	host := hostOf(r)
+	rte := rt.match(r.Method, host, path)
+	if rte == nil {
+		rt.notFound.write(w, rid, "")
+		rt.noRoute.count(rt.notFound.status)
+		return
+	}
+	status := g.serveRoute(w, r, rt, rte, rid, path, host)
+	rte.metrics.count(status)
+	rte.metrics.duration.Observe(time.Since(start).Seconds())
+}
+
+// serveRoute runs the limit step and the upstream exchange of a routed
+// request and returns the status it answered with.
+func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *runtime, rte *route, rid, path, host string) int {
+	xff := r.Header["X-Forwarded-For"]
+	client, trusted := rt.ips.Client(r.RemoteAddr, xff)
+	x := exchange{r: r, route: rte.id, path: path, host: host, clientIP: rt.ips.Key(client)}
+
+	if rt.maxBody > 0 {
+		if r.ContentLength > rt.maxBody {
+			rt.tooLarge.write(w, rid, "")
+			return rt.tooLarge.status
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(w, r.Body, rt.maxBody)
+		}
+	}
+
+	ctx := r.Context()
+	v, err := g.decide(ctx, rt, rte, &x, rid)
+	if err != nil {
+		if !errors.Is(err, errStoreDenied) {
+			g.log.Error("limit step failed", "request_id", rid, "route", rte.id, "error", err.Error())
+		}
+		rt.limiterUnavailable.write(w, rid, "")
+		return rt.limiterUnavailable.status
+	}
+	if v.reject != nil {
+		v.setHeaders(w.Header())
+		v.reject.write(w, rid, "")
+		if v.reason >= 0 {
+			g.logRejection(rte, &v, rid, x.clientIP)
+		}
+		return v.reject.status
+	}
+	if len(v.leases) > 0 {
+		stop := g.holdLeases(v.store, rid, v.leases)
+		defer stop()
+	}
+	if d := v.res.Delay; d > 0 {
+		// A token bucket with queue admitted this request against a token
+		// that is due in d: wait for it, unless the client leaves first.
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return statusClientClosed
+		}
+	}
+
+	r.Header["X-Forwarded-For"] = []string{rt.ips.ForwardedFor(clientip.Peer(r.RemoteAddr), trusted, xff)}
+	proto := "http"
+	if r.TLS != nil {
+		proto = "https"
+	}
+	r.Header["X-Forwarded-Proto"] = []string{proto}
+	r.Header["X-Forwarded-Host"] = []string{r.Host}
+
+	o := rte.upstream.forward(w, r, path, v.setHeaders)
+	if o.written || o.status == statusClientClosed {
+		return o.status
+	}
+	var mbe *http.MaxBytesError
+	a := rt.upstreamUnavailable
+	switch {
+	case errors.As(o.err, &mbe):
+		a = rt.tooLarge
+	case o.timeout:
+		a = rt.upstreamTimeout
+	}
+	v.setHeaders(w.Header())
+	a.write(w, rid, "")
+	return a.status
+}
+
+// holdLeases renews concurrency leases while the exchange runs (a response
+// may stream for longer than a lease lives) and returns the function that
+// releases them. The release is sent even when the decision timed out,
+// because the lease id is ours and releasing an absent lease is harmless.
+func (g *Gateway) holdLeases(store limit.Store, lease string, leases []limit.Limit) func() {
+	ttl := leases[0].Rule.LeaseTTL
+	for _, l := range leases[1:] {
+		ttl = min(ttl, l.Rule.LeaseTTL)
+	}
+	if ttl <= 0 {
+		ttl = limit.DefaultLeaseTTL
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(ttl / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				if err := store.Renew(ctx, time.Now(), lease, leases...); err != nil {
+					g.log.Warn("renewing a concurrency lease failed", "lease", lease, "error", err.Error())
+				}
+				cancel()
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := store.Release(ctx, lease, leases...); err != nil {
+			g.log.Warn("releasing a concurrency lease failed; it expires on its own", "lease", lease, "error", err.Error())
+		}
+	}
+}
+
+// timeNow is the gateway's clock, in one place.
+func timeNow() time.Time { return time.Now() }

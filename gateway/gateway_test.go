@@ -1,0 +1,329 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/floodgate-gw/floodgate/config"
+)
+
+// backend is an httptest upstream that records what reached it.
+type backend struct {
+	*httptest.Server
+	hits    atomic.Int64
+	mu      sync.Mutex
+	last    *http.Request
+	handler http.HandlerFunc
+}
+
+func newBackend(t *testing.T, h http.HandlerFunc) *backend {
+	b := &backend{handler: h}
+	b.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b.hits.Add(1)
+		b.mu.Lock()
+		b.last = r.Clone(r.Context())
+		b.mu.Unlock()
+		if b.handler != nil {
+			b.handler(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, "ok "+r.URL.RequestURI())
+	}))
+	t.Cleanup(b.Close)
+	return b
+}
+
+func (b *backend) lastRequest() *http.Request {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.last
+}
+
+// harness is a gateway in front of a backend.
+type harness struct {
+	t   *testing.T
+	gw  *Gateway
+	srv *httptest.Server
+	reg *prometheus.Registry
+	log *strings.Builder
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	b  *strings.Builder
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// newHarness parses yaml, with every {{UP}} replaced by the backend's URL.
+func newHarness(t *testing.T, yaml string, up *backend) *harness {
+	t.Helper()
+	if up != nil {
+		yaml = strings.ReplaceAll(yaml, "{{UP}}", up.URL)
+	}
+	cfg, err := config.Parse("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	h := &harness{t: t, reg: prometheus.NewRegistry(), log: &strings.Builder{}}
+	logger := slog.New(slog.NewJSONHandler(&syncWriter{b: h.log}, nil))
+	h.gw, err = New(cfg, Options{Logger: logger, Registerer: h.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.srv = httptest.NewServer(h.gw)
+	t.Cleanup(func() {
+		h.srv.Close()
+		h.gw.Close()
+	})
+	return h
+}
+
+func (h *harness) do(method, path string, hdr map[string]string, body io.Reader) *http.Response {
+	h.t.Helper()
+	req, err := http.NewRequest(method, h.srv.URL+path, body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return resp
+}
+
+// answerOf reads a gateway answer, checking its shape.
+func answerOf(t *testing.T, resp *http.Response, status int, code string) map[string]any {
+	t.Helper()
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != status {
+		t.Fatalf("status %d, want %d; body %s", resp.StatusCode, status, body)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("Content-Type %q; body %s", ct, body)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatalf("body %s: %v", body, err)
+	}
+	if m["code"] != code || m["message"] == "" || m["request_id"] == "" {
+		t.Fatalf("body %s, want code %s with a message and a request id", body, code)
+	}
+	if m["request_id"] != resp.Header.Get("X-Request-Id") {
+		t.Fatalf("request_id %v differs from the X-Request-Id header %q", m["request_id"], resp.Header.Get("X-Request-Id"))
+	}
+	return m
+}
+
+func drain(resp *http.Response) string {
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+const basic = `
+admin: {listen: ""}
+routes:
+  - id: api
+    match: {path: /api/**}
+    upstream: {targets: ["{{UP}}"]}
+  - id: exact
+    match: {path: /exact, methods: [POST], host: Example.COM}
+    upstream: {targets: ["{{UP}}/base"], strip_prefix: ""}
+  - id: strip
+    match: {path: /svc/**}
+    upstream: {targets: ["{{UP}}"], strip_prefix: /svc}
+`
+
+func TestProxy(t *testing.T) {
+	up := newBackend(t, nil)
+	h := newHarness(t, basic, up)
+
+	resp := h.do("GET", "/api//v1/./items/../list/?q=1&q=2", map[string]string{
+		"X-Forwarded-For": "6.6.6.6",
+		"Connection":      "X-Secret",
+		"X-Secret":        "hop",
+		"X-Request-Id":    "abc-123",
+	}, nil)
+	if body := drain(resp); resp.StatusCode != 200 || body != "ok /api/v1/list?q=1&q=2" {
+		t.Fatalf("%d %q", resp.StatusCode, body)
+	}
+	got := up.lastRequest()
+	if xff := got.Header.Get("X-Forwarded-For"); xff != "127.0.0.1" {
+		t.Errorf("upstream X-Forwarded-For %q: a client that trusts nobody must be replaced, not appended", xff)
+	}
+	if got.Header.Get("X-Secret") != "" {
+		t.Error("a header listed in Connection reached the upstream")
+	}
+	if got.Header.Get("X-Forwarded-Proto") != "http" || got.Header.Get("X-Forwarded-Host") == "" {
+		t.Errorf("forwarded headers: %v", got.Header)
+	}
+	if got.Header.Get("X-Request-Id") != "abc-123" || resp.Header.Get("X-Request-Id") != "abc-123" {
+		t.Errorf("a well-formed request id was not kept: upstream %q, client %q", got.Header.Get("X-Request-Id"), resp.Header.Get("X-Request-Id"))
+	}
+
+	// A hostile request id is replaced.
+	resp = h.do("GET", "/api/x", map[string]string{"X-Request-Id": strings.Repeat("a", 200) + "\"}"}, nil)
+	drain(resp)
+	if id := resp.Header.Get("X-Request-Id"); id == "" || len(id) > 64 || strings.ContainsAny(id, "\"}") {
+		t.Errorf("request id %q", id)
+	}
+
+	// Host and method matching, and the target's base path.
+	resp = h.do("POST", "/exact", map[string]string{"Host": "example.com:8080"}, strings.NewReader("x"))
+	if body := drain(resp); body != "ok /base/exact" {
+		t.Fatalf("exact route: %d %q", resp.StatusCode, body)
+	}
+	answerOf(t, h.do("GET", "/exact", map[string]string{"Host": "example.com"}, nil), 404, "route_not_found")
+	answerOf(t, h.do("POST", "/exact", map[string]string{"Host": "other.com"}, nil), 404, "route_not_found")
+
+	resp = h.do("GET", "/svc/a/b", nil, nil)
+	if body := drain(resp); body != "ok /a/b" {
+		t.Fatalf("strip_prefix: %q", body)
+	}
+	resp = h.do("GET", "/svc", nil, nil)
+	if body := drain(resp); body != "ok /" {
+		t.Fatalf("strip_prefix of the whole path: %q", body)
+	}
+	// /apix is not below /api.
+	answerOf(t, h.do("GET", "/apix", nil, nil), 404, "route_not_found")
+}
+
+func TestBadRequests(t *testing.T) {
+	up := newBackend(t, nil)
+	h := newHarness(t, basic, up)
+	for _, p := range []string{"/api/a%2Fb", "/api/%00", "/../etc/passwd", "/api/%2e%2e/%2e%2e/x", "/api/a%5Cb"} {
+		answerOf(t, h.do("GET", p, nil, nil), 400, "bad_request")
+	}
+	if up.hits.Load() != 0 {
+		t.Fatalf("%d malformed requests reached the upstream", up.hits.Load())
+	}
+}
+
+func TestUpstreamFailures(t *testing.T) {
+	slow := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(2 * time.Second):
+		case <-r.Context().Done():
+		}
+	})
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+	h := newHarness(t, `
+admin: {listen: ""}
+routes:
+  - id: slow
+    match: {path: /slow}
+    upstream: {targets: ["`+slow.URL+`"], timeout: 100ms}
+  - id: dead
+    match: {path: /dead}
+    upstream: {targets: ["`+deadURL+`"]}
+`, nil)
+	answerOf(t, h.do("GET", "/slow", nil, nil), 504, "upstream_timeout")
+	answerOf(t, h.do("GET", "/dead", nil, nil), 502, "upstream_unavailable")
+}
+
+func TestStreaming(t *testing.T) {
+	release := make(chan struct{})
+	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: first\n\n")
+		w.(http.Flusher).Flush()
+		<-release
+		io.WriteString(w, "data: second\n\n")
+	})
+	h := newHarness(t, basic, up)
+	resp := h.do("GET", "/api/events", nil, nil)
+	defer resp.Body.Close()
+	buf := make([]byte, 64)
+	n, err := resp.Body.Read(buf)
+	if err != nil || string(buf[:n]) != "data: first\n\n" {
+		t.Fatalf("first event: %q %v: the body was buffered, not streamed", buf[:n], err)
+	}
+	close(release)
+	rest, _ := io.ReadAll(resp.Body)
+	if string(rest) != "data: second\n\n" {
+		t.Fatalf("rest %q", rest)
+	}
+}
+
+func TestIdleTimeout(t *testing.T) {
+	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "partial")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	h := newHarness(t, `
+admin: {listen: ""}
+routes:
+  - id: api
+    match: {path: /api/**}
+    upstream: {targets: ["{{UP}}"], idle_timeout: 100ms}
+`, up)
+	resp := h.do("GET", "/api/x", nil, nil)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err == nil {
+		t.Fatalf("a body that fell silent ended cleanly (%q): the client must see it cut", body)
+	}
+	if string(body) != "partial" {
+		t.Fatalf("body %q", body)
+	}
+}
+
+func TestMaxBody(t *testing.T) {
+	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+	})
+	h := newHarness(t, `
+admin: {listen: ""}
+server: {max_body_bytes: 10}
+routes:
+  - id: api
+    match: {path: /api/**}
+    upstream: {targets: ["{{UP}}"]}
+`, up)
+	answerOf(t, h.do("POST", "/api/x", nil, strings.NewReader(strings.Repeat("x", 11))), 413, "body_too_large")
+	// Without a Content-Length the limit bites while the body streams.
+	answerOf(t, h.do("POST", "/api/x", nil, io.MultiReader(strings.NewReader(strings.Repeat("x", 100)))), 413, "body_too_large")
+	if resp := h.do("POST", "/api/x", nil, strings.NewReader("0123456789")); drain(resp) != "" || resp.StatusCode != 200 {
+		t.Fatalf("a body of exactly the limit: %d", resp.StatusCode)
+	}
+}
+
+func TestBodyOnGet(t *testing.T) {
+	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s %d", r.Method, len(b))
+	})
+	h := newHarness(t, basic, up)
+	resp := h.do("GET", "/api/x", nil, strings.NewReader("hello"))
+	if body := drain(resp); body != "GET 5" {
+		t.Fatalf("GET with a body: %q", body)
+	}
+}

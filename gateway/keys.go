@@ -1,0 +1,125 @@
+package gateway
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/floodgate-gw/floodgate/limit"
+)
+
+// source is where a key part's value comes from (SPEC §3.3).
+type source uint8
+
+const (
+	srcGlobal source = iota
+	srcRoute
+	srcPath
+	srcMethod
+	srcHost
+	srcIP
+	srcHeader
+	srcQuery
+	srcCookie
+)
+
+// keyPart is one part of a limit's key as the configuration names it.
+type keyPart struct {
+	src  source
+	name string // header (canonical), query or cookie name
+	kind string // the part's kind in the stored key: "ip", "header:x-user-id"
+}
+
+// parseKeyPart reads a key source of the configuration: global, route,
+// path, method, host, ip, header:NAME, query:NAME, cookie:NAME.
+func parseKeyPart(s string) (keyPart, bool) {
+	simple := map[string]source{"global": srcGlobal, "route": srcRoute, "path": srcPath, "method": srcMethod, "host": srcHost, "ip": srcIP}
+	if src, ok := simple[s]; ok {
+		return keyPart{src: src, kind: s}, true
+	}
+	kind, name, ok := strings.Cut(s, ":")
+	if !ok || name == "" {
+		return keyPart{}, false
+	}
+	switch kind {
+	case "header":
+		// Header names are case-insensitive: the kind in the stored key is
+		// lower case so that X-User-Id and x-user-id share counters.
+		return keyPart{src: srcHeader, name: http.CanonicalHeaderKey(name), kind: "header:" + strings.ToLower(name)}, true
+	case "query":
+		return keyPart{src: srcQuery, name: name, kind: s}, true
+	case "cookie":
+		return keyPart{src: srcCookie, name: name, kind: s}, true
+	}
+	return keyPart{}, false
+}
+
+// exchange is what the limit step reads of one request, gathered once.
+type exchange struct {
+	r        *http.Request
+	route    string
+	path     string // cleaned
+	host     string // lower case, without port
+	clientIP string // the ip key part
+	query    url.Values
+	queryOK  bool
+}
+
+// value is the part's value for this request; "" means missing. A value
+// that is only white space is missing too: a client that sends
+// "X-User-Id: " must not share one counter with every other such client,
+// and nothing may stand in for it as the text "null" did in the seeds.
+func (x *exchange) value(p keyPart) string {
+	var v string
+	switch p.src {
+	case srcGlobal:
+		return "-"
+	case srcRoute:
+		return x.route
+	case srcPath:
+		return x.path
+	case srcMethod:
+		return x.r.Method
+	case srcHost:
+		return x.host
+	case srcIP:
+		return x.clientIP
+	case srcHeader:
+		if vv := x.r.Header[p.name]; len(vv) > 0 {
+			v = vv[0]
+		}
+	case srcQuery:
+		if !x.queryOK {
+			x.query, x.queryOK = x.r.URL.Query(), true
+		}
+		if vv := x.query[p.name]; len(vv) > 0 {
+			v = vv[0]
+		}
+	case srcCookie:
+		// The first cookie of that name: a client that repeats a cookie
+		// must not get to pick which one limits it.
+		if c, err := x.r.Cookie(p.name); err == nil {
+			v = c.Value
+		}
+	}
+	if strings.TrimSpace(v) == "" {
+		return ""
+	}
+	return v
+}
+
+// resolve builds the key of parts for this request. It fails when any
+// part is missing.
+func (x *exchange) resolve(parts []keyPart, fallback bool, values []string) (limit.Key, []string, bool) {
+	var buf [4]limit.Part
+	ps := buf[:0]
+	for _, p := range parts {
+		v := x.value(p)
+		if v == "" {
+			return "", values, false
+		}
+		ps = append(ps, limit.Part{Kind: p.kind, Value: v, Fallback: fallback})
+		values = append(values, v)
+	}
+	return limit.NewKey(ps...), values, true
+}

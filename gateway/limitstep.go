@@ -1,0 +1,281 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/limit"
+)
+
+// onError is what a decision is when the store fails (SPEC §5.3).
+type onError uint8
+
+const (
+	errLocal onError = iota
+	errAllow
+	errDeny
+)
+
+// limitSpec is one configured limit of a route, or a global limit, ready
+// to decide requests.
+type limitSpec struct {
+	name         string
+	rule         *limit.Rule
+	key          []keyPart
+	fallback     []keyPart
+	allowMissing bool
+	headers      bool
+	onError      onError
+	reject       *answer
+	overrides    []override
+	metrics      *limitMetrics
+	sampler      *sampler
+}
+
+func (l *limitSpec) reportable() bool {
+	return l.headers && l.rule.Algorithm != limit.Concurrency
+}
+
+// override gives some requests a different rule with its own counters.
+type override struct {
+	values      [][]string // the resolved key is one of these
+	header      string     // or the request carries header = value
+	headerValue string
+	rule        *limit.Rule
+}
+
+func (o *override) matches(x *exchange, values []string) bool {
+	if o.header != "" {
+		for _, v := range x.r.Header[o.header] {
+			if v == o.headerValue {
+				return true
+			}
+		}
+		return false
+	}
+next:
+	for _, want := range o.values {
+		if len(want) != len(values) {
+			continue
+		}
+		for i := range want {
+			if want[i] != values[i] {
+				continue next
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// verdict is the outcome of the limit step.
+type verdict struct {
+	res     limit.Result
+	specs   []*limitSpec
+	limits  []limit.Limit
+	values  [][]string // each limit's key values, for the log
+	reject  *answer    // nil: admitted
+	reason  int        // index of the limit that gave the status, or -1
+	leases  []limit.Limit
+	store   limit.Store // where the leases are held
+	missing bool
+}
+
+// decide runs the limit step of one request: every limit that applies,
+// global ones first, decided together in one store call.
+func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchange, lease string) (verdict, error) {
+	v := verdict{reason: -1}
+	n := len(rte.limits)
+	if n == 0 {
+		return v, nil
+	}
+	v.specs = make([]*limitSpec, 0, n)
+	v.limits = make([]limit.Limit, 0, n)
+	v.values = make([][]string, 0, n)
+	{
+		for _, l := range rte.limits {
+			key, values, ok := x.resolve(l.key, false, nil)
+			if !ok && len(l.fallback) > 0 {
+				key, values, ok = x.resolve(l.fallback, true, nil)
+			}
+			if !ok {
+				if l.allowMissing {
+					continue
+				}
+				v.missing = true
+				v.reject = rt.keyRequired
+				return v, nil
+			}
+			rule := l.rule
+			for i := range l.overrides {
+				if l.overrides[i].matches(x, values) {
+					rule = l.overrides[i].rule
+					break
+				}
+			}
+			v.specs = append(v.specs, l)
+			v.limits = append(v.limits, limit.Limit{Rule: rule, Key: key})
+			v.values = append(v.values, values)
+		}
+	}
+	if len(v.limits) == 0 {
+		return v, nil
+	}
+	req := &limit.Request{Limits: v.limits, Now: time.Now(), Lease: lease}
+	start := time.Now()
+	res, err := rt.store.Decide(ctx, req)
+	g.metrics.storeDuration.Observe(time.Since(start).Seconds())
+	v.store = rt.store
+	if err != nil {
+		if !errors.Is(err, limit.ErrStoreUnavailable) {
+			return v, err
+		}
+		g.metrics.storeErrors.Inc()
+		res, err = g.decideLocally(ctx, rt, &v, req, err)
+		if err != nil {
+			return v, err
+		}
+	}
+	v.res = res
+	for i, d := range res.Decisions {
+		l := v.specs[i]
+		switch {
+		case d.Allowed:
+			l.metrics.allowed.Inc()
+		case l.rule.Shadow:
+			l.metrics.shadow.Inc()
+		default:
+			l.metrics.rejected.Inc()
+			if v.reason < 0 {
+				v.reason = i
+				v.reject = l.reject
+				l.metrics.rateLimited.Inc()
+			}
+		}
+		if d.Allowed && res.Allowed && d.Rule.Algorithm == limit.Concurrency {
+			v.leases = append(v.leases, v.limits[i])
+		}
+	}
+	return v, nil
+}
+
+// errStoreDenied makes a request fail with 503 limiter_unavailable.
+var errStoreDenied = errors.New("store unavailable and on_error is deny")
+
+// decideLocally decides a request whose store call failed, limit by limit
+// as each one's on_error says: allow drops the limit, deny refuses the
+// request, local decides it in the process's own memory store with a share
+// of the limit, so that a fleet in fallback does not multiply each limit
+// by its size.
+func (g *Gateway) decideLocally(ctx context.Context, rt *runtime, v *verdict, req *limit.Request, cause error) (limit.Result, error) {
+	local := &limit.Request{Now: req.Now, Lease: req.Lease}
+	var idx []int
+	for i, l := range v.specs {
+		switch l.onError {
+		case errDeny:
+			l.metrics.errored.Inc()
+			return limit.Result{}, errStoreDenied
+		case errLocal:
+			local.Limits = append(local.Limits, limit.Limit{Rule: rt.localRule(req.Limits[i].Rule), Key: req.Limits[i].Key})
+			idx = append(idx, i)
+		}
+	}
+	g.logStoreError(cause)
+	res := limit.Result{Allowed: true, Time: req.Now, Decisions: make([]limit.Decision, len(v.specs))}
+	for i, l := range v.specs {
+		l.metrics.errored.Inc()
+		res.Decisions[i] = limit.Decision{Rule: req.Limits[i].Rule, Key: req.Limits[i].Key, Allowed: true, Limit: req.Limits[i].Rule.Limit(), Remaining: req.Limits[i].Rule.Limit()}
+	}
+	if len(local.Limits) == 0 {
+		return res, nil
+	}
+	lr, err := rt.local.Decide(ctx, local)
+	if err != nil {
+		return limit.Result{}, errStoreDenied
+	}
+	res.Allowed, res.Delay = lr.Allowed, lr.Delay
+	for j, i := range idx {
+		d := lr.Decisions[j]
+		d.Rule = req.Limits[i].Rule
+		res.Decisions[i] = d
+	}
+	v.store = rt.local
+	v.limits = make([]limit.Limit, len(req.Limits))
+	copy(v.limits, req.Limits)
+	for j, i := range idx {
+		v.limits[i] = local.Limits[j]
+	}
+	return res, nil
+}
+
+// localRule is r scaled to this instance's share of it.
+func (rt *runtime) localRule(r *limit.Rule) *limit.Rule {
+	share := rt.localShare()
+	return r.Ext(rt, func(r *limit.Rule) any {
+		scaled := &limit.Rule{
+			Name: r.Name, Algorithm: r.Algorithm, Rate: r.Rate, Burst: r.Burst, Cost: r.Cost,
+			Queue: r.Queue, Align: r.Align, Location: r.Location, Shadow: r.Shadow, LeaseTTL: r.LeaseTTL,
+		}
+		scale := func(n int64) int64 { return max(int64(math.Ceil(float64(n)*share)), 1) }
+		scaled.Rate.Count = scale(r.Rate.Count)
+		if r.Burst > 0 {
+			scaled.Burst = scale(r.Burst)
+		}
+		if scaled.Validate() != nil {
+			return r // cost above the scaled count: keep the whole limit
+		}
+		return scaled
+	}).(*limit.Rule)
+}
+
+func (g *Gateway) logStoreError(err error) {
+	if g.storeErrLog.allow(time.Now().Unix()) {
+		g.log.Error("rate-limit store failed; deciding by on_error", "error", err.Error())
+	}
+}
+
+// rejectHeaders sets the headers of a rejected request.
+func (v *verdict) setHeaders(h http.Header) {
+	if len(v.res.Decisions) == 0 {
+		return
+	}
+	if i := reported(v.specs, v.res.Decisions, v.reason); i >= 0 {
+		setRateLimitHeaders(h, v.specs[i].name, &v.res.Decisions[i])
+	}
+	if v.reject != nil && v.reason >= 0 {
+		var wait time.Duration
+		for i, d := range v.res.Decisions {
+			if !d.Allowed && !v.specs[i].rule.Shadow {
+				wait = max(wait, d.RetryAfter)
+			}
+		}
+		setRetryAfter(h, wait)
+	}
+}
+
+// logRejection writes the one WARN line of a rejection, sampled per route
+// and limit (SPEC §10).
+func (g *Gateway) logRejection(rte *route, v *verdict, requestID, clientIP string) {
+	i := v.reason
+	l := v.specs[i]
+	if !l.sampler.allow(time.Now().Unix()) {
+		g.metrics.logsSuppressed.Inc()
+		return
+	}
+	d := &v.res.Decisions[i]
+	g.log.LogAttrs(context.Background(), slog.LevelWarn, "rate limited",
+		slog.String("request_id", requestID),
+		slog.String("route", rte.id),
+		slog.String("limit", l.name),
+		slog.Any("key", v.values[i]),
+		slog.Int64("limit_value", d.Limit),
+		slog.Float64("window", d.Rule.Window().Seconds()),
+		slog.Int64("remaining", d.Remaining),
+		slog.Float64("retry_after", d.RetryAfter.Seconds()),
+		slog.String("client_ip", clientIP),
+	)
+}

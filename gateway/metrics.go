@@ -1,0 +1,111 @@
+package gateway
+
+import (
+	"strconv"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the gateway's Prometheus series (SPEC §10). One Metrics
+// lives as long as the process: a reload keeps every counter.
+type Metrics struct {
+	requests       *prometheus.CounterVec
+	duration       *prometheus.HistogramVec
+	rateLimited    *prometheus.CounterVec
+	decisions      *prometheus.CounterVec
+	storeDuration  prometheus.Histogram
+	storeErrors    prometheus.Counter
+	reloads        *prometheus.CounterVec
+	logsSuppressed prometheus.Counter
+	breakerState   *prometheus.GaugeVec
+	breakerChanges *prometheus.CounterVec
+}
+
+// NewMetrics registers the gateway's series with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_http_requests_total", Help: "Requests answered, by route and HTTP status.",
+		}, []string{"route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "gateway_request_duration_seconds", Help: "Time from a request's arrival to the end of its response.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"route"}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_rate_limited_total", Help: "Requests rejected, by the limit that gave the status.",
+		}, []string{"route", "limit"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_ratelimit_decisions_total", Help: "Limit decisions: allowed, rejected, shadow_rejected (a shadow limit that would have rejected) or error (decided by on_error).",
+		}, []string{"route", "limit", "result"}),
+		storeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "gateway_ratelimit_store_duration_seconds", Help: "Time of one store decision (one round trip for Redis).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
+		}),
+		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gateway_ratelimit_store_errors_total", Help: "Store decisions that failed and were decided by on_error.",
+		}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_config_reloads_total", Help: "Configuration reloads, by result (ok or error).",
+		}, []string{"result"}),
+		logsSuppressed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gateway_rejection_logs_suppressed_total", Help: "Rejection log lines not written because of the per-route, per-limit sampling.",
+		}),
+		breakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gateway_circuit_breaker_state", Help: "Circuit breaker state by route: 0 closed, 1 open, 2 half-open.",
+		}, []string{"route"}),
+		breakerChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_circuit_breaker_transitions_total", Help: "Circuit breaker transitions.",
+		}, []string{"route", "from", "to"}),
+	}
+	reg.MustRegister(m.requests, m.duration, m.rateLimited, m.decisions, m.storeDuration,
+		m.storeErrors, m.reloads, m.logsSuppressed, m.breakerState, m.breakerChanges)
+	m.reloads.WithLabelValues("ok")
+	m.reloads.WithLabelValues("error")
+	return m
+}
+
+// routeMetrics holds one route's series, resolved once so that a request
+// never looks a label set up in a map.
+type routeMetrics struct {
+	m        *Metrics
+	route    string
+	duration prometheus.Observer
+	codes    [600]atomic.Pointer[prometheus.Counter]
+}
+
+func (m *Metrics) forRoute(route string) *routeMetrics {
+	return &routeMetrics{m: m, route: route, duration: m.duration.WithLabelValues(route)}
+}
+
+func (rm *routeMetrics) count(status int) {
+	if status < 100 || status >= 600 {
+		status = 599
+	}
+	c := rm.codes[status].Load()
+	if c == nil {
+		cc := rm.m.requests.WithLabelValues(rm.route, strconv.Itoa(status))
+		rm.codes[status].Store(&cc)
+		c = &cc
+	}
+	(*c).Inc()
+}
+
+// limitMetrics holds one limit's series on one route.
+type limitMetrics struct {
+	rateLimited prometheus.Counter
+	allowed     prometheus.Counter
+	rejected    prometheus.Counter
+	shadow      prometheus.Counter
+	errored     prometheus.Counter
+}
+
+func (m *Metrics) forLimit(route, name string) *limitMetrics {
+	return &limitMetrics{
+		rateLimited: m.rateLimited.WithLabelValues(route, name),
+		allowed:     m.decisions.WithLabelValues(route, name, "allowed"),
+		rejected:    m.decisions.WithLabelValues(route, name, "rejected"),
+		shadow:      m.decisions.WithLabelValues(route, name, "shadow_rejected"),
+		errored:     m.decisions.WithLabelValues(route, name, "error"),
+	}
+}

@@ -1,0 +1,270 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// upstream is a route's targets and the transport that reaches them.
+type upstream struct {
+	targets     []*url.URL
+	next        atomic.Uint64
+	transport   *http.Transport
+	stripPrefix string
+	idle        time.Duration // longest silence while a response body streams
+}
+
+// UpstreamOptions configure the transport of one route.
+type upstreamOptions struct {
+	connectTimeout time.Duration
+	timeout        time.Duration // until the response headers
+	idleTimeout    time.Duration
+}
+
+func newTransport(o upstreamOptions) *http.Transport {
+	d := &net.Dialer{Timeout: o.connectTimeout, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		DialContext:           d.DialContext,
+		ResponseHeaderTimeout: o.timeout,
+		// A gateway holds one connection per concurrent request to each
+		// target; the default of two idle connections per host would close
+		// and redial under any real load.
+		MaxIdleConns:        0,
+		MaxIdleConnsPerHost: 4096,
+		IdleConnTimeout:     90 * time.Second,
+		// Bodies pass through as they are: the client negotiated the
+		// encoding with the upstream, not with us.
+		DisableCompression:    true,
+		ExpectContinueTimeout: time.Second,
+		ForceAttemptHTTP2:     false,
+	}
+}
+
+// outcome is what the breaker and the metrics learn of one exchange.
+type outcome struct {
+	status  int   // the upstream's status, or the gateway's answer when it failed
+	err     error // why the exchange failed
+	failed  bool  // connection error or timeout
+	timeout bool
+	written bool // the response head went to the client
+}
+
+// Hop-by-hop headers, removed in both directions (RFC 9110 §7.6.1).
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+func removeHopHeaders(h http.Header) {
+	for _, f := range h["Connection"] {
+		for sf := range strings.SplitSeq(f, ",") {
+			if sf = textproto(sf); sf != "" {
+				delete(h, sf)
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		delete(h, k)
+	}
+}
+
+func textproto(s string) string {
+	return http.CanonicalHeaderKey(strings.TrimSpace(s))
+}
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// forward sends r to the next target with the cleaned path and copies the
+// answer to w. head adds the gateway's own response headers after the
+// upstream's, so that they replace any of the same name.
+//
+// The incoming request is reused as the outgoing one: the server is done
+// with its URL and headers, and a copy (as httputil.ReverseProxy makes)
+// costs a dozen allocations per request.
+func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, head func(http.Header)) outcome {
+	target := u.targets[0]
+	if len(u.targets) > 1 {
+		target = u.targets[(u.next.Add(1)-1)%uint64(len(u.targets))]
+	}
+	if u.stripPrefix != "" {
+		path = stripPrefix(path, u.stripPrefix)
+	}
+	out := r
+	out.URL.Scheme = target.Scheme
+	out.URL.Host = target.Host
+	out.URL.Path, out.URL.RawPath = "", ""
+	out.URL.Opaque = ""
+	out.URL.RawPath = joinPath(target.EscapedPath(), path)
+	out.URL.Path = out.URL.RawPath
+	if p, err := url.PathUnescape(out.URL.RawPath); err == nil {
+		out.URL.Path = p
+	}
+	out.Host = target.Host
+	out.RequestURI = ""
+	out.Close = false
+	if out.ContentLength == 0 {
+		out.Body = nil // a retry of a bodiless request must not find a spent body
+	}
+	if te := out.Header["Te"]; len(te) > 0 && hasToken(te, "trailers") {
+		removeHopHeaders(out.Header)
+		out.Header["Te"] = []string{"trailers"}
+	} else {
+		removeHopHeaders(out.Header)
+	}
+	if _, ok := out.Header["User-Agent"]; !ok {
+		out.Header["User-Agent"] = nil // do not let the transport add Go's
+	}
+
+	resp, err := u.transport.RoundTrip(out)
+	if err != nil {
+		o := classify(r.Context(), err)
+		o.err = err
+		return o
+	}
+	defer resp.Body.Close()
+
+	removeHopHeaders(resp.Header)
+	h := w.Header()
+	for k, vv := range resp.Header {
+		h[k] = vv
+	}
+	if len(resp.Trailer) > 0 {
+		keys := make([]string, 0, len(resp.Trailer))
+		for k := range resp.Trailer {
+			keys = append(keys, k)
+		}
+		h["Trailer"] = []string{strings.Join(keys, ", ")}
+	}
+	head(h)
+	w.WriteHeader(resp.StatusCode)
+	o := outcome{status: resp.StatusCode, written: true}
+
+	if err := u.copyBody(w, resp); err != nil && r.Context().Err() == nil {
+		// The upstream broke off or fell silent mid-body: the status is
+		// sent, so the client learns of it by the connection closing; the
+		// breaker counts it as a failure.
+		o.failed = true
+		o.timeout = errors.Is(err, errIdle)
+		panic(http.ErrAbortHandler)
+	}
+	for k, vv := range resp.Trailer {
+		h[http.TrailerPrefix+k] = vv
+	}
+	return o
+}
+
+var errIdle = errors.New("upstream response body idle for longer than idle_timeout")
+
+// copyBody streams the body, flushing as it goes when the upstream did not
+// say how long it is (a stream, server-sent events), and closes the body
+// when the upstream stays silent longer than idle.
+func (u *upstream) copyBody(w http.ResponseWriter, resp *http.Response) error {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	flush := resp.ContentLength == -1
+	var idle atomic.Bool
+	var timer *time.Timer
+	if u.idle > 0 {
+		timer = time.AfterFunc(u.idle, func() {
+			idle.Store(true)
+			resp.Body.Close()
+		})
+		defer timer.Stop()
+	}
+	rc := http.NewResponseController(w)
+	for {
+		n, rerr := resp.Body.Read(buf)
+		if timer != nil {
+			timer.Reset(u.idle)
+		}
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			if flush {
+				if err := rc.Flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			if idle.Load() {
+				return errIdle
+			}
+			return rerr
+		}
+	}
+}
+
+// classify turns a transport error into the gateway's answer.
+func classify(ctx context.Context, err error) outcome {
+	if ctx.Err() != nil {
+		return outcome{status: statusClientClosed}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() && !isDial(err) {
+		return outcome{status: http.StatusGatewayTimeout, failed: true, timeout: true}
+	}
+	return outcome{status: http.StatusBadGateway, failed: true}
+}
+
+// statusClientClosed marks, in metrics and logs, a request the client gave up on (nginx's 499).
+const statusClientClosed = 499
+
+func isDial(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+func hasToken(values []string, token string) bool {
+	for _, v := range values {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// stripPrefix removes prefix from path at a segment boundary.
+func stripPrefix(path, prefix string) string {
+	if !strings.HasPrefix(path, prefix) {
+		return path
+	}
+	rest := path[len(prefix):]
+	if rest == "" {
+		return "/"
+	}
+	if rest[0] == '/' {
+		return rest
+	}
+	if strings.HasSuffix(prefix, "/") {
+		return "/" + rest
+	}
+	return path
+}
+
+// joinPath appends the request path to the target's base path.
+func joinPath(base, path string) string {
+	if base == "" || base == "/" {
+		return path
+	}
+	base = strings.TrimSuffix(base, "/")
+	if path == "/" {
+		return base
+	}
+	return base + path
+}

@@ -1,0 +1,115 @@
+package gateway
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/floodgate-gw/floodgate/internal/testredis"
+)
+
+// TestExactAcrossInstances runs three gateways on one Redis and hammers a
+// user limit from 64 goroutines spread over them: exactly the limit is
+// admitted, and no rejected request reaches the upstream.
+func TestExactAcrossInstances(t *testing.T) {
+	srv := testredis.Start(t)
+	up := newBackend(t, nil)
+	cfg := `
+admin: {listen: ""}
+store: {type: redis, redis: {addrs: ["` + srv.Addr() + `"], timeout: 1s}}
+global_limits:
+  - {name: global, key: [global], rate: 100000/s}
+routes:
+  - id: sale
+    match: {path: /sale}
+    upstream: {targets: ["{{UP}}"]}
+    limits:
+      - {name: api, key: [route], algorithm: token_bucket, rate: 100000/s}
+      - {name: user, key: ["header:X-User-Id"], rate: 5/1h, align: first}
+      - {name: ip, key: [ip], algorithm: sliding_window, rate: 100000/min}
+`
+	var gws []*harness
+	for range 3 {
+		gws = append(gws, newHarness(t, cfg, up))
+	}
+	var admitted, rejected atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 64 {
+		h := gws[i%3]
+		wg.Go(func() {
+			for range 10 {
+				resp := h.do("GET", "/sale", map[string]string{"X-User-Id": "hot"}, nil)
+				drain(resp)
+				switch resp.StatusCode {
+				case http.StatusOK:
+					admitted.Add(1)
+				case http.StatusTooManyRequests:
+					rejected.Add(1)
+				default:
+					t.Errorf("status %d", resp.StatusCode)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if admitted.Load() != 5 || rejected.Load() != 635 {
+		t.Fatalf("admitted %d, rejected %d; want exactly 5 and 635", admitted.Load(), rejected.Load())
+	}
+	if up.hits.Load() != 5 {
+		t.Fatalf("upstream saw %d requests, want 5", up.hits.Load())
+	}
+	// Every key the gateways wrote expires.
+	keys, err := srv.DoValue(t, "KEYS", "fg:*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys.([]any) {
+		if ttl := srv.Do(t, "PTTL", k.(string)); strings.HasPrefix(ttl, "-") {
+			t.Errorf("key %s has PTTL %s", k, ttl)
+		}
+	}
+}
+
+// TestStoreDown: with Redis gone, each on_error answers as SPEC §5.3 says.
+func TestStoreDown(t *testing.T) {
+	srv := testredis.Start(t)
+	up := newBackend(t, nil)
+	h := newHarness(t, `
+admin: {listen: ""}
+store: {type: redis, redis: {addrs: ["`+srv.Addr()+`"], timeout: 100ms}, local_share: 1}
+routes:
+  - id: deny
+    match: {path: /deny}
+    upstream: {targets: ["{{UP}}"]}
+    limits: [{name: l, key: [ip], rate: 100/s, on_error: deny}]
+  - id: allow
+    match: {path: /allow}
+    upstream: {targets: ["{{UP}}"]}
+    limits: [{name: l, key: [ip], rate: 1/min, on_error: allow}]
+  - id: local
+    match: {path: /local}
+    upstream: {targets: ["{{UP}}"]}
+    limits: [{name: l, key: [ip], rate: 2/min, on_error: local}]
+`, up)
+	if resp := h.do("GET", "/deny", nil, nil); drain(resp) == "" || resp.StatusCode != 200 {
+		t.Fatalf("with Redis up: %d", resp.StatusCode)
+	}
+	srv.Stop()
+	answerOf(t, h.do("GET", "/deny", nil, nil), 503, "limiter_unavailable")
+	for range 3 {
+		if resp := h.do("GET", "/allow", nil, nil); drain(resp) == "" || resp.StatusCode != 200 {
+			t.Fatalf("on_error allow: %d", resp.StatusCode)
+		}
+	}
+	for i := range 2 {
+		if resp := h.do("GET", "/local", nil, nil); drain(resp) == "" || resp.StatusCode != 200 {
+			t.Fatalf("on_error local, request %d: %d", i, resp.StatusCode)
+		}
+	}
+	answerOf(t, h.do("GET", "/local", nil, nil), 429, "rate_limited")
+	if n := counterValue(t, h, "gateway_ratelimit_store_errors_total", nil); n < 6 {
+		t.Errorf("store errors counted %v", n)
+	}
+}

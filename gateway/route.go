@@ -1,0 +1,67 @@
+package gateway
+
+import (
+	"net/http"
+	"strings"
+)
+
+// route is one configured route, ready to serve.
+type route struct {
+	id       string
+	exact    string // the path, when it is matched exactly
+	prefix   string // for "/x/**": "/x"; matches /x and everything below it
+	methods  []string
+	host     string
+	upstream *upstream
+	limits   []*limitSpec
+	fallback *answer
+	metrics  *routeMetrics
+}
+
+// matches reports whether the route takes a request; path is cleaned.
+func (rt *route) matches(method, host, path string) bool {
+	if rt.prefix != "" {
+		if !strings.HasPrefix(path, rt.prefix) || len(path) > len(rt.prefix) && path[len(rt.prefix)] != '/' && rt.prefix != "/" {
+			return false
+		}
+	} else if path != rt.exact {
+		return false
+	}
+	if rt.host != "" && host != rt.host {
+		return false
+	}
+	if len(rt.methods) == 0 {
+		return true
+	}
+	for _, m := range rt.methods {
+		if m == method {
+			return true
+		}
+	}
+	return false
+}
+
+// match finds the first route that takes the request (SPEC §4.1).
+func (rt *runtime) match(method, host, path string) *route {
+	for _, r := range rt.routes {
+		if r.matches(method, host, path) {
+			return r
+		}
+	}
+	return nil
+}
+
+// hostOf is the request's host, lower case, without port (SPEC §3.3).
+func hostOf(r *http.Request) string {
+	h := r.Host
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
+		h = h[:i]
+	}
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; c >= 'A' && c <= 'Z' {
+			return strings.ToLower(h)
+		}
+	}
+	return h
+}
