@@ -1,0 +1,160 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/floodgate-gw/floodgate/internal/testredis"
+	"github.com/floodgate-gw/floodgate/limit"
+)
+
+// The seeds' limiter: one INCR + EXPIRE script per dimension, called one
+// after the other.
+const seedScript = `local c = redis.call('INCR', KEYS[1]) if c == 1 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end if c > tonumber(ARGV[1]) then return 0 end return 1`
+
+// fourLimits is the seeds' scenario: global, api, user and ip fixed windows,
+// sized so that every request is admitted, with users and IPs drawn from
+// 100,000 values each.
+type fourLimits struct {
+	global, api, user, ip *limit.Rule
+	globalKey, apiKey     limit.Key
+	users, ips            []limit.Key
+}
+
+func newFourLimits(b *testing.B) *fourLimits {
+	fixed := func(name string) *limit.Rule {
+		return valid(b, &limit.Rule{Name: name, Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: limit.MaxCount, Period: time.Second}})
+	}
+	f := &fourLimits{
+		global:    fixed("global:all"),
+		api:       fixed("lucky-meal:api"),
+		user:      fixed("lucky-meal:user"),
+		ip:        fixed("lucky-meal:ip"),
+		globalKey: limit.NewKey(limit.Part{Kind: "global"}),
+		apiKey:    limit.NewKey(limit.Part{Kind: "route", Value: "lucky-meal"}),
+		users:     make([]limit.Key, 100_000),
+		ips:       make([]limit.Key, 100_000),
+	}
+	for i := range f.users {
+		f.users[i] = limit.NewKey(limit.Part{Kind: "header:x-user-id", Value: strconv.Itoa(1_000_000 + i)})
+		f.ips[i] = limit.NewKey(limit.Part{Kind: "ip", Value: fmt.Sprintf("10.%d.%d.%d", i>>16, i>>8&255, i&255)})
+	}
+	return f
+}
+
+// parallel runs op from 1 goroutine, then from 64 (SetParallelism rounds
+// up to a multiple of GOMAXPROCS), each with its own random source. Besides
+// the time per request it reports the CPU time Redis spent per request,
+// the resource that bounds a shared limiter.
+func parallel(b *testing.B, srv *testredis.Server, op func(rng *rand.Rand) error) {
+	var seed atomic.Uint64
+	b.Run("g1", func(b *testing.B) {
+		b.ReportAllocs()
+		cpu := redisCPU(b, srv)
+		rng := rand.New(rand.NewPCG(seed.Add(1), 1))
+		for b.Loop() {
+			if err := op(rng); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric((redisCPU(b, srv)-cpu).Seconds()*1e6/float64(b.N), "redis-cpu-µs/op")
+	})
+	b.Run("g64", func(b *testing.B) {
+		b.ReportAllocs()
+		p := (64 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0)
+		b.SetParallelism(p)
+		cpu := redisCPU(b, srv)
+		b.RunParallel(func(pb *testing.PB) {
+			rng := rand.New(rand.NewPCG(seed.Add(1), 1))
+			for pb.Next() {
+				if err := op(rng); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		b.ReportMetric((redisCPU(b, srv)-cpu).Seconds()*1e6/float64(b.N), "redis-cpu-µs/op")
+		b.ReportMetric(float64(p*runtime.GOMAXPROCS(0)), "goroutines")
+	})
+}
+
+// redisCPU is the CPU time the server has used, user and system.
+func redisCPU(b *testing.B, srv *testredis.Server) time.Duration {
+	var total time.Duration
+	for _, line := range strings.Split(srv.Do(b, "INFO", "cpu"), "\n") {
+		name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (name == "used_cpu_user" || name == "used_cpu_sys") {
+			secs, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatalf("INFO cpu: %s: %v", line, err)
+			}
+			total += time.Duration(secs * float64(time.Second))
+		}
+	}
+	return total
+}
+
+// BenchmarkDecideFourFixed decides the four limits in one script call.
+func BenchmarkDecideFourFixed(b *testing.B) {
+	srv := testredis.Start(b)
+	s := open(b, srv)
+	f := newFourLimits(b)
+	ctx := context.Background()
+	parallel(b, srv, func(rng *rand.Rand) error {
+		res, err := s.Decide(ctx, &limit.Request{
+			Limits: []limit.Limit{
+				{Rule: f.global, Key: f.globalKey},
+				{Rule: f.api, Key: f.apiKey},
+				{Rule: f.user, Key: f.users[rng.IntN(len(f.users))]},
+				{Rule: f.ip, Key: f.ips[rng.IntN(len(f.ips))]},
+			},
+			Now: time.Now(),
+		})
+		if err == nil && !res.Allowed {
+			err = fmt.Errorf("rejected: %+v", res.Decisions)
+		}
+		return err
+	})
+}
+
+// BenchmarkSeedDesignFourEvals is the seeds' design on the same client and
+// key shapes: four EVALSHA calls, one per dimension, each waiting for the
+// one before.
+func BenchmarkSeedDesignFourEvals(b *testing.B) {
+	srv := testredis.Start(b)
+	s := open(b, srv)
+	c, err := s.get("bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := newFourLimits(b)
+	script := rueidis.NewLuaScript(seedScript)
+	args := []string{strconv.Itoa(limit.MaxCount), "1"}
+	ctx := context.Background()
+	parallel(b, srv, func(rng *rand.Rand) error {
+		for _, l := range [...]limit.Limit{
+			{Rule: f.global, Key: f.globalKey},
+			{Rule: f.api, Key: f.apiKey},
+			{Rule: f.user, Key: f.users[rng.IntN(len(f.users))]},
+			{Rule: f.ip, Key: f.ips[rng.IntN(len(f.ips))]},
+		} {
+			ok, err := script.Exec(ctx, c, []string{limit.StoredKey(DefaultPrefix, l.Rule, l.Key)}, args).AsInt64()
+			if err != nil {
+				return err
+			}
+			if ok != 1 {
+				return fmt.Errorf("%s rejected", l.Rule.Name)
+			}
+		}
+		return nil
+	})
+}

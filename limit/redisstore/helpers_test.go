@@ -1,0 +1,68 @@
+package redisstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/internal/testredis"
+)
+
+// open returns a store on srv that the test closes when it ends.
+func open(t testing.TB, srv *testredis.Server, opts ...func(*Options)) *Store {
+	t.Helper()
+	o := Options{Addrs: []string{srv.Addr()}, Timeout: time.Second}
+	for _, f := range opts {
+		f(&o)
+	}
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// at puts the store's clock at t.
+func at(t testing.TB, s *Store, when time.Time) {
+	t.Helper()
+	if err := s.SetNow(context.Background(), when); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// keys lists every key of srv's current database.
+func keys(t testing.TB, srv *testredis.Server) []string {
+	t.Helper()
+	var all []string
+	cursor := "0"
+	for {
+		v, err := srv.DoValue(t, "SCAN", cursor, "COUNT", "1000")
+		if err != nil {
+			t.Fatal(err)
+		}
+		page := v.([]any)
+		cursor = page[0].(string)
+		for _, k := range page[1].([]any) {
+			all = append(all, k.(string))
+		}
+		if cursor == "0" {
+			return all
+		}
+	}
+}
+
+// checkExpiry fails t if a key of srv would never expire: SPEC §3.3 wants
+// an expiry on every key, on every path of every script.
+func checkExpiry(t testing.TB, srv *testredis.Server) {
+	t.Helper()
+	for _, k := range keys(t, srv) {
+		v, err := srv.DoValue(t, "PTTL", k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl := v.(int64); ttl == -1 {
+			t.Errorf("key %q has no expiry", k)
+		}
+	}
+}
