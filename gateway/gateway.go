@@ -90,22 +90,27 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rt.noRoute.count(rt.notFound.status)
 		return
 	}
-	status := g.serveRoute(w, r, rt, rte, rid, path, host)
-	rte.metrics.count(status)
+	o := g.serveRoute(w, r, rt, rte, rid, path, host)
+	rte.metrics.count(o.status)
 	rte.metrics.duration.Observe(time.Since(start).Seconds())
+	if o.aborted {
+		// Closing the connection is the only way left to tell the client
+		// that the body it is reading is incomplete.
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // serveRoute runs the limit step and the upstream exchange of a routed
-// request and returns the status it answered with.
-func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *runtime, rte *route, rid, path, host string) int {
+// request and returns what happened: the status it answered with, and
+// whether the response broke off.
+func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *runtime, rte *route, rid, path, host string) outcome {
 	xff := r.Header["X-Forwarded-For"]
 	client, trusted := rt.ips.Client(r.RemoteAddr, xff)
 	x := exchange{r: r, route: rte.id, path: path, host: host, clientIP: rt.ips.Key(client)}
 
 	if rt.maxBody > 0 {
 		if r.ContentLength > rt.maxBody {
-			rt.tooLarge.write(w, rid, "")
-			return rt.tooLarge.status
+			return answerWith(w, rt.tooLarge, rid)
 		}
 		if r.Body != nil && r.Body != http.NoBody {
 			r.Body = http.MaxBytesReader(w, r.Body, rt.maxBody)
@@ -118,16 +123,14 @@ func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *runtime
 		if !errors.Is(err, errStoreDenied) {
 			g.log.Error("limit step failed", "request_id", rid, "route", rte.id, "error", err.Error())
 		}
-		rt.limiterUnavailable.write(w, rid, "")
-		return rt.limiterUnavailable.status
+		return answerWith(w, rt.limiterUnavailable, rid)
 	}
 	if v.reject != nil {
 		v.setHeaders(w.Header())
-		v.reject.write(w, rid, "")
 		if v.reason >= 0 {
 			g.logRejection(rte, &v, rid, x.clientIP)
 		}
-		return v.reject.status
+		return answerWith(w, v.reject, rid)
 	}
 	if len(v.leases) > 0 {
 		stop := g.holdLeases(v.store, rid, v.leases)
@@ -141,7 +144,7 @@ func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *runtime
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return statusClientClosed
+			return outcome{status: statusClientClosed}
 		}
 	}
 
@@ -155,7 +158,7 @@ func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *runtime
 
 	o := rte.upstream.forward(w, r, path, v.setHeaders)
 	if o.written || o.status == statusClientClosed {
-		return o.status
+		return o
 	}
 	var mbe *http.MaxBytesError
 	a := rt.upstreamUnavailable
@@ -167,7 +170,14 @@ func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *runtime
 	}
 	v.setHeaders(w.Header())
 	a.write(w, rid, "")
-	return a.status
+	o.status = a.status
+	return o
+}
+
+// answerWith writes one of the gateway's own answers.
+func answerWith(w http.ResponseWriter, a *answer, rid string) outcome {
+	a.write(w, rid, "")
+	return outcome{status: a.status, written: true}
 }
 
 // holdLeases renews concurrency leases while the exchange runs (a response

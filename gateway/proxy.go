@@ -55,6 +55,7 @@ type outcome struct {
 	failed  bool  // connection error or timeout
 	timeout bool
 	written bool // the response head went to the client
+	aborted bool // the body broke off after the head was sent
 }
 
 // Hop-by-hop headers, removed in both directions (RFC 9110 §7.6.1).
@@ -147,13 +148,17 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	w.WriteHeader(resp.StatusCode)
 	o := outcome{status: resp.StatusCode, written: true}
 
-	if err := u.copyBody(w, resp); err != nil && r.Context().Err() == nil {
-		// The upstream broke off or fell silent mid-body: the status is
-		// sent, so the client learns of it by the connection closing; the
-		// breaker counts it as a failure.
-		o.failed = true
-		o.timeout = errors.Is(err, errIdle)
-		panic(http.ErrAbortHandler)
+	if err := u.copyBody(w, resp); err != nil {
+		// The status is sent, so the client can only learn that the body
+		// broke off by the connection closing: the caller aborts the
+		// handler. An upstream that broke off or fell silent is a failure
+		// for the breaker; a client that went away is not.
+		o.aborted = true
+		if r.Context().Err() == nil {
+			o.failed = true
+			o.timeout = errors.Is(err, errIdle)
+		}
+		return o
 	}
 	for k, vv := range resp.Trailer {
 		h[http.TrailerPrefix+k] = vv

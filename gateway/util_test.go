@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"log/slog"
+
+	"github.com/floodgate-gw/floodgate/config"
 	"net"
 	"testing"
 	"time"
@@ -31,3 +34,14 @@ func counterValue(t *testing.T, h *harness, name string, labels map[string]strin
 	}
 	return 0
 }
+
+func mustParseB(b *testing.B, yaml string) *config.Config {
+	b.Helper()
+	cfg, err := config.Parse("bench.yaml", []byte(yaml))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cfg
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
