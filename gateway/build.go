@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -51,6 +52,7 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 	g.rt.Store(rt)
 	g.stop = make(chan struct{})
 	g.bg.Go(g.flushSamplers)
+	g.bg.Go(g.announce)
 	return g, nil
 }
 
@@ -90,10 +92,8 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 		if share > 0 {
 			return share
 		}
-		if c, ok := rt.store.(interface{ Instances() int }); ok {
-			if n := c.Instances(); n > 1 {
-				return 1 / float64(n)
-			}
+		if n := g.instances.Load(); n > 1 {
+			return 1 / float64(n)
 		}
 		return 1
 	}
@@ -313,5 +313,40 @@ func (g *Gateway) flushSamplers() {
 			}
 		}
 		g.mu.Unlock()
+	}
+}
+
+// announcer is a store that keeps a count of the live gateway instances.
+type announcer interface {
+	Announce(ctx context.Context, id string, ttl time.Duration) (int, error)
+}
+
+// announceEvery is how often an instance tells the store it is alive; an
+// announcement lasts three times as long, so one missed beat is harmless.
+const announceEvery = 5 * time.Second
+
+// announce keeps this instance counted in a shared store and remembers how
+// many instances the store last saw, which is what on_error: local divides
+// each limit by once the store has failed (SPEC §5.3).
+func (g *Gateway) announce() {
+	t := time.NewTicker(announceEvery)
+	defer t.Stop()
+	for {
+		g.announceNow()
+		select {
+		case <-g.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (g *Gateway) announceNow() {
+	if a, ok := g.rt.Load().store.(announcer); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if n, err := a.Announce(ctx, g.ids.prefix, 3*announceEvery); err == nil {
+			g.instances.Store(int64(n))
+		}
 	}
 }

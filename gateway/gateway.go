@@ -26,7 +26,8 @@ type Gateway struct {
 	ids         *idSource
 	storeErrLog *sampler
 
-	local *memory.Store // the memory store, and the local fallback of Redis
+	local     *memory.Store // the memory store, and the local fallback of Redis
+	instances atomic.Int64  // gateway instances alive in the store when it last answered
 
 	mu         sync.Mutex
 	samplers   map[string]*sampler // by route and limit, kept across reloads

@@ -212,10 +212,17 @@ func (g *Gateway) decideLocally(ctx context.Context, rt *runtime, v *verdict, re
 	return res, nil
 }
 
+// localOwner keys the scaled rules cached on a rule: they hold for one
+// runtime and one share.
+type localOwner struct {
+	rt    *runtime
+	share float64
+}
+
 // localRule is r scaled to this instance's share of it.
 func (rt *runtime) localRule(r *limit.Rule) *limit.Rule {
 	share := rt.localShare()
-	return r.Ext(rt, func(r *limit.Rule) any {
+	return r.Ext(localOwner{rt, share}, func(r *limit.Rule) any {
 		scaled := &limit.Rule{
 			Name: r.Name, Algorithm: r.Algorithm, Rate: r.Rate, Burst: r.Burst, Cost: r.Cost,
 			Queue: r.Queue, Align: r.Align, Location: r.Location, Shadow: r.Shadow, LeaseTTL: r.LeaseTTL,

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 )
@@ -111,5 +112,43 @@ routes:
 	answerOf(t, h.do("GET", "/local", nil, nil), 429, "rate_limited")
 	if n := counterValue(t, h, "gateway_ratelimit_store_errors_total", nil); n < 6 {
 		t.Errorf("store errors counted %v", n)
+	}
+}
+
+// TestLocalShare: two gateways announce themselves in Redis; when Redis
+// fails, each grants half of a limit on its own, so the fleet together
+// does not exceed it.
+func TestLocalShare(t *testing.T) {
+	srv := testredis.Start(t)
+	up := newBackend(t, nil)
+	cfg := `
+admin: {listen: ""}
+store: {type: redis, redis: {addrs: ["` + srv.Addr() + `"], timeout: 100ms}}
+routes:
+  - id: api
+    match: {path: /api}
+    upstream: {targets: ["{{UP}}"]}
+    limits: [{name: l, key: [route], rate: 10/min}]
+`
+	a, b := newHarness(t, cfg, up), newHarness(t, cfg, up)
+	deadline := time.Now().Add(5 * time.Second)
+	for a.gw.instances.Load() != 2 || b.gw.instances.Load() != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("instances seen: %d and %d, want 2", a.gw.instances.Load(), b.gw.instances.Load())
+		}
+		a.gw.announceNow()
+		b.gw.announceNow()
+	}
+	srv.Stop()
+	admitted := 0
+	for _, h := range []*harness{a, b} {
+		for range 10 {
+			if resp := h.do("GET", "/api", nil, nil); drain(resp) != "" && resp.StatusCode == 200 {
+				admitted++
+			}
+		}
+	}
+	if admitted != 10 {
+		t.Fatalf("two instances in local fallback admitted %d, want 5 each: 10", admitted)
 	}
 }
