@@ -237,7 +237,12 @@ func openStore(c config.Store, local *memory.Store) (limit.Store, error) {
 	if r.TLS {
 		o.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
-	return redisstore.New(o)
+	s, err := redisstore.New(o)
+	if err != nil {
+		return nil, err
+	}
+	// While Redis fails, requests must not each wait for its timeout.
+	return limit.Guard(s, limit.GuardOptions{}), nil
 }
 
 func sameStore(a, b config.Store) bool {
@@ -342,7 +347,11 @@ func (g *Gateway) announce() {
 }
 
 func (g *Gateway) announceNow() {
-	if a, ok := g.rt.Load().store.(announcer); ok {
+	s := g.rt.Load().store
+	if u, ok := s.(interface{ Unwrap() limit.Store }); ok {
+		s = u.Unwrap()
+	}
+	if a, ok := s.(announcer); ok {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		if n, err := a.Announce(ctx, g.ids.prefix, 3*announceEvery); err == nil {
