@@ -1,0 +1,90 @@
+package breaker
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Settings configure a Breaker. The fields mirror config.Breaker (SPEC §2),
+// plus TrialTimeout and OnTransition, which the gateway supplies; which
+// responses count as failures is the caller's judgement and not a setting
+// here.
+type Settings struct {
+	// Window is the sliding window, a whole number of seconds, at least
+	// 1s. It is kept as a ring of one-second buckets.
+	Window time.Duration
+
+	// MinCalls is the fewest calls in the window that allow a decision; at
+	// least 1.
+	MinCalls int
+
+	// FailureRate opens the breaker when failures/calls reach it; in
+	// (0, 1].
+	FailureRate float64
+
+	// SlowCallDuration makes a call slow when it takes longer. Zero: calls
+	// are never slow.
+	SlowCallDuration time.Duration
+
+	// SlowCallRate opens the breaker when slow/calls reach it; in (0, 1].
+	SlowCallRate float64
+
+	// OpenFor is how long the breaker refuses before its trial calls;
+	// positive.
+	OpenFor time.Duration
+
+	// HalfOpenCalls is the number of trial calls whose outcomes decide
+	// between CLOSED and OPEN; at least 1.
+	HalfOpenCalls int
+
+	// TrialTimeout is how long a trial call may go unreported before it
+	// counts as failed, so a lost done cannot hold the breaker HALF_OPEN
+	// for ever. The gateway passes the upstream timeout. Positive.
+	TrialTimeout time.Duration
+
+	// OnTransition, if not nil, is told of every change of state. Calls
+	// are made one at a time, in the order of the transitions, and never
+	// while the breaker's lock is held, so the function may call any
+	// method of the Breaker (a transition it causes is delivered after it
+	// returns). It may run on the goroutine of a later call than the one
+	// that caused the transition, and it delays that call while it runs:
+	// keep it short (a log line, a metric).
+	OnTransition func(from, to State, at time.Time)
+}
+
+// validate returns every problem, each naming its field and value, joined.
+func (s *Settings) validate() error {
+	var errs []error
+	bad := func(field string, value any, why string) {
+		errs = append(errs, fmt.Errorf("breaker: %s %v %s", field, value, why))
+	}
+	switch {
+	case s.Window < time.Second:
+		bad("Window", s.Window, "is shorter than 1s")
+	case s.Window%time.Second != 0:
+		bad("Window", s.Window, "is not a whole number of seconds (the window is kept in 1s buckets)")
+	}
+	if s.MinCalls < 1 {
+		bad("MinCalls", s.MinCalls, "must be at least 1")
+	}
+	if !(s.FailureRate > 0 && s.FailureRate <= 1) {
+		bad("FailureRate", s.FailureRate, "is outside (0,1]")
+	}
+	if s.SlowCallDuration < 0 {
+		bad("SlowCallDuration", s.SlowCallDuration, "is negative (0s: calls are never slow)")
+	}
+	if !(s.SlowCallRate > 0 && s.SlowCallRate <= 1) {
+		bad("SlowCallRate", s.SlowCallRate, "is outside (0,1]")
+	}
+	if s.OpenFor <= 0 {
+		bad("OpenFor", s.OpenFor, "must be positive")
+	}
+	if s.HalfOpenCalls < 1 {
+		bad("HalfOpenCalls", s.HalfOpenCalls, "must be at least 1")
+	}
+	if s.TrialTimeout <= 0 {
+		bad("TrialTimeout", s.TrialTimeout, "must be positive (a trial that never reports would hold the breaker HALF_OPEN)")
+	}
+	return errors.Join(errs...)
+}
