@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/gateway"
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
@@ -43,6 +44,13 @@ type Backend interface {
 
 	// Ready reports whether the gateway can decide requests.
 	Ready(ctx context.Context) error
+
+	// Breakers lists the routes' circuit breakers; ForceBreaker forces
+	// one open or closed, or gives it back to its window ("auto"). It
+	// returns an error wrapping gateway.ErrNoBreaker for a route without
+	// a breaker.
+	Breakers() []gateway.BreakerStatus
+	ForceBreaker(route, state string) error
 }
 
 // Time budgets of the calls that reach the store, so that a probe or an
@@ -78,13 +86,14 @@ func NewHandler(b Backend, gatherer prometheus.Gatherer, log *slog.Logger) http.
 		ErrorHandling: promhttp.ContinueOnError,
 	})
 	h.routes = map[string]endpoint{
-		"/":             {http.MethodGet: h.dashboard},
-		"/healthz":      {http.MethodGet: h.healthz},
-		"/readyz":       {http.MethodGet: h.readyz},
-		"/metrics":      {http.MethodGet: metrics.ServeHTTP},
-		"/admin/config": {http.MethodGet: h.config},
-		"/admin/reload": {http.MethodPost: h.reload},
-		"/admin/limits": {http.MethodGet: h.limitState, http.MethodDelete: h.limitReset},
+		"/":               {http.MethodGet: h.dashboard},
+		"/healthz":        {http.MethodGet: h.healthz},
+		"/readyz":         {http.MethodGet: h.readyz},
+		"/metrics":        {http.MethodGet: metrics.ServeHTTP},
+		"/admin/config":   {http.MethodGet: h.config},
+		"/admin/reload":   {http.MethodPost: h.reload},
+		"/admin/limits":   {http.MethodGet: h.limitState, http.MethodDelete: h.limitReset},
+		"/admin/breakers": {http.MethodGet: h.breakers},
 	}
 	return h
 }
@@ -120,6 +129,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e, ok := h.routes[r.URL.Path]
+	if !ok && strings.HasPrefix(r.URL.Path, breakerPrefix) {
+		e, ok = endpoint{http.MethodPost: h.forceBreaker}, true
+	}
 	if !ok {
 		writeError(w, http.StatusNotFound, "not_found", "no such admin endpoint: "+r.URL.Path)
 		return
@@ -285,4 +297,34 @@ type promLogger struct{ log *slog.Logger }
 
 func (l promLogger) Println(v ...any) {
 	l.log.Error("serving /metrics", "error", strings.TrimSpace(fmt.Sprintln(v...)))
+}
+
+const breakerPrefix = "/admin/breakers/"
+
+func (h *handler) breakers(w http.ResponseWriter, r *http.Request) {
+	bs := h.b.Breakers()
+	if bs == nil {
+		bs = []gateway.BreakerStatus{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"breakers": bs})
+}
+
+// forceBreaker serves POST /admin/breakers/ROUTE?state=open|closed|auto.
+func (h *handler) forceBreaker(w http.ResponseWriter, r *http.Request) {
+	route := strings.TrimPrefix(r.URL.Path, breakerPrefix)
+	state := r.URL.Query().Get("state")
+	if route == "" || strings.Contains(route, "/") {
+		writeError(w, http.StatusNotFound, "not_found", "want /admin/breakers/ROUTE")
+		return
+	}
+	if err := h.b.ForceBreaker(route, state); err != nil {
+		if errors.Is(err, gateway.ErrNoBreaker) {
+			writeError(w, http.StatusNotFound, "breaker_not_found", err.Error())
+			return
+		}
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	h.log.Info("circuit breaker forced", "route", route, "state", state)
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "route": route, "state": state})
 }

@@ -26,7 +26,8 @@ import (
 // HTTP layer, and the gateway's own tests cover LimitState and the rest
 // against real stores.
 type fakeBackend struct {
-	cfg atomic.Pointer[config.Config]
+	forced string // the last ForceBreaker
+	cfg    atomic.Pointer[config.Config]
 
 	mu        sync.Mutex
 	reloadErr error
@@ -74,6 +75,21 @@ func (f *fakeBackend) record(ctx context.Context, op, route, name string, values
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, limitCall{op, route, name, values, fallback, ok})
+}
+
+func (f *fakeBackend) Breakers() []gateway.BreakerStatus {
+	return []gateway.BreakerStatus{{Route: "coupon", State: "OPEN", Value: 1, RetryAfter: 2.5}}
+}
+
+func (f *fakeBackend) ForceBreaker(route, state string) error {
+	if route != "coupon" {
+		return fmt.Errorf("%w: %q", gateway.ErrNoBreaker, route)
+	}
+	if state != "open" && state != "closed" && state != "auto" {
+		return fmt.Errorf("state %q: want open, closed or auto", state)
+	}
+	f.forced = route + "=" + state
+	return nil
 }
 
 func (f *fakeBackend) Ready(ctx context.Context) error {
@@ -540,5 +556,29 @@ func TestDashboard(t *testing.T) {
 		if !strings.Contains(r.body, link) {
 			t.Errorf("dashboard has no %s", link)
 		}
+	}
+}
+
+func TestBreakers(t *testing.T) {
+	f, h := newTest(t, "tok")
+	auth := []string{"Authorization", "Bearer tok"}
+	r := do(t, h, "GET", "/admin/breakers", auth...)
+	wantJSON(t, r, 200, `{"breakers":[{"route":"coupon","state":"OPEN","value":1,"forced":false,"calls":0,"failures":0,"slow":0,"retry_after":2.5}]}`)
+	if r := do(t, h, "POST", "/admin/breakers/coupon?state=closed"); r.code != 401 {
+		t.Fatalf("force without the token: %d", r.code)
+	}
+	r = do(t, h, "POST", "/admin/breakers/coupon?state=closed", auth...)
+	wantJSON(t, r, 200, `{"status":"ok","route":"coupon","state":"closed"}`)
+	if f.forced != "coupon=closed" {
+		t.Fatalf("forced %q", f.forced)
+	}
+	if r := do(t, h, "POST", "/admin/breakers/coupon?state=sideways", auth...); r.code != 400 {
+		t.Fatalf("bad state: %d", r.code)
+	}
+	if r := do(t, h, "POST", "/admin/breakers/nope?state=open", auth...); r.code != 404 {
+		t.Fatalf("unknown route: %d", r.code)
+	}
+	if r := do(t, h, "GET", "/admin/breakers/coupon", auth...); r.code != 405 {
+		t.Fatalf("GET on a force path: %d", r.code)
 	}
 }

@@ -42,6 +42,7 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 		storeErrLog: newSampler(1),
 		samplers:    map[string]*sampler{},
 		transports:  map[string]*http.Transport{},
+		breakers:    map[string]*routeBreaker{},
 		local:       memory.New(memory.Options{MaxKeys: cfg.Store.Memory.MaxKeys}),
 	}
 	rt, err := g.build(cfg, nil)
@@ -125,6 +126,9 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 			r.limits = append(r.limits, g.limitSpec(cfg, rc.ID, lc))
 		}
 		r.fallback = newAnswer(rc.Fallback.Status, rc.Fallback.Code, cfg.Message(rc.Fallback.Code))
+		if r.breaker, err = g.breakerFor(rc); err != nil {
+			return nil, err
+		}
 		rt.routes = append(rt.routes, r)
 	}
 	return rt, nil

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/floodgate-gw/floodgate/breaker"
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/gateway/clientip"
 	"github.com/floodgate-gw/floodgate/gateway/pathclean"
@@ -32,6 +33,7 @@ type Gateway struct {
 	mu         sync.Mutex
 	samplers   map[string]*sampler // by route and limit, kept across reloads
 	transports map[string]*http.Transport
+	breakers   map[string]*routeBreaker // by route, kept across reloads
 
 	reloadMu  sync.Mutex
 	stop      chan struct{}
@@ -105,6 +107,32 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // request and returns what happened: the status it answered with, and
 // whether the response broke off.
 func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *runtime, rte *route, rid, path, host string) outcome {
+	// An open breaker answers before anything else is decided: the request
+	// consumes no quota and costs no store round trip (SPEC §3.2, §6).
+	var done func(breaker.Outcome, time.Time)
+	if rte.breaker != nil {
+		var err error
+		if done, err = rte.breaker.b.Allow(time.Now()); err != nil {
+			return g.refuse(w, rte, rid, err)
+		}
+	}
+	o := g.limitAndForward(w, r, rt, rte, rid, path, host)
+	if done != nil {
+		// Requests the limit step refused, and clients that went away,
+		// say nothing about the upstream: they free a trial slot without
+		// counting.
+		done(breaker.Outcome{
+			Failed:    !o.cancelled() && rte.breaker.failed(o),
+			Duration:  o.took,
+			Cancelled: o.cancelled(),
+		}, time.Now())
+	}
+	return o
+}
+
+// limitAndForward runs the limit step and, if the request is admitted, the
+// upstream exchange.
+func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *runtime, rte *route, rid, path, host string) outcome {
 	xff := r.Header["X-Forwarded-For"]
 	client, trusted := rt.ips.Client(r.RemoteAddr, xff)
 	x := exchange{r: r, route: rte.id, path: path, host: host, clientIP: rt.ips.Key(client)}

@@ -56,6 +56,16 @@ type outcome struct {
 	timeout bool
 	written bool // the response head went to the client
 	aborted bool // the body broke off after the head was sent
+	// exchanged is set when the request went upstream; took is how long
+	// the upstream took to answer with its head (or to fail).
+	exchanged bool
+	took      time.Duration
+}
+
+// cancelled reports an exchange that says nothing about the upstream: it
+// never went there (a limit refused it), or the client went away first.
+func (o outcome) cancelled() bool {
+	return !o.exchanged || o.status == statusClientClosed || o.aborted && !o.failed
 }
 
 // Hop-by-hop headers, removed in both directions (RFC 9110 §7.6.1).
@@ -124,12 +134,14 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		out.Header["User-Agent"] = nil // do not let the transport add Go's
 	}
 
+	start := time.Now()
 	resp, err := u.transport.RoundTrip(out)
 	if err != nil {
 		o := classify(r.Context(), err)
-		o.err = err
+		o.err, o.exchanged, o.took = err, true, time.Since(start)
 		return o
 	}
+	took := time.Since(start)
 	defer resp.Body.Close()
 
 	removeHopHeaders(resp.Header)
@@ -146,7 +158,7 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	}
 	head(h)
 	w.WriteHeader(resp.StatusCode)
-	o := outcome{status: resp.StatusCode, written: true}
+	o := outcome{status: resp.StatusCode, written: true, exchanged: true, took: took}
 
 	if err := u.copyBody(w, resp); err != nil {
 		// The status is sent, so the client can only learn that the body

@@ -15,6 +15,7 @@ type route struct {
 	upstream *upstream
 	limits   []*limitSpec
 	fallback *answer
+	breaker  *routeBreaker // nil: none
 	metrics  *routeMetrics
 }
 

@@ -243,6 +243,12 @@ func (b adminBackend) ResetLimit(ctx context.Context, route, name string, values
 	return b.s.gw.ResetLimit(ctx, route, name, values, fallback)
 }
 
+func (b adminBackend) Breakers() []gateway.BreakerStatus { return b.s.gw.Breakers() }
+
+func (b adminBackend) ForceBreaker(route, state string) error {
+	return b.s.gw.ForceBreaker(route, state)
+}
+
 func (b adminBackend) Ready(ctx context.Context) error {
 	if b.s.draining.Load() {
 		return errors.New("shutting down")

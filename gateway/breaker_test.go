@@ -1,0 +1,217 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+const breakerConfig = `
+admin: {listen: ""}
+routes:
+  - id: coupon
+    match: {path: /coupon}
+    upstream: {targets: ["{{UP}}"], timeout: 300ms}
+    limits: [{name: user, key: ["header:X-User-Id"], rate: 1000/min}]
+    breaker:
+      enabled: true
+      window: 10s
+      min_calls: 10
+      failure_rate: 0.5
+      slow_call_duration: 100ms
+      slow_call_rate: 0.8
+      open_for: 300ms
+      half_open_calls: 3
+    fallback:
+      status: 503
+      code: coupon_busy
+      message: "The coupon system is busy; your entry is recorded"
+`
+
+// flakyUpstream fails, hangs or answers as told.
+type flakyUpstream struct {
+	mode atomic.Value // "ok", "fail", "slow"
+	*backend
+}
+
+func newFlaky(t *testing.T) *flakyUpstream {
+	f := &flakyUpstream{}
+	f.mode.Store("ok")
+	f.backend = newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		switch f.mode.Load() {
+		case "fail":
+			w.WriteHeader(http.StatusInternalServerError)
+		case "slow":
+			time.Sleep(150 * time.Millisecond)
+			w.Write([]byte("slow"))
+		default:
+			w.Write([]byte("ok"))
+		}
+	})
+	return f
+}
+
+func TestBreakerCycle(t *testing.T) {
+	up := newFlaky(t)
+	h := newHarness(t, breakerConfig, up.backend)
+	user := map[string]string{"X-User-Id": "u1"}
+	call := func() *http.Response { return h.do("GET", "/coupon", user, nil) }
+
+	up.mode.Store("fail")
+	for i := range 10 {
+		resp := call()
+		drain(resp)
+		if resp.StatusCode != 500 {
+			t.Fatalf("call %d: %d, want the upstream's 500 while the breaker is closed", i, resp.StatusCode)
+		}
+	}
+	// 10 calls, all failed: open. The next request never reaches the
+	// upstream, takes no quota, and says when to come back.
+	hits := up.hits.Load()
+	before, _ := h.gw.LimitState(context.Background(), "coupon", "user", []string{"u1"}, false)
+	resp := call()
+	if ra, _ := strconv.Atoi(resp.Header.Get("Retry-After")); ra != 1 {
+		t.Errorf("Retry-After %q, want 1 (open_for 300ms rounded up)", resp.Header.Get("Retry-After"))
+	}
+	m := answerOf(t, resp, 503, "coupon_busy")
+	if m["message"] != "The coupon system is busy; your entry is recorded" {
+		t.Errorf("message %v", m["message"])
+	}
+	after, _ := h.gw.LimitState(context.Background(), "coupon", "user", []string{"u1"}, false)
+	if up.hits.Load() != hits || after.Remaining != before.Remaining {
+		t.Fatalf("an open breaker let a request through or took quota: hits %d→%d, remaining %d→%d", hits, up.hits.Load(), before.Remaining, after.Remaining)
+	}
+	if g := gaugeValue(t, h, "gateway_circuit_breaker_state", "coupon"); g != 1 {
+		t.Errorf("state gauge %v, want 1", g)
+	}
+
+	// After open_for, exactly half_open_calls trials go through.
+	time.Sleep(350 * time.Millisecond)
+	up.mode.Store("ok")
+	release := make(chan struct{})
+	var gate sync.WaitGroup
+	gate.Add(3)
+	up.handler = func(w http.ResponseWriter, r *http.Request) {
+		gate.Done()
+		<-release
+		w.Write([]byte("ok"))
+	}
+	var wg sync.WaitGroup
+	var trialsOK atomic.Int64
+	for range 3 {
+		wg.Go(func() {
+			if resp := call(); drain(resp) == "ok" {
+				trialsOK.Add(1)
+			}
+		})
+	}
+	gate.Wait()
+	answerOf(t, call(), 503, "coupon_busy") // a 4th request while 3 trials run
+	close(release)
+	wg.Wait()
+	if trialsOK.Load() != 3 {
+		t.Fatalf("%d of 3 trials passed", trialsOK.Load())
+	}
+	up.handler = nil
+	up.backend.handler = func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }
+	if resp := call(); drain(resp) != "ok" {
+		t.Fatalf("after 3 good trials the breaker should be closed: %d", resp.StatusCode)
+	}
+	if n := counterValue(t, h, "gateway_circuit_breaker_transitions_total", map[string]string{"route": "coupon", "from": "HALF_OPEN", "to": "CLOSED"}); n != 1 {
+		t.Errorf("HALF_OPEN→CLOSED counted %v times", n)
+	}
+	if !strings.Contains(h.log.String(), `"msg":"circuit breaker OPEN"`) {
+		t.Errorf("no WARN line for the transition: %s", h.log.String())
+	}
+}
+
+func TestBreakerSlowCalls(t *testing.T) {
+	up := newFlaky(t)
+	h := newHarness(t, breakerConfig, up.backend)
+	up.mode.Store("slow")
+	for range 10 {
+		drain(h.do("GET", "/coupon", map[string]string{"X-User-Id": "u"}, nil))
+	}
+	answerOf(t, h.do("GET", "/coupon", map[string]string{"X-User-Id": "u"}, nil), 503, "coupon_busy")
+}
+
+func TestBreakerIgnoresRejectedAndCancelled(t *testing.T) {
+	up := newFlaky(t)
+	h := newHarness(t, strings.Replace(breakerConfig, "rate: 1000/min", "rate: 1/min", 1), up.backend)
+	up.mode.Store("fail")
+	// One failure, then requests the limit rejects: they never reach the
+	// upstream and must not count as calls.
+	drain(h.do("GET", "/coupon", map[string]string{"X-User-Id": "u"}, nil))
+	for range 20 {
+		answerOf(t, h.do("GET", "/coupon", map[string]string{"X-User-Id": "u"}, nil), 429, "rate_limited")
+	}
+	// Clients that give up do not count either.
+	up.mode.Store("slow")
+	for i := range 20 {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		req, _ := http.NewRequestWithContext(ctx, "GET", h.srv.URL+"/coupon", nil)
+		req.Header.Set("X-User-Id", "c"+strconv.Itoa(i))
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			drain(resp)
+		}
+		cancel()
+	}
+	time.Sleep(200 * time.Millisecond) // let the cancelled exchanges end
+	for _, b := range h.gw.Breakers() {
+		if b.State != "CLOSED" || b.Calls != 1 {
+			t.Fatalf("breaker %+v: only the one real call may count", b)
+		}
+	}
+}
+
+func TestBreakerForcedAndReload(t *testing.T) {
+	up := newFlaky(t)
+	h := newHarness(t, breakerConfig, up.backend)
+	if err := h.gw.ForceBreaker("coupon", "open"); err != nil {
+		t.Fatal(err)
+	}
+	resp := h.do("GET", "/coupon", map[string]string{"X-User-Id": "u"}, nil)
+	if resp.Header.Get("Retry-After") != "" {
+		t.Error("a forced-open breaker has no next trial to announce")
+	}
+	answerOf(t, resp, 503, "coupon_busy")
+	// A reload that leaves the breaker's settings alone keeps its state.
+	if err := h.gw.Reload(mustParse(t, strings.ReplaceAll(breakerConfig, "{{UP}}", up.URL)+"\n")); err != nil {
+		t.Fatal(err)
+	}
+	answerOf(t, h.do("GET", "/coupon", map[string]string{"X-User-Id": "u"}, nil), 503, "coupon_busy")
+	if err := h.gw.ForceBreaker("coupon", "auto"); err != nil {
+		t.Fatal(err)
+	}
+	if resp := h.do("GET", "/coupon", map[string]string{"X-User-Id": "u"}, nil); drain(resp) != "ok" {
+		t.Fatalf("auto: %d", resp.StatusCode)
+	}
+	if err := h.gw.ForceBreaker("nope", "open"); err == nil {
+		t.Fatal("forced a breaker of a route that has none")
+	}
+}
+
+func gaugeValue(t *testing.T, h *harness, name, route string) float64 {
+	t.Helper()
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == "route" && lp.GetValue() == route {
+						return m.GetGauge().GetValue()
+					}
+				}
+			}
+		}
+	}
+	return -1
+}

@@ -1,0 +1,143 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/breaker"
+	"github.com/floodgate-gw/floodgate/config"
+)
+
+// routeBreaker is a route's circuit breaker and what it judges by.
+type routeBreaker struct {
+	b        *breaker.Breaker
+	settings config.Breaker
+	timeout  time.Duration // the upstream timeout: a trial that never reports fails after it
+	failing  [600]bool     // failure_statuses
+}
+
+func (rb *routeBreaker) failed(o outcome) bool {
+	return o.failed || o.status >= 0 && o.status < len(rb.failing) && rb.failing[o.status]
+}
+
+// breakerFor returns the breaker of a route, the same one across reloads
+// that leave the route's breaker settings and upstream timeout as they
+// were, so that a reload neither closes an open breaker nor forgets the
+// window of a closed one.
+func (g *Gateway) breakerFor(rc *config.Route) (*routeBreaker, error) {
+	if !rc.Breaker.Enabled {
+		g.mu.Lock()
+		delete(g.breakers, rc.ID)
+		g.mu.Unlock()
+		g.metrics.breakerState.DeleteLabelValues(rc.ID)
+		return nil, nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if rb := g.breakers[rc.ID]; rb != nil && sameBreaker(rb.settings, rc.Breaker) && rb.timeout == rc.Upstream.Timeout {
+		return rb, nil
+	}
+	c := rc.Breaker
+	route := rc.ID
+	state := g.metrics.breakerState.WithLabelValues(route)
+	b, err := breaker.New(breaker.Settings{
+		Window: c.Window, MinCalls: c.MinCalls, FailureRate: c.FailureRate,
+		SlowCallDuration: c.SlowCallDuration, SlowCallRate: c.SlowCallRate,
+		OpenFor: c.OpenFor, HalfOpenCalls: c.HalfOpenCalls, TrialTimeout: rc.Upstream.Timeout,
+		OnTransition: func(from, to breaker.State, at time.Time) {
+			state.Set(float64(to))
+			g.metrics.breakerChanges.WithLabelValues(route, from.String(), to.String()).Inc()
+			g.log.Warn("circuit breaker "+to.String(), "route", route, "from", from.String(), "to", to.String())
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("route %s: %w", route, err)
+	}
+	state.Set(0)
+	rb := &routeBreaker{b: b, settings: c, timeout: rc.Upstream.Timeout}
+	for _, s := range c.FailureStatuses {
+		if s >= 0 && s < len(rb.failing) {
+			rb.failing[s] = true
+		}
+	}
+	g.breakers[route] = rb
+	return rb, nil
+}
+
+func sameBreaker(a, b config.Breaker) bool {
+	return a.Enabled == b.Enabled && a.Window == b.Window && a.MinCalls == b.MinCalls &&
+		a.FailureRate == b.FailureRate && a.SlowCallDuration == b.SlowCallDuration &&
+		a.SlowCallRate == b.SlowCallRate && a.OpenFor == b.OpenFor &&
+		a.HalfOpenCalls == b.HalfOpenCalls && slices.Equal(a.FailureStatuses, b.FailureStatuses)
+}
+
+// refuse answers a request the open breaker turns away: the route's
+// fallback, with Retry-After until the next trial when there is one.
+func (g *Gateway) refuse(w http.ResponseWriter, rte *route, rid string, err error) outcome {
+	var oe *breaker.OpenError
+	if errors.As(err, &oe) && !oe.Forced && oe.RetryAfter > 0 {
+		setRetryAfter(w.Header(), oe.RetryAfter)
+	}
+	return answerWith(w, rte.fallback, rid)
+}
+
+// BreakerStatus is one route's breaker as the admin API shows it.
+type BreakerStatus struct {
+	Route      string  `json:"route"`
+	State      string  `json:"state"`
+	Value      int     `json:"value"` // 0 closed, 1 open, 2 half-open, as the metric
+	Forced     bool    `json:"forced"`
+	Calls      int64   `json:"calls"`
+	Failures   int64   `json:"failures"`
+	Slow       int64   `json:"slow"`
+	RetryAfter float64 `json:"retry_after,omitempty"` // seconds until the next trial
+}
+
+// Breakers lists the breakers of the running configuration's routes.
+func (g *Gateway) Breakers() []BreakerStatus {
+	now := time.Now()
+	var out []BreakerStatus
+	for _, r := range g.rt.Load().routes {
+		if r.breaker == nil {
+			continue
+		}
+		s := r.breaker.b.Snapshot(now)
+		bs := BreakerStatus{Route: r.id, State: s.State.String(), Value: int(s.State), Forced: s.Forced,
+			Calls: s.Calls, Failures: s.Failures, Slow: s.Slow}
+		if !s.NextTrial.IsZero() && s.NextTrial.After(now) {
+			bs.RetryAfter, _ = strconv.ParseFloat(strconv.FormatFloat(s.NextTrial.Sub(now).Seconds(), 'f', 3, 64), 64)
+		}
+		out = append(out, bs)
+	}
+	return out
+}
+
+// ErrNoBreaker is returned for a route without a breaker.
+var ErrNoBreaker = errors.New("no such route with a breaker")
+
+// ForceBreaker forces a route's breaker open or closed, or gives it back
+// to its window ("auto").
+func (g *Gateway) ForceBreaker(route, mode string) error {
+	var m breaker.Mode
+	switch mode {
+	case "open":
+		m = breaker.ForceOpen
+	case "closed":
+		m = breaker.ForceClosed
+	case "auto":
+		m = breaker.Auto
+	default:
+		return fmt.Errorf("state %q: want open, closed or auto", mode)
+	}
+	for _, r := range g.rt.Load().routes {
+		if r.id == route && r.breaker != nil {
+			r.breaker.b.Force(m, time.Now())
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %q", ErrNoBreaker, route)
+}
