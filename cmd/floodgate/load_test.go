@@ -1,0 +1,190 @@
+package main
+
+import (
+	"encoding/csv"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// tableLine matches a line of load's per-second table.
+var tableLine = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+([0-9.]+|-)\s+([0-9.]+|-)$`)
+
+func TestLoadAgainstUpstream(t *testing.T) {
+	t.Parallel()
+	skipWithoutSignals(t)
+	_, base := startMock(t, "--latency", "2ms")
+	dir := t.TempDir()
+	csvFile, htmlFile := filepath.Join(dir, "x.csv"), filepath.Join(dir, "x.html")
+
+	stdout, stderr, code := floodgate(t, "load", "--url", base+"/api/receive", "--rate", "200", "--duration", "2s",
+		"--users", "50", "--header", "X-Test: 1", "--out", csvFile, "--html", htmlFile)
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
+	}
+	if !strings.Contains(stdout, "   t    sent     2xx     429     503   other       p50       p99\n") {
+		t.Errorf("no table header:\n%s", stdout)
+	}
+	lines := tableLine.FindAllStringSubmatch(stdout, -1)
+	if len(lines) != 2 || lines[0][1] != "0" || lines[1][1] != "1" {
+		t.Fatalf("want a line for seconds 0 and 1, got %q in:\n%s", lines, stdout)
+	}
+	for _, l := range lines {
+		if l[2] != l[3] || (l[2] != "200" && l[2] != "199" && l[2] != "201") || l[7] == "-" {
+			t.Errorf("line %q: want about 200 sent, all 2xx, and a p50", l[0])
+		}
+	}
+	for _, want := range []string{
+		"summary (complete", "400 scheduled, 400 sent (0 retries), 0 dropped",
+		"2xx 400   429 0   503 0   other 0", "p99.9", "offered 200.0/s",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("summary lacks %q:\n%s", want, stdout)
+		}
+	}
+
+	f, err := os.Open(csvFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	records, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(records) != 3 || strings.Join(records[0][:8], ",") != "t,sent,2xx,429,503,other,p50_ms,p99_ms" {
+		t.Errorf("CSV: want a header and 2 rows, got %q", records)
+	}
+	if page, err := os.ReadFile(htmlFile); err != nil || !strings.Contains(string(page), "<svg") {
+		t.Errorf("HTML file: %v, %d bytes without a chart", err, len(page))
+	}
+
+	s := mockStats(t, base)
+	if s["requests"] != 400.0 || s["status"].(map[string]any)["200"] != 400.0 {
+		t.Errorf("the mock's /stats = %v, want 400 requests answered 200", s)
+	}
+}
+
+// A surge against a mock with a capacity: the 503s of the overload show
+// in the seconds they were sent in, and immediate retries add to them.
+func TestLoadSurgeRetries(t *testing.T) {
+	t.Parallel()
+	skipWithoutSignals(t)
+	_, base := startMock(t, "--capacity", "100", "--overload-latency", "50ms")
+	stdout, stderr, code := floodgate(t, "load", "--url", base, "--profile", "surge",
+		"--from", "50", "--step-at", "1s", "--rate", "300", "--duration", "3s", "--retry", "immediate")
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
+	}
+	lines := tableLine.FindAllStringSubmatch(stdout, -1)
+	if len(lines) < 3 {
+		t.Fatalf("want at least 3 lines:\n%s", stdout)
+	}
+	if lines[0][2] != "50" || lines[0][5] != "0" {
+		t.Errorf("second 0 before the surge: %q, want 50 sent and no 503", lines[0][0])
+	}
+	if lines[1][5] == "0" {
+		t.Errorf("second 1, the peak of 300 against a capacity of 100: %q, want 503s", lines[1][0])
+	}
+	if !regexp.MustCompile(`sent \(\d+ retries\)`).MatchString(stdout) || strings.Contains(stdout, "(0 retries)") {
+		t.Errorf("no retries in the summary:\n%s", stdout)
+	}
+	if !strings.Contains(stdout, "answered 2xx in the end") {
+		t.Errorf("no outcome line with retries:\n%s", stdout)
+	}
+}
+
+func TestLoadInterrupted(t *testing.T) {
+	t.Parallel()
+	skipWithoutSignals(t)
+	_, base := startMock(t)
+	var out syncBuffer
+	cmd := exec.Command(floodgateBin, "load", "--url", base, "--rate", "20", "--duration", "1m")
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(waitTimeout)
+	for !tableLine.MatchString(out.String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no line within %v:\n%s", waitTimeout, out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("exit after SIGINT: %v, want 0", err)
+	}
+	if !strings.Contains(out.String(), "summary (interrupted") {
+		t.Errorf("no summary of the interrupted run:\n%s", out.String())
+	}
+}
+
+func TestLoadNoAnswer(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	stdout, stderr, code := floodgate(t, "load", "--url", "http://"+addr, "--rate", "10", "--duration", "300ms")
+	if code != exitFailure || !strings.Contains(stderr, "no request got an answer") || !strings.Contains(stdout, "3 × connection refused") {
+		t.Errorf("against a closed port: exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
+	}
+}
+
+func TestLoadUsage(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"load", "-h"}, {"help", "load"}} {
+		stdout, _, code := floodgate(t, args...)
+		if code != exitOK || !strings.HasPrefix(stdout, "Usage: floodgate load --url URL") ||
+			!strings.Contains(stdout, "-profile PROFILE") || !strings.Contains(stdout, "t sent 2xx 429 503 other p50 p99") {
+			t.Errorf("%s: exit %d, stdout:\n%s", strings.Join(args, " "), code, stdout)
+		}
+	}
+	dir := t.TempDir()
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{}, "--url is required"},
+		{[]string{"--url", "http://x", "extra"}, `unexpected argument "extra"`},
+		{[]string{"--url", "localhost:8080"}, `--url "localhost:8080": must be an absolute http:// or https:// URL`},
+		{[]string{"--url", "http://x", "--profile", "zigzag"}, `--profile "zigzag": must be const, step or surge`},
+		{[]string{"--url", "http://x", "--rate", "0", "--duration", "-1s"}, "--duration -1s: must be positive; --rate 0"},
+		{[]string{"--url", "http://x", "--from", "10"}, "--from and --step-at apply to --profile step and surge"},
+		{[]string{"--url", "http://x", "--profile", "step", "--plateau", "10"}, "--plateau applies to --profile surge"},
+		{[]string{"--url", "http://x", "--profile", "surge", "--step-at", "30s"}, "--step-at 30s: must be after the start and before the end of the 20s run"},
+		{[]string{"--url", "http://x", "--retry", "sometimes"}, `--retry "sometimes": must be none, immediate or backoff`},
+		{[]string{"--url", "http://x", "--header", "no colon"}, `invalid value "no colon" for flag -header`},
+		{[]string{"--url", "http://x", "--concurrency-cap", "0"}, "--concurrency-cap 0: must be positive"},
+		{[]string{"--url", "http://x", "--timeout", "0s"}, "--timeout 0s: must be positive"},
+		{[]string{"--url", "http://x", "--users", "-2"}, "--users -2: must not be negative"},
+	}
+	for _, tt := range tests {
+		args := append([]string{"load", "--out", filepath.Join(dir, "never.csv")}, tt.args...)
+		stdout, stderr, code := floodgate(t, args...)
+		if code != exitUsage || !strings.Contains(stderr, tt.want) || !strings.Contains(stderr, "floodgate load -h") || stdout != "" {
+			t.Errorf("floodgate %s: exit %d, stderr %q; want %d and %q", strings.Join(args, " "), code, stderr, exitUsage, tt.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "never.csv")); err == nil {
+		t.Error("a run refused for bad usage created its --out file")
+	}
+	// A file that cannot be created is a failure before the run, not
+	// after it.
+	start := time.Now()
+	_, stderr, code := floodgate(t, "load", "--url", "http://127.0.0.1:1", "--out", filepath.Join(dir, "no", "such", "dir.csv"))
+	if code != exitFailure || !strings.Contains(stderr, "no such file or directory") || time.Since(start) > 5*time.Second {
+		t.Errorf("--out in a missing directory: exit %d, stderr %q", code, stderr)
+	}
+}

@@ -1,0 +1,523 @@
+package rehearse
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// A Retry is what a client does after a 429 or a 503.
+type Retry string
+
+const (
+	// RetryNone gives up at once.
+	RetryNone Retry = "none"
+	// RetryImmediate re-sends at once, the client with no backoff that
+	// stacks a second flood on the first.
+	RetryImmediate Retry = "immediate"
+	// RetryBackoff waits the answer's Retry-After, or else 100 ms · 2^n
+	// with ±50% jitter before the n-th retry (n from 0).
+	RetryBackoff Retry = "backoff"
+)
+
+const (
+	// MaxRetries bounds the retries of one request: at most 1+MaxRetries
+	// attempts.
+	MaxRetries = 3
+	// maxRetryAfter is the longest Retry-After a backing-off client waits;
+	// it gives up on a longer one.
+	maxRetryAfter = time.Minute
+	backoffBase   = 100 * time.Millisecond
+
+	// DefaultConcurrencyCap and DefaultTimeout are what a zero
+	// LoadConfig.ConcurrencyCap and Timeout mean.
+	DefaultConcurrencyCap = 10000
+	DefaultTimeout        = 10 * time.Second
+
+	// reportEvery is how often the run looks for seconds that became final.
+	reportEvery = 50 * time.Millisecond
+)
+
+// LoadConfig describes a load run.
+type LoadConfig struct {
+	// URL is where every request goes.
+	URL string
+	// Method is the requests' method; empty means GET.
+	Method string
+	// Header is sent with every request.
+	Header http.Header
+	// Body is sent with every request; nil sends none.
+	Body []byte
+	// Profile says when to send.
+	Profile Profile
+	// Users, when positive, gives each request an X-User-Id of u1…uUsers,
+	// drawn uniformly; zero sends none.
+	Users int
+	// IPs, when positive, gives each request an X-Forwarded-For of one of
+	// IPs addresses 10.0.0.1, 10.0.0.2, …, drawn uniformly; zero sends none.
+	IPs int
+	// Retry is what the client does after a 429 or a 503; empty means
+	// RetryNone. Retries are offered load: each is counted as sent, in the
+	// second it is due.
+	Retry Retry
+	// ConcurrencyCap bounds the requests in flight; a request due while
+	// the cap is reached is dropped, and counted, not delayed. Zero means
+	// DefaultConcurrencyCap.
+	ConcurrencyCap int
+	// Timeout bounds each attempt, from its send to the end of its answer;
+	// zero means DefaultTimeout.
+	Timeout time.Duration
+	// Client sends the requests; nil means NewClient(ConcurrencyCap, Timeout).
+	Client *http.Client
+	// OnSecond, when not nil, is called with each row of the series as it
+	// becomes final, in order, from one goroutine.
+	OnSecond func(Second)
+}
+
+// maxIPs is how many addresses 10.0.0.0/8 holds for IPs.
+const maxIPs = 1<<24 - 2
+
+// Validate reports every problem of c.
+func (c *LoadConfig) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if u, err := url.Parse(c.URL); err != nil {
+		bad("url %q: %v", c.URL, err)
+	} else if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("url %q: must be an absolute http:// or https:// URL", c.URL)
+	}
+	if err := c.Profile.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Users < 0 {
+		bad("users %d: must not be negative", c.Users)
+	}
+	if c.IPs < 0 || c.IPs > maxIPs {
+		bad("ips %d: must be between 0 and %d", c.IPs, maxIPs)
+	}
+	switch c.Retry {
+	case "", RetryNone, RetryImmediate, RetryBackoff:
+	default:
+		bad("retry %q: must be none, immediate or backoff", c.Retry)
+	}
+	if c.ConcurrencyCap < 0 {
+		bad("concurrency-cap %d: must be positive", c.ConcurrencyCap)
+	}
+	if c.Timeout < 0 {
+		bad("timeout %v: must be positive", c.Timeout)
+	}
+	return errors.Join(errs...)
+}
+
+// NewClient returns the client a load run uses by default: one connection
+// pool that keeps up to maxConns connections to the target alive, no
+// proxy from the environment, no redirects followed (a 3xx is an answer
+// like any other), no compression to undo.
+func NewClient(maxConns int, timeout time.Duration) *http.Client {
+	return &http.Client{
+		Timeout: timeout,
+		Transport: &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:        maxConns,
+			MaxIdleConnsPerHost: maxConns,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true,
+			TLSHandshakeTimeout: timeout,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// A Result is what a load run measured.
+type Result struct {
+	Profile Profile
+	// Seconds is the per-second series.
+	Seconds []Second
+	// Total sums Seconds (its T is -1); its P50 and P99 are over the
+	// whole run.
+	Total Second
+	// Scheduled counts the requests the profile scheduled, retries not
+	// included; Succeeded, those whose last attempt was answered 2xx.
+	Scheduled, Succeeded int64
+	// Latency quantiles of every attempt with an outcome.
+	P90, P999, Max time.Duration
+	// Elapsed is the wall time of the run, to its last answer.
+	Elapsed time.Duration
+	// Span is the time over which requests were offered: the profile's
+	// duration (up to the interruption, if interrupted), or longer when
+	// retries went on after it.
+	Span time.Duration
+	// LagP99 and LagMax measure how late the generator sent first
+	// attempts after their scheduled time. They should be far below the
+	// latencies measured; when not, the generator's machine is the
+	// bottleneck.
+	LagP99, LagMax time.Duration
+	// Errors counts attempts without an answer by kind.
+	Errors map[string]int64
+	// Interrupted is whether the run's context ended it early.
+	Interrupted bool
+}
+
+// OfferedRate is the requests per second the profile scheduled.
+func (r *Result) OfferedRate() float64 { return rate(r.Scheduled, r.planned()) }
+
+// AchievedRate is the attempts per second actually sent, retries included.
+func (r *Result) AchievedRate() float64 { return rate(r.Total.Sent, r.Span) }
+
+// GoodRate is the 2xx answers per second.
+func (r *Result) GoodRate() float64 { return rate(r.Total.OK, r.Span) }
+
+func (r *Result) planned() time.Duration {
+	if r.Interrupted {
+		return min(r.Span, r.Profile.Duration)
+	}
+	return r.Profile.Duration
+}
+
+func rate(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// Run offers the load c describes and measures the answers.
+//
+// The load is open-loop: every request is sent at its scheduled time
+// whether or not earlier ones were answered, and its latency runs from that
+// scheduled time. A closed-loop tester, which waits for an answer before
+// the next request, sends less when the target slows down and so never
+// measures the queueing a real crowd meets — the coordinated omission Gil
+// Tene described. Here a slow target shows as latency, a full generator as
+// dropped requests and send lag, never as a quietly lower rate.
+//
+// When ctx ends, Run stops sending, cancels the requests in flight and
+// returns what it measured, with Interrupted set. The error is not nil only
+// when c is invalid.
+func Run(ctx context.Context, c LoadConfig) (*Result, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if c.Method == "" {
+		c.Method = http.MethodGet
+	}
+	if c.Retry == "" {
+		c.Retry = RetryNone
+	}
+	if c.ConcurrencyCap == 0 {
+		c.ConcurrencyCap = DefaultConcurrencyCap
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Client == nil {
+		c.Client = NewClient(c.ConcurrencyCap, c.Timeout)
+		defer c.Client.CloseIdleConnections()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var body io.Reader
+	if c.Body != nil {
+		body = bytes.NewReader(c.Body)
+	}
+	tmpl, err := http.NewRequestWithContext(ctx, c.Method, c.URL, body)
+	if err != nil {
+		return nil, err
+	}
+	if c.Header != nil {
+		tmpl.Header = c.Header.Clone()
+		if h := tmpl.Header.Get("Host"); h != "" {
+			tmpl.Host = h
+			tmpl.Header.Del("Host")
+		}
+	}
+	l := &loader{
+		c:     c,
+		ctx:   ctx,
+		tmpl:  tmpl,
+		rec:   newRecorder(),
+		rng:   rand.New(rand.NewPCG(c.Profile.Seed, c.Profile.Seed^0xda3e39cb94b95bdb)),
+		start: time.Now(),
+	}
+	return l.run(), nil
+}
+
+type loader struct {
+	c     LoadConfig
+	ctx   context.Context
+	tmpl  *http.Request
+	rec   *recorder
+	rng   *rand.Rand // draws users and IPs; the pacing loop's alone
+	start time.Time
+
+	inflight  atomic.Int64
+	scheduled int64
+	lag       Histogram // the pacing loop's alone
+	wg        sync.WaitGroup
+}
+
+func (l *loader) since() time.Duration { return time.Since(l.start) }
+
+func (l *loader) run() *Result {
+	reported := make(chan struct{})
+	stop := make(chan struct{})
+	var rows []Second
+	emit := func(ss []Second) {
+		for _, s := range ss {
+			rows = append(rows, s)
+			if l.c.OnSecond != nil {
+				l.c.OnSecond(s)
+			}
+		}
+	}
+	go func() {
+		defer close(reported)
+		t := time.NewTicker(reportEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				emit(l.rec.ready(l.since()))
+			case <-stop:
+				return
+			}
+		}
+	}()
+
+	stoppedAt := l.pace()
+	l.wg.Wait()
+	elapsed := l.since()
+	close(stop)
+	<-reported
+	minRows := int((l.c.Profile.Duration + time.Second - 1) / time.Second)
+	interrupted := stoppedAt >= 0
+	if interrupted {
+		minRows = 0
+	}
+	emit(l.rec.flush(minRows))
+
+	r := &Result{
+		Profile:     l.c.Profile,
+		Seconds:     rows,
+		Scheduled:   l.scheduled,
+		Elapsed:     elapsed,
+		Errors:      l.rec.errs,
+		Interrupted: interrupted,
+		LagP99:      l.lag.Quantile(0.99),
+		LagMax:      l.lag.Max(),
+		Succeeded:   l.rec.succeeded,
+	}
+	for i := range rows {
+		r.Total.add(&rows[i])
+	}
+	r.Total.T = -1
+	h := &l.rec.total
+	r.Total.P50, r.Total.P99 = h.Quantile(0.5), h.Quantile(0.99)
+	r.P90, r.P999, r.Max = h.Quantile(0.9), h.Quantile(0.999), h.Max()
+	r.Span = max(l.rec.lastSend, l.c.Profile.Duration)
+	if interrupted {
+		r.Span = max(l.rec.lastSend, min(stoppedAt, l.c.Profile.Duration))
+	}
+	return r
+}
+
+// pace sends the schedule's requests at their times: it sleeps until the
+// next one is due and then sends every request due by the time it wakes.
+// It returns when the schedule is done, or the time the context ended it
+// (negative when it did not).
+func (l *loader) pace() time.Duration {
+	sched := l.c.Profile.Schedule()
+	at, ok := sched.Next()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for ok {
+		if wait := at - l.since(); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-l.ctx.Done():
+			}
+		}
+		now := l.since()
+		if l.ctx.Err() != nil {
+			l.rec.advance(math.MaxInt64)
+			return now
+		}
+		for ok && at <= now {
+			l.dispatch(at, now)
+			at, ok = sched.Next()
+		}
+		if !ok {
+			at = math.MaxInt64
+		}
+		l.rec.advance(at)
+	}
+	return -1
+}
+
+// dispatch sends the first attempt of a request scheduled at, or drops it
+// at the concurrency cap.
+func (l *loader) dispatch(at, now time.Duration) {
+	l.scheduled++
+	l.lag.Record(now - at)
+	if l.inflight.Add(1) > int64(l.c.ConcurrencyCap) {
+		l.inflight.Add(-1)
+		l.rec.drop(at, false)
+		return
+	}
+	hdr := l.header()
+	l.rec.send(at, now, false)
+	l.wg.Add(1)
+	go l.request(at, hdr)
+}
+
+// header returns the header of the next request: the template's, or a copy
+// with the drawn user and address.
+func (l *loader) header() http.Header {
+	if l.c.Users == 0 && l.c.IPs == 0 {
+		return l.tmpl.Header
+	}
+	h := l.tmpl.Header.Clone()
+	if h == nil {
+		h = make(http.Header, 2)
+	}
+	if n := l.c.Users; n > 0 {
+		h["X-User-Id"] = []string{"u" + strconv.Itoa(1+l.rng.IntN(n))}
+	}
+	if n := l.c.IPs; n > 0 {
+		j := 1 + l.rng.IntN(n)
+		h["X-Forwarded-For"] = []string{"10." + strconv.Itoa(j>>16&255) + "." + strconv.Itoa(j>>8&255) + "." + strconv.Itoa(j&255)}
+	}
+	return h
+}
+
+// request makes the attempts of one request, the first scheduled at, which
+// dispatch has counted as sent and in flight.
+func (l *loader) request(at time.Duration, hdr http.Header) {
+	defer l.wg.Done()
+	for try := 0; ; try++ {
+		status, wait, err := l.do(hdr)
+		done := l.since()
+		l.inflight.Add(-1)
+
+		o, msg := classify(status), ""
+		switch {
+		case err != nil && l.ctx.Err() != nil:
+			o = outcomeCanceled
+		case err != nil:
+			o, msg = outcomeError, errorKind(err)
+		}
+		retryAt := time.Duration(-1)
+		if try < MaxRetries && l.c.Retry != RetryNone && (o == outcomeTooMany || o == outcomeUnavailable) && l.ctx.Err() == nil {
+			switch l.c.Retry {
+			case RetryImmediate:
+				retryAt = done
+			case RetryBackoff:
+				if wait < 0 {
+					// ±50% jitter spreads the clients that failed
+					// together over the next interval.
+					d := backoffBase << try
+					wait = d/2 + rand.N(d)
+				}
+				if wait <= maxRetryAfter {
+					retryAt = done + wait
+				}
+			}
+		}
+		l.rec.finish(at, o, done-at, msg, retryAt)
+		if retryAt < 0 {
+			return
+		}
+
+		at = retryAt
+		if d := at - l.since(); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-l.ctx.Done():
+				t.Stop()
+				l.rec.release(at)
+				return
+			}
+		}
+		if l.ctx.Err() != nil {
+			l.rec.release(at)
+			return
+		}
+		if l.inflight.Add(1) > int64(l.c.ConcurrencyCap) {
+			l.inflight.Add(-1)
+			l.rec.drop(at, true)
+			return
+		}
+		l.rec.send(at, l.since(), true)
+	}
+}
+
+// do makes one attempt and returns the answer's status and its Retry-After
+// (negative when absent or unreadable).
+func (l *loader) do(hdr http.Header) (status int, retryAfter time.Duration, err error) {
+	req := new(http.Request)
+	*req = *l.tmpl // as Request.WithContext does: the URL and context are shared, read-only
+	req.Header = hdr
+	if l.c.Body != nil {
+		req.Body = io.NopCloser(bytes.NewReader(l.c.Body))
+	}
+	resp, err := l.c.Client.Do(req)
+	if err != nil {
+		return 0, -1, err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return 0, -1, err
+	}
+	return resp.StatusCode, parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()), nil
+}
+
+// parseRetryAfter reads a Retry-After of delay-seconds or an HTTP-date
+// (RFC 9110 §10.2.3); it returns -1 when v is neither.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return -1
+	}
+	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0)
+	}
+	return -1
+}
+
+// errorKind names an attempt's error the way the summary counts it: by
+// cause, without the URL that every one of them shares.
+func errorKind(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed early"
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return err.Error()
+}

@@ -1,0 +1,129 @@
+package rehearse
+
+import (
+	"cmp"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The per-second table: one line per second, latencies in milliseconds.
+const (
+	lineHeader = "%4s %7s %7s %7s %7s %7s %9s %9s\n"
+	lineFormat = "%4d %7d %7d %7d %7d %7d %9s %9s\n"
+)
+
+// WriteHeader writes the heading of the per-second table.
+func WriteHeader(w io.Writer) error {
+	_, err := fmt.Fprintf(w, lineHeader, "t", "sent", "2xx", "429", "503", "other", "p50", "p99")
+	return err
+}
+
+// WriteSecond writes s as a line of the per-second table.
+func WriteSecond(w io.Writer, s Second) error {
+	_, err := fmt.Fprintf(w, lineFormat, s.T, s.Sent, s.OK, s.TooMany, s.Unavailable, s.Other,
+		msText(s.P50, s.OK+s.TooMany+s.Unavailable+s.Other), msText(s.P99, s.OK+s.TooMany+s.Unavailable+s.Other))
+	return err
+}
+
+// msText formats d in milliseconds, or "-" when n attempts had none.
+func msText(d time.Duration, n int64) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(ms(d), 'f', 1, 64)
+}
+
+// WriteSummary writes r's totals in a few lines.
+func WriteSummary(w io.Writer, r *Result) error {
+	ew := &errWriter{w: w}
+	p := func(format string, args ...any) { fmt.Fprintf(ew, format, args...) }
+	t := &r.Total
+	status := "complete"
+	if r.Interrupted {
+		status = "interrupted"
+	}
+	p("\nsummary (%s, %.1fs)\n", status, r.Elapsed.Seconds())
+	p("  requests   %d scheduled, %d sent (%d retries), %d dropped at the concurrency cap",
+		r.Scheduled, t.Sent, t.Retries, t.Dropped)
+	if t.Canceled > 0 {
+		p(", %d canceled", t.Canceled)
+	}
+	p("\n")
+	p("  answers    2xx %d   429 %d   503 %d   other %d (%d without an answer)\n",
+		t.OK, t.TooMany, t.Unavailable, t.Other, t.Errors)
+	if t.Retries > 0 {
+		p("  outcome    %d of %d requests answered 2xx in the end\n", r.Succeeded, r.Scheduled)
+	}
+	if n := t.OK + t.TooMany + t.Unavailable + t.Other; n > 0 {
+		p("  latency    p50 %s   p90 %s   p99 %s   p99.9 %s   max %s (ms, from the scheduled send)\n",
+			msText(t.P50, n), msText(r.P90, n), msText(t.P99, n), msText(r.P999, n), msText(r.Max, n))
+	}
+	p("  rate       offered %.1f/s   achieved %.1f/s   2xx %.1f/s\n", r.OfferedRate(), r.AchievedRate(), r.GoodRate())
+	p("  send lag   p99 %.1f ms   max %.1f ms\n", ms(r.LagP99), ms(r.LagMax))
+	kinds := slices.SortedFunc(maps.Keys(r.Errors), func(a, b string) int {
+		return cmp.Or(cmp.Compare(r.Errors[b], r.Errors[a]), strings.Compare(a, b))
+	})
+	for i, k := range kinds {
+		label := ""
+		if i == 0 {
+			label = "errors"
+		}
+		p("  %-10s %d × %s\n", label, r.Errors[k], k)
+	}
+	return ew.err
+}
+
+// errWriter keeps the first error of a run of writes.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(b []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(b)
+	e.err = err
+	return n, err
+}
+
+// csvHeader names the CSV columns: the table's, then what the table leaves
+// out.
+var csvHeader = []string{"t", "sent", "2xx", "429", "503", "other", "p50_ms", "p99_ms", "retries", "dropped", "errors", "canceled"}
+
+// A CSVWriter writes the per-second series as CSV, a row as each second
+// becomes final, so that an interrupted run leaves what it measured.
+type CSVWriter struct {
+	w *csv.Writer
+}
+
+// NewCSVWriter writes the header row to w and returns a CSVWriter.
+func NewCSVWriter(w io.Writer) (*CSVWriter, error) {
+	c := &CSVWriter{w: csv.NewWriter(w)}
+	c.w.Write(csvHeader)
+	c.w.Flush()
+	return c, c.w.Error()
+}
+
+// Write writes s as a row.
+func (c *CSVWriter) Write(s Second) error {
+	n := s.OK + s.TooMany + s.Unavailable + s.Other
+	lat := func(d time.Duration) string {
+		if n == 0 {
+			return ""
+		}
+		return strconv.FormatFloat(ms(d), 'f', 3, 64)
+	}
+	i := func(v int64) string { return strconv.FormatInt(v, 10) }
+	c.w.Write([]string{strconv.Itoa(s.T), i(s.Sent), i(s.OK), i(s.TooMany), i(s.Unavailable), i(s.Other),
+		lat(s.P50), lat(s.P99), i(s.Retries), i(s.Dropped), i(s.Errors), i(s.Canceled)})
+	c.w.Flush()
+	return c.w.Error()
+}
