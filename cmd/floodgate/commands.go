@@ -27,6 +27,7 @@ type command struct {
 var commands = []command{
 	{"serve", "run the gateway and its admin listener", runServe},
 	{"check", "validate a configuration file offline", runCheck},
+	{"demo", "rehearse a flash sale in one process: mock API, gateway and surge", runDemo},
 	{"upstream", "run a mock downstream that slows down and fails on cue", runUpstream},
 	{"load", "offer open-loop load to a URL and measure the answers", runLoad},
 	{"version", "print the version, the commit and the Go version", runVersion},

@@ -1,0 +1,30 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestDemo(t *testing.T) {
+	out, errOut, code := floodgate(t, "demo", "--duration", "5s", "--rate", "1000")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"t    sent  admitted", "CLOSED", "the coupon API saw at most"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	lines := 0
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) == 9 && f[0] >= "0" && f[0] <= "9" {
+			lines++
+		}
+	}
+	if lines < 5 {
+		t.Errorf("%d per-second lines, want 5:\n%s", lines, out)
+	}
+	if _, _, code := floodgate(t, "demo", "--duration", "1s"); code != 2 {
+		t.Errorf("--duration 1s: exit %d, want 2", code)
+	}
+}
