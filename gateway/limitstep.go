@@ -135,6 +135,7 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 			return v, err
 		}
 		g.metrics.storeErrors.Inc()
+		g.releaseUnknown(rt.store, req)
 		res, err = g.decideLocally(ctx, rt, &v, req, err)
 		if err != nil {
 			return v, err
@@ -161,6 +162,27 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 		}
 	}
 	return v, nil
+}
+
+// releaseUnknown releases the concurrency leases a failed decision may
+// have taken: a script that timed out may still have run, and its leases
+// would otherwise hold quota until they expire. The lease id is ours, and
+// releasing a lease that was never taken does nothing.
+func (g *Gateway) releaseUnknown(store limit.Store, req *limit.Request) {
+	var leases []limit.Limit
+	for _, l := range req.Limits {
+		if l.Rule.Algorithm == limit.Concurrency {
+			leases = append(leases, l)
+		}
+	}
+	if len(leases) == 0 {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		store.Release(ctx, req.Lease, leases...)
+	}()
 }
 
 // errStoreDenied makes a request fail with 503 limiter_unavailable.

@@ -152,3 +152,40 @@ routes:
 		t.Fatalf("two instances in local fallback admitted %d, want 5 each: 10", admitted)
 	}
 }
+
+// TestLeaseReleasedAfterTimeout: a concurrency lease whose decision timed
+// out, but whose script ran later, is released all the same.
+func TestLeaseReleasedAfterTimeout(t *testing.T) {
+	srv := testredis.Start(t)
+	up := newBackend(t, nil)
+	h := newHarness(t, `
+admin: {listen: ""}
+store: {type: redis, redis: {addrs: ["`+srv.Addr()+`"], timeout: 50ms}, on_error: allow}
+routes:
+  - id: api
+    match: {path: /api}
+    upstream: {targets: ["{{UP}}"]}
+    limits: [{name: inflight, key: [route], algorithm: concurrency, limit: 5}]
+`, up)
+	drain(h.do("GET", "/api", nil, nil)) // load the script while Redis answers
+	// Writes wait 300ms: the decision times out, the script runs later.
+	srv.Do(t, "CLIENT", "PAUSE", "300", "WRITE")
+	if resp := h.do("GET", "/api", nil, nil); drain(resp) == "" || resp.StatusCode != 200 {
+		t.Fatalf("on_error allow: %d", resp.StatusCode)
+	}
+	// Once the pause is over, the script has run and its lease must
+	// have been released after it.
+	time.Sleep(500 * time.Millisecond)
+	keys, err := srv.DoValue(t, "KEYS", "fg:*inflight*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys.([]any) {
+		if n := srv.Do(t, "ZCARD", k.(string)); n != "0" {
+			t.Fatalf("%s holds %s leases after the paused script ran", k, n)
+		}
+	}
+	if srv.Do(t, "EXISTS", "fg:{api:inflight:route=api}:cc") == "1" {
+		t.Log("lease key still exists")
+	}
+}
