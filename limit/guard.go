@@ -59,7 +59,9 @@ var errTripped = &trippedError{}
 
 type trippedError struct{}
 
-func (*trippedError) Error() string   { return ErrStoreUnavailable.Error() + ": " + ErrStoreTripped.Error() }
+func (*trippedError) Error() string {
+	return ErrStoreUnavailable.Error() + ": " + ErrStoreTripped.Error()
+}
 func (*trippedError) Unwrap() []error { return []error{ErrStoreUnavailable, ErrStoreTripped} }
 
 // enter reports whether a call may go to the store; probe marks the one
