@@ -3,6 +3,7 @@ package gateway
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -352,5 +353,60 @@ func TestHeaderValueNewline(t *testing.T) {
 	}
 	if up.hits.Load() != 0 {
 		t.Fatal("a malformed header reached the upstream")
+	}
+}
+
+// TestRejectionLogSampling: at most 20 WARN lines a second per route and
+// limit, then one line with the count of those not logged.
+func TestRejectionLogSampling(t *testing.T) {
+	up := newBackend(t, nil)
+	h := newHarness(t, `
+admin: {listen: ""}
+routes:
+  - id: api
+    match: {path: /api}
+    upstream: {targets: ["{{UP}}"]}
+    limits: [{name: l, key: [route], rate: 1/1h}]
+`, up)
+	drain(h.do("GET", "/api", nil, nil))
+	start := time.Now()
+	for range 50 {
+		drain(h.do("GET", "/api", nil, nil))
+	}
+	if time.Since(start) > 900*time.Millisecond {
+		t.Skip("the machine is too slow to send 50 requests within one second")
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for !strings.Contains(h.log.String(), "rate limited requests not logged") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no summary line: %s", h.log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	logged := strings.Count(h.log.String(), `"msg":"rate limited"`)
+	if logged < 20 || logged > 40 {
+		t.Fatalf("%d rejection lines for 50 rejections over at most two seconds", logged)
+	}
+	if n := counterValue(t, h, "gateway_rejection_logs_suppressed_total", nil); n+float64(logged) != 50 {
+		t.Fatalf("suppressed %v + logged %d != 50", n, logged)
+	}
+}
+
+func TestHeadersTooLarge(t *testing.T) {
+	up := newBackend(t, nil)
+	h := newHarness(t, basic, up)
+	srv := httptest.NewUnstartedServer(h.gw)
+	srv.Config.MaxHeaderBytes = 1024 // serve sets it from server.max_header_bytes
+	srv.Start()
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+"/api/x", nil)
+	req.Header.Set("X-Request-Id", strings.Repeat("a", 1<<20))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(resp)
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge || up.hits.Load() != 0 {
+		t.Fatalf("status %d, upstream hits %d", resp.StatusCode, up.hits.Load())
 	}
 }
