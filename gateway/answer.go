@@ -48,17 +48,3 @@ var (
 	jsonType = []string{"application/json"}
 	noStore  = []string{"no-store"}
 )
-
-// Built-in messages, used when neither the reject or fallback block nor the
-// responses dictionary gives one.
-var builtinMessages = map[string]string{
-	"rate_limited":         "Too many requests, try again later",
-	"service_unavailable":  "The service is unavailable, try again later",
-	"upstream_timeout":     "The upstream service did not answer in time",
-	"upstream_unavailable": "The upstream service is unreachable",
-	"route_not_found":      "No route matches this request",
-	"bad_request":          "The request is malformed",
-	"body_too_large":       "The request body is too large",
-	"key_required":         "The request lacks the identity this route is limited by",
-	"limiter_unavailable":  "The rate limiter is unavailable, try again later",
-}

@@ -30,30 +30,6 @@ type keyPart struct {
 	kind string // the part's kind in the stored key: "ip", "header:x-user-id"
 }
 
-// parseKeyPart reads a key source of the configuration: global, route,
-// path, method, host, ip, header:NAME, query:NAME, cookie:NAME.
-func parseKeyPart(s string) (keyPart, bool) {
-	simple := map[string]source{"global": srcGlobal, "route": srcRoute, "path": srcPath, "method": srcMethod, "host": srcHost, "ip": srcIP}
-	if src, ok := simple[s]; ok {
-		return keyPart{src: src, kind: s}, true
-	}
-	kind, name, ok := strings.Cut(s, ":")
-	if !ok || name == "" {
-		return keyPart{}, false
-	}
-	switch kind {
-	case "header":
-		// Header names are case-insensitive: the kind in the stored key is
-		// lower case so that X-User-Id and x-user-id share counters.
-		return keyPart{src: srcHeader, name: http.CanonicalHeaderKey(name), kind: "header:" + strings.ToLower(name)}, true
-	case "query":
-		return keyPart{src: srcQuery, name: name, kind: s}, true
-	case "cookie":
-		return keyPart{src: srcCookie, name: name, kind: s}, true
-	}
-	return keyPart{}, false
-}
-
 // exchange is what the limit step reads of one request, gathered once.
 type exchange struct {
 	r        *http.Request
