@@ -30,6 +30,7 @@ var commands = []command{
 	{"demo", "rehearse a flash sale in one process: mock API, gateway and surge", runDemo},
 	{"upstream", "run a mock downstream that slows down and fails on cue", runUpstream},
 	{"load", "offer open-loop load to a URL and measure the answers", runLoad},
+	{"events", "replay recorded requests to a route's upstream (events replay)", runEvents},
 	{"version", "print the version, the commit and the Go version", runVersion},
 }
 

@@ -1,0 +1,406 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/events"
+	"github.com/floodgate-gw/floodgate/internal/testredis"
+)
+
+// The replay tests record events with the events package into a real
+// sink, then run "floodgate events replay" as a user would, against an
+// httptest upstream that remembers what it received.
+
+// received is one request the upstream got.
+type received struct {
+	at     time.Time
+	method string
+	uri    string
+	header http.Header
+	body   string
+}
+
+type replayUpstream struct {
+	*httptest.Server
+	status int
+
+	mu   sync.Mutex
+	reqs []received
+}
+
+func newReplayUpstream(t *testing.T, status int) *replayUpstream {
+	u := &replayUpstream{status: status}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		u.mu.Lock()
+		u.reqs = append(u.reqs, received{time.Now(), r.Method, r.URL.RequestURI(), r.Header.Clone(), string(body)})
+		u.mu.Unlock()
+		w.WriteHeader(u.status)
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+func (u *replayUpstream) received() []received {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]received(nil), u.reqs...)
+}
+
+// replayEvent is breaker event i; every tenth (0 and 10) is truncated.
+func replayEvent(i int) *events.Event {
+	e := &events.Event{
+		Type:      events.TypeBreakerRejected,
+		Route:     "lucky-meal",
+		RequestID: fmt.Sprintf("req-%02d", i),
+		Method:    "POST",
+		Path:      "/api/activities/lucky-meal/receive",
+		Query:     fmt.Sprintf("n=%d&q=a%%20b", i),
+		Headers: map[string][]string{
+			"Content-Type": {"application/json"},
+			"X-User-Id":    {fmt.Sprintf("user-%d", i)},
+			"Connection":   {"close"}, // hop-by-hop: never replayed
+		},
+		Body: []byte(fmt.Sprintf(`{"user":%d}`, i)),
+	}
+	if i%10 == 0 {
+		e.Truncated = true
+	}
+	return e
+}
+
+// recordEvents records n breaker events for lucky-meal, with events of
+// another route and another type between them, and returns the lucky-meal
+// ones in order.
+func recordEvents(t *testing.T, c config.Events, o events.Options, n int) []*events.Event {
+	t.Helper()
+	r, err := events.NewRecorder(c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out []*events.Event
+	for i := range n {
+		e := replayEvent(i)
+		if !r.Record(context.Background(), e) {
+			t.Fatalf("Record(%d) = false", i)
+		}
+		out = append(out, e)
+		other := replayEvent(100 + i)
+		if i%2 == 0 {
+			other.Route = "other"
+		} else {
+			other.Type = events.TypeRateLimited
+		}
+		if !r.Record(context.Background(), other) {
+			t.Fatalf("Record(other %d) = false", i)
+		}
+	}
+	// Close delivers what is still spooled before it returns.
+	r.Close()
+	return out
+}
+
+// replayConfig writes a config whose lucky-meal route goes to upstream
+// and whose events block is eventsYAML.
+func replayConfig(t *testing.T, upstream, eventsYAML string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "floodgate.yaml")
+	cfg := fmt.Sprintf(`
+admin:
+  listen: ""
+routes:
+  - id: lucky-meal
+    match: {path: /api/activities/lucky-meal/receive, methods: [POST]}
+    upstream: {targets: ["%s/base"], strip_prefix: /api}
+    breaker: {enabled: true}
+    fallback: {record: true}
+events:
+%s
+`, upstream, eventsYAML)
+	if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Load(file); err != nil {
+		t.Fatalf("the test's config does not load: %v\n%s", err, cfg)
+	}
+	return file
+}
+
+var summaryLine = regexp.MustCompile(`(?m)^succeeded (\d+), failed (\d+), skipped (\d+), remaining (\d+)$`)
+
+// checkReplayed checks that the upstream got exactly the untruncated
+// events of want, in order, as they were recorded, at the pace asked.
+func checkReplayed(t *testing.T, got []received, want []*events.Event, interval time.Duration) {
+	t.Helper()
+	var sendable []*events.Event
+	for _, e := range want {
+		if !e.Truncated {
+			sendable = append(sendable, e)
+		}
+	}
+	if len(got) != len(sendable) {
+		t.Fatalf("the upstream got %d requests, want %d", len(got), len(sendable))
+	}
+	for i, e := range sendable {
+		r := got[i]
+		wantURI := "/base/activities/lucky-meal/receive?" + e.Query
+		if r.method != e.Method || r.uri != wantURI || r.body != string(e.Body) {
+			t.Errorf("request %d = %s %s %q, want %s %s %q", i, r.method, r.uri, r.body, e.Method, wantURI, e.Body)
+		}
+		for _, h := range []string{"Content-Type", "X-User-Id"} {
+			if r.header.Get(h) != e.Headers[h][0] {
+				t.Errorf("request %d: %s = %q, want %q", i, h, r.header.Get(h), e.Headers[h][0])
+			}
+		}
+		if got := r.header.Get("Idempotency-Key"); got != e.ID {
+			t.Errorf("request %d: Idempotency-Key = %q, want the event id %q", i, got, e.ID)
+		}
+		if got := r.header.Get("X-Request-Id"); got != e.RequestID {
+			t.Errorf("request %d: X-Request-Id = %q, want %q", i, got, e.RequestID)
+		}
+	}
+	// Never faster than the rate: the sends are at least an interval
+	// apart, so the arrivals are too, but for the scheduling jitter of a
+	// busy machine on each one.
+	if n := len(got); n > 1 {
+		if span := got[n-1].at.Sub(got[0].at); span < time.Duration(n-1)*interval*9/10 {
+			t.Errorf("%d requests in %v; --rate allows one per %v", n, span, interval)
+		}
+	}
+}
+
+func testReplay(t *testing.T, eventsYAML string, c config.Events, o events.Options) {
+	up := newReplayUpstream(t, http.StatusOK)
+	want := recordEvents(t, c, o, 20)
+	file := replayConfig(t, up.URL, eventsYAML)
+
+	stdout, stderr, code := floodgate(t, "events", "replay", "-c", file, "--route", "lucky-meal", "--rate", "200/s")
+	if code != exitOK {
+		t.Fatalf("replay: exit %d; stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
+	}
+	for _, e := range want {
+		if e.Truncated && !strings.Contains(stdout, "skipped truncated event "+e.ID) {
+			t.Errorf("replay did not say it skipped %s:\n%s", e.ID, stdout)
+		}
+	}
+	m := summaryLine.FindStringSubmatch(stdout)
+	if m == nil || m[0] != "succeeded 18, failed 0, skipped 2, remaining 0" {
+		t.Errorf("summary = %q, want \"succeeded 18, failed 0, skipped 2, remaining 0\"; stdout:\n%s", m, stdout)
+	}
+	checkReplayed(t, up.received(), want, 5*time.Millisecond)
+
+	// Everything is marked done: a second run sends nothing.
+	stdout, stderr, code = floodgate(t, "events", "replay", "-c", file, "--route", "lucky-meal", "--rate", "200/s")
+	if code != exitOK {
+		t.Fatalf("second replay: exit %d; stderr:\n%s", code, stderr)
+	}
+	if m := summaryLine.FindString(stdout); m != "succeeded 0, failed 0, skipped 0, remaining 0" {
+		t.Errorf("second replay: summary %q; stdout:\n%s", m, stdout)
+	}
+	if n := len(up.received()); n != 18 {
+		t.Errorf("after the second replay the upstream has %d requests, want still 18", n)
+	}
+}
+
+func TestEventsReplayRedis(t *testing.T) {
+	t.Parallel()
+	srv := testredis.Start(t)
+	spool := t.TempDir()
+	c := eventsBlock(config.SinkRedis)
+	c.Redis.Addrs = []string{srv.Addr()}
+	c.SpoolDir = spool
+	testReplay(t, fmt.Sprintf(`  sink: redis
+  redis: {stream: "fg:events", addrs: ["%s"]}
+  spool_dir: %q`, srv.Addr(), spool), c, events.Options{})
+	// The group is per route, so another route's events are still there
+	// for its own replay.
+	if got := srv.Do(t, "XINFO", "GROUPS", "fg:events"); !strings.Contains(got, "floodgate-replay-lucky-meal") {
+		t.Errorf("no consumer group floodgate-replay-lucky-meal: %s", got)
+	}
+}
+
+func TestEventsReplayFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	c := eventsBlock(config.SinkFile)
+	c.File.Path = path
+	testReplay(t, fmt.Sprintf(`  sink: file
+  file: {path: %q}`, path), c, events.Options{})
+	if _, err := os.Stat(path + ".replay-lucky-meal.offset"); err != nil {
+		t.Errorf("no offset file beside the events file: %v", err)
+	}
+}
+
+// TestEventsReplayFailures: an upstream that answers with an error counts
+// each event as failed and marks it done, so replay ends; one that does not
+// answer at all stops replay with exit 1 and leaves the event.
+func TestEventsReplayFailures(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	c := eventsBlock(config.SinkFile)
+	c.File.Path = path
+	recordEvents(t, c, events.Options{}, 5)
+	yaml := fmt.Sprintf("  sink: file\n  file: {path: %q}", path)
+
+	dead := newReplayUpstream(t, http.StatusOK)
+	dead.Close()
+	file := replayConfig(t, dead.URL, yaml)
+	stdout, stderr, code := floodgate(t, "events", "replay", "-c", file, "--route", "lucky-meal", "--rate", "100/s")
+	if code != exitFailure || !strings.Contains(stderr, "did not answer") {
+		t.Errorf("against a closed upstream: exit %d, stderr:\n%s", code, stderr)
+	}
+	if m := summaryLine.FindString(stdout); m != "succeeded 0, failed 0, skipped 1, remaining 4" {
+		t.Errorf("against a closed upstream: summary %q; stdout:\n%s", m, stdout)
+	}
+
+	up := newReplayUpstream(t, http.StatusServiceUnavailable)
+	file = replayConfig(t, up.URL, yaml)
+	stdout, stderr, code = floodgate(t, "events", "replay", "-c", file, "--route", "lucky-meal", "--rate", "100/s")
+	if code != exitOK {
+		t.Fatalf("against a 503 upstream: exit %d; stderr:\n%s", code, stderr)
+	}
+	if m := summaryLine.FindString(stdout); m != "succeeded 0, failed 4, skipped 0, remaining 0" {
+		t.Errorf("against a 503 upstream: summary %q; stdout:\n%s", m, stdout)
+	}
+	if n := strings.Count(stdout, "failed event "); n != 4 {
+		t.Errorf("%d lines about failed events, want 4:\n%s", n, stdout)
+	}
+}
+
+// TestEventsReplayDryRun lists without sending or consuming.
+func TestEventsReplayDryRun(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	c := eventsBlock(config.SinkFile)
+	c.File.Path = path
+	want := recordEvents(t, c, events.Options{}, 3)
+	up := newReplayUpstream(t, http.StatusOK)
+	file := replayConfig(t, up.URL, fmt.Sprintf("  sink: file\n  file: {path: %q}", path))
+	for range 2 {
+		stdout, stderr, code := floodgate(t, "events", "replay", "-c", file, "--route", "lucky-meal", "--dry-run")
+		if code != exitOK {
+			t.Fatalf("dry run: exit %d; stderr:\n%s", code, stderr)
+		}
+		if !strings.Contains(stdout, "would skip truncated event "+want[0].ID) ||
+			!strings.Contains(stdout, "would send event "+want[1].ID+": POST "+up.URL+"/base/activities/lucky-meal/receive?n=1") {
+			t.Errorf("dry run output:\n%s", stdout)
+		}
+		if m := summaryLine.FindString(stdout); m != "succeeded 0, failed 0, skipped 0, remaining 3" {
+			t.Errorf("dry run: summary %q", m)
+		}
+	}
+	if n := len(up.received()); n != 0 {
+		t.Errorf("a dry run sent %d requests", n)
+	}
+}
+
+// TestEventsReplayInterrupted: Ctrl-C lets the request in flight finish,
+// reports what remains, and the next run sends the rest, none twice.
+func TestEventsReplayInterrupted(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	c := eventsBlock(config.SinkFile)
+	c.File.Path = path
+	want := recordEvents(t, c, events.Options{}, 20)
+	up := newReplayUpstream(t, http.StatusOK)
+	file := replayConfig(t, up.URL, fmt.Sprintf("  sink: file\n  file: {path: %q}", path))
+
+	var out syncBuffer
+	cmd := exec.Command(floodgateBin, "events", "replay", "-c", file, "--route", "lucky-meal", "--rate", "20/s")
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(waitTimeout)
+	for len(up.received()) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("replay sent nothing")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGINT: %v, want 0", err)
+	}
+	m := summaryLine.FindStringSubmatch(out.String())
+	if m == nil || m[4] == "0" {
+		t.Fatalf("the interrupted run does not report what remains:\n%s", out.String())
+	}
+	sent := len(up.received())
+	if fmt.Sprint(sent) != m[1] {
+		t.Errorf("the interrupted run says it succeeded %s times; the upstream got %d", m[1], sent)
+	}
+
+	stdout, stderr, code := floodgate(t, "events", "replay", "-c", file, "--route", "lucky-meal", "--rate", "200/s")
+	if code != exitOK {
+		t.Fatalf("resumed replay: exit %d; stderr:\n%s", code, stderr)
+	}
+	if m2 := summaryLine.FindStringSubmatch(stdout); m2 == nil || m2[4] != "0" {
+		t.Errorf("resumed replay: %s", stdout)
+	}
+	checkReplayed(t, up.received(), want, 0)
+}
+
+func TestEventsUsage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"events"}, exitUsage, "Usage: floodgate events"},
+		{[]string{"events", "nope"}, exitUsage, `unknown subcommand "nope"`},
+		{[]string{"events", "replay"}, exitUsage, "--route is required"},
+		{[]string{"events", "replay", "--route", "x", "--rate", "fast"}, exitUsage, "--rate"},
+		{[]string{"events", "replay", "--route", "x", "--rate", "0/s"}, exitUsage, "--rate"},
+		{[]string{"events", "replay", "--route", "x", "extra"}, exitUsage, `unexpected argument "extra"`},
+		{[]string{"events", "replay", "--bogus"}, exitUsage, "bogus"},
+		{[]string{"events", "replay", "-c", "/nonexistent/floodgate.yaml", "--route", "x"}, exitFailure, "cannot read"},
+	}
+	for _, tt := range tests {
+		_, stderr, code := floodgate(t, tt.args...)
+		if code != tt.code || !strings.Contains(stderr, tt.stderr) {
+			t.Errorf("floodgate %s: exit %d, stderr %q; want exit %d and %q", strings.Join(tt.args, " "), code, stderr, tt.code, tt.stderr)
+		}
+	}
+	for _, args := range [][]string{{"events", "-h"}, {"events", "replay", "-h"}} {
+		stdout, _, code := floodgate(t, args...)
+		if code != exitOK || !strings.Contains(stdout, "Usage: floodgate events") {
+			t.Errorf("floodgate %s: exit %d, stdout %q", strings.Join(args, " "), code, stdout)
+		}
+	}
+
+	file := replayConfig(t, "http://127.0.0.1:1", "  sink: file")
+	_, stderr, code := floodgate(t, "events", "replay", "-c", file, "--route", "nope")
+	if code != exitFailure || !strings.Contains(stderr, `no route "nope"`) {
+		t.Errorf("unknown route: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// eventsBlock is the events block with its defaults.
+func eventsBlock(sink config.Sink) config.Events {
+	return config.Events{
+		Sink:          sink,
+		Redis:         config.EventsRedis{Stream: "fg:events", MaxLen: 1_000_000},
+		NATS:          config.EventsNATS{URL: "nats://127.0.0.1:4222", Subject: "floodgate.events"},
+		File:          config.EventsFile{Path: "floodgate-events.jsonl"},
+		SpoolMaxBytes: 1 << 30,
+		MaxBody:       65536,
+	}
+}

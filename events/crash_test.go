@@ -1,0 +1,148 @@
+package events
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/config"
+)
+
+// The crash test runs a recorder in a child process (this test binary,
+// re-executed with crashEnv set) and kills it with SIGKILL while it
+// records: no Close, no flush, no deferred function, exactly as a crash
+// or an OOM kill would leave the spool.
+const (
+	crashEnv      = "FLOODGATE_EVENTS_CRASH_CHILD"
+	crashRedisEnv = "FLOODGATE_EVENTS_CRASH_REDIS"
+)
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(crashEnv); dir != "" {
+		crashChild(dir, os.Getenv(crashRedisEnv))
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// crashChild records test events forever, printing "ack I ID" for every
+// one Record acknowledged, until it is killed.
+func crashChild(spoolDir, redisAddr string) {
+	c := baseEvents(config.SinkRedis)
+	c.SpoolDir = spoolDir
+	r, err := NewRecorder(c, Options{StoreRedis: []string{redisAddr}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "NewRecorder:", err)
+		os.Exit(1)
+	}
+	for i := 0; ; i++ {
+		e := testEvent(i)
+		if r.Record(context.Background(), e) {
+			// Unbuffered: what the parent reads was acknowledged.
+			fmt.Fprintf(os.Stdout, "ack %d %s\n", i, e.ID)
+		}
+		if i > 1_000_000 {
+			time.Sleep(time.Hour)
+		}
+	}
+}
+
+// TestCrashRecovery kills a recording process and starts a new recorder on
+// its spool: every event the dead one acknowledged is delivered exactly as
+// recorded, in order. The dead one delivered as it went, or (sink down)
+// left everything in the spool.
+func TestCrashRecovery(t *testing.T) {
+	t.Run("sink up", func(t *testing.T) { t.Parallel(); testCrashRecovery(t, true) })
+	t.Run("sink down", func(t *testing.T) { t.Parallel(); testCrashRecovery(t, false) })
+}
+
+func testCrashRecovery(t *testing.T, sinkUp bool) {
+	srv := startRedis(t)
+	spool := t.TempDir()
+	childRedis := srv.Addr()
+	if !sinkUp {
+		childRedis = deadAddr(t)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), crashEnv+"="+spool, crashRedisEnv+"="+childRedis)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr logBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	defer func() {
+		if !killed {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	}()
+
+	// Lines are read whole: a line without its newline was cut by the
+	// kill (it cannot be, a pipe write this small is atomic, but a test
+	// must not count on that to pass).
+	var want []stored
+	out := bufio.NewReader(stdout)
+	readAck := func() bool {
+		line, err := out.ReadString('\n')
+		if err != nil {
+			return false
+		}
+		f := strings.Fields(line)
+		if len(f) != 3 || f[0] != "ack" {
+			t.Fatalf("child printed %q", line)
+		}
+		i, _ := strconv.Atoi(f[1])
+		e := testEvent(i)
+		e.ID = f[2]
+		want = append(want, stored{id: e.ID, data: encoded(t, e)})
+		return true
+	}
+	deadline := time.Now().Add(waitTimeout)
+	for len(want) < 2000 && readAck() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the child acknowledged only %d events in %v; stderr:\n%s", len(want), waitTimeout, stderr.String())
+		}
+	}
+	// Kill it in the middle of recording and delivering.
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Acknowledgements printed before the kill but not yet read; the pipe
+	// ends when the child is gone. Only then Wait, which closes the pipe.
+	for readAck() {
+	}
+	killed = true
+	cmd.Wait()
+	if len(want) < 2000 {
+		t.Fatalf("the child acknowledged only %d events; stderr:\n%s", len(want), stderr.String())
+	}
+	before := len(redisStream(t, srv.Addr(), "fg:events"))
+
+	c := baseEvents(config.SinkRedis)
+	c.SpoolDir = spool
+	r := newTestRecorder(t, c, Options{StoreRedis: []string{srv.Addr()}})
+	read := func() []stored { return redisStream(t, srv.Addr(), c.Redis.Stream) }
+	waitFor(t, "every acknowledged event delivered", func() bool { return len(read()) >= len(want) })
+	waitFor(t, "an empty spool", func() bool { return r.spooledGauge() == 0 })
+	got := read()
+	dups := checkDelivered(t, got, want)
+	t.Logf("child acknowledged %d; %d were delivered before the kill; %d in the stream now, %d duplicates",
+		len(want), before, len(got), dups)
+	// The forwarder persists its position after every batch, so only the
+	// batch in flight at the kill can come twice.
+	if dups > maxBatch {
+		t.Errorf("%d duplicates; at most one batch (%d) should be resent", dups, maxBatch)
+	}
+}

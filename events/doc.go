@@ -1,0 +1,73 @@
+// Package events is the durable record of the requests the gateway turned
+// away (SPEC §7): every request an open breaker rejects on a route with
+// fallback.record, and with events.audit the rate-limit decisions too.
+//
+// # Recording
+//
+// The gateway builds an Event and calls Recorder.Record, which answers
+// true only once the event is durable, so that a fallback's
+// "recorded": true is a promise kept across a crash. Record never holds a
+// request for long: it waits at most about 100 ms, and refuses at once
+// (false, counted as dropped, logged at most once a second) when the
+// in-memory queue in front of the writer is full or the spool has reached
+// spool_max_bytes. Refusing is the right answer to overload: the client
+// already has its fallback, and blocking would turn a slow disk into a
+// slow gateway.
+//
+// # The spool
+//
+// With spool_dir set (required for the redis and nats sinks), every event
+// is first appended to the spool: a directory of append-only segment files
+// holding length-prefixed records with a CRC-32C, each record the event's
+// JSON with its id and type in front. One writer goroutine group-commits:
+// it takes whatever is queued, writes it with one write, fsyncs once, and
+// only then answers every Record waiting on that batch. Under load the
+// batches grow, so the fsyncs per second stay bounded while the events per
+// second do not. A new segment's directory entry is fsynced too.
+//
+// A forwarder goroutine reads the spool in order — never past what the
+// writer has fsynced — and delivers it to the sink in batches. After each
+// delivered batch it persists its position in an offset file (fsynced);
+// segments wholly delivered are then deleted. While the sink is down it
+// retries with a capped, jittered backoff, the spool grows up to
+// spool_max_bytes, Ready says why, and the transition is logged once. On
+// restart a new Recorder resumes from the offset file: delivery is at
+// least once, and a duplicate carries the same id (the nats sink even
+// drops it, through Nats-Msg-Id). A crash can only leave a torn record at
+// the end of a segment, never acknowledged; recovery finds it by its
+// length or CRC and truncates it, and serving goes on.
+//
+// With the file sink and no spool_dir, the writer appends to the file
+// itself with the same group commit and fsync, and an event is recorded
+// when it is in the file.
+//
+// # Sinks
+//
+//   - redis: XADD events.redis.stream MAXLEN ~ maxlen * id ID event JSON,
+//     pipelined, on the store's Redis unless events.redis.addrs names
+//     another (github.com/redis/rueidis).
+//   - nats: a JetStream publish to events.nats.subject with Nats-Msg-Id set
+//     to the event ID; a file-backed stream is created for the subject when
+//     none captures it (github.com/nats-io/nats.go).
+//   - file: JSON lines, fsynced.
+//
+// A sink that cannot be reached at start, even one whose host does not
+// resolve, does not stop NewRecorder: the gateway serves, the events wait
+// in the spool, and Ready reports the cause.
+//
+// # Replay
+//
+// OpenSource reads back the breaker_rejected events of one route for
+// "floodgate events replay", and marks each done once it has been handled,
+// in a way that survives a restart: a Redis consumer group per route, a
+// durable JetStream pull consumer per route, or an offset file beside the
+// events file.
+//
+// # Metrics
+//
+// gateway_events_total{type,result} counts events by type and result:
+// recorded (durable), delivered (accepted by the sink), dropped (refused:
+// queue or spool full, or the recorder closed) and failed (an I/O or sink
+// error kept it from being durable). gateway_events_spooled is the number
+// of events in the spool not yet delivered.
+package events

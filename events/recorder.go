@@ -1,0 +1,372 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/config"
+)
+
+// Tuning. recordWait is the longest a request waits for its event to be
+// durable: an fsync takes a few milliseconds, so a request only waits that
+// long when the disk is sick, and then it answers "recorded": false rather
+// than hold the client.
+const (
+	recordWait = 100 * time.Millisecond
+
+	queueSize     = 8192    // events waiting for the writer
+	maxBatch      = 1024    // events per group commit or delivery
+	maxBatchBytes = 4 << 20 // bytes per group commit or delivery
+
+	deliverTimeout = 5 * time.Second // one delivery to the sink
+	closeFlush     = 5 * time.Second // Close's last delivery attempts
+
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 5 * time.Second
+
+	defaultSpoolMax = 1 << 30
+)
+
+var errQueueFull = errors.New("the events queue is full")
+
+// Recorder records events durably and delivers them to the configured
+// sink. Its methods are safe for concurrent use. A Recorder for sink none
+// records nothing: Record returns false, Ready nil.
+type Recorder struct {
+	log     *slog.Logger
+	metrics *metrics
+	sink    sink   // nil for sink none
+	spool   *spool // nil without spool_dir: the writer delivers directly
+	cursor  *cursor
+
+	queue  chan *pending
+	kick   chan struct{} // writer -> forwarder: something new is spooled
+	quit   chan struct{} // closed by Close: the writer drains and stops
+	flush  chan struct{} // closed once the writer has stopped: the forwarder flushes and stops
+	life   context.Context
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+	closed atomic.Bool
+	once   sync.Once
+
+	down  atomic.Pointer[error] // why the sink is down; nil while it is up
+	drops dropLog
+}
+
+// pending is one event between Record and the writer's verdict.
+type pending struct {
+	rec  record
+	err  error         // the verdict, set before done is closed
+	done chan struct{} // closed by the writer
+}
+
+// NewRecorder starts a recorder for the events block c. It fails only when
+// the spool cannot be opened (or c cannot work at all); a sink that cannot
+// be reached is retried in the background while events wait in the spool,
+// and Ready says why.
+func NewRecorder(c config.Events, o Options) (*Recorder, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	r := &Recorder{
+		log:     log.With("component", "events"),
+		metrics: newMetrics(o.Registerer),
+	}
+	r.drops.log = r.log
+	if c.Sink == config.SinkNone || c.Sink == "" {
+		return r, nil
+	}
+	snk, err := newSink(c, o)
+	if err != nil {
+		return nil, err
+	}
+	r.sink = snk
+	if c.SpoolDir != "" {
+		maxBytes := c.SpoolMaxBytes
+		if maxBytes <= 0 {
+			maxBytes = defaultSpoolMax
+		}
+		if r.spool, r.cursor, err = openSpool(c.SpoolDir, maxBytes, r.log); err != nil {
+			snk.close()
+			return nil, err
+		}
+		r.metrics.spooled.Set(float64(r.spool.pending.Load()))
+	}
+	r.queue = make(chan *pending, queueSize)
+	r.kick = make(chan struct{}, 1)
+	r.quit = make(chan struct{})
+	r.flush = make(chan struct{})
+	r.life, r.stop = context.WithCancel(context.Background())
+	r.wg.Add(2)
+	go r.write()
+	if r.spool != nil {
+		go r.forward()
+	} else {
+		go r.watch()
+	}
+	return r, nil
+}
+
+// Record hands e to the recorder and reports whether it is durable: in the
+// fsynced spool, or accepted by the sink when there is no spool. It fills
+// e.ID and e.Time when they are empty. It waits at most about 100 ms (less
+// if ctx ends first) and never blocks when the recorder is overloaded: a
+// full queue or a full spool is refused at once, counted as dropped and
+// logged. An event Record returned false for may still be delivered (it
+// was queued but not yet durable when Record gave up waiting); one it
+// returned true for is delivered at least once, across crashes.
+func (r *Recorder) Record(ctx context.Context, e *Event) bool {
+	if r == nil || r.sink == nil {
+		return false
+	}
+	now := time.Now()
+	if e.ID == "" {
+		e.ID = ids.next(now)
+	}
+	if e.Time.IsZero() {
+		e.Time = now
+	}
+	if e.Type == "" || len(e.Type) > 255 || len(e.ID) > 255 {
+		r.metrics.count(e.Type, resultFailed, 1)
+		r.log.Error("events: an event needs a type, and an id and type of at most 255 bytes", "id", e.ID, "type", e.Type)
+		return false
+	}
+	data, err := json.Marshal(e)
+	if err != nil {
+		r.metrics.count(e.Type, resultFailed, 1)
+		r.log.Error("events: cannot encode an event", "id", e.ID, "error", err.Error())
+		return false
+	}
+	p := &pending{rec: record{id: e.ID, typ: e.Type, data: data}, done: make(chan struct{})}
+	if p.rec.size() > maxRecord {
+		r.metrics.count(e.Type, resultFailed, 1)
+		r.log.Error("events: an event is too large to record", "id", e.ID, "bytes", len(data), "max", maxRecord)
+		return false
+	}
+	if r.closed.Load() {
+		r.drop(e.Type, errClosed)
+		return false
+	}
+	select {
+	case r.queue <- p:
+	default:
+		r.drop(e.Type, errQueueFull)
+		return false
+	}
+	t := time.NewTimer(recordWait)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return p.err == nil
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// Ready returns nil while the sink takes events, or why it does not (the
+// events wait in the spool meanwhile), for /readyz to show.
+func (r *Recorder) Ready() error {
+	if r == nil || r.sink == nil {
+		return nil
+	}
+	p := r.down.Load()
+	if p == nil {
+		return nil
+	}
+	if r.spool != nil {
+		return fmt.Errorf("events sink %s is down: %w (%d events spooled)", r.sink.name(), *p, r.spool.pending.Load())
+	}
+	return fmt.Errorf("events sink %s is down: %w", r.sink.name(), *p)
+}
+
+// Close stops taking events, writes those queued, makes a last attempt of
+// a few seconds at most to deliver what is spooled, and releases
+// everything. Events still spooled are delivered by the next recorder on
+// the same spool_dir. Close is idempotent; Record after Close returns false.
+func (r *Recorder) Close() error {
+	if r == nil || r.sink == nil {
+		return nil
+	}
+	r.once.Do(func() {
+		r.closed.Store(true)
+		close(r.quit)
+		// The writer closes flush once it has drained the queue, so the
+		// forwarder's last pass sees every event written.
+		r.wg.Wait()
+		r.stop()
+		r.drops.flush()
+		r.sink.close()
+		if r.spool != nil {
+			if r.cursor.f != nil {
+				r.cursor.f.Close()
+			}
+			r.spool.close()
+		}
+	})
+	return nil
+}
+
+// write is the group-commit loop: it takes whatever is queued, makes it
+// durable with one write and one fsync (or one delivery, without a spool),
+// and then answers every Record waiting on that batch. Under load the
+// batches grow, so the fsyncs per second stay bounded while the events
+// per second do not.
+func (r *Recorder) write() {
+	defer r.wg.Done()
+	defer close(r.flush)
+	batch := make([]*pending, 0, maxBatch)
+	for {
+		var p *pending
+		select {
+		case p = <-r.queue:
+		case <-r.quit:
+			for {
+				batch = r.fill(batch[:0])
+				if len(batch) == 0 {
+					return
+				}
+				r.commit(batch)
+			}
+		}
+		batch = r.fill(append(batch[:0], p))
+		r.commit(batch)
+	}
+}
+
+// fill adds what is queued to batch, up to the batch bounds.
+func (r *Recorder) fill(batch []*pending) []*pending {
+	size := 0
+	for _, p := range batch {
+		size += p.rec.size()
+	}
+	for len(batch) < maxBatch && size < maxBatchBytes {
+		select {
+		case p := <-r.queue:
+			batch = append(batch, p)
+			size += p.rec.size()
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+func (r *Recorder) commit(batch []*pending) {
+	if r.spool != nil {
+		r.spool.append(batch)
+		select {
+		case r.kick <- struct{}{}:
+		default:
+		}
+		r.metrics.spooled.Set(float64(r.spool.pending.Load()))
+	} else {
+		r.deliverDirect(batch)
+	}
+	for _, p := range batch {
+		switch {
+		case p.err == nil:
+			r.metrics.count(p.rec.typ, resultRecorded, 1)
+			if r.spool == nil {
+				r.metrics.count(p.rec.typ, resultDelivered, 1)
+			}
+		case errors.Is(p.err, errSpoolFull):
+			r.drop(p.rec.typ, p.err)
+		default:
+			r.metrics.count(p.rec.typ, resultFailed, 1)
+		}
+		close(p.done)
+	}
+	if err := firstError(batch); err != nil && !errors.Is(err, errSpoolFull) {
+		r.log.Error("events: cannot record events", "events", len(batch), "error", err.Error())
+	}
+}
+
+func firstError(batch []*pending) error {
+	for _, p := range batch {
+		if p.err != nil {
+			return p.err
+		}
+	}
+	return nil
+}
+
+// deliverDirect hands a batch straight to the sink, for a recorder without
+// a spool (the file sink, typically, whose write is as durable as the
+// spool's would be).
+func (r *Recorder) deliverDirect(batch []*pending) {
+	recs := make([]record, len(batch))
+	for i, p := range batch {
+		recs[i] = p.rec
+	}
+	ctx, cancel := context.WithTimeout(r.life, deliverTimeout)
+	n, err := r.sink.deliver(ctx, recs)
+	cancel()
+	if err != nil {
+		r.sinkDown(err)
+		failAll(batch[n:], err)
+	} else {
+		r.sinkUp()
+	}
+}
+
+// watch probes the sink of a recorder without a spool at start, so that
+// Ready tells the truth before the first event.
+func (r *Recorder) watch() {
+	defer r.wg.Done()
+	ctx, cancel := context.WithTimeout(r.life, deliverTimeout)
+	defer cancel()
+	if err := r.sink.probe(ctx); err != nil {
+		r.sinkDown(err)
+	} else {
+		r.sinkUp()
+	}
+	<-r.flush
+}
+
+// drop counts an event refused before it was durable, and logs it at
+// most once a second with the count since the last line: a flood of
+// drops must be visible but must not flood the log.
+func (r *Recorder) drop(typ string, why error) {
+	r.metrics.count(typ, resultDropped, 1)
+	r.drops.add(why)
+}
+
+type dropLog struct {
+	log  *slog.Logger
+	mu   sync.Mutex
+	last time.Time
+	n    int64
+	why  error
+}
+
+func (d *dropLog) add(why error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.n++
+	d.why = why
+	if now := time.Now(); now.Sub(d.last) >= time.Second {
+		d.last = now
+		d.emit()
+	}
+}
+
+func (d *dropLog) emit() {
+	if d.n > 0 {
+		d.log.Warn("events: dropped events", "count", d.n, "reason", d.why.Error())
+		d.n = 0
+	}
+}
+
+func (d *dropLog) flush() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.emit()
+}

@@ -1,0 +1,582 @@
+package events
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/config"
+)
+
+// A sinkCase is one way of configuring a recorder against a real sink.
+type sinkCase struct {
+	name string
+	// setup returns the events block (spool_dir included when the case
+	// has one), the options, and a reader of what the sink holds.
+	setup func(t *testing.T) (config.Events, Options, func() []stored)
+}
+
+func redisCase(t *testing.T) (config.Events, Options, func() []stored) {
+	srv := startRedis(t)
+	c := baseEvents(config.SinkRedis)
+	c.SpoolDir = t.TempDir()
+	return c, Options{StoreRedis: []string{srv.Addr()}}, func() []stored { return redisStream(t, srv.Addr(), c.Redis.Stream) }
+}
+
+func natsCase(t *testing.T) (config.Events, Options, func() []stored) {
+	n := startNATS(t)
+	c := baseEvents(config.SinkNATS)
+	c.NATS.URL = n.url()
+	c.SpoolDir = t.TempDir()
+	return c, Options{}, func() []stored { return natsStream(t, n.url(), c.NATS.Subject) }
+}
+
+func fileCase(spool bool) func(t *testing.T) (config.Events, Options, func() []stored) {
+	return func(t *testing.T) (config.Events, Options, func() []stored) {
+		c := baseEvents(config.SinkFile)
+		c.File.Path = filepath.Join(t.TempDir(), "events.jsonl")
+		if spool {
+			c.SpoolDir = t.TempDir()
+		}
+		return c, Options{}, func() []stored { return fileLines(t, c.File.Path) }
+	}
+}
+
+var sinkCases = []sinkCase{
+	{"redis", redisCase},
+	{"nats", natsCase},
+	{"file+spool", fileCase(true)},
+	{"file", fileCase(false)},
+}
+
+// TestRecordDelivered records events through each sink and checks that
+// they arrive in order with every field intact, and that the metrics
+// count them.
+func TestRecordDelivered(t *testing.T) {
+	for _, sc := range sinkCases {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			c, o, read := sc.setup(t)
+			r := newTestRecorder(t, c, o)
+			const n = 50
+			var want []stored
+			for i := range n {
+				e := testEvent(i)
+				if i == 0 {
+					// A body over max_body, kept as the gateway would.
+					body := strings.Repeat("0123456789", 10_000)
+					kept, truncated, rest := CaptureBody(strings.NewReader(body), 1000)
+					e.Body, e.Truncated = kept, truncated
+					if all, _ := io.ReadAll(rest); string(all) != body {
+						t.Fatalf("CaptureBody's rest is not the whole body")
+					}
+				}
+				if !r.Record(context.Background(), e) {
+					t.Fatalf("Record(event %d) = false; Ready: %v", i, r.Ready())
+				}
+				if e.ID == "" {
+					t.Fatal("Record did not set the event's ID")
+				}
+				want = append(want, stored{id: e.ID, data: encoded(t, e)})
+			}
+			waitFor(t, "every event in the sink", func() bool { return len(read()) >= n })
+			got := read()
+			if dups := checkDelivered(t, got, want); dups != 0 || len(got) != n {
+				t.Fatalf("%d events in the sink with %d duplicates, want %d and none", len(got), dups, n)
+			}
+			var first Event
+			if err := jsonUnmarshal(got[0].data, &first); err != nil {
+				t.Fatal(err)
+			}
+			if !first.Truncated || len(first.Body) != 1000 || !bytes.Equal(first.Body, []byte(strings.Repeat("0123456789", 100))) {
+				t.Errorf("the truncated event came back with truncated=%v and a body of %d bytes", first.Truncated, len(first.Body))
+			}
+			waitFor(t, "the delivered counts", func() bool {
+				return r.total(TypeBreakerRejected, resultDelivered) == 40 && r.total(TypeRateLimited, resultDelivered) == 10
+			})
+			if got, want := r.total(TypeBreakerRejected, resultRecorded), 40.0; got != want {
+				t.Errorf("recorded breaker_rejected = %v, want %v", got, want)
+			}
+			if got := r.spooledGauge(); got != 0 {
+				t.Errorf("gateway_events_spooled = %v after delivery, want 0", got)
+			}
+			if err := r.Ready(); err != nil {
+				t.Errorf("Ready() = %v with a healthy sink", err)
+			}
+		})
+	}
+}
+
+func TestCaptureBody(t *testing.T) {
+	errBroken := errors.New("connection reset")
+	tests := []struct {
+		name      string
+		body      io.Reader
+		max       int64
+		kept      string
+		truncated bool
+		rest      string
+		restErr   error
+	}{
+		{"shorter", strings.NewReader("hello"), 10, "hello", false, "hello", nil},
+		{"exactly max", strings.NewReader("hello"), 5, "hello", false, "hello", nil},
+		{"longer", strings.NewReader("hello world"), 5, "hello", true, "hello world", nil},
+		{"max 0 keeps nothing", strings.NewReader("x"), 0, "", true, "x", nil},
+		{"max 0, empty body", strings.NewReader(""), 0, "", false, "", nil},
+		{"read error", io.MultiReader(strings.NewReader("hel"), iotest.ErrReader(errBroken)), 10, "hel", true, "hel", errBroken},
+		{"one byte at a time", iotest.OneByteReader(strings.NewReader("hello world")), 8, "hello wo", true, "hello world", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kept, truncated, rest := CaptureBody(tt.body, tt.max)
+			if string(kept) != tt.kept || truncated != tt.truncated {
+				t.Errorf("CaptureBody = %q, %v; want %q, %v", kept, truncated, tt.kept, tt.truncated)
+			}
+			all, err := io.ReadAll(rest)
+			if string(all) != tt.rest || !errors.Is(err, tt.restErr) {
+				t.Errorf("rest = %q, %v; want %q, %v", all, err, tt.rest, tt.restErr)
+			}
+		})
+	}
+	if kept, truncated, rest := CaptureBody(nil, 10); kept != nil || truncated || rest != nil {
+		t.Errorf("CaptureBody(nil) = %q, %v, %v", kept, truncated, rest)
+	}
+}
+
+// TestSinkOutage stops the sink while 1,000 events are recorded and
+// starts it again: every event Record acknowledged must end up in the
+// sink, in order, and a duplicate only ever with the same id.
+func TestSinkOutage(t *testing.T) {
+	type outage struct {
+		name     string
+		start    func(t *testing.T) (c config.Events, o Options, read func() []stored, stop, restart func())
+		stopped  int // events recorded before the sink stops
+		restored int // and before it starts again
+	}
+	cases := []outage{
+		{"redis", func(t *testing.T) (config.Events, Options, func() []stored, func(), func()) {
+			srv := startRedis(t)
+			c := baseEvents(config.SinkRedis)
+			c.SpoolDir = t.TempDir()
+			return c, Options{StoreRedis: []string{srv.Addr()}},
+				func() []stored { return redisStream(t, srv.Addr(), c.Redis.Stream) }, srv.Stop, srv.Restart
+		}, 300, 600},
+		{"nats", func(t *testing.T) (config.Events, Options, func() []stored, func(), func()) {
+			n := startNATS(t)
+			c := baseEvents(config.SinkNATS)
+			c.NATS.URL = n.url()
+			c.SpoolDir = t.TempDir()
+			return c, Options{}, func() []stored { return natsStream(t, n.url(), c.NATS.Subject) }, n.stop, n.restart
+		}, 300, 600},
+	}
+	for _, oc := range cases {
+		t.Run(oc.name, func(t *testing.T) {
+			t.Parallel()
+			c, o, read, stop, restart := oc.start(t)
+			r := newTestRecorder(t, c, o)
+			var want []stored
+			for i := range 1000 {
+				switch i {
+				case oc.stopped:
+					stop()
+				case (oc.stopped + oc.restored) / 2:
+					waitFor(t, "Ready to report the sink down", func() bool { return r.Ready() != nil })
+					if msg := r.Ready().Error(); !strings.Contains(msg, "spooled") {
+						t.Errorf("Ready() = %q, want the number of events spooled", msg)
+					}
+				case oc.restored:
+					restart()
+				}
+				e := testEvent(i)
+				if r.Record(context.Background(), e) {
+					want = append(want, stored{id: e.ID, data: encoded(t, e)})
+				}
+			}
+			if len(want) < 990 {
+				t.Fatalf("only %d of 1000 events acknowledged with a healthy spool", len(want))
+			}
+			waitFor(t, "every acknowledged event in the sink", func() bool { return len(read()) >= len(want) })
+			dups := checkDelivered(t, read(), want)
+			t.Logf("%d acknowledged, %d duplicates in the sink", len(want), dups)
+			waitFor(t, "Ready once the sink is back", func() bool { return r.Ready() == nil })
+			waitFor(t, "an empty spool", func() bool { return r.spooledGauge() == 0 })
+		})
+	}
+}
+
+// TestTornTail cuts the spool's last record short, and then appends
+// garbage after a good one, as a crash in the middle of a write can:
+// recovery truncates the torn bytes, keeps every whole record, and the
+// recorder goes on.
+func TestTornTail(t *testing.T) {
+	tails := map[string]func(good []byte) []byte{
+		"header cut short": func([]byte) []byte { return []byte{0x30, 0x00, 0x00} },
+		"body cut short":   func(good []byte) []byte { return good[:len(good)-7] },
+		"bad checksum": func(good []byte) []byte {
+			b := bytes.Clone(good)
+			b[len(b)-1] ^= 0xff
+			return b
+		},
+		"zeros": func([]byte) []byte { return make([]byte, 4096) },
+	}
+	for name, tail := range tails {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			srv := startRedis(t)
+			c := baseEvents(config.SinkRedis)
+			c.SpoolDir = t.TempDir()
+			// First nothing can be delivered, so everything stays spooled.
+			r := newTestRecorder(t, c, Options{StoreRedis: []string{deadAddr(t)}})
+			var want []stored
+			for i := range 10 {
+				e := testEvent(i)
+				if !r.Record(context.Background(), e) {
+					t.Fatalf("Record(%d) = false", i)
+				}
+				want = append(want, stored{id: e.ID, data: encoded(t, e)})
+			}
+			r.Close()
+
+			seg := lastSegment(t, c.SpoolDir)
+			data, err := os.ReadFile(seg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			good := (&record{id: "0123", typ: TypeAdmitted, data: []byte(`{"id":"0123"}`)}).appendTo(nil)
+			f, err := os.OpenFile(seg, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write(tail(good)); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+
+			r2 := newTestRecorder(t, c, Options{StoreRedis: []string{srv.Addr()}})
+			if !strings.Contains(r2.log.String(), "truncating a torn record") {
+				t.Errorf("recovery did not say it truncated the torn tail; log:\n%s", r2.log.String())
+			}
+			if st, err := os.Stat(seg); err == nil && st.Size() != int64(len(data)) {
+				t.Errorf("the segment is %d bytes after recovery, want the %d of its whole records", st.Size(), len(data))
+			}
+			e := testEvent(10)
+			if !r2.Record(context.Background(), e) {
+				t.Fatal("Record after recovery = false")
+			}
+			want = append(want, stored{id: e.ID, data: encoded(t, e)})
+			read := func() []stored { return redisStream(t, srv.Addr(), c.Redis.Stream) }
+			waitFor(t, "the spooled events delivered", func() bool { return len(read()) >= len(want) })
+			if dups := checkDelivered(t, read(), want); dups != 0 || len(read()) != len(want) {
+				t.Fatalf("%d events delivered with %d duplicates, want %d", len(read()), dups, len(want))
+			}
+		})
+	}
+}
+
+func lastSegment(t *testing.T, dir string) string {
+	t.Helper()
+	segs, err := filepath.Glob(filepath.Join(dir, "*"+segSuffix))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("no segment in %s (%v)", dir, err)
+	}
+	// The names are fixed-width hex, so the last in order is the newest;
+	// it is empty when the recorder rolled to it at Close... find the
+	// newest one with records.
+	for i := len(segs) - 1; i >= 0; i-- {
+		if st, err := os.Stat(segs[i]); err == nil && st.Size() > 0 {
+			return segs[i]
+		}
+	}
+	return segs[len(segs)-1]
+}
+
+// TestSpoolFull fills a small spool while the sink is down: Record must
+// refuse at once, and every refusal is counted as dropped and logged.
+func TestSpoolFull(t *testing.T) {
+	c := baseEvents(config.SinkRedis)
+	c.SpoolDir = t.TempDir()
+	c.SpoolMaxBytes = 32 << 10
+	r := newTestRecorder(t, c, Options{StoreRedis: []string{deadAddr(t)}})
+	accepted, refused := 0, 0
+	for i := range 100 {
+		e := testEvent(i)
+		e.Body = bytes.Repeat([]byte("b"), 1000)
+		start := time.Now()
+		if r.Record(context.Background(), e) {
+			accepted++
+			continue
+		}
+		refused++
+		if d := time.Since(start); d > 50*time.Millisecond {
+			t.Errorf("a refusal took %v; a full spool must refuse at once", d)
+		}
+	}
+	if accepted == 0 || refused == 0 {
+		t.Fatalf("accepted %d, refused %d; want both with a 32 KiB spool and 100 KB of events", accepted, refused)
+	}
+	if used := r.spool.used(); used > c.SpoolMaxBytes {
+		t.Errorf("the spool holds %d bytes, over its bound of %d", used, c.SpoolMaxBytes)
+	}
+	dropped := r.total(TypeBreakerRejected, resultDropped) + r.total(TypeRateLimited, resultDropped)
+	if int(dropped) != refused {
+		t.Errorf("dropped = %v, want %d", dropped, refused)
+	}
+	if got := int(r.spooledGauge()); got != accepted {
+		t.Errorf("gateway_events_spooled = %d, want %d", got, accepted)
+	}
+	if !strings.Contains(r.log.String(), "dropped events") || !strings.Contains(r.log.String(), "spool is full") {
+		t.Errorf("the drops were not logged; log:\n%s", r.log.String())
+	}
+}
+
+// TestQueueFull: while the writer is stuck (here: in the file sink, whose
+// lock the test holds), the queue fills and Record refuses at once
+// instead of waiting.
+func TestQueueFull(t *testing.T) {
+	c := baseEvents(config.SinkFile)
+	c.File.Path = filepath.Join(t.TempDir(), "events.jsonl")
+	r := newTestRecorder(t, c, Options{})
+	fs := r.sink.(*fileSink)
+	fs.mu.Lock()
+	unlocked := false
+	unlock := func() {
+		if !unlocked {
+			unlocked = true
+			fs.mu.Unlock()
+		}
+	}
+	defer unlock()
+	// Hand the writer a first event to get stuck on, then fill the queue.
+	go r.Record(context.Background(), testEvent(0))
+	waitFor(t, "the writer to take the first event", func() bool { return len(r.queue) == 0 })
+	for len(r.queue) < queueSize {
+		r.queue <- &pending{rec: record{id: "x", typ: TypeAdmitted, data: []byte(`{"id":"x"}`)}, done: make(chan struct{})}
+	}
+	start := time.Now()
+	if r.Record(context.Background(), testEvent(1)) {
+		t.Fatal("Record with a full queue = true")
+	}
+	if d := time.Since(start); d > 20*time.Millisecond {
+		t.Errorf("a refusal on a full queue took %v; it must be at once", d)
+	}
+	if got := r.total(TypeBreakerRejected, resultDropped); got != 1 {
+		t.Errorf("dropped = %v, want 1", got)
+	}
+	unlock()
+	e := testEvent(2)
+	waitFor(t, "the queue to drain", func() bool { return len(r.queue) == 0 })
+	if !r.Record(context.Background(), e) {
+		t.Error("Record once the writer is free again = false")
+	}
+}
+
+// TestUnreachableSink: a sink whose host does not resolve, or where
+// nothing listens, does not keep the recorder from starting; events are
+// spooled and Ready says why.
+func TestUnreachableSink(t *testing.T) {
+	cases := map[string]func(t *testing.T) (config.Events, Options){
+		"nats host does not resolve": func(t *testing.T) (config.Events, Options) {
+			c := baseEvents(config.SinkNATS)
+			c.NATS.URL = "nats://no-such-host.invalid:4222"
+			c.SpoolDir = t.TempDir()
+			return c, Options{}
+		},
+		"redis host does not resolve": func(t *testing.T) (config.Events, Options) {
+			c := baseEvents(config.SinkRedis)
+			c.Redis.Addrs = []string{"no-such-host.invalid:6379"}
+			c.SpoolDir = t.TempDir()
+			return c, Options{}
+		},
+		"redis refuses": func(t *testing.T) (config.Events, Options) {
+			c := baseEvents(config.SinkRedis)
+			c.SpoolDir = t.TempDir()
+			return c, Options{StoreRedis: []string{deadAddr(t)}}
+		},
+	}
+	for name, setup := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c, o := setup(t)
+			r := newTestRecorder(t, c, o)
+			if !r.Record(context.Background(), testEvent(1)) {
+				t.Fatal("Record = false; the event should wait in the spool")
+			}
+			waitFor(t, "Ready to report the sink down", func() bool { return r.Ready() != nil })
+			waitFor(t, "one log line about it", func() bool { return strings.Contains(r.log.String(), "the sink is down") })
+			time.Sleep(300 * time.Millisecond) // a few retries
+			if n := strings.Count(r.log.String(), "the sink is down"); n != 1 {
+				t.Errorf("the sink being down was logged %d times, want once", n)
+			}
+			start := time.Now()
+			r.Close()
+			if d := time.Since(start); d > 3*time.Second {
+				t.Errorf("Close took %v with the sink down", d)
+			}
+		})
+	}
+}
+
+// TestSpoolLocked: two recorders on one spool_dir would corrupt it; the
+// second is refused.
+func TestSpoolLocked(t *testing.T) {
+	c := baseEvents(config.SinkFile)
+	c.File.Path = filepath.Join(t.TempDir(), "events.jsonl")
+	c.SpoolDir = t.TempDir()
+	newTestRecorder(t, c, Options{})
+	if r, err := NewRecorder(c, Options{}); err == nil {
+		r.Close()
+		t.Fatal("a second recorder on the same spool_dir started")
+	}
+}
+
+// TestCloseLeavesNothing: after Close no goroutine of the recorder (nor
+// of its clients) is left, and Record refuses.
+func TestCloseLeavesNothing(t *testing.T) {
+	srv := startRedis(t)
+	before := runtime.NumGoroutine()
+	for _, sc := range []sinkCase{{"redis", func(t *testing.T) (config.Events, Options, func() []stored) {
+		c := baseEvents(config.SinkRedis)
+		c.SpoolDir = t.TempDir()
+		return c, Options{StoreRedis: []string{srv.Addr()}}, nil
+	}}, {"file", fileCase(false)}, {"file+spool", fileCase(true)}} {
+		c, o, _ := sc.setup(t)
+		r, err := NewRecorder(c, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 20 {
+			if !r.Record(context.Background(), testEvent(i)) {
+				t.Fatalf("%s: Record = false", sc.name)
+			}
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if r.Record(context.Background(), testEvent(99)) {
+			t.Errorf("%s: Record after Close = true", sc.name)
+		}
+		r.Close() // idempotent
+	}
+	waitFor(t, "the goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+}
+
+// TestSinkNone: a recorder for sink none records nothing and is always
+// ready.
+func TestSinkNone(t *testing.T) {
+	r, err := NewRecorder(baseEvents(config.SinkNone), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Record(context.Background(), testEvent(1)) {
+		t.Error("Record with sink none = true")
+	}
+	if err := r.Ready(); err != nil {
+		t.Error(err)
+	}
+	r.Close()
+}
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+func TestIDs(t *testing.T) {
+	g := newIDGen()
+	now := time.Now()
+	seen := map[string]bool{}
+	prev := ""
+	for range 10000 {
+		id := g.next(now)
+		if len(id) != 32 || seen[id] {
+			t.Fatalf("id %q: bad length or repeated", id)
+		}
+		if id <= prev {
+			t.Fatalf("ids of one millisecond are not increasing: %s after %s", id, prev)
+		}
+		seen[id], prev = true, id
+	}
+	if later := g.next(now.Add(time.Millisecond)); later <= prev {
+		t.Errorf("an id a millisecond later sorts first: %s <= %s", later, prev)
+	}
+}
+
+// TestSegments: a spool of many segments (a small spool_max_bytes makes
+// them small) is delivered in order across them, and each delivered
+// segment is deleted.
+func TestSegments(t *testing.T) {
+	srv := startRedis(t)
+	srv.Stop()
+	c := baseEvents(config.SinkRedis)
+	c.SpoolDir = t.TempDir()
+	c.SpoolMaxBytes = 1 << 20 // 64 KiB segments
+	r := newTestRecorder(t, c, Options{StoreRedis: []string{srv.Addr()}})
+	var want []stored
+	for i := range 150 {
+		e := testEvent(i)
+		e.Body = bytes.Repeat([]byte{'a' + byte(i%26)}, 2000) // 2.7 KB in JSON
+		if !r.Record(context.Background(), e) {
+			t.Fatalf("Record(%d) = false", i)
+		}
+		want = append(want, stored{id: e.ID, data: encoded(t, e)})
+	}
+	segs, _ := filepath.Glob(filepath.Join(c.SpoolDir, "*"+segSuffix))
+	if len(segs) < 5 {
+		t.Fatalf("%d segments for 400 KB of events, want several of 64 KiB", len(segs))
+	}
+	srv.Restart()
+	read := func() []stored { return redisStream(t, srv.Addr(), c.Redis.Stream) }
+	waitFor(t, "delivery", func() bool { return len(read()) >= len(want) })
+	checkDelivered(t, read(), want)
+	waitFor(t, "the delivered segments deleted", func() bool {
+		segs, _ := filepath.Glob(filepath.Join(c.SpoolDir, "*"+segSuffix))
+		return len(segs) == 1
+	})
+	if used := r.spool.used(); used > 64<<10 {
+		t.Errorf("the spool holds %d bytes once delivered", used)
+	}
+}
+
+// TestOffsetCorrupt: a corrupt offset file makes the next recorder deliver
+// the spool from its start again — duplicates, which at-least-once allows,
+// but nothing lost.
+func TestOffsetCorrupt(t *testing.T) {
+	srv := startRedis(t)
+	c := baseEvents(config.SinkRedis)
+	c.SpoolDir = t.TempDir()
+	o := Options{StoreRedis: []string{srv.Addr()}}
+	read := func() []stored { return redisStream(t, srv.Addr(), c.Redis.Stream) }
+	r := newTestRecorder(t, c, o)
+	var want []stored
+	for i := range 10 {
+		e := testEvent(i)
+		if !r.Record(context.Background(), e) {
+			t.Fatalf("Record(%d) = false", i)
+		}
+		want = append(want, stored{id: e.ID, data: encoded(t, e)})
+	}
+	waitFor(t, "delivery", func() bool { return len(read()) == 10 })
+	r.Close()
+	if err := os.WriteFile(filepath.Join(c.SpoolDir, offsetFile), []byte("garbage, not an offset"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = newTestRecorder(t, c, o)
+	if !strings.Contains(r.log.String(), "offset file is corrupt") {
+		t.Errorf("the corrupt offset file was not reported; log:\n%s", r.log.String())
+	}
+	e := testEvent(10)
+	if !r.Record(context.Background(), e) {
+		t.Fatal("Record = false")
+	}
+	want = append(want, stored{id: e.ID, data: encoded(t, e)})
+	waitFor(t, "delivery", func() bool { return len(read()) >= 21 })
+	if dups := checkDelivered(t, read(), want); dups != 10 {
+		t.Errorf("%d duplicates, want the 10 events of the first run again", dups)
+	}
+}

@@ -1,0 +1,49 @@
+package events
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/floodgate-gw/floodgate/config"
+)
+
+// A sink is where events end up. Implementations connect lazily and
+// reconnect by themselves: a sink that cannot be reached at start is an
+// error from deliver, not from NewRecorder, so the gateway serves while
+// the events wait in the spool.
+type sink interface {
+	// deliver stores recs in order and returns how many, from the first,
+	// are stored for sure. When it returns n < len(recs) it returns an
+	// error too, and the caller retries from recs[n]; a record after n
+	// may have been stored already, so a retry can duplicate it, with
+	// the same id.
+	deliver(ctx context.Context, recs []record) (n int, err error)
+	// probe checks that the sink is reachable (and prepares it: the nats
+	// sink creates its stream), so Ready can say so before any event.
+	probe(ctx context.Context) error
+	// name describes the sink for logs and Ready: "redis 10.0.0.1:6379".
+	name() string
+	close() error
+}
+
+func newSink(c config.Events, o Options) (sink, error) {
+	switch c.Sink {
+	case config.SinkRedis:
+		addrs := c.Redis.Addrs
+		if len(addrs) == 0 {
+			addrs = o.StoreRedis
+		}
+		if len(addrs) == 0 {
+			return nil, fmt.Errorf("events: the redis sink has no address: set events.redis.addrs or use a redis store")
+		}
+		return newRedisSink(c.Redis, addrs, o), nil
+	case config.SinkNATS:
+		return newNATSSink(c.NATS)
+	case config.SinkFile:
+		if c.File.Path == "" {
+			return nil, fmt.Errorf("events: the file sink needs events.file.path")
+		}
+		return newFileSink(c.File.Path), nil
+	}
+	return nil, fmt.Errorf("events: unknown sink %q", c.Sink)
+}

@@ -1,0 +1,110 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+
+	"github.com/floodgate-gw/floodgate/config"
+)
+
+// Source reads back, in the order they were recorded, the breaker_rejected
+// events of one route from the configured sink, for replay. It is used by
+// one goroutine, one event at a time: Next, handle the event, Done.
+//
+// Progress is kept in the sink's own terms, so that a replay that stops
+// (Ctrl-C, a crash) resumes where it was and sends again at most the event
+// it was handling:
+//
+//   - redis: a consumer group "floodgate-replay-ROUTE" on the stream,
+//     created at the stream's start; Done is XACK. The events of other
+//     routes and types are acknowledged in passing, in this route's group
+//     only. A restart first takes back the entries it read but did not
+//     acknowledge (the one in flight).
+//   - nats: a durable pull consumer "floodgate-replay-ROUTE" on the stream
+//     that captures the subject; Done is an acknowledgement the server
+//     confirms. A restart resets the consumer to its acknowledgement floor,
+//     so the one in flight comes again at once.
+//   - file: the offset of the next line, in the file
+//     "<path>.replay-ROUTE.offset", replaced atomically on Done.
+//
+// One group or consumer per route, rather than one shared by every route,
+// keeps the replay of one route from consuming another route's events.
+type Source interface {
+	// Next returns the next event to replay, or io.EOF when none is left.
+	// It does not wait for events recorded after the end was reached.
+	Next(ctx context.Context) (*Event, error)
+	// Done marks e, returned by Next, handled: no later Next of this or
+	// another run returns it.
+	Done(ctx context.Context, e *Event) error
+	// Pending calls fn in order for every event of the route not yet
+	// marked done, the one returned by Next but not done included, without
+	// consuming anything; it stops when fn returns false.
+	Pending(ctx context.Context, fn func(*Event) bool) error
+	// Close releases the connection or file.
+	Close() error
+}
+
+// ReplayGroup is the name of the consumer group (redis) or durable
+// consumer (nats) that replays route.
+func ReplayGroup(route string) string { return "floodgate-replay-" + route }
+
+// ReplayOffsetFile is where replay of route keeps its position in the
+// events file path.
+func ReplayOffsetFile(path, route string) string { return path + ".replay-" + route + ".offset" }
+
+// OpenSource opens the sink of c for replaying the breaker_rejected events
+// of route. Unlike NewRecorder it fails when the sink cannot be reached:
+// a replay has nothing to do without it. o gives the Redis credentials and
+// the store's addresses, as for NewRecorder.
+func OpenSource(ctx context.Context, c config.Events, route string, o Options) (Source, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	m := matcher{route: route, log: log}
+	switch c.Sink {
+	case config.SinkRedis:
+		addrs := c.Redis.Addrs
+		if len(addrs) == 0 {
+			addrs = o.StoreRedis
+		}
+		if len(addrs) == 0 {
+			return nil, fmt.Errorf("events: the redis sink has no address: set events.redis.addrs or use a redis store")
+		}
+		return openRedisSource(ctx, c.Redis.Stream, addrs, o, m)
+	case config.SinkNATS:
+		return openNATSSource(ctx, c.NATS, m)
+	case config.SinkFile:
+		return openFileSource(c.File.Path, m)
+	case config.SinkNone, "":
+		return nil, fmt.Errorf("events: events.sink is none: nothing was recorded")
+	}
+	return nil, fmt.Errorf("events: unknown sink %q", c.Sink)
+}
+
+// matcher picks a route's breaker_rejected events out of everything the
+// sink holds.
+type matcher struct {
+	route string
+	log   *slog.Logger
+}
+
+// decode returns the event in data when it is one to replay; an entry
+// that does not decode is logged and passed over, so one bad entry cannot
+// block a replay forever.
+func (m matcher) decode(where string, data []byte) (*Event, bool) {
+	if len(data) == 0 {
+		return nil, false
+	}
+	var e Event
+	if err := json.Unmarshal(data, &e); err != nil {
+		m.log.Warn("events: passing over an entry that is not an event", "where", where, "error", err.Error())
+		return nil, false
+	}
+	if e.Type != TypeBreakerRejected || e.Route != m.route {
+		return nil, false
+	}
+	return &e, true
+}
