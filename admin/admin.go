@@ -217,7 +217,14 @@ func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, status{Status: "unavailable", Detail: err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, status{Status: "ok"})
+	// A backend may be ready and still have something to say: an events
+	// sink that is down while events wait in the spool does not stop the
+	// gateway from serving, but an operator should see it.
+	st := status{Status: "ok"}
+	if d, ok := h.b.(interface{ Degraded() string }); ok {
+		st.Detail = d.Degraded()
+	}
+	writeJSON(w, http.StatusOK, st)
 }
 
 func (h *handler) config(w http.ResponseWriter, r *http.Request) {

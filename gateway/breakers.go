@@ -76,13 +76,24 @@ func sameBreaker(a, b config.Breaker) bool {
 }
 
 // refuse answers a request the open breaker turns away: the route's
-// fallback, with Retry-After until the next trial when there is one.
-func (g *Gateway) refuse(w http.ResponseWriter, rte *route, rid string, err error) outcome {
+// fallback, with Retry-After until the next trial when there is one, and
+// with fallback.record, "recorded" saying whether its event is durable.
+func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, rt *runtime, rte *route, rid, path, host string, err error) outcome {
 	var oe *breaker.OpenError
 	if errors.As(err, &oe) && !oe.Forced && oe.RetryAfter > 0 {
 		setRetryAfter(w.Header(), oe.RetryAfter)
 	}
-	return answerWith(w, rte.fallback, rid)
+	if !rte.record {
+		return answerWith(w, rte.fallback, rid)
+	}
+	client, _ := rt.ips.Client(r.RemoteAddr, r.Header["X-Forwarded-For"])
+	x := exchange{r: r, route: rte.id, path: path, host: host, clientIP: rt.ips.Key(client)}
+	extra := `,"recorded":false`
+	if g.recordRefused(rt, rte, r, &x, rid) {
+		extra = `,"recorded":true`
+	}
+	rte.fallback.write(w, rid, extra)
+	return outcome{status: rte.fallback.status, written: true}
 }
 
 // BreakerStatus is one route's breaker as the admin API shows it.

@@ -43,6 +43,7 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 		samplers:    map[string]*sampler{},
 		transports:  map[string]*http.Transport{},
 		breakers:    map[string]*routeBreaker{},
+		reg:         o.Registerer,
 		local:       memory.New(memory.Options{MaxKeys: cfg.Store.Memory.MaxKeys}),
 	}
 	rt, err := g.build(cfg, nil)
@@ -129,7 +130,12 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 		if r.breaker, err = g.breakerFor(rc); err != nil {
 			return nil, err
 		}
+		r.record = rc.Fallback.Record
 		rt.routes = append(rt.routes, r)
+	}
+	// Last, because a new recorder may have to close the running one.
+	if rt.recorder, err = g.recorderFor(cfg); err != nil {
+		return nil, err
 	}
 	return rt, nil
 }
@@ -300,6 +306,11 @@ func (g *Gateway) Close() error {
 	for _, t := range g.transports {
 		t.CloseIdleConnections()
 	}
+	g.mu.Lock()
+	if g.recorder != nil {
+		g.recorder.Close()
+	}
+	g.mu.Unlock()
 	return g.local.Close()
 }
 

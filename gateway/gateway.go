@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"context"
+
 	"errors"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/breaker"
 	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/events"
 	"github.com/floodgate-gw/floodgate/gateway/clientip"
 	"github.com/floodgate-gw/floodgate/gateway/pathclean"
 	"github.com/floodgate-gw/floodgate/limit"
@@ -34,6 +37,11 @@ type Gateway struct {
 	samplers   map[string]*sampler // by route and limit, kept across reloads
 	transports map[string]*http.Transport
 	breakers   map[string]*routeBreaker // by route, kept across reloads
+	reg        prometheus.Registerer
+
+	recorder      *events.Recorder // nil: no sink
+	recorderCfg   config.Events
+	recorderStore config.Store
 
 	reloadMu  sync.Mutex
 	stop      chan struct{}
@@ -43,12 +51,13 @@ type Gateway struct {
 
 // runtime is one configuration, built and ready to serve.
 type runtime struct {
-	cfg    *config.Config
-	routes []*route
-	store  limit.Store   // the memory store is g.local; a Redis one is closed when a reload replaces it
-	local  *memory.Store // decides on_error: local
-	share  func() float64
-	ips    *clientip.Resolver
+	cfg      *config.Config
+	routes   []*route
+	recorder *events.Recorder // nil: events are not recorded
+	store    limit.Store      // the memory store is g.local; a Redis one is closed when a reload replaces it
+	local    *memory.Store    // decides on_error: local
+	share    func() float64
+	ips      *clientip.Resolver
 
 	ridHeader string // canonical
 	maxBody   int64
@@ -113,7 +122,7 @@ func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *runtime
 	if rte.breaker != nil {
 		var err error
 		if done, err = rte.breaker.b.Allow(time.Now()); err != nil {
-			return g.refuse(w, rte, rid, err)
+			return g.refuse(w, r, rt, rte, rid, path, host, err)
 		}
 	}
 	o := g.limitAndForward(w, r, rt, rte, rid, path, host)
@@ -154,6 +163,7 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 		}
 		return answerWith(w, rt.limiterUnavailable, rid)
 	}
+	g.audit(rt, rte, r, &x, rid, &v)
 	if v.reject != nil {
 		v.setHeaders(w.Header())
 		if v.reason >= 0 {

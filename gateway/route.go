@@ -16,6 +16,7 @@ type route struct {
 	limits   []*limitSpec
 	fallback *answer
 	breaker  *routeBreaker // nil: none
+	record   bool          // fallback.record: write an event per refusal
 	metrics  *routeMetrics
 }
 

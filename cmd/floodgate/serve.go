@@ -249,6 +249,8 @@ func (b adminBackend) ForceBreaker(route, state string) error {
 	return b.s.gw.ForceBreaker(route, state)
 }
 
+func (b adminBackend) Degraded() string { return b.s.gw.Degraded() }
+
 func (b adminBackend) Ready(ctx context.Context) error {
 	if b.s.draining.Load() {
 		return errors.New("shutting down")

@@ -1,0 +1,113 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"reflect"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/events"
+)
+
+// recorderFor returns the events recorder for cfg, the running one when
+// the events and store settings it was built from are unchanged: its spool
+// holds a lock, and its queue may hold events still to be written.
+func (g *Gateway) recorderFor(cfg *config.Config) (*events.Recorder, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.recorder != nil && reflect.DeepEqual(g.recorderCfg, cfg.Events) && sameStore(g.recorderStore, cfg.Store) {
+		return g.recorder, nil
+	}
+	if g.recorder != nil {
+		// Requests still running on the old runtime find it closed and
+		// answer "recorded": false, which is the truth.
+		g.recorder.Close()
+		g.recorder = nil
+	}
+	if cfg.Events.Sink == config.SinkNone || cfg.Events.Sink == "" {
+		return nil, nil
+	}
+	o := events.StoreOptions(cfg.Store)
+	o.Logger, o.Registerer = g.log, g.reg
+	r, err := events.NewRecorder(cfg.Events, o)
+	if err != nil {
+		return nil, err
+	}
+	g.recorder, g.recorderCfg, g.recorderStore = r, cfg.Events, cfg.Store
+	return r, nil
+}
+
+// recordRefused writes the event of a request the open breaker turned away
+// (SPEC §7) and reports whether it is durable.
+func (g *Gateway) recordRefused(rt *runtime, rte *route, r *http.Request, x *exchange, rid string) bool {
+	if rt.recorder == nil {
+		return false
+	}
+	ev := g.newEvent(rt, rte, r, x, rid, events.TypeBreakerRejected)
+	if r.Body != nil && r.Body != http.NoBody {
+		ev.Body, ev.Truncated, _ = events.CaptureBody(r.Body, rt.cfg.Events.MaxBody)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 200*time.Millisecond)
+	defer cancel()
+	return rt.recorder.Record(ctx, ev)
+}
+
+// audit records a rate-limit decision when events.audit asks for it. It
+// does not wait for the event to be durable: no answer depends on it.
+func (g *Gateway) audit(rt *runtime, rte *route, r *http.Request, x *exchange, rid string, v *verdict) {
+	if rt.recorder == nil || len(v.res.Decisions) == 0 {
+		return
+	}
+	switch rt.cfg.Events.Audit {
+	case config.AuditAll:
+	case config.AuditRejected:
+		if v.reject == nil {
+			return
+		}
+	default:
+		return
+	}
+	typ, lim := events.TypeAdmitted, ""
+	if v.reject != nil {
+		typ = events.TypeRateLimited
+		if v.reason >= 0 {
+			lim = v.specs[v.reason].name
+		}
+	}
+	ev := g.newEvent(rt, rte, r, x, rid, typ)
+	ev.Limit = lim
+	go rt.recorder.Record(context.Background(), ev)
+}
+
+func (g *Gateway) newEvent(rt *runtime, rte *route, r *http.Request, x *exchange, rid, typ string) *events.Event {
+	ev := &events.Event{
+		Type: typ, Route: rte.id, RequestID: rid,
+		Method: r.Method, Path: x.path, Query: r.URL.RawQuery,
+		Headers: events.KeepHeaders(r.Header, rt.cfg.Events.Headers),
+		Keys:    map[string][]string{},
+	}
+	// The key values of the route's limits, so that a replay or an
+	// analysis knows whose request it was.
+	for _, l := range rte.limits {
+		_, values, ok := x.resolve(l.key, false, nil)
+		if !ok && len(l.fallback) > 0 {
+			_, values, ok = x.resolve(l.fallback, true, nil)
+		}
+		if ok {
+			ev.Keys[l.name] = values
+		}
+	}
+	return ev
+}
+
+// Degraded says what works less well than configured while the gateway
+// still serves: for now, an events sink that is down ("" when all is well).
+func (g *Gateway) Degraded() string {
+	if rec := g.rt.Load().recorder; rec != nil {
+		if err := rec.Ready(); err != nil {
+			return err.Error()
+		}
+	}
+	return ""
+}

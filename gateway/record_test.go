@@ -1,0 +1,104 @@
+package gateway
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRecordRefused(t *testing.T) {
+	up := newBackend(t, nil)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "events.jsonl")
+	h := newHarness(t, `
+admin: {listen: ""}
+events:
+  sink: file
+  file: {path: "`+file+`"}
+  max_body: 8
+  headers: [X-User-Id]
+  audit: rejected
+routes:
+  - id: coupon
+    match: {path: /coupon}
+    upstream: {targets: ["{{UP}}"]}
+    limits: [{name: user, key: ["header:X-User-Id"], rate: 1/min}]
+    breaker: {enabled: true}
+    fallback: {record: true, message: "Busy; your entry is recorded"}
+`, up)
+	drain(h.do("POST", "/coupon?x=1", map[string]string{"X-User-Id": "u1"}, nil))
+	answerOf(t, h.do("POST", "/coupon", map[string]string{"X-User-Id": "u1"}, nil), 429, "rate_limited")
+	if err := h.gw.ForceBreaker("coupon", "open"); err != nil {
+		t.Fatal(err)
+	}
+	m := answerOf(t, h.do("POST", "/coupon?x=1", map[string]string{"X-User-Id": "u2", "Cookie": "secret"}, strings.NewReader("0123456789")), 503, "service_unavailable")
+	if m["recorded"] != true {
+		t.Fatalf("answer %v: want recorded true once the event is durable", m)
+	}
+	var lines []map[string]any
+	deadline := time.Now().Add(3 * time.Second)
+	for len(lines) < 2 && time.Now().Before(deadline) {
+		data, _ := os.ReadFile(file)
+		lines = nil
+		for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			var ev map[string]any
+			if json.Unmarshal([]byte(l), &ev) == nil {
+				lines = append(lines, ev)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(lines) != 2 {
+		t.Fatalf("%d events in the file, want the audit one and the breaker one", len(lines))
+	}
+	audit, ev := lines[0], lines[1]
+	if audit["type"] != "rate_limited" || audit["limit"] != "user" {
+		t.Errorf("audit event %v", audit)
+	}
+	if ev["type"] != "breaker_rejected" || ev["route"] != "coupon" || ev["path"] != "/coupon" || ev["query"] != "x=1" || ev["truncated"] != true {
+		t.Errorf("breaker event %v", ev)
+	}
+	if hdr, _ := json.Marshal(ev["headers"]); !strings.Contains(string(hdr), "u2") || strings.Contains(string(hdr), "secret") {
+		t.Errorf("headers %s: only the configured ones are kept", hdr)
+	}
+	if keys, _ := json.Marshal(ev["keys"]); !strings.Contains(string(keys), `"user":["u2"]`) {
+		t.Errorf("keys %s", keys)
+	}
+}
+
+// TestRecordWhileSinkDown: a sink that does not answer leaves the gateway
+// serving; events wait in the spool, "recorded" is still true (the spool is
+// durable), and Degraded says why.
+func TestRecordWhileSinkDown(t *testing.T) {
+	up := newBackend(t, nil)
+	h := newHarness(t, `
+admin: {listen: ""}
+events:
+  sink: redis
+  redis: {addrs: ["no-such-host.invalid:6379"], stream: "fg:events"}
+  spool_dir: "`+t.TempDir()+`"
+routes:
+  - id: coupon
+    match: {path: /coupon}
+    upstream: {targets: ["{{UP}}"]}
+    breaker: {enabled: true}
+    fallback: {record: true}
+`, up)
+	if err := h.gw.ForceBreaker("coupon", "open"); err != nil {
+		t.Fatal(err)
+	}
+	m := answerOf(t, h.do("GET", "/coupon", nil, nil), 503, "service_unavailable")
+	if m["recorded"] != true {
+		t.Fatalf("answer %v: the spool accepted the event", m)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for h.gw.Degraded() == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("Degraded says nothing while the sink is unreachable")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
