@@ -210,6 +210,7 @@ func testConcurrency(t *testing.T, h *Harness) {
 
 func inFlight(t *testing.T, h *Harness, l limit.Limit, want int64) {
 	t.Helper()
+	h.hold()
 	s, err := h.Store.Peek(context.Background(), h.Now(), l.Rule, l.Key)
 	if err != nil {
 		t.Fatal(err)
@@ -345,6 +346,7 @@ func testHits(t *testing.T, h *Harness) {
 
 func peek(t *testing.T, h *Harness, r *limit.Rule, k limit.Key) limit.State {
 	t.Helper()
+	h.hold()
 	s, err := h.Store.Peek(context.Background(), h.Now(), r, k)
 	if err != nil {
 		t.Fatal(err)
