@@ -57,7 +57,7 @@ type harness struct {
 	gw  *Gateway
 	srv *httptest.Server
 	reg *prometheus.Registry
-	log *strings.Builder
+	log *syncWriter
 }
 
 type syncWriter struct {
@@ -71,6 +71,12 @@ func (w *syncWriter) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
 // newHarness parses yaml, with every {{UP}} replaced by the backend's URL.
 func newHarness(t *testing.T, yaml string, up *backend) *harness {
 	t.Helper()
@@ -81,8 +87,8 @@ func newHarness(t *testing.T, yaml string, up *backend) *harness {
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	h := &harness{t: t, reg: prometheus.NewRegistry(), log: &strings.Builder{}}
-	logger := slog.New(slog.NewJSONHandler(&syncWriter{b: h.log}, nil))
+	h := &harness{t: t, reg: prometheus.NewRegistry(), log: &syncWriter{b: &strings.Builder{}}}
+	logger := slog.New(slog.NewJSONHandler(h.log, nil))
 	h.gw, err = New(cfg, Options{Logger: logger, Registerer: h.reg})
 	if err != nil {
 		t.Fatal(err)
