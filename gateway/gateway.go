@@ -156,7 +156,10 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 	}
 
 	ctx := r.Context()
-	v, err := g.decide(ctx, rt, rte, &x, rid)
+	// The lease id is the gateway's own: a request id may come from the
+	// client, and two requests sharing one would share one lease, letting
+	// a client past a concurrency limit.
+	v, err := g.decide(ctx, rt, rte, &x, g.ids.next())
 	if err != nil {
 		if !errors.Is(err, errStoreDenied) {
 			g.log.Error("limit step failed", "request_id", rid, "route", rte.id, "error", err.Error())
@@ -172,7 +175,7 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 		return answerWith(w, v.reject, rid)
 	}
 	if len(v.leases) > 0 {
-		stop := g.holdLeases(v.store, rid, v.leases)
+		stop := g.holdLeases(v.store, v.lease, v.leases)
 		defer stop()
 	}
 	if d := v.res.Delay; d > 0 {

@@ -236,14 +236,16 @@ routes:
     limits:
       - {name: inflight, key: [route], algorithm: concurrency, limit: 2}
 `, up)
+	// The two requests share a request id: they must not share a lease.
+	same := map[string]string{"X-Request-Id": "same-id"}
 	var wg sync.WaitGroup
 	for range 2 {
-		wg.Go(func() { drain(h.do("GET", "/api", nil, nil)) })
+		wg.Go(func() { drain(h.do("GET", "/api", same, nil)) })
 	}
 	for inside.Load() < 2 {
 		time.Sleep(time.Millisecond)
 	}
-	resp := h.do("GET", "/api", nil, nil)
+	resp := h.do("GET", "/api", same, nil)
 	if resp.Header.Get("RateLimit-Policy") != "" {
 		t.Error("a concurrency limit appeared in rate-limit headers")
 	}

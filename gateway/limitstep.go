@@ -82,13 +82,14 @@ type verdict struct {
 	reason  int        // index of the limit that gave the status, or -1
 	leases  []limit.Limit
 	store   limit.Store // where the leases are held
+	lease   string      // the id the leases are held under
 	missing bool
 }
 
 // decide runs the limit step of one request: every limit that applies,
 // global ones first, decided together in one store call.
 func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchange, lease string) (verdict, error) {
-	v := verdict{reason: -1}
+	v := verdict{reason: -1, lease: lease}
 	n := len(rte.limits)
 	if n == 0 {
 		return v, nil
@@ -179,11 +180,22 @@ func (g *Gateway) releaseUnknown(store limit.Store, req *limit.Request) {
 		return
 	}
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		store.Release(ctx, req.Lease, leases...)
+		// Once now, and once more later for a script that Redis ran after
+		// the release (it was stuck behind a pause or a slow command, or on
+		// a connection the release overtook). A script later still holds
+		// its lease until the lease expires.
+		for _, wait := range []time.Duration{0, lateRelease} {
+			time.Sleep(wait)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			store.Release(ctx, req.Lease, leases...)
+			cancel()
+		}
 	}()
 }
+
+// lateRelease is how long after a failed decision its leases are released
+// a second time.
+const lateRelease = time.Second
 
 // errStoreDenied makes a request fail with 503 limiter_unavailable.
 var errStoreDenied = errors.New("store unavailable and on_error is deny")
