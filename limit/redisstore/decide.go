@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -21,21 +22,20 @@ var decideSource string
 // so sending it again cannot count a request twice.
 var decideScript = rueidis.NewLuaScript(decideSource)
 
-// The ARGV layout of decide.lua: base global arguments, then stride per limit.
-const (
-	base   = 4
-	stride = 8
-)
+// base is the number of decide.lua's global arguments; the arguments of
+// each limit follow them (doc.go).
+const base = 4
 
 // ruleArgs are a rule's arguments to decide.lua, formatted once per rule
 // and cached on the rule (limit.Rule.Ext) so that a decision formats only
 // what changes from call to call.
 type ruleArgs struct {
-	static [6]string // algorithm, shadow, n, window or lease ttl, tokens per µs, queue
-	n      int64
-	cost   int64
-	costS  string
-	zone   bool // fixed window aligned on a Location's day or hour: its offset is per call
+	head  [4]string // algorithm, shadow, n, window or lease ttl
+	tail  []string  // after the cost: tokens per µs and queue (token bucket)
+	n     int64
+	cost  int64
+	costS string
+	zone  bool // fixed window aligned on a Location's day or hour: its offset is per call
 }
 
 // owner is the key of this package's values in limit.Rule.Ext. The
@@ -47,14 +47,16 @@ func argsOf(r *limit.Rule) *ruleArgs { return r.Ext(owner{}, buildArgs).(*ruleAr
 func buildArgs(r *limit.Rule) any {
 	n, window, cost, queue, lease := r.Params()
 	a := &ruleArgs{n: n, cost: cost, costS: strconv.FormatInt(cost, 10)}
-	alg, w, per := "", window, "0"
+	alg, w := "", window
 	switch r.Algorithm {
 	case limit.FixedWindow:
-		alg = "f"
-		if r.Align == limit.AlignFirst {
+		switch {
+		case r.Align == limit.AlignFirst:
 			alg = "F"
-		} else {
-			a.zone = r.Location != nil && r.Location != time.UTC
+		case r.Location != nil && r.Location != time.UTC:
+			alg, a.zone = "z", true
+		default:
+			alg = "f"
 		}
 	case limit.SlidingWindow:
 		alg = "s"
@@ -62,7 +64,8 @@ func buildArgs(r *limit.Rule) any {
 		alg = "t"
 		// The same expression as the rule's own rate, printed so that
 		// Lua reads back the same double.
-		per = strconv.FormatFloat(float64(r.Rate.Count)/float64(window), 'g', -1, 64)
+		per := strconv.FormatFloat(float64(r.Rate.Count)/float64(window), 'g', -1, 64)
+		a.tail = []string{per, strconv.FormatInt(queue, 10)}
 	case limit.Concurrency:
 		alg, w = "c", lease
 	}
@@ -70,7 +73,7 @@ func buildArgs(r *limit.Rule) any {
 	if r.Shadow {
 		shadow = "1"
 	}
-	a.static = [6]string{alg, shadow, strconv.FormatInt(n, 10), strconv.FormatInt(w, 10), per, strconv.FormatInt(queue, 10)}
+	a.head = [4]string{alg, shadow, strconv.FormatInt(n, 10), strconv.FormatInt(w, 10)}
 	return a
 }
 
@@ -87,12 +90,11 @@ func (a *ruleArgs) appendTo(args []string, r *limit.Rule, hits int64, now time.T
 		}
 		cost = strconv.FormatInt(c, 10)
 	}
-	zone := "0"
+	args = append(append(args, a.head[:]...), cost)
 	if a.zone {
-		zone = strconv.FormatInt(r.ZoneOffset(now), 10)
+		return append(args, strconv.FormatInt(r.ZoneOffset(now), 10))
 	}
-	args = append(args, a.static[:]...)
-	return append(args, cost, zone)
+	return append(args, a.tail...)
 }
 
 func (s *Store) offsetArg() string {
@@ -100,6 +102,62 @@ func (s *Store) offsetArg() string {
 		return strconv.FormatInt(v, 10)
 	}
 	return "0"
+}
+
+// scriptCall is the keys and arguments of one decide.lua call. They are
+// pooled: rueidis copies both into its command, so they are free again
+// once the command is built.
+type scriptCall struct{ keys, args []string }
+
+var calls = sync.Pool{New: func() any { return new(scriptCall) }}
+
+// decideCall fills c with the script's keys and arguments for req.
+func (s *Store) decideCall(c *scriptCall, req *limit.Request) {
+	c.keys, c.args = c.keys[:0], append(c.args[:0], "d", s.offsetArg(), "", req.Lease)
+	fixed, sliding := true, false
+	for _, l := range req.Limits {
+		c.keys = append(c.keys, limit.StoredKey(s.prefix, l.Rule, l.Key))
+		c.args = argsOf(l.Rule).appendTo(c.args, l.Rule, req.Hits, req.Now)
+		fixed = fixed && l.Rule.Algorithm == limit.FixedWindow
+		sliding = sliding || l.Rule.Algorithm == limit.SlidingWindow
+	}
+	if sliding {
+		c.args[2] = s.token + strconv.FormatUint(s.seq.Add(1), 36)
+	}
+	// Mode d spares the script the work that only other requests need.
+	if !fixed || repeats(c.keys) {
+		c.args[0] = "D"
+	}
+}
+
+// repeats reports whether a key appears more than once. Requests have few
+// limits, so comparing every pair costs less than a map.
+func repeats(keys []string) bool {
+	if len(keys) > 16 {
+		seen := make(map[string]bool, len(keys))
+		for _, k := range keys {
+			if seen[k] {
+				return true
+			}
+			seen[k] = true
+		}
+		return false
+	}
+	for i, k := range keys {
+		for _, o := range keys[:i] {
+			if k == o {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// put returns c to the pool, without the strings it points to.
+func (c *scriptCall) put() {
+	clear(c.keys)
+	clear(c.args)
+	calls.Put(c)
 }
 
 // Decide implements limit.Store with one script call for every limit of
@@ -118,25 +176,16 @@ func (s *Store) Decide(ctx context.Context, req *limit.Request) (limit.Result, e
 	if err != nil {
 		return limit.Result{}, err
 	}
-	keys := make([]string, n)
-	args := make([]string, base, base+stride*n)
-	args[0], args[1], args[3] = "d", s.offsetArg(), req.Lease
-	sliding := false
-	for i, l := range req.Limits {
-		keys[i] = limit.StoredKey(s.prefix, l.Rule, l.Key)
-		args = argsOf(l.Rule).appendTo(args, l.Rule, req.Hits, req.Now)
-		sliding = sliding || l.Rule.Algorithm == limit.SlidingWindow
-	}
-	if sliding {
-		args[2] = s.token + strconv.FormatUint(s.seq.Add(1), 36)
-	}
+	sc := calls.Get().(*scriptCall)
+	s.decideCall(sc, req)
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	v, err := decideScript.Exec(ctx, c, keys, args).ToArray()
+	v, err := decideScript.Exec(ctx, c, sc.keys, sc.args).ToArray()
+	sc.put()
 	if err != nil {
 		return limit.Result{}, unavailable("decide", err)
 	}
-	if len(v) != 3+5*n {
+	if len(v) != 1+3*n {
 		return limit.Result{}, unavailable("decide", fmt.Errorf("script returned %d values for %d limits", len(v), n))
 	}
 	var bad error
@@ -148,24 +197,29 @@ func (s *Store) Decide(ctx context.Context, req *limit.Request) (limit.Result, e
 		return x
 	}
 	res := limit.Result{
-		Allowed:   num(2) == 1,
+		Allowed:   true,
 		Decisions: make([]limit.Decision, n),
-		Time:      time.UnixMicro(num(0)*1e6 + num(1)),
+		Time:      time.UnixMicro(num(0)),
 	}
 	for i, l := range req.Limits {
-		o := 3 + 5*i
+		o := 1 + 3*i
+		// The third number is the delay of a limit that admits the
+		// request, and -1 - retry after of one that rejects it.
+		x := num(o + 2)
 		d := limit.Decision{
 			Rule:       l.Rule,
 			Key:        l.Key,
-			Allowed:    num(o) == 1,
+			Allowed:    x >= 0,
 			Limit:      argsOf(l.Rule).n,
-			Remaining:  num(o + 1),
-			ResetAfter: us(num(o + 2)),
-			RetryAfter: us(num(o + 3)),
-			Delay:      us(num(o + 4)),
+			Remaining:  num(o),
+			ResetAfter: us(num(o + 1)),
 		}
-		if res.Allowed && d.Allowed {
+		if d.Allowed {
+			d.Delay = us(x)
 			res.Delay = max(res.Delay, d.Delay)
+		} else {
+			d.RetryAfter = us(-1 - x)
+			res.Allowed = res.Allowed && l.Rule.Shadow
 		}
 		res.Decisions[i] = d
 	}
@@ -173,6 +227,31 @@ func (s *Store) Decide(ctx context.Context, req *limit.Request) (limit.Result, e
 		return limit.Result{}, unavailable("decide", bad)
 	}
 	return res, nil
+}
+
+// DecideCommand returns the command that Decide sends Redis for req:
+// EVALSHA, the script's SHA-1, the number of keys, the keys and the
+// arguments. It loads the script into the store's Redis first, so that the
+// command can be replayed there as it is (redis-cli, redis-benchmark) to
+// measure or debug the script with exactly the store's arguments.
+func (s *Store) DecideCommand(ctx context.Context, req *limit.Request) ([]string, error) {
+	if err := limit.ValidateRequest(req); err != nil {
+		return nil, err
+	}
+	c, err := s.get("decide")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	sha, err := c.Do(ctx, c.B().ScriptLoad().Script(decideSource).Build()).ToString()
+	if err != nil {
+		return nil, unavailable("decide", err)
+	}
+	var sc scriptCall
+	s.decideCall(&sc, req)
+	cmd := append([]string{"EVALSHA", sha, strconv.Itoa(len(sc.keys))}, sc.keys...)
+	return append(cmd, sc.args...), nil
 }
 
 // Peek implements limit.Store. It runs decide.lua in its read mode, which
@@ -186,25 +265,23 @@ func (s *Store) Peek(ctx context.Context, now time.Time, r *limit.Rule, k limit.
 		return limit.State{}, err
 	}
 	a := argsOf(r)
-	args := make([]string, base, base+stride)
-	args[0], args[1] = "p", s.offsetArg()
-	args = a.appendTo(args, r, 1, now)
+	args := a.appendTo(append(make([]string, 0, base+7), "p", s.offsetArg(), "", ""), r, 1, now)
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	v, err := decideScript.Exec(ctx, c, []string{limit.StoredKey(s.prefix, r, k)}, args).AsIntSlice()
 	if err != nil {
 		return limit.State{}, unavailable("peek", err)
 	}
-	if len(v) != 5 {
+	if len(v) != 4 {
 		return limit.State{}, unavailable("peek", fmt.Errorf("script returned %d values", len(v)))
 	}
 	return limit.State{
 		Algorithm:  r.Algorithm,
 		Limit:      a.n,
 		Window:     r.Window(),
-		Remaining:  v[2],
-		ResetAfter: us(v[3]),
-		InFlight:   v[4],
+		Remaining:  v[1],
+		ResetAfter: us(v[2]),
+		InFlight:   v[3],
 	}, nil
 }
 

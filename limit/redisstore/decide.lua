@@ -1,271 +1,348 @@
 -- decide.lua: the four algorithms of limit/algorithm.go, on Redis state.
 --
 -- KEYS[i] is the state of limit i. ARGV (layout in doc.go):
---   1 mode: "d" decides every limit, "p" peeks at the one limit
+--   1 mode: "d" decides every limit of a request whose limits are all
+--     fixed windows on distinct keys, "D" of any other request, "p" peeks
+--     at the one limit
 --   2 clock offset, µs, added to TIME (0 outside tests)
 --   3 token: makes sliding-window log members unique per decision
 --   4 lease id of concurrency limits
---   then 8 per limit: algorithm, shadow, n, window|lease ttl, tokens per µs,
---   queue, cost, zone offset
+--   then per limit: algorithm, shadow, n, window|lease ttl, cost, and
+--   after them the zone offset (algorithm z) or tokens per µs and queue (t)
+--
+-- Redis runs one script at a time, so the CPU time of this one, which runs
+-- for every request, bounds how many requests a Redis can decide. Fixed
+-- windows, the limits most requests meet, take the shortest path: each is
+-- one string, "start:count", all of them read by one MGET and each written
+-- by one SET, and nothing is converted, made or grown that their answer
+-- does not need.
 --
 -- Numbers are Lua doubles. Every time here is an integer number of µs below
 -- 2^53, so it is exact; big numbers go to redis.call as numbers (Redis
--- prints them exactly) and never through tostring (%.14g).
+-- prints them exactly) or into strings with %d, never through tostring
+-- (%.14g).
+
+local find, sub, format = string.find, string.sub, string.format
+local ceil, floor, fmod, max, min = math.ceil, math.floor, math.fmod, math.max, math.min
 
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2]) + tonumber(ARGV[2])
-local EPS = 1e-9 -- limit.tokenEpsilon
-local BASE, STRIDE = 4, 8
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+if ARGV[2] ~= '0' then now = now + tonumber(ARGV[2]) end
 
--- A key's PEXPIRE for state that matters for us more µs; Redis takes
--- whole milliseconds, and 0 would delete the key.
-local function ms(us)
-  local m = math.ceil(us / 1000)
+-- px is the PX of a key for state that matters for us more µs: whole
+-- milliseconds, at least 1 (0 would be an error), formatted here because
+-- %d costs less than Redis printing a Lua number with %.17g.
+local function px(us)
+  local m = ceil(us / 1000)
   if m < 1 then m = 1 end
-  return m
+  return format('%d', m)
 end
 
--- fill is how long a bucket holding tokens takes to be full, in µs.
-local function fill(n, per, tokens)
-  local missing = n - tokens
-  if missing <= EPS then return 0 end
-  return math.ceil(missing / per)
-end
-
--- window returns the current fixed window's start, its count, and whether
--- the stored window is the current one.
-local function window(key, first, w, off)
-  local h = redis.call('HMGET', key, 's', 'c')
-  local s, c = tonumber(h[1]), tonumber(h[2])
-  if first then
+-- fixed returns the current fixed window's start and count, and whether
+-- the stored window is the current one. v is the key's value as MGET reads
+-- it: "start:count", or false. MGET reads a key of another type as false
+-- where GET would fail, so a key left as a hash by an older version of
+-- this script is no window, and the SET of the next admission replaces it.
+local function fixed(v, alg, w, j)
+  local s, c
+  if v then
+    local p = find(v, ':', 1, true)
+    if p then s, c = tonumber(sub(v, 1, p - 1)), tonumber(sub(v, p + 1)) end
+  end
+  if alg == 'F' then
     if s and c and s + w > now then return s, c, true end
     return now, 0, false
   end
+  local off = 0
+  if alg == 'z' then off = tonumber(ARGV[j + 5]) end
   -- fmod is exact where a floor of a quotient could round up.
   local x = now + off
-  local m = math.fmod(x, w)
+  local m = fmod(x, w)
   if m < 0 then m = m + w end
   local start = x - m - off
   if c and s == start then return start, c, true end
   return start, 0, false
 end
 
--- bucket returns the tokens at now and the time they are counted at. The
--- stored state is live until the bucket would be full again; a clock that
--- stepped back refills nothing and does not move the bucket's time back,
--- or the next refill would count the same time twice.
-local function bucket(key, n, per)
-  local h = redis.call('HMGET', key, 't', 'ts')
-  local tk, ts = tonumber(h[1]), tonumber(h[2])
-  if tk and ts and ts + math.max(fill(n, per, tk), 1) > now then
-    local el = now - ts
-    if el < 0 then el = 0 end
-    return math.min(n, tk + el * per), math.max(ts, now)
+-- The helpers of the other algorithms are made only for the requests that
+-- may need them (not mode d): every closure made costs every call.
+local EPS = 1e-9 -- limit.tokenEpsilon
+local fill, bucket, logged, leases, score
+if ARGV[1] ~= 'd' then
+  -- fill is how long a bucket holding tokens takes to be full, in µs.
+  function fill(n, per, tokens)
+    local missing = n - tokens
+    if missing <= EPS then return 0 end
+    return ceil(missing / per)
   end
-  return n, now
+
+  -- bucket returns the tokens at now and the time they are counted at.
+  -- The stored state is live until the bucket would be full again; a
+  -- clock that stepped back refills nothing and does not move the
+  -- bucket's time back, or the next refill would count the same time
+  -- twice.
+  function bucket(key, n, per)
+    local h = redis.call('HMGET', key, 't', 'ts')
+    local tk, ts = tonumber(h[1]), tonumber(h[2])
+    if tk and ts and ts + max(fill(n, per, tk), 1) > now then
+      local el = now - ts
+      if el < 0 then el = 0 end
+      return min(n, tk + el * per), max(ts, now)
+    end
+    return n, now
+  end
+
+  -- Admissions at or before now - w have left the sliding window, and
+  -- leases at or before now have expired: removing them is the only write
+  -- a rejected request makes.
+  function logged(key, w)
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now - w)
+    return redis.call('ZCARD', key)
+  end
+
+  function leases(key)
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+    return redis.call('ZCARD', key)
+  end
+
+  -- score of the entry at rank k (0 is the oldest, -1 the newest)
+  function score(key, k)
+    return tonumber(redis.call('ZRANGE', key, k, k, 'WITHSCORES')[2])
+  end
 end
 
--- Admissions at or before now - w have left the sliding window, and leases
--- at or before now have expired: removing them is the only write a
--- rejected request makes.
-local function logged(key, w)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - w)
-  return redis.call('ZCARD', key)
-end
-
-local function leases(key)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
-  return redis.call('ZCARD', key)
-end
-
--- score of the entry at rank k (0 is the oldest, -1 the newest)
-local function score(key, k)
-  return tonumber(redis.call('ZRANGE', key, k, k, 'WITHSCORES')[2])
-end
-
-local sec = math.floor(now / 1000000)
-local usec = now - sec * 1000000
+local nk = #KEYS
 
 if ARGV[1] == 'p' then
-  local key, j = KEYS[1], BASE
-  local alg = ARGV[j + 1]
-  local n, w = tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4])
+  local key, alg = KEYS[1], ARGV[5]
+  local n, w = tonumber(ARGV[7]), tonumber(ARGV[8])
   local rem, reset, inflight = 0, 0, 0
-  if alg == 'f' or alg == 'F' then
-    local start, cur, live = window(key, alg == 'F', w, tonumber(ARGV[j + 8]))
+  if alg == 'f' or alg == 'F' or alg == 'z' then
+    local start, cur, live = fixed(redis.call('MGET', key)[1], alg, w, 5)
     rem = n - cur
-    if alg == 'f' or live then reset = start + w - now end
+    if alg ~= 'F' or live then reset = start + w - now end
   elseif alg == 's' then
     local count = logged(key, w)
-    rem = math.max(n - count, 0)
+    rem = max(n - count, 0)
     if count > 0 then reset = score(key, 0) + w - now end
   elseif alg == 't' then
-    local per = tonumber(ARGV[j + 5])
+    local per = tonumber(ARGV[10])
     local tokens = bucket(key, n, per)
-    rem = math.floor(math.max(tokens, 0) + EPS)
+    rem = floor(max(tokens, 0) + EPS)
     reset = fill(n, per, tokens)
   else
     inflight = leases(key)
-    rem = math.max(n - inflight, 0)
+    rem = max(n - inflight, 0)
   end
-  return {sec, usec, rem, reset, inflight}
+  return {now, rem, reset, inflight}
 end
 
 -- Phase 1 judges every limit and writes nothing but expired state, so that
 -- a request that one limit rejects consumes nothing from the others.
-local out = {sec, usec, 1}
+--
+-- The reply is the time, then three numbers per limit: remaining, reset
+-- after, and the delay if the limit admits the request or -1 - retry after
+-- if it rejects it. st holds two values per limit for phase 2 to write.
+-- Both are made with room for four limits, as many as most requests have,
+-- so that they do not grow while they are filled.
+local out = {now, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+local st = {nil, nil, nil, nil, nil, nil, nil, nil}
+-- idle holds what a limit of another algorithm reads if it admits the
+-- request and another limit rejects it, so that it consumes nothing
+-- (limit.Decision.Unconsumed); fixed windows work it out from their reply.
+local idle
+local fv -- the values of every key, read by one MGET at the first fixed window
 local admit = true
-local ok, sa, sb = {}, {}, {}
--- idleRem[i] and idleReset[i] are what limit i reads if it admits the
--- request and another limit rejects it, so that it consumes nothing here
--- (limit.Decision.Unconsumed).
-local idleRem, idleReset = {}, {}
-for i = 1, #KEYS do
-  local key, j = KEYS[i], BASE + (i - 1) * STRIDE
-  local alg = ARGV[j + 1]
-  local n, w, cost = tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4]), tonumber(ARGV[j + 7])
-  local allowed, rem, reset, retry, delay = false, 0, 0, 0, 0
-  if alg == 'f' or alg == 'F' then
-    local start, cur = window(key, alg == 'F', w, tonumber(ARGV[j + 8]))
-    reset = start + w - now
-    allowed = cur + cost <= n
-    if allowed then
-      rem = n - cur - cost
-      idleRem[i], idleReset[i] = n - cur, reset
-      if alg == 'F' and cur == 0 then idleReset[i] = 0 end
+local j = 5
+for i = 1, nk do
+  local alg = ARGV[j]
+  local n, w, cost = tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), ARGV[j + 4]
+  if cost == '1' then cost = 1 else cost = tonumber(cost) end
+  local o = 3 * i - 1
+  if alg == 'f' or alg == 'F' or alg == 'z' then
+    if not fv then fv = redis.call('MGET', unpack(KEYS)) end
+    local v, start, cur, live = fv[i], 0, 0, false
+    if alg == 'f' then
+      -- fixed(), inline for the most common limit; now is positive.
+      start = now - fmod(now, w)
+      if v then
+        local p = find(v, ':', 1, true)
+        if p and tonumber(sub(v, 1, p - 1)) == start then
+          local c = tonumber(sub(v, p + 1))
+          if c then cur, live = c, true end
+        end
+      end
     else
-      rem = math.max(n - cur, 0)
-      retry = reset
+      start, cur, live = fixed(v, alg, w, j)
+    end
+    local reset = start + w - now
+    if cur + cost <= n then
+      out[o], out[o + 1], out[o + 2] = n - cur - cost, reset, 0
+      -- The value to write and its PX, or false for a window already
+      -- stored: its key has carried the window's end as its expiry since
+      -- the SET that opened the window, and KEEPTTL keeps it.
+      st[2 * i - 1], st[2 * i] = format('%d:%d', start, cur + cost), not live and px(reset)
+    else
+      local retry = reset
       if cost > n then retry = w end
+      out[o], out[o + 1], out[o + 2] = max(n - cur, 0), reset, -1 - retry
+      if ARGV[j + 1] ~= '1' then admit = false end
     end
-    sa[i], sb[i] = start, cur
-  elseif alg == 's' then
-    local count = logged(key, w)
-    allowed = count + cost <= n
-    if allowed then
-      rem = n - count - cost
-      local oldest = now
-      idleRem[i], idleReset[i] = n - count, 0
-      if count > 0 then
-        oldest = score(key, 0)
-        idleReset[i] = oldest + w - now
-      end
-      reset = oldest + w - now
-    else
-      rem = math.max(n - count, 0)
-      if count > 0 then reset = score(key, 0) + w - now end
-      -- The request fits once count+cost-n admissions have left.
-      local k = count + cost - n
-      if k <= count then retry = score(key, k - 1) + w - now else retry = w end
-    end
-    sa[i] = count
-  elseif alg == 't' then
-    local per, queue = tonumber(ARGV[j + 5]), tonumber(ARGV[j + 6])
-    local tokens, ts = bucket(key, n, per)
-    if tokens + EPS >= cost then
-      allowed = true
-    else
-      local wait = math.ceil((cost - tokens) / per)
-      if cost <= n and wait <= queue then
-        allowed = true
-        delay = wait
-      else
-        retry = wait
-        if cost > n then retry = math.ceil(cost / per) end
-      end
-    end
-    local left = tokens
-    if allowed then
-      left = tokens - cost
-      idleRem[i], idleReset[i] = math.floor(math.max(tokens, 0) + EPS), fill(n, per, tokens)
-    end
-    rem = math.floor(math.max(left, 0) + EPS)
-    reset = fill(n, per, left)
-    sa[i], sb[i] = tokens, ts
   else
-    local inflight = leases(key)
-    allowed = inflight + 1 <= n
-    if allowed then
-      rem = n - inflight - 1
-      idleRem[i], idleReset[i] = n - inflight, 0
+    idle = idle or {}
+    local key = KEYS[i]
+    local allowed, rem, reset, retry, delay = false, 0, 0, 0, 0
+    if alg == 's' then
+      local count = logged(key, w)
+      allowed = count + cost <= n
+      if allowed then
+        rem = n - count - cost
+        local oldest = now
+        idle[2 * i - 1], idle[2 * i] = n - count, 0
+        if count > 0 then
+          oldest = score(key, 0)
+          idle[2 * i] = oldest + w - now
+        end
+        reset = oldest + w - now
+      else
+        rem = max(n - count, 0)
+        if count > 0 then reset = score(key, 0) + w - now end
+        -- The request fits once count+cost-n admissions have left.
+        local k = count + cost - n
+        if k <= count then retry = score(key, k - 1) + w - now else retry = w end
+      end
+      st[2 * i - 1] = count
+    elseif alg == 't' then
+      local per, queue = tonumber(ARGV[j + 5]), tonumber(ARGV[j + 6])
+      local tokens, ts = bucket(key, n, per)
+      if tokens + EPS >= cost then
+        allowed = true
+      else
+        local wait = ceil((cost - tokens) / per)
+        if cost <= n and wait <= queue then
+          allowed = true
+          delay = wait
+        else
+          retry = wait
+          if cost > n then retry = ceil(cost / per) end
+        end
+      end
+      local left = tokens
+      if allowed then
+        left = tokens - cost
+        idle[2 * i - 1], idle[2 * i] = floor(max(tokens, 0) + EPS), fill(n, per, tokens)
+      end
+      rem = floor(max(left, 0) + EPS)
+      reset = fill(n, per, left)
+      st[2 * i - 1], st[2 * i] = tokens, ts
     else
-      retry = 1000000
+      local inflight = leases(key)
+      allowed = inflight + 1 <= n
+      if allowed then
+        rem = n - inflight - 1
+        idle[2 * i - 1], idle[2 * i] = n - inflight, 0
+      else
+        retry = 1000000
+      end
+    end
+    if allowed then
+      out[o], out[o + 1], out[o + 2] = rem, reset, delay
+    else
+      out[o], out[o + 1], out[o + 2] = rem, reset, -1 - retry
+      if ARGV[j + 1] ~= '1' then admit = false end
     end
   end
-  ok[i] = allowed
-  if not allowed and ARGV[j + 2] ~= '1' then admit = false end
-  local o = 3 + (i - 1) * 5
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed and 1 or 0, rem, reset, retry, delay
+  if alg == 'z' then j = j + 6 elseif alg == 't' then j = j + 7 else j = j + 5 end
 end
 
 if not admit then
-  out[3] = 0
-  for i = 1, #KEYS do
-    if ok[i] then
-      local o = 3 + (i - 1) * 5
-      out[o + 2], out[o + 3], out[o + 5] = idleRem[i], idleReset[i], 0
+  j = 5
+  for i = 1, nk do
+    local o, alg = 3 * i - 1, ARGV[j]
+    if out[o + 2] >= 0 then
+      if alg == 'f' or alg == 'F' or alg == 'z' then
+        -- Without this request, cost more remains; and a first-aligned
+        -- window that only this admission would have opened (it has a PX
+        -- to set) is not open.
+        out[o] = out[o] + tonumber(ARGV[j + 4])
+        if alg == 'F' and st[2 * i] then out[o + 1] = 0 end
+      else
+        out[o], out[o + 1] = idle[2 * i - 1], idle[2 * i]
+      end
+      out[o + 2] = 0
     end
+    if alg == 'z' then j = j + 6 elseif alg == 't' then j = j + 7 else j = j + 5 end
   end
   return out
 end
 
 -- Phase 2 records the admission in every limit that admitted it, shadow
--- ones included. A key that appears twice in one request is read again,
--- so that its second limit counts on top of the first, as the memory store
--- does. Every key written gets an expiry on this path, the only one that
+-- ones included. A key that appears twice in one request counts
+-- its second limit on top of the first, as the memory store does: a fixed
+-- window from the value just written, the others by reading the key
+-- again. Every key written gets an expiry on this path, the only one that
 -- writes.
-local seen = {}
-for i = 1, #KEYS do
-  if ok[i] then
-    local key, j = KEYS[i], BASE + (i - 1) * STRIDE
-    local again = seen[key]
-    seen[key] = true
-    local alg = ARGV[j + 1]
-    local n, w, cost = tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4]), tonumber(ARGV[j + 7])
-    if alg == 'f' or alg == 'F' then
-      local start, cur = sa[i], sb[i]
-      if again then start, cur = window(key, alg == 'F', w, tonumber(ARGV[j + 8])) end
-      redis.call('HSET', key, 's', start, 'c', cur + cost)
-      -- A window that was already open has carried its end as the key's
-      -- expiry since its first admission, and HSET keeps it; only a new
-      -- window needs one. This saves a write on every hot key.
-      if cur == 0 then redis.call('PEXPIRE', key, ms(start + w - now)) end
-    elseif alg == 's' then
-      local count = sa[i]
-      if again then count = redis.call('ZCARD', key) end
-      -- A clock that stepped back must not unsort the log: the new
-      -- entries are never older than the newest one.
-      local at = now
-      if count > 0 then at = math.max(at, score(key, -1)) end
-      local member = ARGV[3] .. ':' .. i
-      if cost == 1 then
-        redis.call('ZADD', key, at, member)
+local seen = ARGV[1] == 'D' and {}
+j = 5
+for i = 1, nk do
+  local alg = ARGV[j]
+  if out[3 * i + 1] >= 0 then
+    local key = KEYS[i]
+    local again = seen and seen[key]
+    if alg == 'f' or alg == 'F' or alg == 'z' then
+      local v, ttl = st[2 * i - 1], st[2 * i]
+      if again then
+        local w = tonumber(ARGV[j + 3])
+        local start, cur, live = fixed(again, alg, w, j)
+        v, ttl = format('%d:%d', start, cur + tonumber(ARGV[j + 4])), not live and px(start + w - now)
+      end
+      if ttl then
+        redis.call('SET', key, v, 'PX', ttl)
       else
-        local batch = {}
-        for c = 1, cost do
-          batch[#batch + 1] = at
-          batch[#batch + 1] = member .. ':' .. c
-          if #batch == 1000 or c == cost then
-            redis.call('ZADD', key, unpack(batch))
-            batch = {}
+        redis.call('SET', key, v, 'KEEPTTL')
+      end
+      if seen then seen[key] = v end
+    else
+      if seen then seen[key] = true end
+      local n, w, cost = tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4])
+      if alg == 's' then
+        local count = st[2 * i - 1]
+        if again then count = redis.call('ZCARD', key) end
+        -- A clock that stepped back must not unsort the log: the new
+        -- entries are never older than the newest one.
+        local at = now
+        if count > 0 then at = max(at, score(key, -1)) end
+        local member = ARGV[3] .. ':' .. i
+        if cost == 1 then
+          redis.call('ZADD', key, at, member)
+        else
+          local batch = {}
+          for c = 1, cost do
+            batch[#batch + 1] = at
+            batch[#batch + 1] = member .. ':' .. c
+            if #batch == 1000 or c == cost then
+              redis.call('ZADD', key, unpack(batch))
+              batch = {}
+            end
           end
         end
+        redis.call('PEXPIRE', key, px(at + w - now))
+      elseif alg == 't' then
+        local per = tonumber(ARGV[j + 5])
+        local tokens, ts = st[2 * i - 1], st[2 * i]
+        if again then tokens, ts = bucket(key, n, per) end
+        local left = tokens - cost
+        redis.call('HSET', key, 't', format('%.17g', left), 'ts', ts)
+        redis.call('PEXPIRE', key, px(ts + max(fill(n, per, left), 1) - now))
+      else
+        redis.call('ZADD', key, now + w, ARGV[4])
+        -- The key lives as long as its longest lease; a shorter lease
+        -- taken now must not cut the others' life short.
+        local want = max(ceil(w / 1000), 1)
+        if redis.call('PTTL', key) < want then redis.call('PEXPIRE', key, want) end
       end
-      redis.call('PEXPIRE', key, ms(at + w - now))
-    elseif alg == 't' then
-      local per = tonumber(ARGV[j + 5])
-      local tokens, ts = sa[i], sb[i]
-      if again then tokens, ts = bucket(key, n, per) end
-      local left = tokens - cost
-      redis.call('HSET', key, 't', string.format('%.17g', left), 'ts', ts)
-      redis.call('PEXPIRE', key, ms(ts + math.max(fill(n, per, left), 1) - now))
-    else
-      redis.call('ZADD', key, now + w, ARGV[4])
-      -- The key lives as long as its longest lease; a shorter lease taken
-      -- now must not cut the others' life short.
-      local want = ms(w)
-      if redis.call('PTTL', key) < want then redis.call('PEXPIRE', key, want) end
     end
   end
+  if alg == 'z' then j = j + 6 elseif alg == 't' then j = j + 7 else j = j + 5 end
 end
 return out

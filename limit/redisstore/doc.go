@@ -17,7 +17,7 @@
 // Each limit of a key is one Redis key, limit.StoredKey(prefix, rule, key),
 // PREFIX{NAME:KEY}:STATEID, whose braces are the Redis Cluster hash tag:
 //
-//	fixed_window    hash {s: window start µs, c: count}
+//	fixed_window    string "start:count": window start µs, admitted count
 //	sliding_window  sorted set of admissions, score = time µs
 //	token_bucket    hash {t: tokens (%.17g), ts: time of t µs}
 //	concurrency     sorted set lease id -> expiry µs
@@ -27,26 +27,35 @@
 // least 1 ms), the longest lease. The scripts judge liveness from the
 // stored times, not from the key's existence, exactly as limit.Entry does.
 //
+// Fixed windows were hashes {s, c} before they were strings, a layout that
+// cost Redis more CPU per decision. The script reads them with MGET, which
+// reads a key of another type as nil, so a window left as a hash is no
+// window: after an upgrade each such key forgets at most one window's
+// count and is replaced as a string by its next admission.
+//
 // # decide.lua arguments
 //
 // KEYS[i] is the state of limit i. ARGV:
 //
-//	1  mode: "d" decides every limit, "p" peeks at KEYS[1] (Peek)
+//	1  mode: "d" decides a request whose limits are all fixed windows on
+//	   distinct keys, "D" any other request, "p" peeks at KEYS[1] (Peek)
 //	2  clock offset µs added to TIME: 0, except in tests
 //	3  decision token: makes sliding-window members unique (token:i, token:i:copy)
 //	4  lease id, for concurrency limits
-//	then 8 per limit, from 5+8(i-1):
-//	   algorithm (f fixed epoch, F fixed first, s sliding, t bucket, c concurrency),
-//	   shadow (0|1), n (count, burst or limit), window µs (lease ttl µs for
-//	   concurrency), tokens per µs (bucket, else 0), queue µs,
-//	   cost (rule cost × hits), zone offset µs (fixed epoch with a Location)
+//	then per limit, from 5:
+//	   algorithm (f fixed epoch, z fixed epoch in a Location, F fixed
+//	   first, s sliding, t bucket, c concurrency), shadow (0|1), n (count,
+//	   burst or limit), window µs (lease ttl µs for concurrency), cost
+//	   (rule cost × hits); then the zone offset µs for z, or tokens per µs
+//	   and queue µs for t
 //
-// The first six of a limit's arguments are formatted once per rule and
-// cached with limit.Rule.Ext. The reply is a flat integer array: the
-// store's time in seconds and microseconds, 1 if the request is admitted,
-// then per limit: allowed, remaining, reset after µs, retry after µs,
-// delay µs. In "p" mode it is the time, remaining, reset after µs and the
-// leases in flight.
+// A limit's first four arguments (and a bucket's last two) are formatted
+// once per rule and cached with limit.Rule.Ext. The reply is a flat integer
+// array: the store's time in µs, then three numbers per limit: remaining,
+// reset after µs, and the delay µs if the limit admits the request or
+// -1 - retry after µs if it rejects it. The request is admitted when every
+// limit that is not a shadow admits it. In "p" mode the reply is the time,
+// remaining, reset after µs and the leases in flight.
 //
 // # Failures
 //

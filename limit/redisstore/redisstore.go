@@ -37,6 +37,9 @@ const (
 	// background loop; the dials that calls make themselves are bounded by
 	// Options.Timeout instead.
 	minConnectTimeout = time.Second
+
+	// maxFlushDelay is rueidis's ClientOption.MaxFlushDelay.
+	maxFlushDelay = 20 * time.Microsecond
 )
 
 // Options configure a Store.
@@ -149,6 +152,13 @@ func New(opts Options) (*Store, error) {
 		// Standalone. Cluster and Sentinel will choose their client here;
 		// the keys of one limit already share a hash tag.
 		ForceSingleClient: true,
+		// Under load, the connection's writer waits this long after each
+		// write so that more concurrent calls share the next one: fewer
+		// system calls on both sides (BENCHMARKS.md: about 30 % less client
+		// CPU and 3-9 % less Redis CPU per decision at 64 goroutines).
+		// rueidis never delays a call made alone, so the latency of an
+		// idle gateway does not change.
+		MaxFlushDelay: maxFlushDelay,
 	}
 	connecting := errors.New("connecting")
 	s.cause.Store(&connecting)

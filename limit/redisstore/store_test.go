@@ -535,3 +535,58 @@ func eventually(t *testing.T, f func() error) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestOldHashLayout: a fixed window that an older version of the script
+// left as a hash {s, c} is read as no window, by Decide and by Peek, and
+// the next admission replaces it with the string layout, with an expiry.
+func TestOldHashLayout(t *testing.T) {
+	srv := testredis.Start(t)
+	t.Cleanup(func() { checkExpiry(t, srv) })
+	s := open(t, srv)
+	r := valid(t, &limit.Rule{Name: "o:fixed", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 5, Period: time.Minute}})
+	k := limit.StringKey("u")
+	key := limit.StoredKey(DefaultPrefix, r, k)
+	at(t, s, t0)
+	srv.Do(t, "HSET", key, "s", strconv.FormatInt(t0.Add(-time.Millisecond).UnixMicro(), 10), "c", "4")
+	srv.Do(t, "PEXPIRE", key, "60000")
+
+	st, err := s.Peek(context.Background(), time.Now(), r, k)
+	if err != nil || st.Remaining != 5 {
+		t.Fatalf("peek at a hash: %+v, %v; want 5 remaining", st, err)
+	}
+	res, err := s.Decide(context.Background(), &limit.Request{Limits: []limit.Limit{{Rule: r, Key: k}}, Now: time.Now()})
+	if err != nil || !res.Allowed || res.Decisions[0].Remaining != 4 {
+		t.Fatalf("decide on a hash: %+v, %v; want admitted with 4 remaining", res, err)
+	}
+	if typ := srv.Do(t, "TYPE", key); typ != "string" {
+		t.Fatalf("the key is a %s after an admission, want a string", typ)
+	}
+}
+
+// TestDecideCommand replays the command DecideCommand gives, as
+// bench/redis.sh does with redis-benchmark, and gets a decision's reply.
+func TestDecideCommand(t *testing.T) {
+	srv := testredis.Start(t)
+	t.Cleanup(func() { checkExpiry(t, srv) })
+	s := open(t, srv)
+	fixed := valid(t, &limit.Rule{Name: "c:fixed", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 5, Period: time.Minute}})
+	bucket := valid(t, &limit.Rule{Name: "c:bucket", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 5, Period: time.Second}})
+	req := &limit.Request{Limits: []limit.Limit{{Rule: fixed, Key: "a"}, {Rule: bucket, Key: "a"}}, Now: time.Now()}
+	cmd, err := s.DecideCommand(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmd[0] != "EVALSHA" || cmd[2] != "2" {
+		t.Fatalf("command %q", cmd)
+	}
+	for want := int64(4); want >= 3; want-- {
+		v, err := srv.DoValue(t, cmd...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reply := v.([]any)
+		if len(reply) != 7 || reply[1] != want || reply[3] != int64(0) {
+			t.Fatalf("reply %v, want 7 numbers, the fixed window admitting with %d remaining", reply, want)
+		}
+	}
+}
