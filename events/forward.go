@@ -20,6 +20,7 @@ func (r *Recorder) forward() {
 	)
 	// wait pauses for d, or until there is something new to send; it
 	// reports false when the forwarder must stop now.
+	probed := time.Now()
 	wait := func(d time.Duration, onKick bool) bool {
 		var tc <-chan time.Time
 		if d > 0 {
@@ -59,6 +60,7 @@ func (r *Recorder) forward() {
 	ctx, cancel := context.WithTimeout(r.life, deliverTimeout)
 	err := r.sink.probe(ctx)
 	cancel()
+	probed = time.Now()
 	if err == nil {
 		healthy = true
 		r.sinkUp()
@@ -85,9 +87,10 @@ func (r *Recorder) forward() {
 			if stopping {
 				return
 			}
-			if !healthy {
+			if !healthy || time.Since(probed) >= idleProbe {
 				// Nothing to send, but Ready should notice when the
-				// sink comes back.
+				// sink comes back, and when it goes away while idle.
+				probed = time.Now()
 				ctx, cancel := context.WithTimeout(r.life, deliverTimeout)
 				err := r.sink.probe(ctx)
 				cancel()
@@ -97,10 +100,12 @@ func (r *Recorder) forward() {
 					}
 					continue
 				}
-				healthy, backoff = true, minBackoff
-				r.sinkUp()
+				if !healthy {
+					healthy, backoff = true, minBackoff
+					r.sinkUp()
+				}
 			}
-			if !wait(0, true) {
+			if !wait(idleProbe, true) {
 				return
 			}
 			continue

@@ -27,6 +27,10 @@ const (
 	deliverTimeout = 5 * time.Second // one delivery to the sink
 	closeFlush     = 5 * time.Second // Close's last delivery attempts
 
+	// idleProbe is how often an idle forwarder checks its sink, so that
+	// /readyz tells of a sink that went away before any event needs it.
+	idleProbe = 5 * time.Second
+
 	minBackoff = 100 * time.Millisecond
 	maxBackoff = 5 * time.Second
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/internal/testredis"
 )
 
 // A sinkCase is one way of configuring a recorder against a real sink.
@@ -578,5 +579,35 @@ func TestOffsetCorrupt(t *testing.T) {
 	waitFor(t, "delivery", func() bool { return len(read()) >= 21 })
 	if dups := checkDelivered(t, read(), want); dups != 10 {
 		t.Errorf("%d duplicates, want the 10 events of the first run again", dups)
+	}
+}
+
+// TestIdleSinkDown: a sink that goes away while nothing is being recorded
+// shows in Ready within the idle probe interval.
+func TestIdleSinkDown(t *testing.T) {
+	srv := testredis.Start(t)
+	dir := t.TempDir()
+	r, err := NewRecorder(config.Events{
+		Sink: config.SinkRedis, Redis: config.EventsRedis{Stream: "fg:events", MaxLen: 1000, Addrs: []string{srv.Addr()}},
+		SpoolDir: dir, SpoolMaxBytes: 1 << 20,
+	}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	deadline := time.Now().Add(3 * time.Second)
+	for r.Ready() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("sink up but not ready: %v", r.Ready())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	srv.Stop()
+	deadline = time.Now().Add(idleProbe + 3*time.Second)
+	for r.Ready() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("an idle recorder never noticed its sink went away")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

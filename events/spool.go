@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // The spool is a directory of append-only segment files, named by a
@@ -39,6 +40,9 @@ type spool struct {
 	buf        []byte
 
 	offset *os.File // the forwarder's durable position; only it writes
+	// synced is when the offset file was last fsynced; only the
+	// forwarder touches it.
+	synced time.Time
 
 	mu    sync.Mutex
 	segs  []*segment // in index order; the last is the active one
@@ -494,6 +498,14 @@ func (s *spool) moveTo(c *cursor, idx uint64) error {
 	return s.commit(c)
 }
 
+// offsetSyncEvery bounds how often the offset file is fsynced while it only
+// moves within a segment. The position is written after every delivered
+// batch; a crash loses at most this much of its progress, and the events
+// after the last synced position are delivered again with the same ids,
+// which at-least-once delivery allows. An fsync per batch cost as much as
+// the spool's own group commits.
+const offsetSyncEvery = 100 * time.Millisecond
+
 // commit persists the cursor, then deletes the segments before it. In that
 // order, a crash between the two leaves delivered segments that recovery
 // deletes, never a position that points past undelivered ones.
@@ -508,8 +520,15 @@ func (s *spool) commit(c *cursor) error {
 	if _, err := s.offset.WriteAt(b[:], 0); err != nil {
 		return err
 	}
-	if err := s.offset.Sync(); err != nil {
-		return err
+	s.mu.Lock()
+	deletes := len(s.segs) > 1 && s.segs[0].idx < c.seg
+	s.mu.Unlock()
+	// A segment may only be deleted once the position past it is durable.
+	if now := time.Now(); deletes || now.Sub(s.synced) >= offsetSyncEvery {
+		if err := s.offset.Sync(); err != nil {
+			return err
+		}
+		s.synced = now
 	}
 	s.mu.Lock()
 	var gone []*segment
@@ -532,6 +551,7 @@ func (s *spool) close() {
 		s.active.Close()
 	}
 	if s.offset != nil {
+		s.offset.Sync()
 		s.offset.Close()
 	}
 	if s.lock != nil {
