@@ -87,7 +87,7 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, rt *runtime, rt
 		return answerWith(w, rte.fallback, rid)
 	}
 	client, _ := rt.ips.Client(r.RemoteAddr, r.Header["X-Forwarded-For"])
-	x := exchange{r: r, route: rte.id, path: path, host: host, clientIP: rt.ips.Key(client)}
+	x := exchange{r: r, route: rte.id, path: path, host: host, client: client, ips: rt.ips}
 	extra := `,"recorded":false`
 	if g.recordRefused(rt, rte, r, &x, rid) {
 		extra = `,"recorded":true`

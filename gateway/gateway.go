@@ -144,7 +144,7 @@ func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *runtime
 func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *runtime, rte *route, rid, path, host string) outcome {
 	xff := r.Header["X-Forwarded-For"]
 	client, trusted := rt.ips.Client(r.RemoteAddr, xff)
-	x := exchange{r: r, route: rte.id, path: path, host: host, clientIP: rt.ips.Key(client)}
+	x := exchange{r: r, route: rte.id, path: path, host: host, client: client, ips: rt.ips}
 
 	if rt.maxBody > 0 {
 		if r.ContentLength > rt.maxBody {
@@ -159,7 +159,7 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 	// The lease id is the gateway's own: a request id may come from the
 	// client, and two requests sharing one would share one lease, letting
 	// a client past a concurrency limit.
-	v, err := g.decide(ctx, rt, rte, &x, g.ids.next())
+	v, err := g.decide(ctx, rt, rte, &x, g.ids)
 	if err != nil {
 		if !errors.Is(err, errStoreDenied) {
 			g.log.Error("limit step failed", "request_id", rid, "route", rte.id, "error", err.Error())
@@ -170,7 +170,7 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 	if v.reject != nil {
 		v.setHeaders(w.Header())
 		if v.reason >= 0 {
-			g.logRejection(rte, &v, rid, x.clientIP)
+			g.logRejection(rte, &v, rid, x.ipKey())
 		}
 		return answerWith(w, v.reject, rid)
 	}

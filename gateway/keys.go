@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"net/netip"
+
+	"github.com/floodgate-gw/floodgate/gateway/clientip"
 	"net/http"
 	"net/url"
 	"strings"
@@ -34,9 +37,11 @@ type keyPart struct {
 type exchange struct {
 	r        *http.Request
 	route    string
-	path     string // cleaned
-	host     string // lower case, without port
-	clientIP string // the ip key part
+	path     string     // cleaned
+	host     string     // lower case, without port
+	client   netip.Addr // the client address (SPEC §3.4)
+	ips      *clientip.Resolver
+	clientIP string // the ip key part, made when first needed
 	query    url.Values
 	queryOK  bool
 }
@@ -59,7 +64,7 @@ func (x *exchange) value(p keyPart) string {
 	case srcHost:
 		return x.host
 	case srcIP:
-		return x.clientIP
+		return x.ipKey()
 	case srcHeader:
 		if vv := x.r.Header[p.name]; len(vv) > 0 {
 			v = vv[0]
@@ -98,4 +103,12 @@ func (x *exchange) resolve(parts []keyPart, fallback bool, values []string) (lim
 		values = append(values, v)
 	}
 	return limit.NewKey(ps...), values, true
+}
+
+// ipKey is the ip key part: the client address, IPv6 grouped by prefix.
+func (x *exchange) ipKey() string {
+	if x.clientIP == "" {
+		x.clientIP = x.ips.Key(x.client)
+	}
+	return x.clientIP
 }

@@ -88,8 +88,8 @@ type verdict struct {
 
 // decide runs the limit step of one request: every limit that applies,
 // global ones first, decided together in one store call.
-func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchange, lease string) (verdict, error) {
-	v := verdict{reason: -1, lease: lease}
+func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchange, ids *idSource) (verdict, error) {
+	v := verdict{reason: -1}
 	n := len(rte.limits)
 	if n == 0 {
 		return v, nil
@@ -126,7 +126,14 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 	if len(v.limits) == 0 {
 		return v, nil
 	}
-	req := &limit.Request{Limits: v.limits, Now: time.Now(), Lease: lease}
+	req := &limit.Request{Limits: v.limits, Now: time.Now()}
+	for _, l := range v.limits {
+		if l.Rule.Algorithm == limit.Concurrency {
+			v.lease = ids.next()
+			req.Lease = v.lease
+			break
+		}
+	}
 	start := time.Now()
 	res, err := rt.store.Decide(ctx, req)
 	g.metrics.storeDuration.Observe(time.Since(start).Seconds())
