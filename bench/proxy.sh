@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Proxy throughput and latency, as ratios against nginx in the same run.
 #
-#   bench/proxy.sh [ROUNDS] [SECONDS]
+#   bench/proxy.sh [ROUNDS] [SECONDS] [OPEN_LOOP_RATE]
 #
 # Needs wrk, nginx and redis-server (apt-get install wrk nginx-light
 # redis-server); none of them is a dependency of floodgate itself. Everything
@@ -17,9 +17,15 @@
 # Each round runs wrk -t2 -c64 against each proxy in turn (interleaved, so
 # that the machine's noise falls on all of them); the report gives every
 # round's requests/s and the median of the per-round ratios to nginx.
+#
+# Then the limit step's cost in latency, open loop: floodgate load offers
+# OPEN_LOOP_RATE requests/s (default 5000) to fg-plain and fg-limits in
+# turn, ROUNDS times, with users and IPs drawn from 100,000 values; the
+# report gives the p99 of each and the median added p99.
 set -euo pipefail
 ROUNDS=${1:-5}
 SECS=${2:-10}
+OPEN=${3:-5000}
 cd "$(dirname "$0")/.."
 for cmd in wrk nginx redis-server; do
 	command -v $cmd >/dev/null || { echo "bench/proxy.sh needs $cmd (apt-get install wrk nginx-light redis-server)" >&2; exit 1; }
@@ -126,3 +132,21 @@ for i in $(seq "$ROUNDS"); do
 done
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END{print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 echo "median ratio to nginx: fg-plain $(median "${plain_r[@]}"), fg-limits $(median "${lim_r[@]}")"
+
+# The open-loop phase: latency from each request's scheduled send time.
+p99() { # port -> p99 in ms
+	"$tmp/floodgate" load --url "http://127.0.0.1:$1/api/activities/lucky-meal/receive" --profile const \
+		--rate "$OPEN" --duration "${SECS}s" --users 100000 --ips 100000 >"$tmp/load.out" 2>&1
+	grep -q ' other 0 ' "$tmp/load.out" || { echo "errors in the open-loop run on port $1:" >&2; cat "$tmp/load.out" >&2; exit 1; }
+	awk '/latency/ {for (i = 1; i <= NF; i++) if ($i == "p99") print $(i+1)}' "$tmp/load.out"
+}
+echo
+echo "open loop at $OPEN/s: round  fg-plain p99 ms  fg-limits p99 ms  added ms"
+added=()
+for i in $(seq "$ROUNDS"); do
+	a=$(p99 $PLAIN); b=$(p99 $LIM)
+	d=$(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.2f", b-a}')
+	added+=("$d")
+	printf "%28d  %15s  %16s  %8s\n" "$i" "$a" "$b" "$d"
+done
+echo "median p99 added by the four limits on Redis at $OPEN/s: $(median "${added[@]}") ms"
