@@ -18,9 +18,9 @@ func (r *Recorder) forward() {
 		deadline time.Time
 		healthy  bool
 	)
+	var probed time.Time // when the sink was last probed
 	// wait pauses for d, or until there is something new to send; it
 	// reports false when the forwarder must stop now.
-	probed := time.Now()
 	wait := func(d time.Duration, onKick bool) bool {
 		var tc <-chan time.Time
 		if d > 0 {
