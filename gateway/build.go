@@ -114,11 +114,8 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 		r.upstream = &upstream{
 			targets:     u.Targets,
 			transport:   g.transport(u),
-			stripPrefix: strings.TrimSuffix(u.StripPrefix, "/"),
+			stripPrefix: u.StripPrefix,
 			idle:        u.IdleTimeout,
-		}
-		if u.StripPrefix == "/" {
-			r.upstream.stripPrefix = ""
 		}
 		for _, lc := range cfg.GlobalLimits {
 			r.limits = append(r.limits, g.limitSpec(cfg, rc.ID, lc))

@@ -105,19 +105,11 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	if len(u.targets) > 1 {
 		target = u.targets[(u.next.Add(1)-1)%uint64(len(u.targets))]
 	}
-	if u.stripPrefix != "" {
-		path = stripPrefix(path, u.stripPrefix)
-	}
 	out := r
 	out.URL.Scheme = target.Scheme
 	out.URL.Host = target.Host
-	out.URL.Path, out.URL.RawPath = "", ""
 	out.URL.Opaque = ""
-	out.URL.RawPath = joinPath(target.EscapedPath(), path)
-	out.URL.Path = out.URL.RawPath
-	if p, err := url.PathUnescape(out.URL.RawPath); err == nil {
-		out.URL.Path = p
-	}
+	out.URL.Path, out.URL.RawPath = UpstreamPath(target, u.stripPrefix, path)
 	out.Host = target.Host
 	out.RequestURI = ""
 	out.Close = false
@@ -256,32 +248,33 @@ func hasToken(values []string, token string) bool {
 	return false
 }
 
-// stripPrefix removes prefix from path at a segment boundary.
-func stripPrefix(path, prefix string) string {
-	if !strings.HasPrefix(path, prefix) {
-		return path
+// UpstreamPath is the path the gateway sends to target for a request whose
+// cleaned (escaped) path is path: strip removed at a segment boundary, then
+// appended to the target's own path. It returns the path in both of the
+// forms a url.URL holds: decoded, and escaped as it goes on the wire.
+// `floodgate events replay` uses it too, so a replayed request goes where
+// the original would have.
+func UpstreamPath(target *url.URL, strip, path string) (decoded, escaped string) {
+	if strip = strings.TrimSuffix(strip, "/"); strip != "" {
+		if rest, ok := strings.CutPrefix(path, strip); ok {
+			switch {
+			case rest == "":
+				path = "/"
+			case rest[0] == '/':
+				path = rest
+			}
+		}
 	}
-	rest := path[len(prefix):]
-	if rest == "" {
-		return "/"
+	escaped = path
+	if base := strings.TrimSuffix(target.EscapedPath(), "/"); base != "" {
+		escaped = base + path
+		if path == "/" {
+			escaped = base
+		}
 	}
-	if rest[0] == '/' {
-		return rest
+	decoded = escaped
+	if d, err := url.PathUnescape(escaped); err == nil {
+		decoded = d
 	}
-	if strings.HasSuffix(prefix, "/") {
-		return "/" + rest
-	}
-	return path
-}
-
-// joinPath appends the request path to the target's base path.
-func joinPath(base, path string) string {
-	if base == "" || base == "/" {
-		return path
-	}
-	base = strings.TrimSuffix(base, "/")
-	if path == "/" {
-		return base
-	}
-	return base + path
+	return decoded, escaped
 }

@@ -12,13 +12,13 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/floodgate-gw/floodgate/admin"
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/events"
+	"github.com/floodgate-gw/floodgate/gateway"
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
@@ -298,16 +298,8 @@ func (rp *replayer) request(ctx context.Context, e *events.Event) (*http.Request
 	}
 	target := targets[rp.next%len(targets)]
 	rp.next++
-	p := e.Path
-	if strip := strings.TrimSuffix(rp.route.Upstream.StripPrefix, "/"); strip != "" {
-		p = stripPathPrefix(p, strip)
-	}
 	out := &url.URL{Scheme: target.Scheme, Host: target.Host, RawQuery: e.Query}
-	out.RawPath = joinURLPath(target.EscapedPath(), p)
-	out.Path = out.RawPath
-	if unescaped, err := url.PathUnescape(out.RawPath); err == nil {
-		out.Path = unescaped
-	}
+	out.Path, out.RawPath = gateway.UpstreamPath(target, rp.route.Upstream.StripPrefix, e.Path)
 	method := e.Method
 	if method == "" {
 		method = http.MethodGet
@@ -333,32 +325,4 @@ func (rp *replayer) request(ctx context.Context, e *events.Event) (*http.Request
 		req.Body, req.ContentLength = http.NoBody, 0
 	}
 	return req, nil
-}
-
-// stripPathPrefix removes prefix from path at a segment boundary, as the
-// gateway does before proxying.
-func stripPathPrefix(path, prefix string) string {
-	rest, ok := strings.CutPrefix(path, prefix)
-	switch {
-	case !ok:
-		return path
-	case rest == "":
-		return "/"
-	case rest[0] == '/':
-		return rest
-	}
-	return path
-}
-
-// joinURLPath appends the request path to the target's base path, as the
-// gateway does.
-func joinURLPath(base, path string) string {
-	if base == "" || base == "/" {
-		return path
-	}
-	base = strings.TrimSuffix(base, "/")
-	if path == "/" {
-		return base
-	}
-	return base + path
 }
