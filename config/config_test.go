@@ -52,6 +52,7 @@ func TestParseFile(t *testing.T) {
 		{"unclosed quote", "server:\n  listen: \"x\n", 2, "invalid YAML: found unexpected end of stream"},
 		{"tab indentation", "server:\n\tlisten: x\n", 2, "invalid YAML: found character that cannot start any token"},
 		{"unknown anchor", "server:\n  listen: x\nadmin:\n  listen: *nope\n", 4, "invalid YAML: unknown anchor 'nope' referenced"},
+		{"entry after a block sequence", "routes:\n  - id: x\n    match: {path: /a}\n  bogus: 1\n", 4, "invalid YAML: did not find expected '-' indicator"},
 		{"two documents", "server: {}\n---\nadmin: {}\n", 2, "a config file holds one YAML document"},
 	}
 	for _, tt := range tests {

@@ -115,12 +115,17 @@ var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 // prefix of the file that fails with the same message.
 func yamlErrorLine(err error, data []byte) (int, string) {
 	s := err.Error()
+	reported := 0
+	msg := strings.TrimPrefix(s, "yaml: ")
 	if m := yamlLineRE.FindStringSubmatch(s); m != nil {
 		if line, err := strconv.Atoi(m[1]); err == nil && line > 0 {
-			return line, "invalid YAML: " + m[2]
+			reported, msg = line, m[2]
 		}
 	}
-	msg := strings.TrimPrefix(s, "yaml: ")
+	// The parser's line is where the construct it was reading began (for
+	// a bad entry in a block sequence, the sequence's first line), so the
+	// line shown is the first one whose prefix of the file fails with the
+	// same error: where the file stops making sense.
 	lines := bytes.SplitAfter(data, []byte("\n"))
 	fails := func(n int) bool {
 		var node yaml.Node
@@ -129,7 +134,7 @@ func yamlErrorLine(err error, data []byte) (int, string) {
 	}
 	lo, hi := 1, len(lines)
 	if !fails(hi) {
-		return 1, "invalid YAML: " + msg
+		return max(reported, 1), "invalid YAML: " + msg
 	}
 	for lo < hi {
 		mid := (lo + hi) / 2
@@ -139,5 +144,5 @@ func yamlErrorLine(err error, data []byte) (int, string) {
 			lo = mid + 1
 		}
 	}
-	return lo, "invalid YAML: " + msg
+	return max(lo, reported), "invalid YAML: " + msg
 }
