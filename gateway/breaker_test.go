@@ -117,7 +117,6 @@ func TestBreakerCycle(t *testing.T) {
 	if trialsOK.Load() != 3 {
 		t.Fatalf("%d of 3 trials passed", trialsOK.Load())
 	}
-	up.handler = nil
 	up.backend.handler = func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }
 	if resp := call(); drain(resp) != "ok" {
 		t.Fatalf("after 3 good trials the breaker should be closed: %d", resp.StatusCode)
@@ -161,7 +160,15 @@ func TestBreakerIgnoresRejectedAndCancelled(t *testing.T) {
 		}
 		cancel()
 	}
-	time.Sleep(200 * time.Millisecond) // let the cancelled exchanges end
+	// Every request reports to the breaker before ServeHTTP returns and
+	// observes its duration: wait for all 41 to have ended.
+	deadline := time.Now().Add(5 * time.Second)
+	for histogramCount(t, h, "gateway_request_duration_seconds", "coupon") < 41 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d requests ended", histogramCount(t, h, "gateway_request_duration_seconds", "coupon"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	for _, b := range h.gw.Breakers() {
 		if b.State != "CLOSED" || b.Calls != 1 {
 			t.Fatalf("breaker %+v: only the one real call may count", b)
@@ -214,4 +221,25 @@ func gaugeValue(t *testing.T, h *harness, name, route string) float64 {
 		}
 	}
 	return -1
+}
+
+func histogramCount(t *testing.T, h *harness, name, route string) uint64 {
+	t.Helper()
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "route" && lp.GetValue() == route {
+					return m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return 0
 }
