@@ -162,13 +162,13 @@ type proc struct {
 	code   int           // the exit code, once done is closed
 }
 
-// serve starts floodgate serve on f's config and waits until /healthz
-// answers.
-func (f *fixture) serve(args ...string) *proc {
-	t := f.t
+// startProc starts the floodgate binary with args in the background. The
+// process is killed at the end of the test if it still runs, and its
+// stderr is logged if the test failed.
+func startProc(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, f: f, stderr: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(floodgateBin, append([]string{"serve", "-c", f.file}, args...)...)
+	p := &proc{t: t, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(floodgateBin, args...)
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -189,9 +189,19 @@ func (f *fixture) serve(args ...string) *proc {
 			<-p.done
 		}
 		if t.Failed() {
-			t.Logf("floodgate serve stderr:\n%s", p.stderr)
+			t.Logf("floodgate %s stderr:\n%s", args[0], p.stderr)
 		}
 	})
+	return p
+}
+
+// serve starts floodgate serve on f's config and waits until /healthz
+// answers.
+func (f *fixture) serve(args ...string) *proc {
+	t := f.t
+	t.Helper()
+	p := startProc(t, append([]string{"serve", "-c", f.file}, args...)...)
+	p.f = f
 	p.waitFor("/healthz to answer", func() bool {
 		resp, err := client.Get("http://" + f.admin + "/healthz")
 		if err != nil {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"errors"
 	"net"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,31 +12,7 @@ import (
 func startMock(t *testing.T, args ...string) (*proc, string) {
 	t.Helper()
 	addr := freeAddr(t)
-	p := &proc{t: t, stderr: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(floodgateBin, append([]string{"upstream", "--listen", addr}, args...)...)
-	p.cmd.Stderr = p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		err := p.cmd.Wait()
-		var exitErr *exec.ExitError
-		if errors.As(err, &exitErr) {
-			p.code = exitErr.ExitCode()
-		}
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("floodgate upstream stderr:\n%s", p.stderr)
-		}
-	})
+	p := startProc(t, append([]string{"upstream", "--listen", addr}, args...)...)
 	base := "http://" + addr
 	p.waitFor("the mock upstream to answer", func() bool {
 		resp, err := client.Get(base + "/stats")
