@@ -41,7 +41,7 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 		ids:         newIDSource(),
 		storeErrLog: newSampler(1),
 		samplers:    map[string]*sampler{},
-		transports:  map[string]*http.Transport{},
+		clients:     map[string]*client{},
 		breakers:    map[string]*routeBreaker{},
 		reg:         o.Registerer,
 		local:       memory.New(memory.Options{MaxKeys: cfg.Store.Memory.MaxKeys}),
@@ -113,7 +113,7 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 		u := rc.Upstream
 		r.upstream = &upstream{
 			targets:     u.Targets,
-			transport:   g.transport(u),
+			client:      g.client(u),
 			stripPrefix: u.StripPrefix,
 			idle:        u.IdleTimeout,
 		}
@@ -212,19 +212,19 @@ func (g *Gateway) sampler(id string) *sampler {
 	return s
 }
 
-// transport returns the transport for an upstream's settings, shared by
+// client returns the upstream client for an upstream's settings, shared by
 // routes and reloads with the same settings so that their idle connections
 // survive a reload.
-func (g *Gateway) transport(u config.Upstream) *http.Transport {
+func (g *Gateway) client(u config.Upstream) *client {
 	id := fmt.Sprint(u.ConnectTimeout, u.Timeout)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	t := g.transports[id]
-	if t == nil {
-		t = newTransport(upstreamOptions{connectTimeout: u.ConnectTimeout, timeout: u.Timeout, idleTimeout: u.IdleTimeout})
-		g.transports[id] = t
+	c := g.clients[id]
+	if c == nil {
+		c = newClient(upstreamOptions{connectTimeout: u.ConnectTimeout, timeout: u.Timeout})
+		g.clients[id] = c
 	}
-	return t
+	return c
 }
 
 // openStore makes the store a configuration names. The memory store is
@@ -300,8 +300,8 @@ func (g *Gateway) Close() error {
 	if rt.store != limit.Store(g.local) {
 		rt.store.Close()
 	}
-	for _, t := range g.transports {
-		t.CloseIdleConnections()
+	for _, c := range g.clients {
+		c.closeIdle()
 	}
 	g.mu.Lock()
 	if g.recorder != nil {

@@ -35,7 +35,7 @@ type Gateway struct {
 
 	mu         sync.Mutex
 	samplers   map[string]*sampler // by route and limit, kept across reloads
-	transports map[string]*http.Transport
+	clients    map[string]*client
 	breakers   map[string]*routeBreaker // by route, kept across reloads
 	reg        prometheus.Registerer
 

@@ -17,7 +17,7 @@ import (
 type upstream struct {
 	targets     []*url.URL
 	next        atomic.Uint64
-	transport   *http.Transport
+	client      *client
 	stripPrefix string
 	idle        time.Duration // longest silence while a response body streams
 }
@@ -26,7 +26,6 @@ type upstream struct {
 type upstreamOptions struct {
 	connectTimeout time.Duration
 	timeout        time.Duration // until the response headers
-	idleTimeout    time.Duration
 }
 
 func newTransport(o upstreamOptions) *http.Transport {
@@ -127,7 +126,7 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	}
 
 	start := time.Now()
-	resp, err := u.transport.RoundTrip(out)
+	resp, err := u.client.do(out, u.idle)
 	if err != nil {
 		o := classify(r.Context(), err)
 		o.err, o.exchanged, o.took = err, true, time.Since(start)
@@ -182,7 +181,8 @@ func (u *upstream) copyBody(w http.ResponseWriter, resp *http.Response) error {
 	flush := resp.ContentLength == -1
 	var idle atomic.Bool
 	var timer *time.Timer
-	if u.idle > 0 {
+	if _, own := resp.Body.(*upbody); !own && u.idle > 0 {
+		// http.Transport's bodies have no deadline of their own.
 		timer = time.AfterFunc(u.idle, func() {
 			idle.Store(true)
 			resp.Body.Close()

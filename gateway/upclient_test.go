@@ -1,0 +1,403 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// countingServer is an httptest server that counts the connections it accepted.
+func countingServer(t *testing.T, h http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var conns atomic.Int64
+	s := httptest.NewUnstartedServer(h)
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	s.Start()
+	t.Cleanup(s.Close)
+	return s, &conns
+}
+
+func get(t *testing.T, cl *client, ctx context.Context, method, rawURL string, idle time.Duration) (*http.Response, error) {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := (&http.Request{Method: method, URL: u, Host: u.Host, Header: http.Header{}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}).WithContext(ctx)
+	return cl.do(req, idle)
+}
+
+func readAll(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the body: %v", err)
+	}
+	return string(b)
+}
+
+func TestClientKeepsConnections(t *testing.T) {
+	s, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok "+r.URL.RequestURI())
+	})
+	cl := newClient(upstreamOptions{connectTimeout: time.Second, timeout: time.Second})
+	defer cl.closeIdle()
+	for i := range 50 {
+		resp, err := get(t, cl, context.Background(), "GET", s.URL+"/a?i=1", 0)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if got := readAll(t, resp); got != "ok /a?i=1" {
+			t.Fatalf("body %q", got)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("50 requests one after the other used %d connections, want 1", n)
+	}
+
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 50 {
+				resp, err := get(t, cl, context.Background(), "GET", s.URL+"/b", 0)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if got := readAll(t, resp); got != "ok /b" {
+					t.Errorf("body %q", got)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := conns.Load(); n > 9 {
+		t.Fatalf("8 goroutines used %d connections, want at most 9", n)
+	}
+}
+
+// rawServer answers each connection with handle, which reads the request
+// itself.
+func rawServer(t *testing.T, handle func(c net.Conn, br *bufio.Reader)) (string, *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns atomic.Int64
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			wg.Go(func() {
+				defer c.Close()
+				handle(c, bufio.NewReader(c))
+			})
+		}
+	})
+	return "http://" + ln.Addr().String(), &conns
+}
+
+func TestClientResendsOnAConnectionClosedWhileIdle(t *testing.T) {
+	// One answer per connection, then a close without "Connection: close":
+	// the next request on that connection finds it dead.
+	base, conns := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	})
+	cl := newClient(upstreamOptions{connectTimeout: time.Second, timeout: time.Second})
+	defer cl.closeIdle()
+	for i := range 5 {
+		resp, err := get(t, cl, context.Background(), "GET", base+"/", 0)
+		if err != nil {
+			t.Fatalf("GET %d: %v", i, err)
+		}
+		readAll(t, resp)
+		time.Sleep(10 * time.Millisecond) // let the server's close arrive
+	}
+	if n := conns.Load(); n < 5 {
+		t.Fatalf("%d connections for 5 answers, want 5 or more", n)
+	}
+
+	// A request that is not safe to repeat is not sent twice.
+	resp, err := get(t, cl, context.Background(), "DELETE", base+"/", 0)
+	if err == nil {
+		readAll(t, resp)
+		t.Fatal("a DELETE on a dead connection was sent again")
+	}
+	var ne net.Error
+	if errors.Is(err, errNothingRead) || !(errors.Is(err, io.EOF) || errors.As(err, &ne)) {
+		t.Fatalf("DELETE error %v (%T), want the connection's error", err, err)
+	}
+}
+
+func TestClientTimeouts(t *testing.T) {
+	release := make(chan struct{})
+	s, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/slow-head":
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		case "/slow-body":
+			io.WriteString(w, "part")
+			w.(http.Flusher).Flush()
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+	})
+	defer close(release)
+	cl := newClient(upstreamOptions{connectTimeout: time.Second, timeout: 100 * time.Millisecond})
+	defer cl.closeIdle()
+
+	_, err := get(t, cl, context.Background(), "GET", s.URL+"/slow-head", 0)
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("a head later than the timeout: %v, want a timeout", err)
+	}
+
+	resp, err := get(t, cl, context.Background(), "GET", s.URL+"/slow-body", 150*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "part" || !errors.Is(err, errIdle) {
+		t.Fatalf("a body that falls silent: %q, %v; want \"part\", errIdle", b, err)
+	}
+
+	// A connection whose last body had an idle deadline is reused later
+	// without it.
+	resp, err = get(t, cl, context.Background(), "GET", s.URL+"/fast", 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	time.Sleep(100 * time.Millisecond)
+	resp, err = get(t, cl, context.Background(), "GET", s.URL+"/fast", 0)
+	if err != nil {
+		t.Fatalf("a reused connection kept its old deadline: %v", err)
+	}
+	readAll(t, resp)
+}
+
+func TestClientCancel(t *testing.T) {
+	closed := make(chan struct{})
+	base, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf")
+		c.Read(make([]byte, 1)) // until the client closes
+		close(closed)
+	})
+	cl := newClient(upstreamOptions{connectTimeout: time.Second})
+	defer cl.closeIdle()
+	ctx, cancel := context.WithCancel(context.Background())
+	resp, err := get(t, cl, ctx, "GET", base+"/", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(resp.Body, buf); err != nil {
+		t.Fatal(err)
+	}
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	if _, err := resp.Body.Read(buf); err == nil {
+		t.Fatal("the body read on after the client went away")
+	}
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream connection stayed open after the client went away")
+	}
+
+	// Waiting for the head, too.
+	base2, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		http.ReadRequest(br)
+		c.Read(make([]byte, 1))
+	})
+	ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := get(t, cl, ctx, "GET", base2+"/", 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("cancelled while waiting for the head: %v", err)
+	}
+}
+
+func TestClientAnswers(t *testing.T) {
+	// Each case is one connection's whole answer; then the client asks
+	// again, to see whether the connection was kept.
+	for _, tc := range []struct {
+		name, answer, method string
+		status               int
+		body                 string
+		trailer              string
+		kept                 bool
+	}{
+		{"length", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", "GET", 200, "ok", "", true},
+		{"chunked with trailer", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n2\r\nok\r\n0\r\nX-Sum: 7\r\n\r\n", "GET", 200, "ok", "7", true},
+		{"interim answers", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 1\r\n\r\nx", "GET", 201, "x", "", true},
+		{"no content", "HTTP/1.1 204 No Content\r\n\r\n", "GET", 204, "", "", true},
+		{"head", "HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n", "HEAD", 200, "", "", true},
+		{"connection close", "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok", "GET", 200, "ok", "", false},
+		{"until close", "HTTP/1.0 200 OK\r\n\r\nuntil close", "GET", 200, "until close", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base, conns := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+				for {
+					if _, err := http.ReadRequest(br); err != nil {
+						return
+					}
+					io.WriteString(c, tc.answer)
+					if strings.Contains(tc.answer, "close") || strings.HasPrefix(tc.answer, "HTTP/1.0") {
+						return
+					}
+				}
+			})
+			cl := newClient(upstreamOptions{connectTimeout: time.Second, timeout: time.Second})
+			defer cl.closeIdle()
+			for range 2 {
+				resp, err := get(t, cl, context.Background(), tc.method, base+"/", 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if resp.StatusCode != tc.status {
+					t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
+				}
+				if got := readAll(t, resp); got != tc.body {
+					t.Fatalf("body %q, want %q", got, tc.body)
+				}
+				if got := resp.Trailer.Get("X-Sum"); got != tc.trailer {
+					t.Fatalf("trailer %q, want %q", got, tc.trailer)
+				}
+			}
+			want := int64(2)
+			if tc.kept {
+				want = 1
+			}
+			if n := conns.Load(); n != want {
+				t.Fatalf("two exchanges used %d connections, want %d", n, want)
+			}
+		})
+	}
+}
+
+func TestClientRefusesBadAnswers(t *testing.T) {
+	for _, tc := range []struct{ name, answer string }{
+		{"garbage", "SSH-2.0-OpenSSH\r\n\r\n"},
+		{"huge head", "HTTP/1.1 200 OK\r\n" + strings.Repeat("X-Pad: "+strings.Repeat("a", 1000)+"\r\n", 1100) + "\r\n"},
+		{"switching protocols unasked", "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+				if _, err := http.ReadRequest(br); err != nil {
+					return
+				}
+				io.WriteString(c, tc.answer)
+			})
+			cl := newClient(upstreamOptions{connectTimeout: time.Second, timeout: time.Second})
+			defer cl.closeIdle()
+			resp, err := get(t, cl, context.Background(), "GET", base+"/", 0)
+			if err == nil {
+				resp.Body.Close()
+				t.Fatalf("answer accepted with status %d", resp.StatusCode)
+			}
+		})
+	}
+}
+
+func TestClientUnreadBodyClosesTheConnection(t *testing.T) {
+	s, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, strings.Repeat("x", 100<<10))
+	})
+	cl := newClient(upstreamOptions{connectTimeout: time.Second, timeout: time.Second})
+	defer cl.closeIdle()
+	for range 2 {
+		resp, err := get(t, cl, context.Background(), "GET", s.URL+"/", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Read(make([]byte, 10))
+		resp.Body.Close()
+	}
+	if n := conns.Load(); n != 2 {
+		t.Fatalf("%d connections, want 2: a half-read answer must not be reused", n)
+	}
+}
+
+func TestClientBodiesGoThroughTheTransport(t *testing.T) {
+	s, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(w, r.Body)
+	})
+	cl := newClient(upstreamOptions{connectTimeout: time.Second, timeout: time.Second})
+	defer cl.closeIdle()
+	u, _ := url.Parse(s.URL + "/echo")
+	req, _ := http.NewRequest("POST", u.String(), strings.NewReader("hello"))
+	resp, err := cl.do(req, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, own := resp.Body.(*upbody); own {
+		t.Fatal("a request with a body went over the client's own connections")
+	}
+	if got := readAll(t, resp); got != "hello" {
+		t.Fatalf("echo %q", got)
+	}
+}
+
+func BenchmarkClient(b *testing.B) {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer s.Close()
+	u, _ := url.Parse(s.URL + "/")
+	for _, name := range []string{"own", "transport"} {
+		b.Run(name, func(b *testing.B) {
+			do := newTransport(upstreamOptions{connectTimeout: time.Second}).RoundTrip
+			if name == "own" {
+				cl := newClient(upstreamOptions{connectTimeout: time.Second})
+				do = func(r *http.Request) (*http.Response, error) { return cl.do(r, 0) }
+			}
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				buf := make([]byte, 512)
+				for pb.Next() {
+					req := &http.Request{Method: "GET", URL: u, Host: u.Host, Header: http.Header{}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+					resp, err := do(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for {
+						if _, err := resp.Body.Read(buf); err != nil {
+							break
+						}
+					}
+					resp.Body.Close()
+				}
+			})
+		})
+	}
+}
