@@ -33,11 +33,11 @@ type Gateway struct {
 	local     *memory.Store // the memory store, and the local fallback of Redis
 	instances atomic.Int64  // gateway instances alive in the store when it last answered
 
-	mu         sync.Mutex
-	samplers   map[string]*sampler // by route and limit, kept across reloads
-	clients    map[string]*client
-	breakers   map[string]*routeBreaker // by route, kept across reloads
-	reg        prometheus.Registerer
+	mu       sync.Mutex
+	samplers map[string]*sampler // by route and limit, kept across reloads
+	clients  map[string]*client
+	breakers map[string]*routeBreaker // by route, kept across reloads
+	reg      prometheus.Registerer
 
 	recorder      *events.Recorder // nil: no sink
 	recorderCfg   config.Events
