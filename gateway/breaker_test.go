@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -242,4 +243,23 @@ func histogramCount(t *testing.T, h *harness, name, route string) uint64 {
 		}
 	}
 	return 0
+}
+
+// A client whose body is too long or breaks off says nothing about the
+// upstream: the breaker does not count it.
+func TestBreakerIgnoresClientBodyFailures(t *testing.T) {
+	up := newFlaky(t)
+	h := newHarness(t, strings.Replace(breakerConfig, "admin: {listen: \"\"}", "admin: {listen: \"\"}\nserver: {max_body_bytes: 64}", 1), up.backend)
+	user := map[string]string{"X-User-Id": "u1"}
+	for range 20 {
+		// No Content-Length: the limit bites while the body streams.
+		resp := h.do("POST", "/coupon", user, io.MultiReader(strings.NewReader(strings.Repeat("x", 100))))
+		answerOf(t, resp, 413, "body_too_large")
+	}
+	if g := gaugeValue(t, h, "gateway_circuit_breaker_state", "coupon"); g != 0 {
+		t.Fatalf("breaker state %v after 20 oversized bodies, want 0 (closed)", g)
+	}
+	if resp := h.do("GET", "/coupon", user, nil); drain(resp) != "ok" {
+		t.Fatalf("after oversized bodies: %d", resp.StatusCode)
+	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/gateway/clientip"
+	"github.com/floodgate-gw/floodgate/internal/h1"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
 	"github.com/floodgate-gw/floodgate/limit/redisstore"
@@ -41,7 +42,7 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 		ids:         newIDSource(),
 		storeErrLog: newSampler(1),
 		samplers:    map[string]*sampler{},
-		clients:     map[string]*client{},
+		clients:     map[string]*h1.Client{},
 		breakers:    map[string]*routeBreaker{},
 		reg:         o.Registerer,
 		local:       memory.New(memory.Options{MaxKeys: cfg.Store.Memory.MaxKeys}),
@@ -215,13 +216,14 @@ func (g *Gateway) sampler(id string) *sampler {
 // client returns the upstream client for an upstream's settings, shared by
 // routes and reloads with the same settings so that their idle connections
 // survive a reload.
-func (g *Gateway) client(u config.Upstream) *client {
+func (g *Gateway) client(u config.Upstream) *h1.Client {
 	id := fmt.Sprint(u.ConnectTimeout, u.Timeout)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	c := g.clients[id]
 	if c == nil {
-		c = newClient(upstreamOptions{connectTimeout: u.ConnectTimeout, timeout: u.Timeout})
+		o := upstreamOptions{connectTimeout: u.ConnectTimeout, timeout: u.Timeout}
+		c = h1.New(h1.Options{ConnectTimeout: o.connectTimeout, HeaderTimeout: o.timeout, Fallback: newTransport(o)})
 		g.clients[id] = c
 	}
 	return c
@@ -301,7 +303,7 @@ func (g *Gateway) Close() error {
 		rt.store.Close()
 	}
 	for _, c := range g.clients {
-		c.closeIdle()
+		c.CloseIdle()
 	}
 	g.mu.Lock()
 	if g.recorder != nil {

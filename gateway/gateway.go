@@ -16,6 +16,7 @@ import (
 	"github.com/floodgate-gw/floodgate/events"
 	"github.com/floodgate-gw/floodgate/gateway/clientip"
 	"github.com/floodgate-gw/floodgate/gateway/pathclean"
+	"github.com/floodgate-gw/floodgate/internal/h1"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
 )
@@ -35,7 +36,7 @@ type Gateway struct {
 
 	mu       sync.Mutex
 	samplers map[string]*sampler // by route and limit, kept across reloads
-	clients  map[string]*client
+	clients  map[string]*h1.Client
 	breakers map[string]*routeBreaker // by route, kept across reloads
 	reg      prometheus.Registerer
 
@@ -202,11 +203,12 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 	if o.written || o.status == statusClientClosed {
 		return o
 	}
-	var mbe *http.MaxBytesError
 	a := rt.upstreamUnavailable
 	switch {
-	case errors.As(o.err, &mbe):
+	case o.status == http.StatusRequestEntityTooLarge:
 		a = rt.tooLarge
+	case o.status == http.StatusBadRequest:
+		a = rt.badRequest
 	case o.timeout:
 		a = rt.upstreamTimeout
 	}

@@ -11,13 +11,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/floodgate-gw/floodgate/internal/h1"
 )
 
 // upstream is a route's targets and the transport that reaches them.
 type upstream struct {
 	targets     []*url.URL
 	next        atomic.Uint64
-	client      *client
+	client      *h1.Client
 	stripPrefix string
 	idle        time.Duration // longest silence while a response body streams
 }
@@ -126,7 +128,7 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	}
 
 	start := time.Now()
-	resp, err := u.client.do(out, u.idle)
+	resp, err := u.client.Do(out, u.idle)
 	if err != nil {
 		o := classify(r.Context(), err)
 		o.err, o.exchanged, o.took = err, true, time.Since(start)
@@ -159,7 +161,7 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		o.aborted = true
 		if r.Context().Err() == nil {
 			o.failed = true
-			o.timeout = errors.Is(err, errIdle)
+			o.timeout = errors.Is(err, errIdle) || errors.Is(err, h1.ErrIdle)
 		}
 		return o
 	}
@@ -181,7 +183,7 @@ func (u *upstream) copyBody(w http.ResponseWriter, resp *http.Response) error {
 	flush := resp.ContentLength == -1
 	var idle atomic.Bool
 	var timer *time.Timer
-	if _, own := resp.Body.(*upbody); !own && u.idle > 0 {
+	if resp.Body != nil && !h1.Owns(resp) && u.idle > 0 {
 		// http.Transport's bodies have no deadline of their own.
 		timer = time.AfterFunc(u.idle, func() {
 			idle.Store(true)
@@ -221,6 +223,15 @@ func (u *upstream) copyBody(w http.ResponseWriter, resp *http.Response) error {
 func classify(ctx context.Context, err error) outcome {
 	if ctx.Err() != nil {
 		return outcome{status: statusClientClosed}
+	}
+	// The client's body broke off or was too long: the client's fault,
+	// nothing the breaker should learn about the upstream.
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return outcome{status: http.StatusRequestEntityTooLarge}
+	}
+	if errors.Is(err, h1.ErrRequestBody) {
+		return outcome{status: http.StatusBadRequest}
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() && !isDial(err) {

@@ -1,7 +1,11 @@
-package gateway
+// Package h1 is an HTTP/1.1 client for a program that waits for each
+// answer in the goroutine that asked: a gateway's handler, a load
+// generator's request.
+package h1
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,24 +18,25 @@ import (
 	"time"
 )
 
-// client sends requests to upstreams over HTTP/1.1.
+// A Client sends requests over HTTP/1.1.
 //
-// The common exchange — a plain-http request without a body — goes over
-// the client's own keep-alive connections: the handler's goroutine writes
-// the request and reads the answer on the connection itself. http.Transport
-// hands every exchange to two goroutines per connection (a writer and a
-// reader) and back over channels; behind a gateway that is a quarter of
-// the proxy's CPU for nothing, since the handler has nothing else to do
-// while it waits. Everything else — request bodies (an upstream may answer
+// The common exchange — a plain-http request without a body or with a
+// small one of known length — goes over the client's own keep-alive
+// connections: the caller's goroutine writes the request and reads the
+// answer on the connection itself. http.Transport hands every exchange to
+// two goroutines per connection (a writer and a reader) and back over
+// channels; behind a gateway that is a quarter of the proxy's CPU for
+// nothing, since the handler has nothing else to do while it waits.
+// Everything else — bodies of unknown or large size (an upstream may answer
 // before it has read one, and only a concurrent writer sees that answer),
-// https targets, upgrades — goes through http.Transport, which handles
+// https, upgrades — goes to the fallback, an http.Transport, which handles
 // those cases well.
-type client struct {
+type Client struct {
 	dialer    net.Dialer
 	timeout   time.Duration // for the response head; 0: none
 	idleLimit time.Duration // longest an idle connection is kept
 	maxIdle   int           // idle connections kept per target
-	fallback  *http.Transport
+	fallback  http.RoundTripper
 
 	mu   sync.Mutex
 	idle map[string][]*upconn // by host:port, most recently used last
@@ -70,30 +75,90 @@ func (c *upconn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func newClient(o upstreamOptions) *client {
-	return &client{
-		dialer:    net.Dialer{Timeout: o.connectTimeout, KeepAlive: 30 * time.Second},
-		timeout:   o.timeout,
+// Options configure a Client.
+type Options struct {
+	// ConnectTimeout bounds a dial; 0: none.
+	ConnectTimeout time.Duration
+	// HeaderTimeout bounds the wait for an answer's head after the request
+	// is written; 0: none.
+	HeaderTimeout time.Duration
+	// MaxIdlePerHost is how many idle connections are kept per host:port;
+	// 0 means 4096, enough for one per concurrent request of a busy
+	// gateway.
+	MaxIdlePerHost int
+	// Fallback sends what the client does not (see Client).
+	Fallback http.RoundTripper
+}
+
+// New returns a Client.
+func New(o Options) *Client {
+	if o.MaxIdlePerHost == 0 {
+		o.MaxIdlePerHost = 4096
+	}
+	return &Client{
+		dialer:    net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 30 * time.Second},
+		timeout:   o.HeaderTimeout,
 		idleLimit: 90 * time.Second,
-		maxIdle:   4096,
-		fallback:  newTransport(o),
+		maxIdle:   o.MaxIdlePerHost,
+		fallback:  o.Fallback,
 		idle:      map[string][]*upconn{},
 	}
 }
 
-// do sends req and returns the upstream's answer. The caller reads the
-// body to its end or closes it. idle bounds the silence between two reads
-// of the body (0: no bound); a body that falls silent longer fails with
-// errIdle.
-func (cl *client) do(req *http.Request, idle time.Duration) (*http.Response, error) {
-	if req.URL.Scheme != "http" || req.Body != nil || req.Header["Upgrade"] != nil {
+// ErrIdle fails the read of a body that fell silent for longer than the
+// idle bound given to Do.
+var ErrIdle = errors.New("response body idle for too long")
+
+// ErrRequestBody fails a request whose body could not be read: the
+// caller's side broke off, not the server's.
+var ErrRequestBody = errors.New("reading the request body")
+
+// MaxInlineBody is the largest request body the client sends itself; the
+// body is read whole before the request is written, so that the request
+// goes in one write and can be sent again.
+const MaxInlineBody = 16 << 10
+
+// Do sends req and returns the answer. The caller reads the body to its
+// end or closes it. idle bounds the silence between two reads of the body
+// (0: no bound); a body that falls silent longer fails with ErrIdle. A
+// request with a body of unknown length or over MaxInlineBody bytes, to
+// https, or asking for an upgrade goes to the fallback.
+func (cl *Client) Do(req *http.Request, idle time.Duration) (*http.Response, error) {
+	if req.URL.Scheme != "http" || req.Header["Upgrade"] != nil ||
+		req.Body != nil && req.Body != http.NoBody && (req.ContentLength <= 0 || req.ContentLength > MaxInlineBody) {
 		return cl.fallback.RoundTrip(req)
 	}
+	if req.Body != nil && req.Body != http.NoBody {
+		b, err := readBody(req)
+		if err != nil {
+			return nil, err
+		}
+		defer putBody(b)
+		req.Body = nil
+		req.GetBody = nil
+		defer func() { req.Body = nil }()
+		body := bytes.NewReader(b.buf)
+		restore := func() {
+			body.Reset(b.buf)
+			req.Body = io.NopCloser(body)
+		}
+		restore()
+		return cl.send(req, idle, restore)
+	}
+	return cl.send(req, idle, nil)
+}
+
+// send sends req, whose body (if any) rewind sets again before a second
+// attempt.
+func (cl *Client) send(req *http.Request, idle time.Duration, rewind func()) (*http.Response, error) {
 	addr := req.URL.Host
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		addr = net.JoinHostPort(addr, "80")
 	}
-	for {
+	for first := true; ; first = false {
+		if !first && rewind != nil {
+			rewind()
+		}
 		c, err := cl.conn(req.Context(), addr)
 		if err != nil {
 			return nil, err
@@ -139,7 +204,7 @@ func replayable(req *http.Request) bool {
 	return req.Header["Idempotency-Key"] != nil || req.Header["X-Idempotency-Key"] != nil
 }
 
-func (cl *client) exchange(c *upconn, req *http.Request, idle time.Duration) (*http.Response, error) {
+func (cl *Client) exchange(c *upconn, req *http.Request, idle time.Duration) (*http.Response, error) {
 	ctx := req.Context()
 	// A client that goes away closes the upstream connection, which ends
 	// whatever read or write is waiting on it.
@@ -199,12 +264,19 @@ func (cl *client) exchange(c *upconn, req *http.Request, idle time.Duration) (*h
 	return resp, nil
 }
 
+// Owns reports whether resp came over the client's own connections, whose
+// bodies enforce the idle bound given to Do; the fallback's do not.
+func Owns(resp *http.Response) bool {
+	_, ok := resp.Body.(*upbody)
+	return ok
+}
+
 // upbody is an answer's body; at its end the connection goes back to the
 // pool.
 type upbody struct {
 	body  io.ReadCloser
 	c     *upconn
-	cl    *client
+	cl    *Client
 	stop  func() bool
 	idle  time.Duration
 	reuse bool
@@ -222,7 +294,7 @@ func (b *upbody) Read(p []byte) (int, error) {
 	case err != nil:
 		b.finish(false)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			err = errIdle
+			err = ErrIdle
 		}
 	case b.idle > 0:
 		b.c.SetReadDeadline(time.Now().Add(b.idle))
@@ -251,7 +323,7 @@ func (b *upbody) finish(reuse bool) {
 }
 
 // conn returns an idle connection to addr or dials one.
-func (cl *client) conn(ctx context.Context, addr string) (*upconn, error) {
+func (cl *Client) conn(ctx context.Context, addr string) (*upconn, error) {
 	now := time.Now()
 	cl.mu.Lock()
 	for cs := cl.idle[addr]; len(cs) > 0; cs = cl.idle[addr] {
@@ -275,7 +347,7 @@ func (cl *client) conn(ctx context.Context, addr string) (*upconn, error) {
 	return c, nil
 }
 
-func (cl *client) put(c *upconn) {
+func (cl *Client) put(c *upconn) {
 	if c.br.Buffered() > 0 {
 		// The upstream sent more than its answer: the connection is out of step.
 		c.Close()
@@ -292,8 +364,8 @@ func (cl *client) put(c *upconn) {
 	cl.idle[c.addr] = append(cl.idle[c.addr], c)
 }
 
-// closeIdle closes the idle connections; the client stays usable.
-func (cl *client) closeIdle() {
+// CloseIdle closes the idle connections; the client stays usable.
+func (cl *Client) CloseIdle() {
 	cl.mu.Lock()
 	idle := cl.idle
 	cl.idle = map[string][]*upconn{}
@@ -303,5 +375,26 @@ func (cl *client) closeIdle() {
 			c.Close()
 		}
 	}
-	cl.fallback.CloseIdleConnections()
+	if f, ok := cl.fallback.(interface{ CloseIdleConnections() }); ok {
+		f.CloseIdleConnections()
+	}
 }
+
+type bodyBuf struct{ buf []byte }
+
+var bodyBufs = sync.Pool{New: func() any { return &bodyBuf{buf: make([]byte, 0, MaxInlineBody)} }}
+
+// readBody reads a request body of known length, at most MaxInlineBody.
+func readBody(req *http.Request) (*bodyBuf, error) {
+	b := bodyBufs.Get().(*bodyBuf)
+	b.buf = b.buf[:req.ContentLength]
+	_, err := io.ReadFull(req.Body, b.buf)
+	req.Body.Close()
+	if err != nil {
+		putBody(b)
+		return nil, fmt.Errorf("%w: %w", ErrRequestBody, err)
+	}
+	return b, nil
+}
+
+func putBody(b *bodyBuf) { bodyBufs.Put(b) }
