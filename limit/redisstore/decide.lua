@@ -38,6 +38,19 @@ local function px(us)
   return format('%d', m)
 end
 
+-- life is the PX of a fixed window's key whose window ends in reset µs.
+-- Windows aligned to the clock end at the same instant for every key of a
+-- limit — every user's, say — and if their keys expired together, Redis
+-- would spend up to 25 ms of one expire cycle deleting them while every
+-- decision waited (seen at 5,000 decisions/s with 100,000 users: 11 ms
+-- stalls). So they live on for a part of min(w, 60 s) that varies with the
+-- time of the SET, which spreads their expiry over that span. A key that
+-- outlives its window is harmless: its start no longer matches.
+local function life(alg, reset, w)
+  if alg == 'F' then return px(reset) end
+  return px(reset + fmod(now, min(w, 60000000)))
+end
+
 -- fixed returns the current fixed window's start and count, and whether
 -- the stored window is the current one. v is the key's value as MGET reads
 -- it: "start:count", or false. MGET reads a key of another type as false
@@ -181,7 +194,7 @@ for i = 1, nk do
       -- The value to write and its PX, or false for a window already
       -- stored: its key has carried the window's end as its expiry since
       -- the SET that opened the window, and KEEPTTL keeps it.
-      st[2 * i - 1], st[2 * i] = format('%d:%d', start, cur + cost), not live and px(reset)
+      st[2 * i - 1], st[2 * i] = format('%d:%d', start, cur + cost), not live and life(alg, reset, w)
     else
       local retry = reset
       if cost > n then retry = w end
@@ -294,7 +307,7 @@ for i = 1, nk do
       if again then
         local w = tonumber(ARGV[j + 3])
         local start, cur, live = fixed(again, alg, w, j)
-        v, ttl = format('%d:%d', start, cur + tonumber(ARGV[j + 4])), not live and px(start + w - now)
+        v, ttl = format('%d:%d', start, cur + tonumber(ARGV[j + 4])), not live and life(alg, start + w - now, w)
       end
       if ttl then
         redis.call('SET', key, v, 'PX', ttl)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -100,7 +101,8 @@ func TestAtomicUnderConcurrency(t *testing.T) {
 }
 
 // TestExpiries checks the PTTL every algorithm gives its key: it lasts as
-// long as the state matters, and no longer.
+// long as the state matters, and no longer (but for the spread of aligned
+// windows).
 func TestExpiries(t *testing.T) {
 	srv := testredis.Start(t)
 	t.Cleanup(func() { checkExpiry(t, srv) })
@@ -132,12 +134,47 @@ func TestExpiries(t *testing.T) {
 		}
 		// The key's life is counted from the decision, rounded up to a
 		// millisecond on a clock Redis reads in whole milliseconds; the PTTL
-		// was read up to elapsed later.
+		// was read up to elapsed later. A window aligned to the clock lives
+		// on for up to min(window, 60 s) more, so that the keys of one
+		// window do not all expire at once.
 		want = want.Round(time.Millisecond) + time.Millisecond
-		elapsed := time.Since(start)
-		if got := time.Duration(ms) * time.Millisecond; got > want || got < want-elapsed-2*time.Millisecond {
-			t.Errorf("%s: PTTL %v, want %v (less up to %v)", tc.rule.Name, got, want, elapsed)
+		spread := time.Duration(0)
+		if tc.want == 0 {
+			spread = min(tc.rule.Rate.Period, time.Minute)
 		}
+		elapsed := time.Since(start)
+		if got := time.Duration(ms) * time.Millisecond; got > want+spread || got < want-elapsed-2*time.Millisecond {
+			t.Errorf("%s: PTTL %v, want %v to %v (less up to %v)", tc.rule.Name, got, want, want+spread, elapsed)
+		}
+	}
+}
+
+// TestAlignedExpirySpread: the keys of one clock-aligned window, opened at
+// different times within it, expire at different times after its end, so
+// that Redis does not delete them all in one expire cycle.
+func TestAlignedExpirySpread(t *testing.T) {
+	srv := testredis.Start(t)
+	s := open(t, srv)
+	rule := valid(t, &limit.Rule{Name: "spread", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 5, Period: 10 * time.Second}})
+	end := t0.Add(10*time.Second - time.Millisecond) // the window began at t0-1ms
+	var beyond []time.Duration
+	for i := range 40 {
+		at(t, s, t0.Add(time.Duration(i)*233*time.Millisecond))
+		k := limit.StringKey("user" + strconv.Itoa(i))
+		res, err := s.Decide(context.Background(), &limit.Request{Limits: []limit.Limit{{Rule: rule, Key: k}}, Hits: 1, Now: time.Now()})
+		if err != nil || !res.Allowed {
+			t.Fatalf("%+v, %v", res, err)
+		}
+		ms, _ := strconv.Atoi(srv.Do(t, "PTTL", limit.StoredKey(DefaultPrefix, rule, k)))
+		b := time.Duration(ms)*time.Millisecond - end.Sub(res.Time)
+		if b < -5*time.Millisecond || b > 10*time.Second+time.Millisecond {
+			t.Fatalf("key %d lives %v beyond its window, want 0 to 10s", i, b)
+		}
+		beyond = append(beyond, b)
+	}
+	slices.Sort(beyond)
+	if spread := beyond[len(beyond)-1] - beyond[0]; spread < 5*time.Second {
+		t.Fatalf("40 keys opened over 9.3 s expire within %v of each other after the window, want them spread over most of 10 s: %v", spread, beyond)
 	}
 }
 
