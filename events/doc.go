@@ -16,14 +16,18 @@
 //
 // # The spool
 //
-// With spool_dir set (required for the redis and nats sinks), every event
-// is first appended to the spool: a directory of append-only segment files
-// holding length-prefixed records with a CRC-32C, each record the event's
-// JSON with its id and type in front. One writer goroutine group-commits:
-// it takes whatever is queued, writes it with one write, fsyncs once, and
-// only then answers every Record waiting on that batch. Under load the
-// batches grow, so the fsyncs per second stay bounded while the events per
-// second do not. A new segment's directory entry is fsynced too.
+// With spool_dir set (required for the redis and nats sinks), one writer
+// goroutine takes whatever is queued as a batch. While the sink is up and
+// nothing waits in the spool, the batch goes straight to the sink, and an
+// event is recorded once the sink has accepted it: no disk is touched.
+// Otherwise — the sink is down or slow (it has 40 ms), or earlier events
+// still wait — the batch is appended to the spool, so that the order
+// holds: a directory of append-only segment files holding length-prefixed
+// records with a CRC-32C, each record the event's JSON with its id and type
+// in front. The writer group-commits: one write and one fsync per batch,
+// and only then does it answer every Record waiting on that batch. Under
+// load the batches grow, so the fsyncs per second stay bounded while the
+// events per second do not. A new segment's directory entry is fsynced too.
 //
 // A forwarder goroutine reads the spool in order — never past what the
 // writer has fsynced — and delivers it to the sink in batches. After each

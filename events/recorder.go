@@ -292,21 +292,36 @@ func (r *Recorder) fill(batch []*pending) []*pending {
 }
 
 func (r *Recorder) commit(batch []*pending) {
+	delivered := 0 // the first events of batch, accepted by the sink
 	if r.spool != nil {
-		r.spool.append(batch)
-		select {
-		case r.kick <- struct{}{}:
-		default:
+		// While the sink is up and nothing waits in the spool, a batch goes
+		// straight to the sink: accepted there, it is as recorded as it
+		// would be in the spool, and it costs no write, fsync, read-back
+		// or offset. What the sink does not take goes to the spool, and
+		// so does everything after it until the forwarder has drained the
+		// spool, so the order holds. The writer is the only one adding to
+		// the spool, so pending == 0 here means every spooled event is
+		// delivered.
+		if r.spool.pending.Load() == 0 && r.down.Load() == nil {
+			delivered = r.deliverFirst(batch)
 		}
-		r.metrics.spooled.Set(float64(r.spool.pending.Load()))
+		if rest := batch[delivered:]; len(rest) > 0 {
+			r.spool.append(rest)
+			select {
+			case r.kick <- struct{}{}:
+			default:
+			}
+			r.metrics.spooled.Set(float64(r.spool.pending.Load()))
+		}
 	} else {
 		r.deliverDirect(batch)
+		delivered = len(batch)
 	}
-	for _, p := range batch {
+	for i, p := range batch {
 		switch {
 		case p.err == nil:
 			r.metrics.count(p.rec.typ, resultRecorded, 1)
-			if r.spool == nil {
+			if i < delivered {
 				r.metrics.count(p.rec.typ, resultDelivered, 1)
 			}
 		case errors.Is(p.err, errSpoolFull):
@@ -319,6 +334,27 @@ func (r *Recorder) commit(batch []*pending) {
 	if err := firstError(batch); err != nil && !errors.Is(err, errSpoolFull) {
 		r.log.Error("events: cannot record events", "events", len(batch), "error", err.Error())
 	}
+}
+
+// directTimeout bounds a delivery that bypasses the spool: what the sink
+// has not taken by then is spooled, well within what Record waits.
+const directTimeout = 40 * time.Millisecond
+
+// deliverFirst hands batch to the sink and returns how many of its first
+// events the sink accepted. A delivery that timed out may have delivered
+// more: those are spooled and delivered again, with the same ids.
+func (r *Recorder) deliverFirst(batch []*pending) int {
+	recs := make([]record, len(batch))
+	for i, p := range batch {
+		recs[i] = p.rec
+	}
+	ctx, cancel := context.WithTimeout(r.life, directTimeout)
+	n, err := r.sink.deliver(ctx, recs)
+	cancel()
+	if err != nil {
+		r.sinkDown(err)
+	}
+	return n
 }
 
 func firstError(batch []*pending) error {

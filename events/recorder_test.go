@@ -556,6 +556,9 @@ func TestOffsetCorrupt(t *testing.T) {
 	c.SpoolDir = t.TempDir()
 	o := Options{StoreRedis: []string{srv.Addr()}}
 	read := func() []stored { return redisStream(t, srv.Addr(), c.Redis.Stream) }
+	// The sink is down while the first events are recorded, so that they
+	// go through the spool (a healthy sink takes them directly).
+	srv.Stop()
 	r := newTestRecorder(t, c, o)
 	var want []stored
 	for i := range 10 {
@@ -565,6 +568,7 @@ func TestOffsetCorrupt(t *testing.T) {
 		}
 		want = append(want, stored{id: e.ID, data: encoded(t, e)})
 	}
+	srv.Restart()
 	waitFor(t, "delivery", func() bool { return len(read()) == 10 })
 	r.Close()
 	if err := os.WriteFile(filepath.Join(c.SpoolDir, offsetFile), []byte("garbage, not an offset"), 0o644); err != nil {
@@ -612,5 +616,47 @@ func TestIdleSinkDown(t *testing.T) {
 			t.Fatal("an idle recorder never noticed its sink went away")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestHealthySinkBypassesTheSpool: while the sink is up and the spool is
+// empty, events go straight to the sink, in order, and nothing is written
+// to the spool.
+func TestHealthySinkBypassesTheSpool(t *testing.T) {
+	srv := startRedis(t)
+	c := baseEvents(config.SinkRedis)
+	c.SpoolDir = t.TempDir()
+	r := newTestRecorder(t, c, Options{StoreRedis: []string{srv.Addr()}})
+	var want []stored
+	for i := range 200 {
+		e := testEvent(i)
+		if !r.Record(context.Background(), e) {
+			t.Fatalf("Record(%d) = false", i)
+		}
+		want = append(want, stored{id: e.ID, data: encoded(t, e)})
+	}
+	got := redisStream(t, srv.Addr(), c.Redis.Stream)
+	if len(got) != len(want) {
+		t.Fatalf("%d events in the stream once Record returned, want %d: recorded means accepted by the sink", len(got), len(want))
+	}
+	if dups := checkDelivered(t, got, want); dups != 0 {
+		t.Errorf("%d duplicates", dups)
+	}
+	ents, err := os.ReadDir(c.SpoolDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), segSuffix) {
+			continue
+		}
+		if fi, err := e.Info(); err != nil || fi.Size() != 0 {
+			t.Errorf("spool segment %s holds %d bytes, want none while the sink is up", e.Name(), fi.Size())
+		}
+	}
+	for _, result := range []string{resultRecorded, resultDelivered} {
+		if n := r.total(TypeBreakerRejected, result) + r.total(TypeRateLimited, result); n != 200 {
+			t.Errorf("%s %v, want 200", result, n)
+		}
 	}
 }
