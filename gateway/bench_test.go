@@ -37,14 +37,12 @@ routes:
       - {name: ip, key: [ip], rate: 1000000/min}
 `
 			}
-			h := &harness{t: &testing.T{}}
 			cfg := mustParseB(b, yaml)
 			gw, err := New(cfg, Options{Logger: discardLogger()})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer gw.Close()
-			_ = h
 			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {

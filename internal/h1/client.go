@@ -38,8 +38,9 @@ type Client struct {
 	maxIdle   int           // idle connections kept per target
 	fallback  http.RoundTripper
 
-	mu   sync.Mutex
-	idle map[string][]*upconn // by host:port, most recently used last
+	mu     sync.Mutex
+	idle   map[string][]*upconn // by host:port, most recently used last
+	pruned time.Time            // when prune last ran
 }
 
 // upconn is one keep-alive connection to an upstream.
@@ -98,12 +99,18 @@ func New(o Options) *Client {
 	return &Client{
 		dialer:    net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 30 * time.Second},
 		timeout:   o.HeaderTimeout,
-		idleLimit: 90 * time.Second,
+		idleLimit: idleLimit,
 		maxIdle:   o.MaxIdlePerHost,
 		fallback:  o.Fallback,
 		idle:      map[string][]*upconn{},
 	}
 }
+
+// idleLimit is how long an idle connection is kept: most servers close
+// theirs sooner (nginx after 75 s, Go's after its IdleTimeout, Node's after
+// 5 s), and one closed by the server is found out only when it is next
+// used (and then the request is sent again) or pruned.
+const idleLimit = 60 * time.Second
 
 // ErrIdle fails the read of a body that fell silent for longer than the
 // idle bound given to Do.
@@ -357,11 +364,36 @@ func (cl *Client) put(c *upconn) {
 	c.idleAt = time.Now()
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
+	if c.idleAt.Sub(cl.pruned) >= time.Second {
+		cl.prune(c.idleAt)
+	}
 	if len(cl.idle[c.addr]) >= cl.maxIdle {
 		c.Close()
 		return
 	}
 	cl.idle[c.addr] = append(cl.idle[c.addr], c)
+}
+
+// prune closes the connections idle for longer than idleLimit. The most
+// recently used are taken first, so after a burst the connections it
+// opened would otherwise sit at the bottom of the pool, each holding a
+// socket the upstream has long closed. Each pool is in the order its
+// connections went idle, oldest first.
+func (cl *Client) prune(now time.Time) {
+	cl.pruned = now
+	for addr, cs := range cl.idle {
+		n := 0
+		for n < len(cs) && now.Sub(cs[n].idleAt) >= cl.idleLimit {
+			cs[n].Close()
+			cs[n] = nil
+			n++
+		}
+		if n == len(cs) {
+			delete(cl.idle, addr)
+		} else if n > 0 {
+			cl.idle[addr] = append(cs[:0], cs[n:]...)
+		}
+	}
 }
 
 // CloseIdle closes the idle connections; the client stays usable.

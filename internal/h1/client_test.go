@@ -475,3 +475,56 @@ func BenchmarkClient(b *testing.B) {
 		})
 	}
 }
+
+// TestClientPrunesIdleConnections: after a burst, the connections it
+// opened are closed once idle for longer than the limit, even while one
+// connection stays busy and the pool is never emptied.
+func TestClientPrunesIdleConnections(t *testing.T) {
+	var open atomic.Int64
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			time.Sleep(50 * time.Millisecond)
+		}
+		io.WriteString(w, "ok")
+	}))
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	s.Start()
+	defer s.Close()
+	cl := testClient(time.Second, time.Second)
+	cl.idleLimit = 200 * time.Millisecond
+	defer cl.CloseIdle()
+
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			resp, err := get(t, cl, context.Background(), "GET", s.URL+"/slow", 0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			readAll(t, resp)
+		})
+	}
+	wg.Wait()
+	if n := open.Load(); n != 10 {
+		t.Fatalf("%d connections open after a burst of 10, want 10", n)
+	}
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		resp, err := get(t, cl, context.Background(), "GET", s.URL+"/", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+		if open.Load() == 1 {
+			return
+		}
+	}
+	t.Fatalf("%d connections still open, want the burst's idle ones closed and 1 busy", open.Load())
+}
