@@ -14,6 +14,10 @@
 #              api, user, ip) on Redis, sized so that everything is admitted;
 #              users and IPs vary per request (wrk script below), so the
 #              limit step really does four counters per request
+#   go-stock   httputil.ReverseProxy as it comes (bench/refproxy)
+#   go-bare    a bare, featureless net/http proxy with pooled buffers
+#              (bench/refproxy): the issue's two Go reference points, so
+#              that this machine's ratios can be read against the issue's
 # Each round runs wrk -t2 -c64 against each proxy in turn (interleaved, so
 # that the machine's noise falls on all of them); the report gives every
 # round's requests/s and the median of the per-round ratios to nginx.
@@ -44,9 +48,11 @@ trap cleanup EXIT
 
 freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 UP=$(freeport); NGX=$(freeport); PLAIN=$(freeport); LIM=$(freeport); RED=$(freeport)
+STOCK=$(freeport); BARE=$(freeport)
 ADM1=$(freeport); ADM2=$(freeport)
 
 go build -o "$tmp/floodgate" ./cmd/floodgate
+go build -o "$tmp/refproxy" ./bench/refproxy
 
 ngx() { # name port body
 	cat >"$tmp/$1.conf" <<CONF
@@ -96,6 +102,11 @@ pids+=($!)
 "$tmp/floodgate" serve -c "$tmp/limits.yaml" 2>"$tmp/limits.log" &
 pids+=($!)
 
+"$tmp/refproxy" -mode stock -listen "127.0.0.1:$STOCK" -upstream "http://127.0.0.1:$UP" 2>"$tmp/stock.log" &
+pids+=($!)
+"$tmp/refproxy" -mode bare -listen "127.0.0.1:$BARE" -upstream "http://127.0.0.1:$UP" 2>"$tmp/bare.log" &
+pids+=($!)
+
 # Users and client IPs drawn from 100,000 values per request.
 cat >"$tmp/vary.lua" <<'LUA'
 math.randomseed(os.time())
@@ -107,7 +118,7 @@ request = function()
 end
 LUA
 
-for p in $NGX $PLAIN $LIM; do
+for p in $NGX $PLAIN $LIM $STOCK $BARE; do
 	for _ in $(seq 100); do curl -sf "http://127.0.0.1:$p/" >/dev/null && break; sleep 0.1; done
 done
 curl -sf "http://127.0.0.1:$LIM/x" -H 'X-User-Id: 1' -D - -o /dev/null | grep -qi '^ratelimit' || { echo "fg-limits is not limiting" >&2; exit 1; }
@@ -119,19 +130,22 @@ run() { # port -> requests/s
 	if grep -q 'Non-2xx' "$tmp/wrk.out"; then echo "non-2xx answers on port $1:" >&2; cat "$tmp/wrk.out" >&2; exit 1; fi
 }
 
-echo "round  nginx req/s  fg-plain req/s (p99)  fg-limits req/s (p99)  plain/nginx  limits/nginx"
-plain_r=(); lim_r=()
+echo "round  nginx req/s  go-stock  go-bare  fg-plain req/s (p99)  fg-limits req/s (p99)  stock/nginx  bare/nginx  plain/nginx  limits/nginx"
+plain_r=(); lim_r=(); stock_r=(); bare_r=()
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", a/b}'; }
 for i in $(seq "$ROUNDS"); do
 	n=$(run $NGX)
+	st=$(run $STOCK)
+	ba=$(run $BARE)
 	p=$(run $PLAIN); pp=$(cat "$tmp/p99")
 	l=$(run $LIM); lp=$(cat "$tmp/p99")
-	rp=$(awk -v a="$p" -v b="$n" 'BEGIN{printf "%.3f", a/b}')
-	rl=$(awk -v a="$l" -v b="$n" 'BEGIN{printf "%.3f", a/b}')
-	plain_r+=("$rp"); lim_r+=("$rl")
-	printf "%5d  %11s  %14s (%s)  %15s (%s)  %11s  %12s\n" "$i" "$n" "$p" "$pp" "$l" "$lp" "$rp" "$rl"
+	rp=$(ratio "$p" "$n"); rl=$(ratio "$l" "$n"); rs=$(ratio "$st" "$n"); rb=$(ratio "$ba" "$n")
+	plain_r+=("$rp"); lim_r+=("$rl"); stock_r+=("$rs"); bare_r+=("$rb")
+	printf "%5d  %11s  %8s  %7s  %14s (%s)  %15s (%s)  %11s  %10s  %11s  %12s\n" "$i" "$n" "$st" "$ba" "$p" "$pp" "$l" "$lp" "$rs" "$rb" "$rp" "$rl"
 done
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END{print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-echo "median ratio to nginx: fg-plain $(median "${plain_r[@]}"), fg-limits $(median "${lim_r[@]}")"
+echo "median ratio to nginx: go-stock $(median "${stock_r[@]}"), go-bare $(median "${bare_r[@]}"), fg-plain $(median "${plain_r[@]}"), fg-limits $(median "${lim_r[@]}")"
+echo "(where the issue was measured: go-stock 0.31, go-bare 0.5)"
 
 # The open-loop phase: latency from each request's scheduled send time.
 p99() { # port -> p99 in ms
