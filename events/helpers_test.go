@@ -108,6 +108,21 @@ func (r *testRecorder) spooledGauge() float64 { return testutil.ToFloat64(r.metr
 
 // testEvent is event i of a run, the same every time it is made, so a
 // parent test can check what a child process recorded.
+// recordAll records testEvent(from) to testEvent(to-1), failing t if one
+// is refused, and returns them as the sink should hold them.
+func recordAll(t testing.TB, r *testRecorder, from, to int) []stored {
+	t.Helper()
+	var want []stored
+	for i := from; i < to; i++ {
+		e := testEvent(i)
+		if !r.Record(context.Background(), e) {
+			t.Fatalf("Record(%d) = false", i)
+		}
+		want = append(want, stored{id: e.ID, data: encoded(t, e)})
+	}
+	return want
+}
+
 func testEvent(i int) *Event {
 	e := &Event{
 		Time:      time.Date(2025, 6, 1, 10, 0, 0, i*1000, time.UTC),

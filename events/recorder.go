@@ -344,17 +344,24 @@ const directTimeout = 40 * time.Millisecond
 // events the sink accepted. A delivery that timed out may have delivered
 // more: those are spooled and delivered again, with the same ids.
 func (r *Recorder) deliverFirst(batch []*pending) int {
+	n, _ := r.deliver(batch, directTimeout)
+	return n
+}
+
+// deliver hands batch to the sink within timeout, and marks the sink down
+// when it fails.
+func (r *Recorder) deliver(batch []*pending, timeout time.Duration) (int, error) {
 	recs := make([]record, len(batch))
 	for i, p := range batch {
 		recs[i] = p.rec
 	}
-	ctx, cancel := context.WithTimeout(r.life, directTimeout)
+	ctx, cancel := context.WithTimeout(r.life, timeout)
 	n, err := r.sink.deliver(ctx, recs)
 	cancel()
 	if err != nil {
 		r.sinkDown(err)
 	}
-	return n
+	return n, err
 }
 
 func firstError(batch []*pending) error {
@@ -370,15 +377,7 @@ func firstError(batch []*pending) error {
 // a spool (the file sink, typically, whose write is as durable as the
 // spool's would be).
 func (r *Recorder) deliverDirect(batch []*pending) {
-	recs := make([]record, len(batch))
-	for i, p := range batch {
-		recs[i] = p.rec
-	}
-	ctx, cancel := context.WithTimeout(r.life, deliverTimeout)
-	n, err := r.sink.deliver(ctx, recs)
-	cancel()
-	if err != nil {
-		r.sinkDown(err)
+	if n, err := r.deliver(batch, deliverTimeout); err != nil {
 		failAll(batch[n:], err)
 	} else {
 		r.sinkUp()

@@ -237,14 +237,7 @@ func TestTornTail(t *testing.T) {
 			c.SpoolDir = t.TempDir()
 			// First nothing can be delivered, so everything stays spooled.
 			r := newTestRecorder(t, c, Options{StoreRedis: []string{deadAddr(t)}})
-			var want []stored
-			for i := range 10 {
-				e := testEvent(i)
-				if !r.Record(context.Background(), e) {
-					t.Fatalf("Record(%d) = false", i)
-				}
-				want = append(want, stored{id: e.ID, data: encoded(t, e)})
-			}
+			want := recordAll(t, r, 0, 10)
 			r.Close()
 
 			seg := lastSegment(t, c.SpoolDir)
@@ -560,14 +553,7 @@ func TestOffsetCorrupt(t *testing.T) {
 	// go through the spool (a healthy sink takes them directly).
 	srv.Stop()
 	r := newTestRecorder(t, c, o)
-	var want []stored
-	for i := range 10 {
-		e := testEvent(i)
-		if !r.Record(context.Background(), e) {
-			t.Fatalf("Record(%d) = false", i)
-		}
-		want = append(want, stored{id: e.ID, data: encoded(t, e)})
-	}
+	want := recordAll(t, r, 0, 10)
 	srv.Restart()
 	waitFor(t, "delivery", func() bool { return len(read()) == 10 })
 	r.Close()
@@ -627,14 +613,7 @@ func TestHealthySinkBypassesTheSpool(t *testing.T) {
 	c := baseEvents(config.SinkRedis)
 	c.SpoolDir = t.TempDir()
 	r := newTestRecorder(t, c, Options{StoreRedis: []string{srv.Addr()}})
-	var want []stored
-	for i := range 200 {
-		e := testEvent(i)
-		if !r.Record(context.Background(), e) {
-			t.Fatalf("Record(%d) = false", i)
-		}
-		want = append(want, stored{id: e.ID, data: encoded(t, e)})
-	}
+	want := recordAll(t, r, 0, 200)
 	got := redisStream(t, srv.Addr(), c.Redis.Stream)
 	if len(got) != len(want) {
 		t.Fatalf("%d events in the stream once Record returned, want %d: recorded means accepted by the sink", len(got), len(want))
