@@ -256,10 +256,13 @@ func TestBreakerIgnoresClientBodyFailures(t *testing.T) {
 		resp := h.do("POST", "/coupon", user, io.MultiReader(strings.NewReader(strings.Repeat("x", 100))))
 		answerOf(t, resp, 413, "body_too_large")
 	}
-	if g := gaugeValue(t, h, "gateway_circuit_breaker_state", "coupon"); g != 0 {
-		t.Fatalf("breaker state %v after 20 oversized bodies, want 0 (closed)", g)
+	if bs := h.gw.Breakers(); len(bs) != 1 || bs[0].State != "CLOSED" || bs[0].Calls != 0 {
+		t.Fatalf("breakers after 20 oversized bodies: %+v, want closed with no call counted", bs)
 	}
 	if resp := h.do("GET", "/coupon", user, nil); drain(resp) != "ok" {
 		t.Fatalf("after oversized bodies: %d", resp.StatusCode)
+	}
+	if bs := h.gw.Breakers(); bs[0].Calls != 1 {
+		t.Fatalf("breaker calls %d after one answered request, want 1", bs[0].Calls)
 	}
 }

@@ -222,8 +222,8 @@ func (g *Gateway) client(u config.Upstream) *h1.Client {
 	defer g.mu.Unlock()
 	c := g.clients[id]
 	if c == nil {
-		o := upstreamOptions{connectTimeout: u.ConnectTimeout, timeout: u.Timeout}
-		c = h1.New(h1.Options{ConnectTimeout: o.connectTimeout, HeaderTimeout: o.timeout, Fallback: newTransport(o)})
+		c = h1.New(h1.Options{ConnectTimeout: u.ConnectTimeout, HeaderTimeout: u.Timeout,
+			Fallback: newTransport(upstreamOptions{connectTimeout: u.ConnectTimeout, timeout: u.Timeout})})
 		g.clients[id] = c
 	}
 	return c

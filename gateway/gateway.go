@@ -205,9 +205,9 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 	}
 	a := rt.upstreamUnavailable
 	switch {
-	case o.status == http.StatusRequestEntityTooLarge:
+	case o.client && o.status == http.StatusRequestEntityTooLarge:
 		a = rt.tooLarge
-	case o.status == http.StatusBadRequest:
+	case o.client:
 		a = rt.badRequest
 	case o.timeout:
 		a = rt.upstreamTimeout

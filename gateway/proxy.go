@@ -15,7 +15,7 @@ import (
 	"github.com/floodgate-gw/floodgate/internal/h1"
 )
 
-// upstream is a route's targets and the transport that reaches them.
+// upstream is a route's targets and the client that reaches them.
 type upstream struct {
 	targets     []*url.URL
 	next        atomic.Uint64
@@ -57,6 +57,7 @@ type outcome struct {
 	timeout bool
 	written bool // the response head went to the client
 	aborted bool // the body broke off after the head was sent
+	client  bool // the client's request body failed: too long, or cut short
 	// exchanged is set when the request went upstream; took is how long
 	// the upstream took to answer with its head (or to fail).
 	exchanged bool
@@ -64,9 +65,10 @@ type outcome struct {
 }
 
 // cancelled reports an exchange that says nothing about the upstream: it
-// never went there (a limit refused it), or the client went away first.
+// never went there (a limit refused it), the client went away first, or
+// the client's body failed.
 func (o outcome) cancelled() bool {
-	return !o.exchanged || o.status == statusClientClosed || o.aborted && !o.failed
+	return !o.exchanged || o.status == statusClientClosed || o.client || o.aborted && !o.failed
 }
 
 // Hop-by-hop headers, removed in both directions (RFC 9110 §7.6.1).
@@ -183,7 +185,7 @@ func (u *upstream) copyBody(w http.ResponseWriter, resp *http.Response) error {
 	flush := resp.ContentLength == -1
 	var idle atomic.Bool
 	var timer *time.Timer
-	if resp.Body != nil && !h1.Owns(resp) && u.idle > 0 {
+	if !h1.Owns(resp) && u.idle > 0 {
 		// http.Transport's bodies have no deadline of their own.
 		timer = time.AfterFunc(u.idle, func() {
 			idle.Store(true)
@@ -228,10 +230,10 @@ func classify(ctx context.Context, err error) outcome {
 	// nothing the breaker should learn about the upstream.
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return outcome{status: http.StatusRequestEntityTooLarge}
+		return outcome{status: http.StatusRequestEntityTooLarge, client: true}
 	}
 	if errors.Is(err, h1.ErrRequestBody) {
-		return outcome{status: http.StatusBadRequest}
+		return outcome{status: http.StatusBadRequest, client: true}
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() && !isDial(err) {
