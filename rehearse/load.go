@@ -83,7 +83,7 @@ type LoadConfig struct {
 	Timeout time.Duration
 	// Client sends the requests; nil means the package's own: plain-http
 	// requests over an HTTP/1.1 client that reads each answer in the
-	// request's goroutine (a third less CPU per request than
+	// request's goroutine (a fifth less CPU per request than
 	// http.Transport, so that the generator disturbs what it measures
 	// less), https through NewClient(ConcurrencyCap, Timeout).
 	Client *http.Client

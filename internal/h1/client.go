@@ -87,7 +87,8 @@ type Options struct {
 	// 0 means 4096, enough for one per concurrent request of a busy
 	// gateway.
 	MaxIdlePerHost int
-	// Fallback sends what the client does not (see Client).
+	// Fallback sends what the client does not (see Client); nil means a
+	// clone of http.DefaultTransport.
 	Fallback http.RoundTripper
 }
 
@@ -95,6 +96,9 @@ type Options struct {
 func New(o Options) *Client {
 	if o.MaxIdlePerHost == 0 {
 		o.MaxIdlePerHost = 4096
+	}
+	if o.Fallback == nil {
+		o.Fallback = http.DefaultTransport.(*http.Transport).Clone()
 	}
 	return &Client{
 		dialer:    net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 30 * time.Second},
