@@ -116,6 +116,10 @@ func New(o Options) *Client {
 // used (and then the request is sent again) or pruned.
 const idleLimit = 60 * time.Second
 
+// probeAfter is how long a connection sits idle before it is checked for
+// a close by the server before use.
+const probeAfter = 100 * time.Millisecond
+
 // ErrIdle fails the read of a body that fell silent for longer than the
 // idle bound given to Do.
 var ErrIdle = errors.New("response body idle for too long")
@@ -336,18 +340,29 @@ func (b *upbody) finish(reuse bool) {
 // conn returns an idle connection to addr or dials one.
 func (cl *Client) conn(ctx context.Context, addr string) (*upconn, error) {
 	now := time.Now()
-	cl.mu.Lock()
-	for cs := cl.idle[addr]; len(cs) > 0; cs = cl.idle[addr] {
+	for {
+		cl.mu.Lock()
+		cs := cl.idle[addr]
+		if len(cs) == 0 {
+			cl.mu.Unlock()
+			break
+		}
 		c := cs[len(cs)-1]
 		cs[len(cs)-1] = nil
 		cl.idle[addr] = cs[:len(cs)-1]
-		if now.Sub(c.idleAt) < cl.idleLimit {
-			cl.mu.Unlock()
+		cl.mu.Unlock()
+		idle := now.Sub(c.idleAt)
+		// A connection idle for a while may have been closed by the
+		// server (Node closes its idle ones after 5 s, Go's and nginx's
+		// after their keep-alive timeouts), and a request that is not
+		// safe to send twice could not be sent again on another: one
+		// non-blocking peek tells. A busy connection, idle for
+		// microseconds, is not probed.
+		if idle < cl.idleLimit && (idle < probeAfter || alive(c.Conn)) {
 			return c, nil
 		}
 		c.Close()
 	}
-	cl.mu.Unlock()
 	nc, err := cl.dialer.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err

@@ -528,3 +528,50 @@ func TestClientPrunesIdleConnections(t *testing.T) {
 	}
 	t.Fatalf("%d connections still open, want the burst's idle ones closed and 1 busy", open.Load())
 }
+
+// TestClientProbesIdleConnections: a POST, which is never sent twice, does
+// not meet a connection the server closed while it sat idle; one the
+// server kept is used again.
+func TestClientProbesIdleConnections(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		serverIdle  time.Duration
+		connections int64
+	}{
+		{"closed by the server", 50 * time.Millisecond, 4},
+		{"kept by the server", 10 * time.Second, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var conns atomic.Int64
+			s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(w, r.Body)
+			}))
+			s.Config.IdleTimeout = tc.serverIdle
+			s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+				if st == http.StateNew {
+					conns.Add(1)
+				}
+			}
+			s.Start()
+			defer s.Close()
+			cl := testClient(time.Second, time.Second)
+			defer cl.CloseIdle()
+			for i := range 4 {
+				if i > 0 {
+					time.Sleep(200 * time.Millisecond)
+				}
+				req, _ := http.NewRequest("POST", s.URL+"/", strings.NewReader("entry"))
+				resp, err := cl.Do(req, 0)
+				if err != nil {
+					t.Fatalf("POST %d after 200 ms idle: %v", i, err)
+				}
+				if got := readAll(t, resp); got != "entry" {
+					t.Fatalf("POST %d: %q", i, got)
+				}
+			}
+			if n := conns.Load(); n != tc.connections {
+				t.Fatalf("%d connections, want %d", n, tc.connections)
+			}
+		})
+	}
+}
