@@ -204,8 +204,8 @@ echo
 echo "p99 of other, ms (from the scheduled send): A alone, B with the recorded load, C with the same load refused unrecorded"
 fmt='%-5s  %-7s  %-7s  %-7s  %-7s  %-7s  %-10s  %-10s  %-7s  %-7s  %-8s  %s\n'
 printf "$fmt" round "A p99" "B p99" "B-A" "C p99" "C-A" recorded/s stream/s dropped drain_s "rec p99" "noise (cores)"
-a99=(); b99=(); c99=(); dba=(); dca=(); recs=(); strm=(); drains=()
-ca99=(); cb99=(); cc99=(); cdba=(); cdca=(); crecs=(); cstrm=()
+a99=(); b99=(); c99=(); dba=(); dca=(); dbc=(); recs=(); strm=(); drains=()
+ca99=(); cb99=(); cc99=(); cdba=(); cdca=(); cdbc=(); crecs=(); cstrm=()
 for i in $(seq "$ROUNDS"); do
 	# A: other alone.
 	quiet
@@ -251,12 +251,13 @@ for i in $(seq "$ROUNDS"); do
 	noise=$(printf '%s\n' "$(rest "$cpua")" "$(rest "$cpub")" "$(rest "$cpuc")" | sort -g | tail -1)
 	ba=$(awk -v a="$pa" -v b="$pb" 'BEGIN {printf "%.1f", b - a}')
 	ca=$(awk -v a="$pa" -v b="$pc" 'BEGIN {printf "%.1f", b - a}')
-	a99+=("$pa"); b99+=("$pb"); c99+=("$pc"); dba+=("$ba"); dca+=("$ca"); recs+=("$recps"); strm+=("$strps"); drains+=("$drain")
+	bc=$(awk -v a="$pc" -v b="$pb" 'BEGIN {printf "%.1f", b - a}')
+	a99+=("$pa"); b99+=("$pb"); c99+=("$pc"); dba+=("$ba"); dca+=("$ca"); dbc+=("$bc"); recs+=("$recps"); strm+=("$strps"); drains+=("$drain")
 	mark=""
 	if awk -v n="$noise" -v m="$NOISY" 'BEGIN {exit !(n > m)}'; then
 		mark=" NOISY"
 	else
-		ca99+=("$pa"); cb99+=("$pb"); cc99+=("$pc"); cdba+=("$ba"); cdca+=("$ca"); crecs+=("$recps"); cstrm+=("$strps")
+		ca99+=("$pa"); cb99+=("$pb"); cc99+=("$pc"); cdba+=("$ba"); cdca+=("$ca"); cdbc+=("$bc"); crecs+=("$recps"); cstrm+=("$strps")
 	fi
 	printf "$fmt" "$i" "$pa" "$pb" "$ba" "$pc" "$ca" "$recps" "$strps" "$((d1 - d0))" "$drain" "$(field "$tmp/e$i" p99)" "$noise$mark"
 	{
@@ -280,12 +281,13 @@ done
 median() { [ $# -gt 0 ] || { echo -; return; }; printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 medians() { # label arrays...
 	echo "$1: other p99 A $(median $2) ms, B $(median $3) ms (B-A $(median $4) ms; target <= 1 ms), C $(median $5) ms (C-A $(median $6) ms);"
+	echo "    B-C, recording's own share: $(median $9) ms"
 	echo "    recorded $(median $7)/s, into the stream $(median $8)/s during the load (target $EVRATE/s)"
 }
 echo
-medians "median of all $ROUNDS rounds" "${a99[*]}" "${b99[*]}" "${dba[*]}" "${c99[*]}" "${dca[*]}" "${recs[*]}" "${strm[*]}"
+medians "median of all $ROUNDS rounds" "${a99[*]}" "${b99[*]}" "${dba[*]}" "${c99[*]}" "${dca[*]}" "${recs[*]}" "${strm[*]}" "${dbc[*]}"
 echo "    spool drained $(median "${drains[@]}") s after the load stopped"
-medians "median of the ${#ca99[@]} rounds with noise <= $NOISY cores" "${ca99[*]}" "${cb99[*]}" "${cdba[*]}" "${cc99[*]}" "${cdca[*]}" "${crecs[*]}" "${cstrm[*]}"
+medians "median of the ${#ca99[@]} rounds with noise <= $NOISY cores" "${ca99[*]}" "${cb99[*]}" "${cdba[*]}" "${cc99[*]}" "${cdca[*]}" "${crecs[*]}" "${cstrm[*]}" "${cdbc[*]}"
 echo
 echo "load summaries and CPU (cores used during each phase):"
 cat "$tmp/summaries"
