@@ -24,7 +24,7 @@ type upstream struct {
 	idle        time.Duration // longest silence while a response body streams
 }
 
-// UpstreamOptions configure the transport of one route.
+// upstreamOptions configure the http.Transport a route's client falls back to.
 type upstreamOptions struct {
 	connectTimeout time.Duration
 	timeout        time.Duration // until the response headers
@@ -126,7 +126,7 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		removeHopHeaders(out.Header)
 	}
 	if _, ok := out.Header["User-Agent"]; !ok {
-		out.Header["User-Agent"] = nil // do not let the transport add Go's
+		out.Header["User-Agent"] = nil // do not let the client add Go's
 	}
 
 	start := time.Now()
