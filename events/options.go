@@ -3,6 +3,7 @@ package events
 import (
 	"crypto/tls"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -31,6 +32,10 @@ type Options struct {
 	RedisPassword string
 	RedisDB       int
 	RedisTLS      *tls.Config
+
+	// directTimeout replaces the package's directTimeout when not zero
+	// (tests that must not see a slow machine spool an event).
+	directTimeout time.Duration
 }
 
 // StoreOptions returns the Options that point the redis sink (and replay)

@@ -59,8 +59,9 @@ type Recorder struct {
 	closed atomic.Bool
 	once   sync.Once
 
-	down  atomic.Pointer[error] // why the sink is down; nil while it is up
-	drops dropLog
+	down   atomic.Pointer[error] // why the sink is down; nil while it is up
+	drops  dropLog
+	direct time.Duration // directTimeout, or the Options' own
 }
 
 // pending is one event between Record and the writer's verdict.
@@ -82,6 +83,10 @@ func NewRecorder(c config.Events, o Options) (*Recorder, error) {
 	r := &Recorder{
 		log:     log.With("component", "events"),
 		metrics: newMetrics(o.Registerer),
+		direct:  directTimeout,
+	}
+	if o.directTimeout > 0 {
+		r.direct = o.directTimeout
 	}
 	r.drops.log = r.log
 	if c.Sink == config.SinkNone || c.Sink == "" {
@@ -344,7 +349,7 @@ const directTimeout = 40 * time.Millisecond
 // events the sink accepted. A delivery that timed out may have delivered
 // more: those are spooled and delivered again, with the same ids.
 func (r *Recorder) deliverFirst(batch []*pending) int {
-	n, _ := r.deliver(batch, directTimeout)
+	n, _ := r.deliver(batch, r.direct)
 	return n
 }
 

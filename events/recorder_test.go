@@ -612,7 +612,9 @@ func TestHealthySinkBypassesTheSpool(t *testing.T) {
 	srv := startRedis(t)
 	c := baseEvents(config.SinkRedis)
 	c.SpoolDir = t.TempDir()
-	r := newTestRecorder(t, c, Options{StoreRedis: []string{srv.Addr()}})
+	// A sink slower than the usual 40 ms (a loaded test machine) would
+	// rightly send a batch to the spool.
+	r := newTestRecorder(t, c, Options{StoreRedis: []string{srv.Addr()}, directTimeout: 5 * time.Second})
 	want := recordAll(t, r, 0, 200)
 	got := redisStream(t, srv.Addr(), c.Redis.Stream)
 	if len(got) != len(want) {

@@ -558,12 +558,12 @@ func TestClientProbesIdleConnections(t *testing.T) {
 			defer cl.CloseIdle()
 			for i := range 4 {
 				if i > 0 {
-					time.Sleep(200 * time.Millisecond)
+					time.Sleep(400 * time.Millisecond) // well past the server's 50 ms
 				}
 				req, _ := http.NewRequest("POST", s.URL+"/", strings.NewReader("entry"))
 				resp, err := cl.Do(req, 0)
 				if err != nil {
-					t.Fatalf("POST %d after 200 ms idle: %v", i, err)
+					t.Fatalf("POST %d after 400 ms idle: %v", i, err)
 				}
 				if got := readAll(t, resp); got != "entry" {
 					t.Fatalf("POST %d: %q", i, got)
