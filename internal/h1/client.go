@@ -35,6 +35,7 @@ type Client struct {
 	dialer    net.Dialer
 	timeout   time.Duration // for the response head; 0: none
 	idleLimit time.Duration // longest an idle connection is kept
+	probe     time.Duration // idle time after which a connection is peeked at before use
 	maxIdle   int           // idle connections kept per target
 	fallback  http.RoundTripper
 
@@ -104,6 +105,7 @@ func New(o Options) *Client {
 		dialer:    net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 30 * time.Second},
 		timeout:   o.HeaderTimeout,
 		idleLimit: idleLimit,
+		probe:     probeAfter,
 		maxIdle:   o.MaxIdlePerHost,
 		fallback:  o.Fallback,
 		idle:      map[string][]*upconn{},
@@ -358,7 +360,7 @@ func (cl *Client) conn(ctx context.Context, addr string) (*upconn, error) {
 		// safe to send twice could not be sent again on another: one
 		// non-blocking peek tells. A busy connection, idle for
 		// microseconds, is not probed.
-		if idle < cl.idleLimit && (idle < probeAfter || alive(c.Conn)) {
+		if idle < cl.idleLimit && (idle < cl.probe || alive(c.Conn)) {
 			return c, nil
 		}
 		c.Close()

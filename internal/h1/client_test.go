@@ -133,6 +133,7 @@ func TestClientResendsOnAConnectionClosedWhileIdle(t *testing.T) {
 		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 	})
 	cl := testClient(time.Second, time.Second)
+	cl.probe = time.Hour // the resend is tested, not the peek that would avoid it
 	defer cl.CloseIdle()
 	for i := range 5 {
 		resp, err := get(t, cl, context.Background(), "GET", base+"/", 0)
@@ -417,6 +418,7 @@ func TestClientResendsABodyOnlyWhenSafe(t *testing.T) {
 		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(len(b))+"\r\n\r\n"+string(b))
 	})
 	cl := testClient(time.Second, time.Second)
+	cl.probe = time.Hour // the resend is tested, not the peek that would avoid it
 	defer cl.CloseIdle()
 	post := func(key string) (string, error) {
 		req, _ := http.NewRequest("POST", base+"/", strings.NewReader("payload"))
