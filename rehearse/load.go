@@ -285,6 +285,18 @@ type loader struct {
 
 func (l *loader) since() time.Duration { return time.Since(l.start) }
 
+// over reports whether the run's context has ended, or its deadline has
+// passed: a dial bounded by that deadline can fail a moment before the
+// context's own timer ends it, and that attempt was interrupted, not
+// failed.
+func (l *loader) over() bool {
+	if l.ctx.Err() != nil {
+		return true
+	}
+	dl, ok := l.ctx.Deadline()
+	return ok && !time.Now().Before(dl)
+}
+
 func (l *loader) run() *Result {
 	reported := make(chan struct{})
 	stop := make(chan struct{})
@@ -429,7 +441,7 @@ func (l *loader) request(at time.Duration, hdr http.Header) {
 
 		o, msg := classify(status), ""
 		switch {
-		case err != nil && l.ctx.Err() != nil:
+		case err != nil && l.over():
 			o = outcomeCanceled
 		case err != nil:
 			o, msg = outcomeError, errorKind(err)

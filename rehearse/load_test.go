@@ -268,7 +268,7 @@ func TestRunInterrupted(t *testing.T) {
 		t.Errorf("an interrupted run took %v to return", d)
 	}
 	if !res.Interrupted || len(res.Seconds) != 1 || res.Total.Canceled != res.Total.Sent || res.Total.Sent < 3 {
-		t.Errorf("interrupted: %v, rows %+v", res.Interrupted, res.Seconds)
+		t.Errorf("interrupted: %v, rows %+v, errors %v", res.Interrupted, res.Seconds, res.Errors)
 	}
 	if r := res.OfferedRate(); r < 15 || r > 25 {
 		t.Errorf("offered rate of the interrupted run: %v, want about 20", r)

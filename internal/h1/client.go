@@ -178,6 +178,9 @@ func (cl *Client) send(req *http.Request, idle time.Duration, rewind func()) (*h
 		}
 		c, err := cl.conn(req.Context(), addr)
 		if err != nil {
+			if cerr := ctxErr(req.Context()); cerr != nil {
+				return nil, cerr
+			}
 			return nil, err
 		}
 		resp, err := cl.exchange(c, req, idle)
@@ -221,6 +224,20 @@ func replayable(req *http.Request) bool {
 	return req.Header["Idempotency-Key"] != nil || req.Header["X-Idempotency-Key"] != nil
 }
 
+// ctxErr is ctx's error, or DeadlineExceeded once its deadline has
+// passed: a dial or a read bounded by that deadline can fail a moment
+// before the context's own timer marks it done, and the failure is the
+// deadline's, not the server's.
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
 func (cl *Client) exchange(c *upconn, req *http.Request, idle time.Duration) (*http.Response, error) {
 	ctx := req.Context()
 	// A client that goes away closes the upstream connection, which ends
@@ -228,8 +245,8 @@ func (cl *Client) exchange(c *upconn, req *http.Request, idle time.Duration) (*h
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	fail := func(err error) (*http.Response, error) {
 		stop()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+		if cerr := ctxErr(ctx); cerr != nil {
+			return nil, cerr
 		}
 		return nil, err
 	}
