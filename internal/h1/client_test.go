@@ -577,3 +577,24 @@ func TestClientProbesIdleConnections(t *testing.T) {
 		})
 	}
 }
+
+// TestClientHTTPSGoesThroughTheFallback: the client speaks plain HTTP/1.1
+// only; an https target is the fallback's.
+func TestClientHTTPSGoesThroughTheFallback(t *testing.T) {
+	s := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "secure "+r.URL.Path)
+	}))
+	defer s.Close()
+	cl := New(Options{ConnectTimeout: time.Second, Fallback: s.Client().Transport})
+	defer cl.CloseIdle()
+	resp, err := get(t, cl, context.Background(), "GET", s.URL+"/x", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if Owns(resp) {
+		t.Error("an https answer came over the client's own connections")
+	}
+	if got := readAll(t, resp); got != "secure /x" {
+		t.Fatalf("body %q", got)
+	}
+}
