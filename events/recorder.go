@@ -347,26 +347,24 @@ const directTimeout = 40 * time.Millisecond
 
 // deliverFirst hands batch to the sink and returns how many of its first
 // events the sink accepted. A delivery that timed out may have delivered
-// more: those are spooled and delivered again, with the same ids.
+// more: those are spooled and delivered again, with the same ids. A failure
+// here does not mark the sink down (it may only have been slow): the
+// events it leaves go to the spool, whose forwarder judges the sink from
+// then on, and nothing goes straight to the sink until the spool is empty.
 func (r *Recorder) deliverFirst(batch []*pending) int {
 	n, _ := r.deliver(batch, r.direct)
 	return n
 }
 
-// deliver hands batch to the sink within timeout, and marks the sink down
-// when it fails.
+// deliver hands batch to the sink within timeout.
 func (r *Recorder) deliver(batch []*pending, timeout time.Duration) (int, error) {
 	recs := make([]record, len(batch))
 	for i, p := range batch {
 		recs[i] = p.rec
 	}
 	ctx, cancel := context.WithTimeout(r.life, timeout)
-	n, err := r.sink.deliver(ctx, recs)
-	cancel()
-	if err != nil {
-		r.sinkDown(err)
-	}
-	return n, err
+	defer cancel()
+	return r.sink.deliver(ctx, recs)
 }
 
 func firstError(batch []*pending) error {
@@ -383,6 +381,7 @@ func firstError(batch []*pending) error {
 // spool's would be).
 func (r *Recorder) deliverDirect(batch []*pending) {
 	if n, err := r.deliver(batch, deliverTimeout); err != nil {
+		r.sinkDown(err)
 		failAll(batch[n:], err)
 	} else {
 		r.sinkUp()
