@@ -115,7 +115,7 @@ func New(o Options) *Client {
 // idleLimit is how long an idle connection is kept: most servers close
 // theirs sooner (nginx after 75 s, Go's after its IdleTimeout, Node's after
 // 5 s), and one closed by the server is found out only when it is next
-// used (and then the request is sent again) or pruned.
+// used (peeked at first, once idle for probeAfter) or pruned.
 const idleLimit = 60 * time.Second
 
 // probeAfter is how long a connection sits idle before it is checked for
@@ -386,7 +386,7 @@ func (cl *Client) conn(ctx context.Context, addr string) (*upconn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &upconn{Conn: nc, addr: addr}
+	c := &upconn{Conn: nc, addr: addr, budget: -1}
 	c.br = bufio.NewReaderSize(c, 4<<10)
 	c.bw = bufio.NewWriterSize(nc, 4<<10)
 	return c, nil
