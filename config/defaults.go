@@ -37,6 +37,10 @@ var builtinMessages = map[string]string{
 // zero, replaces them: an explicit "timeout: 0s" is then refused by
 // validation instead of quietly becoming the default.
 
+// Defaults returns a Config holding the defaults of SPEC §2, as an empty
+// file would give them (without routes, so it would not validate).
+func Defaults() *Config { return defaultConfig() }
+
 func defaultConfig() *Config {
 	return &Config{
 		Server: Server{

@@ -71,14 +71,9 @@ func testLogger(t testing.TB) (*slog.Logger, *logBuffer) {
 
 // baseEvents is the events block of a config, with its defaults.
 func baseEvents(sink config.Sink) config.Events {
-	return config.Events{
-		Sink:          sink,
-		Redis:         config.EventsRedis{Stream: "fg:events", MaxLen: 1_000_000},
-		NATS:          config.EventsNATS{URL: "nats://127.0.0.1:4222", Subject: "floodgate.events"},
-		File:          config.EventsFile{Path: "floodgate-events.jsonl"},
-		SpoolMaxBytes: 1 << 30,
-		MaxBody:       65536,
-	}
+	e := config.Defaults().Events
+	e.Sink = sink
+	return e
 }
 
 type testRecorder struct {

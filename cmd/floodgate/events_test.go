@@ -395,12 +395,7 @@ func TestEventsUsage(t *testing.T) {
 
 // eventsBlock is the events block with its defaults.
 func eventsBlock(sink config.Sink) config.Events {
-	return config.Events{
-		Sink:          sink,
-		Redis:         config.EventsRedis{Stream: "fg:events", MaxLen: 1_000_000},
-		NATS:          config.EventsNATS{URL: "nats://127.0.0.1:4222", Subject: "floodgate.events"},
-		File:          config.EventsFile{Path: "floodgate-events.jsonl"},
-		SpoolMaxBytes: 1 << 30,
-		MaxBody:       65536,
-	}
+	e := config.Defaults().Events
+	e.Sink = sink
+	return e
 }
