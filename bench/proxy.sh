@@ -18,6 +18,9 @@
 #   go-bare    a bare, featureless net/http proxy with pooled buffers
 #              (bench/refproxy): the issue's two Go reference points, so
 #              that this machine's ratios can be read against the issue's
+#   base-limits  with BASE=REV in the environment: fg-limits built from
+#              git revision REV (in a temporary worktree), so that a change
+#              is measured against what it changes in the same run
 # Each round runs wrk -t2 -c64 against each proxy in turn (interleaved, so
 # that the machine's noise falls on all of them); the report gives every
 # round's requests/s and the median of the per-round ratios to nginx.
@@ -53,6 +56,13 @@ ADM1=$(freeport); ADM2=$(freeport)
 
 go build -o "$tmp/floodgate" ./cmd/floodgate
 go build -o "$tmp/refproxy" ./bench/refproxy
+BASE=${BASE:-}
+if [ -n "$BASE" ]; then
+	git worktree add --detach "$tmp/base" "$BASE" >/dev/null 2>&1 || { echo "bench/proxy.sh: cannot check out BASE=$BASE" >&2; exit 1; }
+	(cd "$tmp/base" && go build -o "$tmp/floodgate-base" ./cmd/floodgate)
+	git worktree remove --force "$tmp/base"
+	BLIM=$(freeport); ADM3=$(freeport)
+fi
 
 ngx() { # name port body
 	cat >"$tmp/$1.conf" <<CONF
@@ -101,6 +111,11 @@ YAML
 pids+=($!)
 "$tmp/floodgate" serve -c "$tmp/limits.yaml" 2>"$tmp/limits.log" &
 pids+=($!)
+if [ -n "$BASE" ]; then
+	sed -e "s/127.0.0.1:$LIM/127.0.0.1:$BLIM/" -e "s/127.0.0.1:$ADM2/127.0.0.1:$ADM3/" "$tmp/limits.yaml" >"$tmp/base.yaml"
+	"$tmp/floodgate-base" serve -c "$tmp/base.yaml" 2>"$tmp/base.log" &
+	pids+=($!)
+fi
 
 "$tmp/refproxy" -mode stock -listen "127.0.0.1:$STOCK" -upstream "http://127.0.0.1:$UP" 2>"$tmp/stock.log" &
 pids+=($!)
@@ -118,7 +133,7 @@ request = function()
 end
 LUA
 
-for p in $NGX $PLAIN $LIM $STOCK $BARE; do
+for p in $NGX $PLAIN $LIM $STOCK $BARE ${BLIM:-}; do
 	for _ in $(seq 100); do curl -sf "http://127.0.0.1:$p/" >/dev/null && break; sleep 0.1; done
 done
 curl -sf "http://127.0.0.1:$LIM/x" -H 'X-User-Id: 1' -D - -o /dev/null | grep -qi '^ratelimit' || { echo "fg-limits is not limiting" >&2; exit 1; }
@@ -130,8 +145,8 @@ run() { # port -> requests/s
 	if grep -q 'Non-2xx' "$tmp/wrk.out"; then echo "non-2xx answers on port $1:" >&2; cat "$tmp/wrk.out" >&2; exit 1; fi
 }
 
-echo "round  nginx req/s  go-stock  go-bare  fg-plain req/s (p99)  fg-limits req/s (p99)  stock/nginx  bare/nginx  plain/nginx  limits/nginx"
-plain_r=(); lim_r=(); stock_r=(); bare_r=()
+echo "round  nginx req/s  go-stock  go-bare  fg-plain req/s (p99)  fg-limits req/s (p99)  stock/nginx  bare/nginx  plain/nginx  limits/nginx${BASE:+  base-limits req/s  base/nginx}"
+plain_r=(); lim_r=(); stock_r=(); bare_r=(); base_r=()
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", a/b}'; }
 for i in $(seq "$ROUNDS"); do
 	n=$(run $NGX)
@@ -141,10 +156,15 @@ for i in $(seq "$ROUNDS"); do
 	l=$(run $LIM); lp=$(cat "$tmp/p99")
 	rp=$(ratio "$p" "$n"); rl=$(ratio "$l" "$n"); rs=$(ratio "$st" "$n"); rb=$(ratio "$ba" "$n")
 	plain_r+=("$rp"); lim_r+=("$rl"); stock_r+=("$rs"); bare_r+=("$rb")
-	printf "%5d  %11s  %8s  %7s  %14s (%s)  %15s (%s)  %11s  %10s  %11s  %12s\n" "$i" "$n" "$st" "$ba" "$p" "$pp" "$l" "$lp" "$rs" "$rb" "$rp" "$rl"
+	printf "%5d  %11s  %8s  %7s  %14s (%s)  %15s (%s)  %11s  %10s  %11s  %12s" "$i" "$n" "$st" "$ba" "$p" "$pp" "$l" "$lp" "$rs" "$rb" "$rp" "$rl"
+	if [ -n "$BASE" ]; then
+		b=$(run $BLIM); rB=$(ratio "$b" "$n"); base_r+=("$rB")
+		printf "  %17s  %10s" "$b" "$rB"
+	fi
+	echo
 done
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END{print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-echo "median ratio to nginx: go-stock $(median "${stock_r[@]}"), go-bare $(median "${bare_r[@]}"), fg-plain $(median "${plain_r[@]}"), fg-limits $(median "${lim_r[@]}")"
+echo "median ratio to nginx: go-stock $(median "${stock_r[@]}"), go-bare $(median "${bare_r[@]}"), fg-plain $(median "${plain_r[@]}"), fg-limits $(median "${lim_r[@]}")${BASE:+, base-limits ($BASE) $(median "${base_r[@]}")}"
 echo "(where the issue was measured: go-stock 0.31, go-bare 0.5)"
 
 # The open-loop phase: latency from each request's scheduled send time.
@@ -155,12 +175,17 @@ p99() { # port -> p99 in ms
 	awk '/latency/ {for (i = 1; i <= NF; i++) if ($i == "p99") print $(i+1)}' "$tmp/load.out"
 }
 echo
-echo "open loop at $OPEN/s: round  fg-plain p99 ms  fg-limits p99 ms  added ms"
-added=()
+echo "open loop at $OPEN/s: round  fg-plain p99 ms  fg-limits p99 ms  added ms${BASE:+  base-limits p99 ms  added ms}"
+added=(); badded=()
 for i in $(seq "$ROUNDS"); do
 	a=$(p99 $PLAIN); b=$(p99 $LIM)
 	d=$(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.2f", b-a}')
 	added+=("$d")
-	printf "%28d  %15s  %16s  %8s\n" "$i" "$a" "$b" "$d"
+	printf "%28d  %15s  %16s  %8s" "$i" "$a" "$b" "$d"
+	if [ -n "$BASE" ]; then
+		c=$(p99 $BLIM); e=$(awk -v a="$a" -v b="$c" 'BEGIN{printf "%.2f", b-a}'); badded+=("$e")
+		printf "  %18s  %8s" "$c" "$e"
+	fi
+	echo
 done
-echo "median p99 added by the four limits on Redis at $OPEN/s: $(median "${added[@]}") ms"
+echo "median p99 added by the four limits on Redis at $OPEN/s: $(median "${added[@]}") ms${BASE:+ (base $BASE: $(median "${badded[@]}") ms)}"

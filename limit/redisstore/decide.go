@@ -178,6 +178,14 @@ func (s *Store) Decide(ctx context.Context, req *limit.Request) (limit.Result, e
 	}
 	sc := calls.Get().(*scriptCall)
 	s.decideCall(sc, req)
+	if sc.args[0] == "d" {
+		return s.coalesce(ctx, c, req, sc)
+	}
+	return s.decideOne(ctx, c, req, sc)
+}
+
+// decideOne sends one request's script call and puts sc back.
+func (s *Store) decideOne(ctx context.Context, c rueidis.Client, req *limit.Request, sc *scriptCall) (limit.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	v, err := decideScript.Exec(ctx, c, sc.keys, sc.args).ToArray()
@@ -185,12 +193,18 @@ func (s *Store) Decide(ctx context.Context, req *limit.Request) (limit.Result, e
 	if err != nil {
 		return limit.Result{}, unavailable("decide", err)
 	}
-	if len(v) != 1+3*n {
-		return limit.Result{}, unavailable("decide", fmt.Errorf("script returned %d values for %d limits", len(v), n))
+	if len(v) != 1+3*len(req.Limits) {
+		return limit.Result{}, unavailable("decide", fmt.Errorf("script returned %d values for %d limits", len(v), len(req.Limits)))
 	}
+	return result(req, v[0], v[1:])
+}
+
+// result is req's answer from the script's reply: the time, and v, three
+// numbers per limit.
+func result(req *limit.Request, now rueidis.RedisMessage, v []rueidis.RedisMessage) (limit.Result, error) {
 	var bad error
-	num := func(i int) int64 {
-		x, err := v[i].AsInt64()
+	num := func(m rueidis.RedisMessage) int64 {
+		x, err := m.AsInt64()
 		if err != nil && bad == nil {
 			bad = err
 		}
@@ -198,21 +212,21 @@ func (s *Store) Decide(ctx context.Context, req *limit.Request) (limit.Result, e
 	}
 	res := limit.Result{
 		Allowed:   true,
-		Decisions: make([]limit.Decision, n),
-		Time:      time.UnixMicro(num(0)),
+		Decisions: make([]limit.Decision, len(req.Limits)),
+		Time:      time.UnixMicro(num(now)),
 	}
 	for i, l := range req.Limits {
-		o := 1 + 3*i
+		o := 3 * i
 		// The third number is the delay of a limit that admits the
 		// request, and -1 - retry after of one that rejects it.
-		x := num(o + 2)
+		x := num(v[o+2])
 		d := limit.Decision{
 			Rule:       l.Rule,
 			Key:        l.Key,
 			Allowed:    x >= 0,
 			Limit:      argsOf(l.Rule).n,
-			Remaining:  num(o),
-			ResetAfter: us(num(o + 1)),
+			Remaining:  num(v[o]),
+			ResetAfter: us(num(v[o+1])),
 		}
 		if d.Allowed {
 			d.Delay = us(x)

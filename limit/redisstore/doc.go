@@ -12,6 +12,17 @@
 // it: a rejected request consumes no quota anywhere. Concurrent decisions
 // from many goroutines are pipelined by rueidis over a few connections.
 //
+// # Batches
+//
+// Requests whose limits are all fixed windows on distinct keys (mode d
+// below) are also batched (batch.go): while two such calls are in flight,
+// further decisions queue, and each returning call sends everything queued
+// as one call of mode b, which decides the requests one after the other
+// exactly as separate calls would. An idle gateway sends every decision at
+// once; a busy one makes fewer, larger calls, which read and write the keys
+// that requests share (a global limit, a route's) once per batch and cost
+// Redis about a third less CPU per decision (BENCHMARKS.md).
+//
 // # Stored state
 //
 // Each limit of a key is one Redis key, limit.StoredKey(prefix, rule, key),
@@ -38,7 +49,8 @@
 // KEYS[i] is the state of limit i. ARGV:
 //
 //	1  mode: "d" decides a request whose limits are all fixed windows on
-//	   distinct keys, "D" any other request, "p" peeks at KEYS[1] (Peek)
+//	   distinct keys, "D" any other request, "p" peeks at KEYS[1] (Peek),
+//	   "b" a batch of requests of mode d (below)
 //	2  clock offset µs added to TIME: 0, except in tests
 //	3  decision token: makes sliding-window members unique (token:i, token:i:copy)
 //	4  lease id, for concurrency limits
@@ -56,6 +68,12 @@
 // -1 - retry after µs if it rejects it. The request is admitted when every
 // limit that is not a shadow admits it. In "p" mode the reply is the time,
 // remaining, reset after µs and the leases in flight.
+//
+// In "b" mode KEYS are the distinct keys of the batch, ARGV 3 is the
+// number of requests, and each request follows as the number of its limits
+// and, per limit, the index of its key in KEYS and its arguments as in "d";
+// the reply is the time and then the three numbers of every limit of every
+// request, in order.
 //
 // # Failures
 //

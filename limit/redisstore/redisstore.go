@@ -85,6 +85,8 @@ type Store struct {
 	// offset is added to Redis TIME, in µs. Only tests change it.
 	offset atomic.Int64
 
+	batch batcher // decisions of mode d waiting for a call (batch.go)
+
 	life  context.Context
 	stop  context.CancelFunc
 	wg    sync.WaitGroup

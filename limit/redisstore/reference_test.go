@@ -136,6 +136,14 @@ func (ref reference) check(t *testing.T, s *Store, req *limit.Request, where str
 	if err != nil {
 		t.Fatal(err)
 	}
+	ref.same(t, req, got, where)
+	return got
+}
+
+// same fails t unless got is the reference's answer to req at the time the
+// store decided it, and records req in the reference.
+func (ref reference) same(t *testing.T, req *limit.Request, got limit.Result, where string) {
+	t.Helper()
 	want := ref.decide(req, got.Time.UnixMicro())
 	if got.Allowed != want.Allowed || got.Delay != want.Delay {
 		t.Fatalf("%s: allowed %v delay %v, reference %v %v", where, got.Allowed, got.Delay, want.Allowed, want.Delay)
@@ -145,7 +153,6 @@ func (ref reference) check(t *testing.T, s *Store, req *limit.Request, where str
 			t.Fatalf("%s, limit %d (%s, hits %d):\n got %+v\nwant %+v", where, i, req.Limits[i].Rule.Name, req.Hits, g, w)
 		}
 	}
-	return got
 }
 
 // exported is d without the fields only package limit reads.

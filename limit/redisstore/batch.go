@@ -1,0 +1,169 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/rueidis"
+
+	"github.com/floodgate-gw/floodgate/limit"
+)
+
+// Batching. Every decision of mode d (fixed windows on distinct keys, the
+// limits most requests meet) goes through the store's batcher. While fewer
+// than maxFlying calls of mode d are in flight, a decision is sent at once
+// as its own call, so an idle gateway waits for nothing. Once they are all
+// in flight, decisions queue, and when a call returns, everything queued
+// meanwhile goes to Redis as one call of mode b, which decides the
+// requests one after the other exactly as separate calls would. A busy
+// gateway then makes fewer, larger calls: keys that every request shares
+// (a global limit, a route's) are read and written once per batch instead
+// of once per request, and Redis runs one script instead of many, which is
+// what bounds how many decisions one Redis makes for all the gateways that
+// share it.
+const (
+	// maxFlying is how many calls of mode d and b are in flight at once.
+	// A decision queues for at most the time of one of them.
+	maxFlying = 2
+
+	// A batch takes at most this many requests and limits, so that its
+	// script runs for a bounded time and its keys fit Lua's unpack.
+	maxBatch       = 64
+	maxBatchLimits = 256
+)
+
+// batcher queues the decisions of mode d that wait for a call.
+type batcher struct {
+	mu     sync.Mutex
+	queue  []*waiter
+	flying int // calls of mode d or b in flight
+
+	batched atomic.Int64 // requests decided by calls of mode b
+}
+
+// waiter is a queued decision. done gets one value when res and err are
+// set. A waiter whose context ends leaves without them; the batch that
+// holds it may still decide it, as a call that timed out may have run.
+type waiter struct {
+	req  *limit.Request
+	sc   *scriptCall // the request's keys (and mode d arguments)
+	res  limit.Result
+	err  error
+	done chan struct{}
+}
+
+var waiters = sync.Pool{New: func() any { return &waiter{done: make(chan struct{}, 1)} }}
+
+// coalesce decides req, whose call sc is of mode d: at once while a call
+// may still go out, else in the next batch.
+func (s *Store) coalesce(ctx context.Context, c rueidis.Client, req *limit.Request, sc *scriptCall) (limit.Result, error) {
+	b := &s.batch
+	b.mu.Lock()
+	if b.flying < maxFlying {
+		b.flying++
+		b.mu.Unlock()
+		res, err := s.decideOne(ctx, c, req, sc)
+		s.next(c)
+		return res, err
+	}
+	w := waiters.Get().(*waiter)
+	w.req, w.sc = req, sc
+	b.queue = append(b.queue, w)
+	b.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	select {
+	case <-w.done:
+		res, err := w.res, w.err
+		*w = waiter{done: w.done}
+		waiters.Put(w)
+		return res, err
+	case <-ctx.Done():
+		return limit.Result{}, unavailable("decide", ctx.Err())
+	}
+}
+
+// next is called when a call returns: what queued meanwhile goes out as
+// one batch, which takes over the call's place in flight.
+func (s *Store) next(c rueidis.Client) {
+	b := &s.batch
+	b.mu.Lock()
+	if len(b.queue) == 0 {
+		b.flying--
+		b.mu.Unlock()
+		return
+	}
+	n, limits := 0, 0
+	for n < len(b.queue) && n < maxBatch {
+		limits += len(b.queue[n].req.Limits)
+		if n > 0 && limits > maxBatchLimits {
+			break
+		}
+		n++
+	}
+	ws := make([]*waiter, n)
+	copy(ws, b.queue)
+	rest := copy(b.queue, b.queue[n:])
+	clear(b.queue[rest:])
+	b.queue = b.queue[:rest]
+	b.mu.Unlock()
+	go s.decideBatch(c, ws)
+}
+
+// decideBatch sends ws as one call of mode b, answers every waiter, and
+// hands its place in flight on.
+func (s *Store) decideBatch(c rueidis.Client, ws []*waiter) {
+	sc := calls.Get().(*scriptCall)
+	limits := s.batchCall(sc, ws)
+	ctx, cancel := context.WithTimeout(s.life, s.timeout)
+	v, err := decideScript.Exec(ctx, c, sc.keys, sc.args).ToArray()
+	cancel()
+	sc.put()
+	if err == nil && len(v) != 1+3*limits {
+		err = fmt.Errorf("script returned %d values for %d limits", len(v), limits)
+	}
+	s.batch.batched.Add(int64(len(ws)))
+	o := 1
+	for _, w := range ws {
+		if err != nil {
+			w.err = unavailable("decide", err)
+		} else {
+			n := 3 * len(w.req.Limits)
+			w.res, w.err = result(w.req, v[0], v[o:o+n])
+			o += n
+		}
+		w.done <- struct{}{}
+	}
+	s.next(c)
+}
+
+// batchCall fills c with the keys and arguments of mode b for ws, puts
+// the waiters' own calls back, and returns the number of limits.
+func (s *Store) batchCall(c *scriptCall, ws []*waiter) int {
+	c.keys = c.keys[:0]
+	c.args = append(c.args[:0], "b", s.offsetArg(), strconv.Itoa(len(ws)))
+	index := make(map[string]int, 2*len(ws))
+	limits := 0
+	for _, w := range ws {
+		limits += len(w.req.Limits)
+		c.args = append(c.args, strconv.Itoa(len(w.req.Limits)))
+		for i, l := range w.req.Limits {
+			k := w.sc.keys[i]
+			x, ok := index[k]
+			if !ok {
+				c.keys = append(c.keys, k)
+				x = len(c.keys)
+				index[k] = x
+			}
+			c.args = append(c.args, strconv.Itoa(x))
+			c.args = argsOf(l.Rule).appendTo(c.args, l.Rule, w.req.Hits, w.req.Now)
+		}
+		w.sc.put()
+		w.sc = nil
+	}
+	return limits
+}

@@ -1,0 +1,143 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/internal/testredis"
+	"github.com/floodgate-gw/floodgate/limit"
+)
+
+// TestBatchSameAnswersAsReference sends random batches of fixed-window
+// requests as calls of mode b, many of them on the same keys, and replays
+// every request on limit/algorithm.go, in batch order, at the time the
+// script decided the batch: each must get exactly the answer it would have
+// got alone.
+func TestBatchSameAnswersAsReference(t *testing.T) {
+	srv := testredis.Start(t)
+	t.Cleanup(func() { checkExpiry(t, srv) })
+	s := open(t, srv)
+	shanghai, err := time.LoadLocation("Asia/Shanghai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := []*limit.Rule{
+		valid(t, &limit.Rule{Name: "fixed", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 9, Period: time.Second}}),
+		valid(t, &limit.Rule{Name: "fixed-zone", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 12, Period: time.Hour}, Location: shanghai}),
+		valid(t, &limit.Rule{Name: "fixed-first", Algorithm: limit.FixedWindow, Align: limit.AlignFirst, Rate: limit.Rate{Count: 5, Period: 700 * time.Millisecond}}),
+		valid(t, &limit.Rule{Name: "fixed-cost", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 10, Period: 2 * time.Second}, Cost: 3}),
+		valid(t, &limit.Rule{Name: "shadow", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 3, Period: time.Second}, Shadow: true}),
+	}
+	keys := []limit.Key{limit.StringKey("a"), limit.StringKey("b"), limit.StringKey("c")}
+	c, err := s.get("decide")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seed := range uint64(3) {
+		srv.Do(t, "FLUSHALL")
+		rng := rand.New(rand.NewPCG(seed, 7))
+		ref := reference{}
+		at(t, s, time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+		decided, admitted := 0, 0
+		for step := range 150 {
+			s.SetOffset(s.Offset() + time.Duration(rng.IntN(300_000))*time.Microsecond)
+			now, err := s.Now(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ws := make([]*waiter, 1+rng.IntN(12))
+			for i := range ws {
+				req := &limit.Request{Now: now, Hits: int64(rng.IntN(3))}
+				for _, j := range rng.Perm(len(rules) * len(keys))[:1+rng.IntN(4)] {
+					req.Limits = append(req.Limits, limit.Limit{Rule: rules[j%len(rules)], Key: keys[j/len(rules)]})
+				}
+				sc := calls.Get().(*scriptCall)
+				s.decideCall(sc, req)
+				if sc.args[0] != "d" {
+					t.Fatalf("a request of distinct fixed windows has mode %q", sc.args[0])
+				}
+				ws[i] = &waiter{req: req, sc: sc, done: make(chan struct{}, 1)}
+			}
+			s.batch.mu.Lock()
+			s.batch.flying++ // decideBatch hands its place in flight on
+			s.batch.mu.Unlock()
+			s.decideBatch(c, ws)
+			for i, w := range ws {
+				<-w.done
+				if w.err != nil {
+					t.Fatal(w.err)
+				}
+				if i > 0 && !w.res.Time.Equal(ws[0].res.Time) {
+					t.Fatalf("one batch, two times: %v and %v", ws[0].res.Time, w.res.Time)
+				}
+				decided++
+				if w.res.Allowed {
+					admitted++
+				}
+				ref.same(t, w.req, w.res, fmt.Sprintf("seed %d step %d request %d of %d", seed, step, i, len(ws)))
+			}
+		}
+		if admitted < decided/5 || admitted > decided*4/5 {
+			t.Fatalf("seed %d: %d of %d admitted: the sequence does not test both answers", seed, admitted, decided)
+		}
+	}
+	if s.batch.flying != 0 {
+		t.Fatalf("%d calls left in flight", s.batch.flying)
+	}
+}
+
+// TestBatchesStayExact hammers a global limit and per-user limits from 64
+// goroutines, enough for decisions to queue and go out in batches: the
+// global limit admits exactly its count in its window, and every user
+// exactly theirs.
+func TestBatchesStayExact(t *testing.T) {
+	srv := testredis.Start(t)
+	t.Cleanup(func() { checkExpiry(t, srv) })
+	s := open(t, srv)
+	at(t, s, time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	global := valid(t, &limit.Rule{Name: "global", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 3000, Period: time.Hour}})
+	user := valid(t, &limit.Rule{Name: "user", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 40, Period: time.Hour}})
+	const goroutines, each, users = 64, 100, 100
+	var admitted atomic.Int64
+	perUser := make([]atomic.Int64, users)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range each {
+				u := (g*each + i) % users
+				res, err := s.Decide(context.Background(), &limit.Request{Now: time.Now(), Limits: []limit.Limit{
+					{Rule: global, Key: limit.StringKey("all")},
+					{Rule: user, Key: limit.StringKey(fmt.Sprint("u", u))},
+				}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Allowed {
+					admitted.Add(1)
+					perUser[u].Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// 6,400 requests, 64 per user: every user fills its 40 (4,000 in
+	// all), so the global limit, 3,000, is the one that runs out.
+	if got := admitted.Load(); got != 3000 {
+		t.Errorf("admitted %d, want exactly the global limit 3000", got)
+	}
+	for u := range perUser {
+		if n := perUser[u].Load(); n > 40 {
+			t.Errorf("user %d admitted %d times, limit 40", u, n)
+		}
+	}
+	if s.batch.batched.Load() == 0 {
+		t.Fatal("no decision went out in a batch: the test did not test batches")
+	}
+	t.Logf("%d of %d decisions in batches", s.batch.batched.Load(), goroutines*each)
+}
