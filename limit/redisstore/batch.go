@@ -25,9 +25,12 @@ import (
 // what bounds how many decisions one Redis makes for all the gateways that
 // share it.
 const (
-	// maxFlying is how many calls of mode d and b are in flight at once.
-	// A decision queues for at most the time of one of them.
-	maxFlying = 2
+	// maxFlying is how many calls of mode d and b are in flight at once:
+	// enough that at moderate load decisions rarely queue, few enough
+	// that under saturation the batches are large. A queued decision
+	// waits for one of them to return (or more, while over maxBatch
+	// decisions are queued). BENCHMARKS.md compares 2 and 4.
+	maxFlying = 4
 
 	// A batch takes at most this many requests and limits, so that its
 	// script runs for a bounded time and its keys fit Lua's unpack.

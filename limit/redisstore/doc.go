@@ -15,7 +15,7 @@
 // # Batches
 //
 // Requests whose limits are all fixed windows on distinct keys (mode d
-// below) are also batched (batch.go): while two such calls are in flight,
+// below) are also batched (batch.go): while four such calls are in flight,
 // further decisions queue, and each returning call sends everything queued
 // as one call of mode b, which decides the requests one after the other
 // exactly as separate calls would. An idle gateway sends every decision at
