@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -140,4 +141,82 @@ func TestBatchesStayExact(t *testing.T) {
 		t.Fatal("no decision went out in a batch: the test did not test batches")
 	}
 	t.Logf("%d of %d decisions in batches", s.batch.batched.Load(), goroutines*each)
+}
+
+// TestBatchesWhenRedisFails keeps 64 goroutines deciding while Redis is
+// paused, then stopped, then started again: every decision, queued or
+// sent, ends within the store's timeout, failures wrap
+// limit.ErrStoreUnavailable, decisions succeed again once Redis is back,
+// and no call stays counted in flight.
+func TestBatchesWhenRedisFails(t *testing.T) {
+	srv := testredis.Start(t)
+	const timeout = 100 * time.Millisecond
+	s := open(t, srv, func(o *Options) { o.Timeout = timeout })
+	r := valid(t, &limit.Rule{Name: "f:fixed", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1_000_000_000, Period: time.Hour}})
+	g := valid(t, &limit.Rule{Name: "f:global", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1_000_000_000, Period: time.Hour}})
+
+	var ok, failed atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			k := limit.StringKey(fmt.Sprint("u", i))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				start := time.Now()
+				_, err := s.Decide(context.Background(), &limit.Request{Now: time.Now(), Limits: []limit.Limit{
+					{Rule: g, Key: limit.StringKey("all")}, {Rule: r, Key: k},
+				}})
+				if took := time.Since(start); took > timeout+slack {
+					t.Errorf("a decision took %v, timeout %v (error %v)", took, timeout, err)
+				}
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case errors.Is(err, limit.ErrStoreUnavailable):
+					failed.Add(1)
+				default:
+					t.Errorf("a decision failed with %v, want an error wrapping limit.ErrStoreUnavailable", err)
+				}
+			}
+		})
+	}
+	// phase waits until the counters move: decisions go on during it.
+	phase := func(name string, moved func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !moved() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no progress (%d decided, %d failed)", name, ok.Load(), failed.Load())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	okAt := func() func() bool { n := ok.Load() + 100; return func() bool { return ok.Load() >= n } }
+	failedAt := func() func() bool { n := failed.Load() + 64; return func() bool { return failed.Load() >= n } }
+
+	phase("up", okAt())
+	srv.Do(t, "CLIENT", "PAUSE", "400", "ALL")
+	phase("paused", failedAt())
+	phase("after the pause", okAt())
+	srv.Stop()
+	phase("stopped", failedAt())
+	srv.Restart()
+	phase("restarted", okAt())
+	close(stop)
+	wg.Wait()
+
+	if s.batch.batched.Load() == 0 {
+		t.Fatal("no decision went out in a batch: the test did not test batches")
+	}
+	time.Sleep(timeout + slack) // calls that timed out are still answered
+	s.batch.mu.Lock()
+	defer s.batch.mu.Unlock()
+	if s.batch.flying != 0 || len(s.batch.queue) != 0 {
+		t.Fatalf("after the load: %d calls in flight, %d decisions queued", s.batch.flying, len(s.batch.queue))
+	}
 }
