@@ -27,6 +27,10 @@
 #      recorded at EVENT_RATE with a 1,024-byte body for SECONDS
 #   C  as B, on refused: what 10,000 more requests a second cost the
 #      machine without any recording, so that B-C is recording's own share
+#   D  with BASE=REV in the environment: as B, against a second gateway
+#      built from git revision REV (in a temporary worktree; its own spool
+#      and stream), so that a change is measured against what it changes
+#      in the same run; D-A compares with the current build's A
 # "floodgate load" is open-loop: latency is measured from each request's
 # scheduled send, so a saturated machine shows up as latency, not as a
 # lower rate. The report gives, per round and as medians, other's p99 in A,
@@ -61,6 +65,13 @@ STREAM=fg:events
 
 go build -o "$tmp/floodgate" ./cmd/floodgate
 fg="$tmp/floodgate"
+BASE=${BASE:-}
+if [ -n "$BASE" ]; then
+	git worktree add --detach "$tmp/base" "$BASE" >/dev/null 2>&1 || { echo "bench/events.sh: cannot check out BASE=$BASE" >&2; exit 1; }
+	(cd "$tmp/base" && go build -o "$tmp/floodgate-base" ./cmd/floodgate)
+	git worktree remove --force "$tmp/base"
+	GWB=$(freeport); ADMB=$(freeport)
+fi
 
 # No persistence: the stream is the sink under test, not Redis's disk. The
 # gateway's spool is fsynced on every group commit either way.
@@ -110,6 +121,15 @@ waitfor floodgate curl -sf "http://127.0.0.1:$ADM/healthz"
 for r in recorded refused; do
 	curl -sf -X POST -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$ADM/admin/breakers/$r?state=open" >/dev/null
 done
+if [ -n "$BASE" ]; then
+	sed -e "s/127.0.0.1:$GW\"/127.0.0.1:$GWB\"/" -e "s/127.0.0.1:$ADM\"/127.0.0.1:$ADMB\"/" \
+		-e "s|$tmp/spool|$tmp/spool-base|" -e "s/stream: \"$STREAM\"/stream: \"$STREAM-base\"/" \
+		"$tmp/floodgate.yaml" >"$tmp/base.yaml"
+	"$tmp/floodgate-base" serve -c "$tmp/base.yaml" 2>"$tmp/base.log" &
+	pids+=($!)
+	waitfor "the BASE floodgate" curl -sf "http://127.0.0.1:$ADMB/healthz"
+	curl -sf -X POST -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$ADMB/admin/breakers/recorded?state=open" >/dev/null
+fi
 
 # A body of exactly 1,024 bytes.
 BODY=$(python3 -c 'import json; p={"user":"u1","payload":""}; n=1024-len(json.dumps(p,separators=(",",":"))); p["payload"]="x"*n; print(json.dumps(p,separators=(",",":")),end="")')
@@ -177,6 +197,16 @@ SECS=3 load "$tmp/warm-r" "$REC" "$EVRATE" "${EVFLAGS[@]}" &
 le=$!
 wait $lo $le
 waitfor "the spool to drain after the warm-up" drained
+if [ -n "$BASE" ]; then
+	OTHERB="http://127.0.0.1:$GWB/other/x"
+	RECB="http://127.0.0.1:$GWB/recorded/x"
+	SECS=3 load "$tmp/warm-ob" "$OTHERB" "$OTRATE" &
+	lo=$!
+	SECS=3 load "$tmp/warm-rb" "$RECB" "$EVRATE" "${EVFLAGS[@]}" &
+	le=$!
+	wait $lo $le
+	sleep 1
+fi
 
 # The machine may be shared: before each phase, wait (up to QUIET_WAIT
 # seconds) until the rest of the machine uses less than 0.1 core over 2 s.
@@ -203,7 +233,8 @@ echo "machine: $(nproc) cores; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 echo
 echo "p99 of other, ms (from the scheduled send): A alone, B with the recorded load, C with the same load refused unrecorded"
 fmt='%-5s  %-7s  %-7s  %-7s  %-7s  %-7s  %-10s  %-10s  %-7s  %-7s  %-8s  %s\n'
-printf "$fmt" round "A p99" "B p99" "B-A" "C p99" "C-A" recorded/s stream/s dropped drain_s "rec p99" "noise (cores)"
+printf "$fmt" round "A p99" "B p99" "B-A" "C p99" "C-A" recorded/s stream/s dropped drain_s "rec p99" "noise (cores)${BASE:+   D p99 (BASE $BASE)  D-A  D rec p99}"
+d99=(); dda=()
 a99=(); b99=(); c99=(); dba=(); dca=(); dbc=(); recs=(); strm=(); drains=()
 ca99=(); cb99=(); cc99=(); cdba=(); cdca=(); cdbc=(); crecs=(); cstrm=()
 for i in $(seq "$ROUNDS"); do
@@ -248,6 +279,21 @@ for i in $(seq "$ROUNDS"); do
 	pc=$(field "$tmp/c$i" p99)
 	cpuc=$(cpuline "$c0" "$c1" "$(elapsed "$t0" "$t1")" "$tmp/c$i" "$tmp/f$i")
 
+	# D: B against the BASE build.
+	extra=""
+	if [ -n "$BASE" ]; then
+		quiet
+		load "$tmp/d$i" "$OTHERB" "$OTRATE" &
+		lo=$!
+		load "$tmp/g$i" "$RECB" "$EVRATE" "${EVFLAGS[@]}" &
+		le=$!
+		wait $lo $le
+		pd=$(field "$tmp/d$i" p99)
+		da=$(awk -v a="$pa" -v b="$pd" 'BEGIN {printf "%.1f", b - a}')
+		d99+=("$pd"); dda+=("$da")
+		extra="   $pd  $da  $(field "$tmp/g$i" p99)"
+	fi
+
 	noise=$(printf '%s\n' "$(rest "$cpua")" "$(rest "$cpub")" "$(rest "$cpuc")" | sort -g | tail -1)
 	ba=$(awk -v a="$pa" -v b="$pb" 'BEGIN {printf "%.1f", b - a}')
 	ca=$(awk -v a="$pa" -v b="$pc" 'BEGIN {printf "%.1f", b - a}')
@@ -259,7 +305,7 @@ for i in $(seq "$ROUNDS"); do
 	else
 		ca99+=("$pa"); cb99+=("$pb"); cc99+=("$pc"); cdba+=("$ba"); cdca+=("$ca"); cdbc+=("$bc"); crecs+=("$recps"); cstrm+=("$strps")
 	fi
-	printf "$fmt" "$i" "$pa" "$pb" "$ba" "$pc" "$ca" "$recps" "$strps" "$((d1 - d0))" "$drain" "$(field "$tmp/e$i" p99)" "$noise$mark"
+	printf "$fmt" "$i" "$pa" "$pb" "$ba" "$pc" "$ca" "$recps" "$strps" "$((d1 - d0))" "$drain" "$(field "$tmp/e$i" p99)" "$noise$mark$extra"
 	{
 		echo "=== round $i"
 		echo "CPU in A: $cpua"
@@ -287,6 +333,7 @@ medians() { # label arrays...
 echo
 medians "median of all $ROUNDS rounds" "${a99[*]}" "${b99[*]}" "${dba[*]}" "${c99[*]}" "${dca[*]}" "${recs[*]}" "${strm[*]}" "${dbc[*]}"
 echo "    spool drained $(median "${drains[@]}") s after the load stopped"
+[ -n "$BASE" ] && echo "    BASE $BASE: other p99 D $(median "${d99[@]}") ms (D-A $(median "${dda[@]}") ms)"
 medians "median of the ${#ca99[@]} rounds with noise <= $NOISY cores" "${ca99[*]}" "${cb99[*]}" "${cdba[*]}" "${cc99[*]}" "${cdca[*]}" "${crecs[*]}" "${cstrm[*]}" "${cdbc[*]}"
 echo
 echo "load summaries and CPU (cores used during each phase):"
