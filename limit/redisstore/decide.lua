@@ -153,6 +153,8 @@ if ARGV[1] == 'b' then
       local k, alg = tonumber(ARGV[j]), ARGV[j + 1]
       local n, w, cost = tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4]), tonumber(ARGV[j + 5])
       if not S[k] then S[k], C[k], L[k] = fixed(fv[k], alg, w, j + 1) end
+      -- The same judgement as mode d's, inline there and here: a shared
+      -- function measured 1-2 µs more Redis CPU per decision.
       local cur, reset, o = C[k], S[k] + w - now, b + 3 * i - 2
       if cur + cost <= n then
         out[o], out[o + 1], out[o + 2] = n - cur - cost, reset, 0
