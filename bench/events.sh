@@ -58,7 +58,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. bench/lib.sh
 RED=$(freeport); UP=$(freeport); GW=$(freeport); ADM=$(freeport)
 TOKEN=bench
 STREAM=fg:events
@@ -67,9 +67,7 @@ go build -o "$tmp/floodgate" ./cmd/floodgate
 fg="$tmp/floodgate"
 BASE=${BASE:-}
 if [ -n "$BASE" ]; then
-	git worktree add --detach "$tmp/base" "$BASE" >/dev/null 2>&1 || { echo "bench/events.sh: cannot check out BASE=$BASE" >&2; exit 1; }
-	(cd "$tmp/base" && go build -o "$tmp/floodgate-base" ./cmd/floodgate)
-	git worktree remove --force "$tmp/base"
+	build_rev "$BASE" "$tmp/floodgate-base"
 	GWB=$(freeport); ADMB=$(freeport)
 fi
 

@@ -49,7 +49,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. bench/lib.sh
 UP=$(freeport); NGX=$(freeport); PLAIN=$(freeport); LIM=$(freeport); RED=$(freeport)
 STOCK=$(freeport); BARE=$(freeport)
 ADM1=$(freeport); ADM2=$(freeport)
@@ -58,9 +58,7 @@ go build -o "$tmp/floodgate" ./cmd/floodgate
 go build -o "$tmp/refproxy" ./bench/refproxy
 BASE=${BASE:-}
 if [ -n "$BASE" ]; then
-	git worktree add --detach "$tmp/base" "$BASE" >/dev/null 2>&1 || { echo "bench/proxy.sh: cannot check out BASE=$BASE" >&2; exit 1; }
-	(cd "$tmp/base" && go build -o "$tmp/floodgate-base" ./cmd/floodgate)
-	git worktree remove --force "$tmp/base"
+	build_rev "$BASE" "$tmp/floodgate-base"
 	BLIM=$(freeport); ADM3=$(freeport)
 fi
 

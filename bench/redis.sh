@@ -37,7 +37,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. bench/lib.sh
 PORT=$(freeport)
 ADDR=127.0.0.1:$PORT
 redis-server --port "$PORT" --bind 127.0.0.1 --dir "$tmp" --save "" --appendonly no >"$tmp/redis.log" 2>&1 &
