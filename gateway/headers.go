@@ -27,26 +27,42 @@ func setRateLimitHeaders(h http.Header, name string, d *limit.Decision) {
 	remaining := d.Remaining
 	reset := ceilSeconds(d.ResetAfter)
 
-	b := make([]byte, 0, 64)
+	// Every value is a piece of one string, and the five header slices
+	// share one array (each capped, so that adding to one header cannot
+	// overwrite the next): two allocations for the five headers.
+	b := make([]byte, 0, 128)
+	var cut [5]int
 	b = append(b, '"')
 	b = append(b, name...)
 	b = append(b, `";q=`...)
 	b = strconv.AppendInt(b, quota, 10)
 	b = append(b, ";w="...)
 	b = strconv.AppendInt(b, window, 10)
-	n := len(b)
+	cut[0] = len(b)
 	b = append(b, '"')
 	b = append(b, name...)
 	b = append(b, `";r=`...)
 	b = strconv.AppendInt(b, remaining, 10)
 	b = append(b, ";t="...)
 	b = strconv.AppendInt(b, reset, 10)
+	cut[1] = len(b)
+	b = strconv.AppendInt(b, quota, 10)
+	cut[2] = len(b)
+	b = strconv.AppendInt(b, remaining, 10)
+	cut[3] = len(b)
+	b = strconv.AppendInt(b, reset, 10)
+	cut[4] = len(b)
 	s := string(b)
-	h["Ratelimit-Policy"] = []string{s[:n]}
-	h["Ratelimit"] = []string{s[n:]}
-	h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(quota, 10)}
-	h["X-Ratelimit-Remaining"] = []string{strconv.FormatInt(remaining, 10)}
-	h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(reset, 10)}
+	v := new([5]string)
+	from := 0
+	for i, to := range cut {
+		v[i], from = s[from:to], to
+	}
+	h["Ratelimit-Policy"] = v[0:1:1]
+	h["Ratelimit"] = v[1:2:2]
+	h["X-Ratelimit-Limit"] = v[2:3:3]
+	h["X-Ratelimit-Remaining"] = v[3:4:4]
+	h["X-Ratelimit-Reset"] = v[4:5:5]
 }
 
 // setRetryAfter sets Retry-After to d rounded up, at least one second.
