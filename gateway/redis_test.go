@@ -13,8 +13,21 @@ import (
 
 // TestExactAcrossInstances runs three gateways on one Redis and hammers a
 // user limit from 64 goroutines spread over them: exactly the limit is
-// admitted, and no rejected request reaches the upstream.
+// admitted, and no rejected request reaches the upstream. Once with
+// limits of three algorithms, once with the seeds' four fixed windows,
+// whose decisions the store batches when they queue.
 func TestExactAcrossInstances(t *testing.T) {
+	for _, tc := range []struct{ name, api, ip string }{
+		{"mixed", "algorithm: token_bucket, rate: 100000/s", "algorithm: sliding_window, rate: 100000/min"},
+		{"fixed_windows", "rate: 100000/s", "rate: 100000/min"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			exactAcrossInstances(t, tc.api, tc.ip)
+		})
+	}
+}
+
+func exactAcrossInstances(t *testing.T, api, ip string) {
 	srv := testredis.Start(t)
 	up := newBackend(t, nil)
 	cfg := `
@@ -27,9 +40,9 @@ routes:
     match: {path: /sale}
     upstream: {targets: ["{{UP}}"]}
     limits:
-      - {name: api, key: [route], algorithm: token_bucket, rate: 100000/s}
+      - {name: api, key: [route], ` + api + `}
       - {name: user, key: ["header:X-User-Id"], rate: 5/1h, align: first}
-      - {name: ip, key: [ip], algorithm: sliding_window, rate: 100000/min}
+      - {name: ip, key: [ip], ` + ip + `}
 `
 	var gws []*harness
 	for range 3 {
