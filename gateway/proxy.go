@@ -163,7 +163,7 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		o.aborted = true
 		if r.Context().Err() == nil {
 			o.failed = true
-			o.timeout = errors.Is(err, errIdle) || errors.Is(err, h1.ErrIdle)
+			o.timeout = errors.Is(err, h1.ErrIdle)
 		}
 		return o
 	}
@@ -172,8 +172,6 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	}
 	return o
 }
-
-var errIdle = errors.New("upstream response body idle for longer than idle_timeout")
 
 // copyBody streams the body, flushing as it goes when the upstream did not
 // say how long it is (a stream, server-sent events), and closes the body
@@ -214,7 +212,7 @@ func (u *upstream) copyBody(w http.ResponseWriter, resp *http.Response) error {
 		}
 		if rerr != nil {
 			if idle.Load() {
-				return errIdle
+				return h1.ErrIdle
 			}
 			return rerr
 		}
