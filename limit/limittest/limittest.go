@@ -32,6 +32,12 @@ type Harness struct {
 	// CheckExpiry fails tb if any state the store holds would never expire.
 	CheckExpiry func(tb testing.TB)
 
+	// SlotGroups says the store decides a request's limits group by group
+	// and may leave the limits after a rejecting group undecided
+	// (limit.Decision.Undecided): Redis Cluster. Other stores must decide
+	// every limit.
+	SlotGroups bool
+
 	at     time.Time // the time the suite last set
 	frozen bool
 }
@@ -103,6 +109,15 @@ func decide(t *testing.T, h *Harness, hits int64, lease string, limits ...limit.
 	}
 	if len(res.Decisions) != len(limits) {
 		t.Fatalf("Decide returned %d decisions for %d limits", len(res.Decisions), len(limits))
+	}
+	for i, d := range res.Decisions {
+		switch {
+		case !d.Undecided:
+		case !h.SlotGroups:
+			t.Fatalf("limit %d left undecided by a store that decides every limit", i)
+		case res.Allowed || !d.Allowed || d.Remaining != 0 || d.ResetAfter != 0 || d.Delay != 0:
+			t.Fatalf("undecided limit %d of a request allowed=%v: %+v; want it admitting with nothing known, in a rejected request", i, res.Allowed, d)
+		}
 	}
 	return res
 }

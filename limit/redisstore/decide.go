@@ -176,6 +176,9 @@ func (s *Store) Decide(ctx context.Context, req *limit.Request) (limit.Result, e
 	if err != nil {
 		return limit.Result{}, err
 	}
+	if s.mode == Cluster {
+		return s.decideSlots(ctx, c, req)
+	}
 	sc := calls.Get().(*scriptCall)
 	s.decideCall(sc, req)
 	if sc.args[0] == "d" {
@@ -251,6 +254,9 @@ func result(req *limit.Request, now rueidis.RedisMessage, v []rueidis.RedisMessa
 func (s *Store) DecideCommand(ctx context.Context, req *limit.Request) ([]string, error) {
 	if err := limit.ValidateRequest(req); err != nil {
 		return nil, err
+	}
+	if n := len(s.groups(req)); s.mode == Cluster && n > 1 {
+		return nil, fmt.Errorf("redisstore: the limits' keys are in %d slots, which a cluster decides by several commands", n)
 	}
 	c, err := s.get("decide")
 	if err != nil {

@@ -3,7 +3,8 @@
 -- KEYS[i] is the state of limit i. ARGV (layout in doc.go):
 --   1 mode: "d" decides every limit of a request whose limits are all
 --     fixed windows on distinct keys, "D" of any other request, "p" peeks
---     at the one limit, "b" decides a batch of "d" requests (below)
+--     at the one limit, "b" decides a batch of "d" requests, "r" gives
+--     back what a "d" or "D" call took (below)
 --   2 clock offset, µs, added to TIME (0 outside tests)
 --   3 token: makes sliding-window log members unique per decision
 --   4 lease id of concurrency limits
@@ -199,6 +200,88 @@ if ARGV[1] == 'b' then
     else
       redis.call('SET', KEYS[k], v, 'KEEPTTL')
     end
+  end
+  return out
+end
+
+-- Mode r gives back what a call of mode d or D took for a request that a
+-- limit in another Redis Cluster slot then rejected (SPEC §3.2). KEYS are
+-- that call's keys and, last, a marker key in their slot; ARGV are that
+-- call's arguments, with cost 0 for the limits that took nothing, and
+-- last the time that call decided at. The marker makes the give-back
+-- happen once however often it is sent. The reply is the time, then per
+-- limit what it reads now: remaining and reset after, as "p" gives them.
+if ARGV[1] == 'r' then
+  local nl, at = #KEYS - 1, tonumber(ARGV[#ARGV])
+  local give = redis.call('SET', KEYS[nl + 1], '1', 'NX', 'PX', 60000)
+  local out = {now}
+  local j = 5
+  for i = 1, nl do
+    local key, alg = KEYS[i], ARGV[j]
+    local n, w, cost = tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4])
+    if not give then cost = 0 end
+    local rem, reset = 0, 0
+    if alg == 'f' or alg == 'F' or alg == 'z' then
+      local v = redis.call('MGET', key)[1]
+      if cost > 0 and v then
+        -- Only the window the call counted in, which held the time it
+        -- decided at, gets its count back.
+        local p = find(v, ':', 1, true)
+        local s, c = tonumber(sub(v, 1, (p or 1) - 1)), tonumber(sub(v, (p or #v) + 1))
+        local mine = false
+        if s and c and alg == 'F' then
+          mine = s <= at and at < s + w
+        elseif s and c then
+          local off = 0
+          if alg == 'z' then off = tonumber(ARGV[j + 5]) end
+          local m = fmod(at + off, w)
+          if m < 0 then m = m + w end
+          mine = s == at - m
+        end
+        if mine then
+          c = max(c - cost, 0)
+          -- A window left with no admission is no window, as if the
+          -- call had never opened it.
+          if c == 0 then
+            redis.call('DEL', key)
+            v = false
+          else
+            v = format('%d:%d', s, c)
+            redis.call('SET', key, v, 'KEEPTTL')
+          end
+        end
+      end
+      local start, cur, live = fixed(v, alg, w, j)
+      rem = n - cur
+      if alg ~= 'F' or live then reset = start + w - now end
+    elseif alg == 's' then
+      if cost > 0 then
+        local member = ARGV[3] .. ':' .. i
+        if cost == 1 then
+          redis.call('ZREM', key, member)
+        else
+          for c = 1, cost do redis.call('ZREM', key, member .. ':' .. c) end
+        end
+      end
+      local count = logged(key, w)
+      rem = max(n - count, 0)
+      if count > 0 then reset = score(key, 0) + w - now end
+    elseif alg == 't' then
+      local per = tonumber(ARGV[j + 5])
+      local tokens, ts = bucket(key, n, per)
+      if cost > 0 then
+        tokens = min(n, tokens + cost)
+        redis.call('HSET', key, 't', format('%.17g', tokens), 'ts', ts)
+        redis.call('PEXPIRE', key, px(ts + max(fill(n, per, tokens), 1) - now))
+      end
+      rem = floor(max(tokens, 0) + EPS)
+      reset = fill(n, per, tokens)
+    else
+      if cost > 0 then redis.call('ZREM', key, ARGV[4]) end
+      rem = max(n - leases(key), 0)
+    end
+    out[2 * i], out[2 * i + 1] = rem, reset
+    if alg == 'z' then j = j + 6 elseif alg == 't' then j = j + 7 else j = j + 5 end
   end
   return out
 end

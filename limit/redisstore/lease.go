@@ -45,9 +45,11 @@ func (s *Store) Release(ctx context.Context, lease string, limits ...limit.Limit
 }
 
 // Renew implements limit.Store. The leases are extended from Redis TIME,
-// not from now, like every other time of this store.
+// not from now, like every other time of this store. On a cluster, each
+// slot's leases are renewed by their own call.
 func (s *Store) Renew(ctx context.Context, _ time.Time, lease string, limits ...limit.Limit) error {
-	var keys, args []string
+	var calls []rueidis.LuaExec
+	at := map[string]int{} // a call's place in calls, by hash tag
 	for _, l := range limits {
 		if l.Rule == nil || l.Rule.Algorithm != limit.Concurrency {
 			continue
@@ -55,14 +57,22 @@ func (s *Store) Renew(ctx context.Context, _ time.Time, lease string, limits ...
 		if err := l.Rule.Validate(); err != nil {
 			return err
 		}
-		if args == nil {
-			args = append(make([]string, 0, 2+len(limits)), s.offsetArg(), lease)
+		key := limit.StoredKey(s.prefix, l.Rule, l.Key)
+		t := ""
+		if s.mode == Cluster {
+			t = tag(key)
+		}
+		x, ok := at[t]
+		if !ok {
+			x = len(calls)
+			at[t] = x
+			calls = append(calls, rueidis.LuaExec{Args: []string{s.offsetArg(), lease}})
 		}
 		_, _, _, _, ttl := l.Rule.Params()
-		keys = append(keys, limit.StoredKey(s.prefix, l.Rule, l.Key))
-		args = append(args, strconv.FormatInt(ttl, 10))
+		calls[x].Keys = append(calls[x].Keys, key)
+		calls[x].Args = append(calls[x].Args, strconv.FormatInt(ttl, 10))
 	}
-	if len(keys) == 0 {
+	if len(calls) == 0 {
 		return nil
 	}
 	c, err := s.get("renew")
@@ -71,7 +81,12 @@ func (s *Store) Renew(ctx context.Context, _ time.Time, lease string, limits ...
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	return unavailable("renew", renewScript.Exec(ctx, c, keys, args).Error())
+	for _, e := range calls {
+		if err := renewScript.Exec(ctx, c, e.Keys, e.Args).Error(); err != nil {
+			return unavailable("renew", err)
+		}
+	}
+	return nil
 }
 
 func concurrencyKeys(prefix string, limits []limit.Limit) []string {

@@ -40,13 +40,37 @@ const (
 
 	// maxFlushDelay is rueidis's ClientOption.MaxFlushDelay.
 	maxFlushDelay = 20 * time.Microsecond
+
+	// sentinelRefresh is how often the store asks the sentinels which
+	// server is the master (rueidis recommends a few seconds).
+	sentinelRefresh = 5 * time.Second
+)
+
+// Mode is how a Store reaches Redis.
+type Mode string
+
+const (
+	// Standalone is one Redis server.
+	Standalone Mode = "standalone"
+	// Cluster is a Redis Cluster: Addrs are seed nodes, the store learns
+	// the others and follows MOVED and ASK redirections.
+	Cluster Mode = "cluster"
+	// Sentinel is a master that Redis Sentinels watch: Addrs are the
+	// sentinels, and the store follows the master through failovers.
+	Sentinel Mode = "sentinel"
 )
 
 // Options configure a Store.
 type Options struct {
-	// Addrs is the Redis server, "host:port". Standalone mode takes
-	// exactly one address.
+	// Mode is Standalone (the default when empty), Cluster or Sentinel.
+	Mode Mode
+
+	// Addrs are "host:port" addresses: the one server (Standalone), seed
+	// nodes (Cluster) or the sentinels (Sentinel).
 	Addrs []string
+
+	// MasterName is the master the sentinels watch; Sentinel mode only.
+	MasterName string
 
 	// Username and Password authenticate with AUTH (ACL user or the
 	// default user). Empty means no authentication.
@@ -72,7 +96,8 @@ type Options struct {
 type Store struct {
 	prefix  string
 	timeout time.Duration
-	addr    string
+	mode    Mode
+	addr    string // the addresses, for errors
 	copt    rueidis.ClientOption
 
 	client atomic.Pointer[conn] // nil until connected, and after Close
@@ -106,11 +131,20 @@ var _ limit.Store = (*Store)(nil)
 // connecting in the background while every call fails at once with an
 // error wrapping limit.ErrStoreUnavailable.
 func New(opts Options) (*Store, error) {
+	if opts.Mode == "" {
+		opts.Mode = Standalone
+	}
 	switch {
+	case opts.Mode != Standalone && opts.Mode != Cluster && opts.Mode != Sentinel:
+		return nil, fmt.Errorf("redisstore: unknown mode %q (standalone, cluster, sentinel)", opts.Mode)
 	case len(opts.Addrs) == 0:
 		return nil, errors.New("redisstore: no Redis address")
-	case len(opts.Addrs) > 1:
+	case opts.Mode == Standalone && len(opts.Addrs) > 1:
 		return nil, fmt.Errorf("redisstore: %d addresses given; a standalone Redis has one", len(opts.Addrs))
+	case (opts.Mode == Sentinel) != (opts.MasterName != ""):
+		return nil, fmt.Errorf("redisstore: a master name goes with sentinel mode and only with it (mode %s, master name %q)", opts.Mode, opts.MasterName)
+	case opts.Mode == Cluster && opts.DB != 0:
+		return nil, fmt.Errorf("redisstore: db %d: Redis Cluster has only db 0", opts.DB)
 	case strings.ContainsAny(opts.Prefix, "{}"):
 		return nil, fmt.Errorf("redisstore: prefix %q contains a brace, which would move the Redis Cluster hash tag", opts.Prefix)
 	case opts.Timeout < 0:
@@ -118,13 +152,16 @@ func New(opts Options) (*Store, error) {
 	case opts.DB < 0:
 		return nil, fmt.Errorf("redisstore: db %d is negative", opts.DB)
 	}
-	if _, _, err := net.SplitHostPort(opts.Addrs[0]); err != nil {
-		return nil, fmt.Errorf("redisstore: address %q: %v", opts.Addrs[0], err)
+	for _, a := range opts.Addrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, fmt.Errorf("redisstore: address %q: %v", a, err)
+		}
 	}
 	s := &Store{
 		prefix:  opts.Prefix,
 		timeout: opts.Timeout,
-		addr:    opts.Addrs[0],
+		mode:    opts.Mode,
+		addr:    strings.Join(opts.Addrs, ","),
 	}
 	if s.prefix == "" {
 		s.prefix = DefaultPrefix
@@ -137,7 +174,7 @@ func New(opts Options) (*Store, error) {
 	s.token = strconv.FormatUint(binary.LittleEndian.Uint64(b[:]), 36) + "."
 	s.life, s.stop = context.WithCancel(context.Background())
 	s.copt = rueidis.ClientOption{
-		InitAddress: []string{s.addr},
+		InitAddress: append([]string(nil), opts.Addrs...),
 		Username:    opts.Username,
 		Password:    opts.Password,
 		SelectDB:    opts.DB,
@@ -151,9 +188,9 @@ func New(opts Options) (*Store, error) {
 		// Every call goes to Redis; the client-side cache would need
 		// CLIENT TRACKING and would never be read.
 		DisableCache: true,
-		// Standalone. Cluster and Sentinel will choose their client here;
-		// the keys of one limit already share a hash tag.
-		ForceSingleClient: true,
+		// A standalone server is never asked about a cluster; a cluster
+		// client learns the nodes from the seeds.
+		ForceSingleClient: opts.Mode == Standalone,
 		// Under load, the connection's writer waits this long after each
 		// write so that more concurrent calls share the next one: fewer
 		// system calls on both sides (BENCHMARKS.md: about 30 % less client
@@ -161,6 +198,17 @@ func New(opts Options) (*Store, error) {
 		// rueidis never delays a call made alone, so the latency of an
 		// idle gateway does not change.
 		MaxFlushDelay: maxFlushDelay,
+	}
+	if opts.Mode == Sentinel {
+		s.copt.Sentinel = rueidis.SentinelOption{
+			MasterSet: opts.MasterName,
+			Dialer:    s.copt.Dialer,
+			TLSConfig: opts.TLS,
+			// The sentinels' +switch-master message moves the store to
+			// a new master at once; asking them every few seconds too
+			// recovers from a message the store missed.
+			TopologyRefreshInterval: sentinelRefresh,
+		}
 	}
 	connecting := errors.New("connecting")
 	s.cause.Store(&connecting)
@@ -188,6 +236,12 @@ func (s *Store) dial(ctx context.Context, dst string, d *net.Dialer, cfg *tls.Co
 // no more: it is connected, or closed.
 func (s *Store) connect() bool {
 	c, err := rueidis.NewClient(s.copt)
+	if err == nil && s.mode == Cluster && c.Mode() != rueidis.ClientModeCluster {
+		// rueidis falls back to a single server when its one seed is
+		// not a cluster node; a store told to share limits across a
+		// cluster must not quietly keep them on one server.
+		err = fmt.Errorf("%s is not a Redis Cluster node (cluster_enabled is no)", s.addr)
+	}
 	if err != nil {
 		if c != nil {
 			c.Close()

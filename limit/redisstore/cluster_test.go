@@ -1,0 +1,348 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/internal/testredis"
+	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/limittest"
+)
+
+// openCluster returns a store on cl that the test closes when it ends.
+func openCluster(t testing.TB, cl *testredis.Cluster) *Store {
+	t.Helper()
+	s, err := New(Options{Mode: Cluster, Addrs: cl.Addrs()[:1], Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.Now(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func flushCluster(t testing.TB, cl *testredis.Cluster) {
+	t.Helper()
+	for _, n := range cl.Nodes() {
+		n.Do(t, "FLUSHALL")
+	}
+}
+
+func TestClusterConformance(t *testing.T) {
+	cl := testredis.StartCluster(t, 3)
+	ctx := context.Background()
+	limittest.Run(t, func(t *testing.T, realTime bool) *limittest.Harness {
+		flushCluster(t, cl)
+		s := openCluster(t, cl)
+		h := &limittest.Harness{
+			Store: s,
+			Now: func() time.Time {
+				now, err := s.Now(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return now
+			},
+			Set:       func(when time.Time) { at(t, s, when) },
+			Tolerance: 50 * time.Millisecond,
+			CheckExpiry: func(tb testing.TB) {
+				for _, n := range cl.Nodes() {
+					checkExpiry(tb, n)
+				}
+			},
+			SlotGroups: true,
+		}
+		if realTime {
+			h.Set = func(time.Time) { t.Fatal("Set on a real-time harness") }
+			warmUp(t, s)
+		}
+		return h
+	})
+}
+
+// A request that a later slot group rejects gives back what the earlier
+// one took, whatever that one's algorithm: its state reads as before, and
+// so does its decision.
+func TestClusterGivesBack(t *testing.T) {
+	cl := testredis.StartCluster(t, 3)
+	s := openCluster(t, cl)
+	ctx := context.Background()
+	// The route limit admits 2 in 3 s, less selective than any of the
+	// first limits below (0.6 a second or fewer), so it is asked second.
+	route := valid(t, &limit.Rule{Name: "route", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 2, Period: 3 * time.Second}})
+	firsts := []*limit.Rule{
+		{Name: "fixed", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 3, Period: 10 * time.Second}},
+		{Name: "first", Algorithm: limit.FixedWindow, Align: limit.AlignFirst, Rate: limit.Rate{Count: 3, Period: 10 * time.Second}},
+		{Name: "zone", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 3, Period: 24 * time.Hour}, Location: shanghai(t)},
+		{Name: "sliding", Algorithm: limit.SlidingWindow, Rate: limit.Rate{Count: 3, Period: 10 * time.Second}},
+		{Name: "bucket", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 3, Period: 10 * time.Second}},
+		{Name: "cost", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 6, Period: 10 * time.Second}, Cost: 2},
+		{Name: "conc", Algorithm: limit.Concurrency, Rate: limit.Rate{Count: 3}, LeaseTTL: 10 * time.Second},
+	}
+	for i, r := range firsts {
+		t.Run(r.Name, func(t *testing.T) {
+			flushCluster(t, cl)
+			at(t, s, t0)
+			valid(t, r)
+			user := limit.Limit{Rule: r, Key: limit.StringKey("u")}
+			api := limit.Limit{Rule: route, Key: limit.StringKey("r" + strconv.Itoa(i))}
+			lease := func(n int) string { return "lease-" + strconv.Itoa(n) }
+			decide := func(n int) limit.Result {
+				res, err := s.Decide(ctx, &limit.Request{Limits: []limit.Limit{user, api}, Now: t0, Lease: lease(n)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			for n := range 2 {
+				if res := decide(n); !res.Allowed {
+					t.Fatalf("request %d rejected: %+v", n, res.Decisions)
+				}
+			}
+			before, err := s.Peek(ctx, t0, r, user.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for n := 2; n < 5; n++ {
+				res := decide(n)
+				d := res.Decisions[0]
+				if res.Allowed || !d.Allowed || d.Undecided || res.Decisions[1].Allowed {
+					t.Fatalf("request %d over the route limit: allowed=%v decisions %+v", n, res.Allowed, res.Decisions)
+				}
+				after, err := s.Peek(ctx, t0, r, user.Key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if after.Remaining != before.Remaining || after.InFlight != before.InFlight {
+					t.Fatalf("request %d: %s reads %+v after a give-back, %+v before the request", n, r.Name, after, before)
+				}
+				if d.Remaining != before.Remaining || d.Delay != 0 {
+					t.Fatalf("request %d: %s's decision reads %d remaining (delay %v), its state %d", n, r.Name, d.Remaining, d.Delay, before.Remaining)
+				}
+			}
+		})
+	}
+}
+
+func shanghai(t *testing.T) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation("Asia/Shanghai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loc
+}
+
+// A give-back happens once, however often it is sent: the marker in the
+// limit's slot remembers it.
+func TestClusterGiveBackOnce(t *testing.T) {
+	cl := testredis.StartCluster(t, 3)
+	s := openCluster(t, cl)
+	ctx := context.Background()
+	at(t, s, t0)
+	r := valid(t, &limit.Rule{Name: "user", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 5, Period: 10 * time.Second}})
+	l := limit.Limit{Rule: r, Key: limit.StringKey("u")}
+	g := &group{idx: []int{0}, req: limit.Request{Limits: []limit.Limit{l}, Now: t0}}
+	c, err := s.get("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		s.decideGroup(ctx, c, g, "tok1")
+		if g.err != nil || !g.res.Allowed {
+			t.Fatalf("decide: %v %+v", g.err, g.res)
+		}
+	}
+	for range 3 {
+		s.giveBackGroup(ctx, c, g, "tok1")
+	}
+	st, err := s.Peek(ctx, t0, r, l.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Remaining != 4 {
+		t.Fatalf("remaining %d after 2 admissions and one give-back sent 3 times, want 4", st.Remaining)
+	}
+	if got := g.res.Decisions[0].Remaining; got != 4 {
+		t.Fatalf("the give-back's decision reads %d remaining, want 4", got)
+	}
+}
+
+// Three slot groups, 64 goroutines: a user limit (asked first), an IP
+// limit and a tight route limit (asked together). What each key holds at
+// the end is exactly what it admitted: every request the route limit
+// rejected gave back what the user and IP limits had taken for it.
+func TestClusterStaysExact(t *testing.T) {
+	cl := testredis.StartCluster(t, 3)
+	s := openCluster(t, cl)
+	ctx := context.Background()
+	rule := func(name string, n int64) *limit.Rule {
+		return valid(t, &limit.Rule{Name: name, Algorithm: limit.FixedWindow, Align: limit.AlignFirst, Rate: limit.Rate{Count: n, Period: time.Hour}})
+	}
+	user, ip, route := rule("user", 30), rule("ip", 60), rule("route", 300)
+	const goroutines, each, users, ips = 64, 40, 16, 8
+	var (
+		mu       sync.Mutex
+		admitted = map[string]int64{}
+		total    int64
+	)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range each {
+				u := limit.StringKey("u" + strconv.Itoa((g+i)%users))
+				a := limit.StringKey("ip" + strconv.Itoa((g*7+i)%ips))
+				res, err := s.Decide(ctx, &limit.Request{Now: time.Now(), Limits: []limit.Limit{
+					{Rule: route, Key: "r"}, {Rule: user, Key: u}, {Rule: ip, Key: a},
+				}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Allowed {
+					mu.Lock()
+					total++
+					admitted["user:"+string(u)]++
+					admitted["ip:"+string(a)]++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if total != 300 {
+		t.Fatalf("admitted %d, want the route's 300 (the user and IP limits allow %d and %d)", total, users*30, ips*60)
+	}
+	check := func(r *limit.Rule, prefix string, k limit.Key) {
+		st, err := s.Peek(ctx, time.Now(), r, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if used := r.Rate.Count - st.Remaining; used != admitted[prefix+string(k)] {
+			t.Errorf("%s %s holds %d admissions, admitted %d", r.Name, k, used, admitted[prefix+string(k)])
+		}
+	}
+	admitted["route:r"] = total
+	check(route, "route:", "r")
+	for u := range users {
+		check(user, "user:", limit.StringKey("u"+strconv.Itoa(u)))
+	}
+	for a := range ips {
+		check(ip, "ip:", limit.StringKey("ip"+strconv.Itoa(a)))
+	}
+	for _, n := range cl.Nodes() {
+		checkExpiry(t, n)
+	}
+}
+
+// The store follows a slot that moves to another node (MOVED, and ASK
+// while it migrates): decisions go on, and the state moves with the slot.
+func TestClusterFollowsMovedSlot(t *testing.T) {
+	cl := testredis.StartCluster(t, 3)
+	s := openCluster(t, cl)
+	ctx := context.Background()
+	r := valid(t, &limit.Rule{Name: "mover", Algorithm: limit.FixedWindow, Align: limit.AlignFirst, Rate: limit.Rate{Count: 1000, Period: time.Hour}})
+	l := limit.Limit{Rule: r, Key: limit.StringKey("k")}
+	decide := func(n int) {
+		t.Helper()
+		for range n {
+			res, err := s.Decide(ctx, &limit.Request{Limits: []limit.Limit{l}, Now: time.Now()})
+			if err != nil || !res.Allowed {
+				t.Fatalf("decide: %v %+v", err, res)
+			}
+		}
+	}
+	decide(5)
+	key := limit.StoredKey(s.prefix, r, l.Key)
+	nodes := cl.Nodes()
+	slot := nodes[0].Do(t, "CLUSTER", "KEYSLOT", key)
+	var src, dst *testredis.Server
+	for _, n := range nodes {
+		// Nodes that do not own the slot answer MOVED.
+		if v, err := n.DoValue(t, "EXISTS", key); err == nil && v == int64(1) {
+			src = n
+		}
+	}
+	if src == nil {
+		t.Fatalf("no node holds %s", key)
+	}
+	for _, n := range nodes {
+		if n != src {
+			dst = n
+			break
+		}
+	}
+	srcID, dstID := src.Do(t, "CLUSTER", "MYID"), dst.Do(t, "CLUSTER", "MYID")
+	dst.Do(t, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID)
+	src.Do(t, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID)
+	decide(5) // the key is still on src, which answers
+	_, port, _ := strings.Cut(dst.Addr(), ":")
+	src.Do(t, "MIGRATE", "127.0.0.1", port, "", "0", "5000", "KEYS", key)
+	decide(5) // src answers ASK, dst decides
+	for _, n := range nodes {
+		n.Do(t, "CLUSTER", "SETSLOT", slot, "NODE", dstID)
+	}
+	decide(5) // src answers MOVED
+	if dst.Do(t, "EXISTS", key) != "1" {
+		t.Fatalf("%s is not on the node its slot moved to", key)
+	}
+	st, err := s.Peek(ctx, time.Now(), r, l.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Remaining != 1000-20 {
+		t.Fatalf("remaining %d after 20 admissions across the move, want %d", st.Remaining, 1000-20)
+	}
+}
+
+// A store told to use a cluster refuses to keep its limits on one
+// standalone server, and says why.
+func TestClusterModeOnStandalone(t *testing.T) {
+	srv := testredis.Start(t)
+	s, err := New(Options{Mode: Cluster, Addrs: []string{srv.Addr()}, Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := valid(t, &limit.Rule{Name: "x", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: time.Second}})
+	_, err = s.Decide(context.Background(), &limit.Request{Limits: []limit.Limit{{Rule: r, Key: "k"}}, Now: time.Now()})
+	if !errors.Is(err, limit.ErrStoreUnavailable) || !strings.Contains(err.Error(), "not a Redis Cluster") {
+		t.Fatalf("Decide = %v, want ErrStoreUnavailable saying the server is not a cluster", err)
+	}
+}
+
+// Renewing leases whose keys are in different slots renews each.
+func TestClusterRenewAcrossSlots(t *testing.T) {
+	cl := testredis.StartCluster(t, 3)
+	s := openCluster(t, cl)
+	ctx := context.Background()
+	var limits []limit.Limit
+	for i := range 4 {
+		r := valid(t, &limit.Rule{Name: fmt.Sprintf("c%d", i), Algorithm: limit.Concurrency, Rate: limit.Rate{Count: 2}, LeaseTTL: 2 * time.Second})
+		limits = append(limits, limit.Limit{Rule: r, Key: limit.StringKey("k")})
+	}
+	res, err := s.Decide(ctx, &limit.Request{Limits: limits, Now: time.Now(), Lease: "L"})
+	if err != nil || !res.Allowed {
+		t.Fatalf("decide: %v %+v", err, res)
+	}
+	if err := s.Renew(ctx, time.Now(), "L", limits...); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, "L", limits...); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range limits {
+		st, err := s.Peek(ctx, time.Now(), l.Rule, l.Key)
+		if err != nil || st.InFlight != 0 {
+			t.Fatalf("%s after release: %+v %v", l.Rule.Name, st, err)
+		}
+	}
+}

@@ -1,0 +1,234 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/redis/rueidis"
+
+	"github.com/floodgate-gw/floodgate/limit"
+)
+
+// Redis Cluster. A script may only touch keys of one slot, and the limits
+// of a request rarely share one: a user's key, an IP's and a route's each
+// carry their own hash tag. So on a cluster a request's limits are decided
+// in groups, one per hash tag (SPEC §3.2):
+//
+//  1. The group that admits the fewest requests per second — the most
+//     likely to reject, a user's 1/10s before a route's 800/s — is decided
+//     alone. Most of what a surge sends is rejected here, at the cost of
+//     one call to one node, and the other limits are never asked
+//     (limit.Decision.Undecided).
+//  2. The other groups are decided together, each by its own node.
+//  3. If one of them rejects the request, or fails, every group that
+//     admitted it gives back what it took (mode r of decide.lua), once,
+//     however often the give-back were sent.
+//
+// Between the take and the give-back, a rejected request holds quota that
+// others may be refused for: on a cluster the guarantee is "never more than
+// the limit", not "exactly the limit". A give-back that fails leaves the
+// quota taken until the window ends or the state expires. Batches are not
+// used on a cluster: a batch's keys would span slots.
+
+// group is the limits of a request that share a hash tag, and so a slot.
+type group struct {
+	idx  []int // the limits' places in the request
+	req  limit.Request
+	rank float64 // admissions per µs of its most selective limit
+	sc   *scriptCall
+	res  limit.Result
+	err  error
+}
+
+// tag is the part of a stored key that decides its slot: everything up to
+// the end of the hash tag. Keys with the same tag share a slot; keys with
+// different tags almost never do, and deciding them apart is only slower.
+func tag(key string) string {
+	if i := strings.IndexByte(key, '}'); i >= 0 {
+		return key[:i+1]
+	}
+	return key
+}
+
+// selectivity is how many requests per µs a rule admits; the lower, the
+// likelier it rejects. Shadow limits never reject, so they go last.
+func selectivity(r *limit.Rule) float64 {
+	if r.Shadow {
+		return math.Inf(1)
+	}
+	n, window, _, _, lease := r.Params()
+	if r.Algorithm == limit.Concurrency {
+		window = lease
+	}
+	return float64(n) / float64(max(window, 1))
+}
+
+// groups splits req's limits by hash tag, the most selective group first.
+func (s *Store) groups(req *limit.Request) []*group {
+	var gs []*group
+	byTag := make(map[string]*group, len(req.Limits))
+	for i, l := range req.Limits {
+		t := tag(limit.StoredKey(s.prefix, l.Rule, l.Key))
+		g := byTag[t]
+		if g == nil {
+			g = &group{req: limit.Request{Now: req.Now, Lease: req.Lease, Hits: req.Hits}, rank: math.Inf(1)}
+			byTag[t] = g
+			gs = append(gs, g)
+		}
+		g.idx = append(g.idx, i)
+		g.req.Limits = append(g.req.Limits, l)
+		g.rank = min(g.rank, selectivity(l.Rule))
+	}
+	slices.SortStableFunc(gs, func(a, b *group) int {
+		switch {
+		case a.rank < b.rank:
+			return -1
+		case a.rank > b.rank:
+			return 1
+		}
+		return 0
+	})
+	return gs
+}
+
+// decideSlots decides req on a cluster, slot group by slot group.
+func (s *Store) decideSlots(ctx context.Context, c rueidis.Client, req *limit.Request) (limit.Result, error) {
+	gs := s.groups(req)
+	token := s.token + strconv.FormatUint(s.seq.Add(1), 36)
+	if len(gs) == 1 {
+		sc := calls.Get().(*scriptCall)
+		s.decideCall(sc, req)
+		return s.decideOne(ctx, c, req, sc)
+	}
+	first, rest := gs[0], gs[1:]
+	s.decideGroup(ctx, c, first, token)
+	if first.err != nil {
+		return limit.Result{}, first.err
+	}
+	if !first.res.Allowed {
+		res := limit.Result{Decisions: make([]limit.Decision, len(req.Limits)), Time: first.res.Time}
+		for _, g := range rest {
+			for _, i := range g.idx {
+				l := req.Limits[i]
+				res.Decisions[i] = limit.Decision{Rule: l.Rule, Key: l.Key, Allowed: true, Limit: argsOf(l.Rule).n, Undecided: true}
+			}
+		}
+		first.place(&res)
+		first.sc.put()
+		return res, nil
+	}
+
+	var wg sync.WaitGroup
+	for _, g := range rest {
+		wg.Go(func() { s.decideGroup(ctx, c, g, token) })
+	}
+	wg.Wait()
+	res := limit.Result{Allowed: true, Decisions: make([]limit.Decision, len(req.Limits)), Time: first.res.Time}
+	var err error
+	for _, g := range gs {
+		if g.err != nil {
+			err, res.Allowed = g.err, false
+			continue
+		}
+		res.Allowed = res.Allowed && g.res.Allowed
+		res.Delay = max(res.Delay, g.res.Delay)
+	}
+	if !res.Allowed {
+		res.Delay = 0
+		s.giveBack(ctx, c, gs, token)
+	}
+	for _, g := range gs {
+		if g.sc != nil {
+			g.sc.put()
+		}
+		if err == nil {
+			g.place(&res)
+		}
+	}
+	if err != nil {
+		return limit.Result{}, err
+	}
+	return res, nil
+}
+
+// place puts g's decisions at their places in res.
+func (g *group) place(res *limit.Result) {
+	for j, i := range g.idx {
+		res.Decisions[i] = g.res.Decisions[j]
+	}
+}
+
+// decideGroup decides g's limits in one call and keeps the call's
+// arguments, which a give-back sends again.
+func (s *Store) decideGroup(ctx context.Context, c rueidis.Client, g *group, token string) {
+	g.sc = calls.Get().(*scriptCall)
+	s.decideCall(g.sc, &g.req)
+	// Every group of a request has the request's token: it names the
+	// give-back's marker and, as in any call, the sliding-window members.
+	g.sc.args[2] = token
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	v, err := decideScript.Exec(ctx, c, g.sc.keys, g.sc.args).ToArray()
+	switch {
+	case err != nil:
+		g.err = unavailable("decide", err)
+	case len(v) != 1+3*len(g.req.Limits):
+		g.err = unavailable("decide", fmt.Errorf("script returned %d values for %d limits", len(v), len(g.req.Limits)))
+	default:
+		g.res, g.err = result(&g.req, v[0], v[1:])
+	}
+}
+
+// giveBack returns what the groups that admitted the request took, and
+// sets their decisions to what the limits read without it. A give-back
+// is not the caller's to cancel: a request that stopped waiting must not
+// keep its quota.
+func (s *Store) giveBack(ctx context.Context, c rueidis.Client, gs []*group, token string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, g := range gs {
+		if g.err != nil || !g.res.Allowed {
+			continue
+		}
+		wg.Go(func() { s.giveBackGroup(ctx, c, g, token) })
+	}
+	wg.Wait()
+}
+
+func (s *Store) giveBackGroup(ctx context.Context, c rueidis.Client, g *group, token string) {
+	keys := append(slices.Clip(g.sc.keys), g.sc.keys[0]+":r:"+token)
+	// The call's arguments, limit by limit, with cost 0 for the limits
+	// that took nothing (a shadow limit that rejected), then its time.
+	args := append(make([]string, 0, len(g.sc.args)+1), "r", g.sc.args[1], token, g.sc.args[3])
+	from := base
+	for j, l := range g.req.Limits {
+		a := argsOf(l.Rule)
+		n := len(a.head) + 1 + len(a.tail)
+		if a.zone {
+			n = len(a.head) + 2
+		}
+		args = append(args, g.sc.args[from:from+n]...)
+		if !g.res.Decisions[j].Allowed {
+			args[len(args)-n+len(a.head)] = "0"
+		}
+		from += n
+	}
+	args = append(args, strconv.FormatInt(g.res.Time.UnixMicro(), 10))
+	v, err := decideScript.Exec(ctx, c, keys, args).AsIntSlice()
+	if err != nil || len(v) != 1+2*len(g.req.Limits) {
+		// The quota stays taken until its window ends or its state
+		// expires; the request is rejected all the same.
+		return
+	}
+	for j := range g.req.Limits {
+		if d := &g.res.Decisions[j]; d.Allowed {
+			d.Remaining, d.ResetAfter, d.Delay = v[1+2*j], us(v[2+2*j]), 0
+		}
+	}
+}
