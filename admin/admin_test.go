@@ -311,8 +311,8 @@ func TestReload(t *testing.T) {
 	}{
 		{"ok", nil, 200, `{"status":"reloaded"}`},
 		{"invalid file", fileErr, 400, `{"status":"error","errors":` + string(linesJSON) + `}`},
-		{"build error", errors.New("store.redis.mode cluster is not supported yet; use standalone"), 400,
-			`{"status":"error","errors":["store.redis.mode cluster is not supported yet; use standalone"]}`},
+		{"build error", errors.New("store.redis: redisstore: 2 addresses given; a standalone Redis has one"), 400,
+			`{"status":"error","errors":["store.redis: redisstore: 2 addresses given; a standalone Redis has one"]}`},
 		{"store unreachable", fmt.Errorf("connecting to redis: %w", limit.ErrStoreUnavailable), 503,
 			`{"status":"error","errors":["connecting to redis: limit: store unavailable"]}`},
 	}

@@ -426,6 +426,12 @@ store:
     addrs: ["10.0.0.1:7000"]
     db: 2 #want: store.redis.db: Redis Cluster has only db 0
 ` + okRoute},
+		{"standalone addrs", `
+store:
+  type: redis
+  redis:
+    addrs: ["10.0.0.1:7000", "10.0.0.2:7000"] #want: store.redis.addrs: standalone mode takes one address, not 2
+` + okRoute},
 		{"server", `
 server:
   listen: "8080" #want: server.listen: "8080" is not an address (HOST:PORT or :PORT)

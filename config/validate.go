@@ -276,6 +276,9 @@ func (v *validator) store(s *Store) {
 	for i, a := range r.Addrs {
 		v.addr(fmt.Sprintf("store.redis.addrs[%d]", i), a, true)
 	}
+	if r.Mode == RedisStandalone && len(r.Addrs) > 1 {
+		v.errorf("store.redis.addrs", "standalone mode takes one address, not %d (cluster seed nodes need mode: cluster; sentinels, mode: sentinel)", len(r.Addrs))
+	}
 	if r.Mode == RedisSentinel && r.MasterName == "" {
 		v.errorAt(v.lineOr("store.redis.master_name", "store.redis.mode"), "store.redis.master_name", "sentinel mode needs master_name")
 	}

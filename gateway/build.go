@@ -236,10 +236,8 @@ func openStore(c config.Store, local *memory.Store) (limit.Store, error) {
 		return local, nil
 	}
 	r := c.Redis
-	if r.Mode != config.RedisStandalone {
-		return nil, fmt.Errorf("store.redis.mode %s is not supported yet; use standalone", r.Mode)
-	}
 	o := redisstore.Options{
+		Mode: redisstore.Mode(r.Mode), MasterName: r.MasterName,
 		Addrs: r.Addrs, Username: r.Username, Password: r.Password,
 		DB: r.DB, Prefix: r.Prefix, Timeout: r.Timeout,
 	}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,24 +16,43 @@ import (
 // user limit from 64 goroutines spread over them: exactly the limit is
 // admitted, and no rejected request reaches the upstream. Once with
 // limits of three algorithms, once with the seeds' four fixed windows,
-// whose decisions the store batches when they queue.
+// whose decisions the store batches when they queue, and once on a
+// 3-master Redis Cluster.
 func TestExactAcrossInstances(t *testing.T) {
-	for _, tc := range []struct{ name, api, ip string }{
-		{"mixed", "algorithm: token_bucket, rate: 100000/s", "algorithm: sliding_window, rate: 100000/min"},
-		{"fixed_windows", "rate: 100000/s", "rate: 100000/min"},
+	for _, tc := range []struct {
+		name, api, ip string
+		cluster       bool
+	}{
+		{"mixed", "algorithm: token_bucket, rate: 100000/s", "algorithm: sliding_window, rate: 100000/min", false},
+		{"fixed_windows", "rate: 100000/s", "rate: 100000/min", false},
+		// On a cluster the four limits live in four slots: the user
+		// limit, the most selective, is asked first.
+		{"cluster", "algorithm: token_bucket, rate: 100000/s", "rate: 100000/min", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			exactAcrossInstances(t, tc.api, tc.ip)
+			var nodes []*testredis.Server
+			store := `{type: redis, redis: {addrs: ["%s"], timeout: 1s}}`
+			if tc.cluster {
+				cl := testredis.StartCluster(t, 3)
+				nodes = cl.Nodes()
+				store = fmt.Sprintf(`{type: redis, redis: {mode: cluster, addrs: ["%s"], timeout: 1s}}`, strings.Join(cl.Addrs(), `", "`))
+			} else {
+				srv := testredis.Start(t)
+				nodes = []*testredis.Server{srv}
+				store = fmt.Sprintf(store, srv.Addr())
+			}
+			exactAcrossInstances(t, store, nodes, tc.api, tc.ip)
 		})
 	}
 }
 
-func exactAcrossInstances(t *testing.T, api, ip string) {
-	srv := testredis.Start(t)
+// exactAcrossInstances runs three gateways on the store and the Redis
+// servers nodes, and 64 clients at them.
+func exactAcrossInstances(t *testing.T, store string, nodes []*testredis.Server, api, ip string) {
 	up := newBackend(t, nil)
 	cfg := `
 admin: {listen: ""}
-store: {type: redis, redis: {addrs: ["` + srv.Addr() + `"], timeout: 1s}}
+store: ` + store + `
 global_limits:
   - {name: global, key: [global], rate: 100000/s}
 routes:
@@ -75,13 +95,15 @@ routes:
 		t.Fatalf("upstream saw %d requests, want 5", up.hits.Load())
 	}
 	// Every key the gateways wrote expires.
-	keys, err := srv.DoValue(t, "KEYS", "fg:*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range keys.([]any) {
-		if ttl := srv.Do(t, "PTTL", k.(string)); strings.HasPrefix(ttl, "-") {
-			t.Errorf("key %s has PTTL %s", k, ttl)
+	for _, srv := range nodes {
+		keys, err := srv.DoValue(t, "KEYS", "fg:*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys.([]any) {
+			if ttl := srv.Do(t, "PTTL", k.(string)); strings.HasPrefix(ttl, "-") {
+				t.Errorf("key %s has PTTL %s", k, ttl)
+			}
 		}
 	}
 }

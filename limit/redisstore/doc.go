@@ -50,7 +50,7 @@
 //
 //	1  mode: "d" decides a request whose limits are all fixed windows on
 //	   distinct keys, "D" any other request, "p" peeks at KEYS[1] (Peek),
-//	   "b" a batch of requests of mode d (below)
+//	   "b" a batch of requests of mode d, "r" gives back (below)
 //	2  clock offset µs added to TIME: 0, except in tests
 //	3  decision token: makes sliding-window members unique (token:i, token:i:copy)
 //	4  lease id, for concurrency limits
@@ -69,6 +69,11 @@
 // limit that is not a shadow admits it. In "p" mode the reply is the time,
 // remaining, reset after µs and the leases in flight.
 //
+// In "r" mode KEYS are the keys of an earlier "d" or "D" call and a marker
+// key in their slot; ARGV are that call's, with cost 0 for the limits that
+// took nothing, and then the time it decided at. The reply is the time and
+// then, per limit, remaining and reset after µs once given back.
+//
 // In "b" mode KEYS are the distinct keys of the batch, ARGV 3 is the
 // number of requests, and each request follows as the number of its limits
 // and, per limit, the index of its key in KEYS and its arguments as in "d";
@@ -84,6 +89,17 @@
 // and its cause. A store whose Redis is unreachable at New keeps
 // connecting in the background and fails every call at once meanwhile.
 //
-// Standalone Redis only, for now; keys already carry the hash tag that
-// Redis Cluster needs.
+// # Cluster and Sentinel
+//
+// Options.Mode picks the server: one standalone Redis, a Redis Cluster
+// (the store learns the nodes from seed addresses and follows MOVED and
+// ASK; each node loads the scripts on its first NOSCRIPT), or a master
+// watched by Redis Sentinel (the store follows failovers). On a cluster a
+// script may only touch one slot, so a request's limits are decided in
+// groups of one hash tag each, the most selective group first and the
+// others together after it, and a request that a later group rejects
+// gives back what the earlier ones took, once (slots.go, mode r above).
+// There the guarantee is "never more than the limit": between its take and
+// its give-back a rejected request holds quota. Cluster decisions are not
+// batched, as a batch's keys would span slots.
 package redisstore
