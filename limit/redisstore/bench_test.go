@@ -54,25 +54,26 @@ func newFourLimits(b *testing.B) *fourLimits {
 // parallel runs op from 1 goroutine, then from 64 (SetParallelism rounds
 // up to a multiple of GOMAXPROCS), each with its own random source. Besides
 // the time per request it reports the CPU time Redis spent per request,
-// the resource that bounds a shared limiter.
-func parallel(b *testing.B, srv *testredis.Server, op func(rng *rand.Rand) error) {
+// the resource that bounds a shared limiter (of all of srvs, the nodes of a
+// cluster).
+func parallel(b *testing.B, srvs []*testredis.Server, op func(rng *rand.Rand) error) {
 	var seed atomic.Uint64
 	b.Run("g1", func(b *testing.B) {
 		b.ReportAllocs()
-		cpu := redisCPU(b, srv)
+		cpu := redisCPU(b, srvs)
 		rng := rand.New(rand.NewPCG(seed.Add(1), 1))
 		for b.Loop() {
 			if err := op(rng); err != nil {
 				b.Fatal(err)
 			}
 		}
-		b.ReportMetric((redisCPU(b, srv)-cpu).Seconds()*1e6/float64(b.N), "redis-cpu-µs/op")
+		b.ReportMetric((redisCPU(b, srvs)-cpu).Seconds()*1e6/float64(b.N), "redis-cpu-µs/op")
 	})
 	b.Run("g64", func(b *testing.B) {
 		b.ReportAllocs()
 		p := (64 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0)
 		b.SetParallelism(p)
-		cpu := redisCPU(b, srv)
+		cpu := redisCPU(b, srvs)
 		b.RunParallel(func(pb *testing.PB) {
 			rng := rand.New(rand.NewPCG(seed.Add(1), 1))
 			for pb.Next() {
@@ -82,22 +83,24 @@ func parallel(b *testing.B, srv *testredis.Server, op func(rng *rand.Rand) error
 				}
 			}
 		})
-		b.ReportMetric((redisCPU(b, srv)-cpu).Seconds()*1e6/float64(b.N), "redis-cpu-µs/op")
+		b.ReportMetric((redisCPU(b, srvs)-cpu).Seconds()*1e6/float64(b.N), "redis-cpu-µs/op")
 		b.ReportMetric(float64(p*runtime.GOMAXPROCS(0)), "goroutines")
 	})
 }
 
-// redisCPU is the CPU time the server has used, user and system.
-func redisCPU(b *testing.B, srv *testredis.Server) time.Duration {
+// redisCPU is the CPU time the servers have used, user and system.
+func redisCPU(b *testing.B, srvs []*testredis.Server) time.Duration {
 	var total time.Duration
-	for _, line := range strings.Split(srv.Do(b, "INFO", "cpu"), "\n") {
-		name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if ok && (name == "used_cpu_user" || name == "used_cpu_sys") {
-			secs, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				b.Fatalf("INFO cpu: %s: %v", line, err)
+	for _, srv := range srvs {
+		for _, line := range strings.Split(srv.Do(b, "INFO", "cpu"), "\n") {
+			name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if ok && (name == "used_cpu_user" || name == "used_cpu_sys") {
+				secs, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					b.Fatalf("INFO cpu: %s: %v", line, err)
+				}
+				total += time.Duration(secs * float64(time.Second))
 			}
-			total += time.Duration(secs * float64(time.Second))
 		}
 	}
 	return total
@@ -106,10 +109,20 @@ func redisCPU(b *testing.B, srv *testredis.Server) time.Duration {
 // BenchmarkDecideFourFixed decides the four limits in one script call.
 func BenchmarkDecideFourFixed(b *testing.B) {
 	srv := testredis.Start(b)
-	s := open(b, srv)
+	benchFour(b, open(b, srv), []*testredis.Server{srv})
+}
+
+// BenchmarkClusterDecideFourFixed decides the four limits on a 3-master
+// Redis Cluster: four slots, the user limit's first.
+func BenchmarkClusterDecideFourFixed(b *testing.B) {
+	cl := testredis.StartCluster(b, 3)
+	benchFour(b, openCluster(b, cl), cl.Nodes())
+}
+
+func benchFour(b *testing.B, s *Store, srvs []*testredis.Server) {
 	f := newFourLimits(b)
 	ctx := context.Background()
-	parallel(b, srv, func(rng *rand.Rand) error {
+	parallel(b, srvs, func(rng *rand.Rand) error {
 		res, err := s.Decide(ctx, &limit.Request{
 			Limits: []limit.Limit{
 				{Rule: f.global, Key: f.globalKey},
@@ -140,7 +153,7 @@ func BenchmarkSeedDesignFourEvals(b *testing.B) {
 	script := rueidis.NewLuaScript(seedScript)
 	args := []string{strconv.Itoa(limit.MaxCount), "1"}
 	ctx := context.Background()
-	parallel(b, srv, func(rng *rand.Rand) error {
+	parallel(b, []*testredis.Server{srv}, func(rng *rand.Rand) error {
 		for _, l := range [...]limit.Limit{
 			{Rule: f.global, Key: f.globalKey},
 			{Rule: f.api, Key: f.apiKey},

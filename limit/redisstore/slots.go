@@ -123,11 +123,15 @@ func (s *Store) decideSlots(ctx context.Context, c rueidis.Client, req *limit.Re
 		return res, nil
 	}
 
-	var wg sync.WaitGroup
-	for _, g := range rest {
-		wg.Go(func() { s.decideGroup(ctx, c, g, token) })
+	if len(rest) == 1 {
+		s.decideGroup(ctx, c, rest[0], token)
+	} else {
+		var wg sync.WaitGroup
+		for _, g := range rest {
+			wg.Go(func() { s.decideGroup(ctx, c, g, token) })
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	res := limit.Result{Allowed: true, Decisions: make([]limit.Decision, len(req.Limits)), Time: first.res.Time}
 	var err error
 	for _, g := range gs {
