@@ -346,3 +346,95 @@ func TestClusterRenewAcrossSlots(t *testing.T) {
 		}
 	}
 }
+
+// onNode returns a key for r whose slot node n of cl owns.
+func onNode(t *testing.T, cl *testredis.Cluster, s *Store, r *limit.Rule, n int) limit.Key {
+	t.Helper()
+	nodes := cl.Nodes()
+	for i := range 1000 {
+		k := limit.StringKey("k" + strconv.Itoa(i))
+		slot, err := strconv.Atoi(nodes[0].Do(t, "CLUSTER", "KEYSLOT", limit.StoredKey(s.prefix, r, k)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slot*len(nodes)/16384 == n {
+			return k
+		}
+	}
+	t.Fatalf("no key of %s on node %d", r.Name, n)
+	return ""
+}
+
+// When the node of a later slot group stalls or dies, the decision fails
+// with ErrStoreUnavailable within the timeout, the earlier group gives back
+// what it took, and decisions recover with the node.
+func TestClusterWhenANodeFails(t *testing.T) {
+	cl := testredis.StartCluster(t, 3)
+	s, err := New(Options{Mode: Cluster, Addrs: cl.Addrs(), Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	user := valid(t, &limit.Rule{Name: "user", Algorithm: limit.FixedWindow, Align: limit.AlignFirst, Rate: limit.Rate{Count: 100, Period: time.Hour}})
+	route := valid(t, &limit.Rule{Name: "route", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 1000, Period: time.Second}})
+	u := limit.Limit{Rule: user, Key: onNode(t, cl, s, user, 0)}
+	r := limit.Limit{Rule: route, Key: onNode(t, cl, s, route, 1)}
+	decide := func() (limit.Result, error) {
+		return s.Decide(ctx, &limit.Request{Limits: []limit.Limit{r, u}, Now: time.Now()})
+	}
+	for range 3 {
+		if res, err := decide(); err != nil || !res.Allowed {
+			t.Fatalf("decide: %v %+v", err, res)
+		}
+	}
+	used := func() int64 {
+		t.Helper()
+		st, err := s.Peek(ctx, time.Now(), user, u.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return user.Rate.Count - st.Remaining
+	}
+	if n := used(); n != 3 {
+		t.Fatalf("user limit used %d, want 3", n)
+	}
+	node := cl.Nodes()[1]
+
+	node.Do(t, "CLIENT", "PAUSE", "600", "ALL")
+	start := time.Now()
+	_, err = decide()
+	if !errors.Is(err, limit.ErrStoreUnavailable) {
+		t.Fatalf("decide with the route's node paused: %v, want ErrStoreUnavailable", err)
+	}
+	if took := time.Since(start); took > 200*time.Millisecond+slack {
+		t.Fatalf("decide took %v with a 200ms timeout", took)
+	}
+	if n := used(); n != 3 {
+		t.Fatalf("user limit used %d after a decision its route's node never answered, want 3: nothing given back", n)
+	}
+	time.Sleep(600 * time.Millisecond)
+	if res, err := decide(); err != nil || !res.Allowed {
+		t.Fatalf("decide after the pause: %v %+v", err, res)
+	}
+
+	node.Stop()
+	if _, err := decide(); !errors.Is(err, limit.ErrStoreUnavailable) {
+		t.Fatalf("decide with the route's node stopped: %v, want ErrStoreUnavailable", err)
+	}
+	if n := used(); n != 4 {
+		t.Fatalf("user limit used %d after a decision its route's node was down for, want 4", n)
+	}
+	node.Restart()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := decide()
+		if err == nil && res.Allowed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no decision within 10s of the node's restart: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
