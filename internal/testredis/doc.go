@@ -4,9 +4,9 @@
 // redirections, timeouts against a stalled or dead server) are only
 // trustworthy against the real server, so this package never mocks: it runs
 // the redis-server binary found on PATH (Redis 7.0 or newer, for
-// --enable-debug-command and CLUSTER ADDSLOTSRANGE). A missing binary fails
-// the test instead of skipping it, so a misconfigured CI machine cannot turn
-// the Redis tests into silent no-ops.
+// --enable-debug-command, CLUSTER ADDSLOTSRANGE and SENTINEL DEBUG). A
+// missing binary fails the test instead of skipping it, so a misconfigured
+// CI machine cannot turn the Redis tests into silent no-ops.
 //
 // Every server listens on a fresh 127.0.0.1 port chosen at start, never on
 // the default 6379, so tests cannot touch a Redis that happens to run on the
@@ -25,6 +25,16 @@
 //	}
 //	srv.Stop() // the client should now see a dead Redis
 //
-// Do, DoValue and Restart report fatal problems through testing.TB, so like
-// t.Fatal they must be called from the test's own goroutine.
+// StartCluster runs a Redis Cluster; StartSentinel runs a master with
+// replicas and the sentinels that monitor it, and can fail it over, so a
+// client that follows failovers can be tested against the real thing:
+//
+//	s := testredis.StartSentinel(t, 1, 3)
+//	client := newSentinelClient(s.Addrs(), testredis.MasterName)
+//	...
+//	s.Failover(t) // the master dies; a replica takes over
+//
+// Do, DoValue, Restart and the Sentinel methods report fatal problems
+// through testing.TB, so like t.Fatal they must be called from the test's
+// own goroutine.
 package testredis

@@ -48,6 +48,26 @@ type Option func(*options)
 type options struct {
 	args    []string
 	cluster bool
+
+	// withConf starts the process from a config file in its directory,
+	// initially holding conf. Sentinels need one, and a sentinel-managed
+	// server needs one for the CONFIG REWRITE that sentinels send with every
+	// role change, so that Restart brings it back in the role it was given.
+	withConf bool
+	conf     string
+
+	// sentinel runs the process in sentinel mode, with conf as its sentinel
+	// configuration; args is ignored.
+	sentinel bool
+
+	// init is sent after every launch, for settings that neither the
+	// command line nor the config file can carry (SENTINEL DEBUG).
+	init []string
+
+	// dropRDB deletes dump.rdb before every launch. A master with disk-based
+	// replication writes one for each full sync, and a restarted server
+	// would load it, although persistence is off.
+	dropRDB bool
 }
 
 // WithArgs appends extra redis-server command-line arguments, for example
@@ -63,11 +83,14 @@ func WithArgs(extra ...string) Option {
 type Server struct {
 	tb       testing.TB
 	bin      string
+	kind     string // "redis-server" or "sentinel", for messages
 	dir      string
 	logPath  string
 	port     int
 	argv     []string
 	password string
+	init     []string
+	dropRDB  bool
 
 	mu    sync.Mutex
 	proc  *process // nil while stopped
@@ -104,9 +127,23 @@ func start(tb testing.TB, o options) *Server {
 	s := &Server{
 		tb:       tb,
 		bin:      bin,
+		kind:     "redis-server",
 		dir:      dir,
 		logPath:  filepath.Join(dir, "redis.log"),
 		password: passwordFrom(o.args),
+		init:     o.init,
+		dropRDB:  o.dropRDB,
+	}
+	if o.sentinel {
+		s.kind = "sentinel"
+		s.logPath = filepath.Join(dir, "sentinel.log")
+		s.password = ""
+	}
+	if o.withConf || o.sentinel {
+		// Written once: later launches must see what the process rewrote.
+		if err := os.WriteFile(confPath(dir, o), []byte(o.conf), 0o644); err != nil {
+			tb.Fatalf("testredis: %v", err)
+		}
 	}
 	tb.Cleanup(s.cleanup)
 
@@ -126,20 +163,35 @@ func start(tb testing.TB, o options) *Server {
 			break
 		}
 	}
-	tb.Fatalf("testredis: %v\n--- redis-server log (%s) ---\n%s", lastErr, s.logPath, s.logTail())
+	tb.Fatalf("testredis: %v\n--- %s log (%s) ---\n%s", lastErr, s.kind, s.logPath, s.logTail())
 	return nil
+}
+
+func confPath(dir string, o options) string {
+	if o.sentinel {
+		return filepath.Join(dir, "sentinel.conf")
+	}
+	return filepath.Join(dir, "redis.conf")
 }
 
 func serverArgs(dir string, port int, o options) []string {
 	p := strconv.Itoa(port)
-	args := []string{
+	if o.sentinel {
+		// The config file must come first; the rest is appended to it.
+		return []string{confPath(dir, o), "--sentinel", "--port", p, "--bind", "127.0.0.1", "--dir", dir}
+	}
+	var args []string
+	if o.withConf {
+		args = append(args, confPath(dir, o))
+	}
+	args = append(args,
 		"--port", p,
 		"--bind", "127.0.0.1",
 		"--dir", dir,
 		"--save", "",
 		"--appendonly", "no",
 		"--enable-debug-command", "yes",
-	}
+	)
 	if o.cluster {
 		args = append(args,
 			"--cluster-enabled", "yes",
@@ -202,6 +254,11 @@ func freePort(cluster bool) (int, error) {
 // launch starts one incarnation and waits for it. It must be called with
 // s.mu held or before s is shared.
 func (s *Server) launch(deadline time.Time) error {
+	if s.dropRDB {
+		if err := os.Remove(filepath.Join(s.dir, "dump.rdb")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
 	logf, err := os.OpenFile(s.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -230,12 +287,34 @@ func (s *Server) launch(deadline time.Time) error {
 		_ = cmd.Wait()
 		close(p.done)
 	}()
-	if err := s.waitReady(p, offset, deadline); err != nil {
+	err = s.waitReady(p, offset, deadline)
+	if err == nil && len(s.init) > 0 {
+		err = s.sendInit()
+	}
+	if err != nil {
 		p.stop()
 		return err
 	}
 	s.proc = p
 	s.ready = true
+	return nil
+}
+
+func (s *Server) sendInit() error {
+	c, err := s.dial(readyTimeout)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	v, err := c.do(s.init...)
+	if err == nil {
+		if e, ok := v.(ReplyError); ok {
+			err = e
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", s.Addr(), strings.Join(s.init, " "), err)
+	}
 	return nil
 }
 
@@ -250,11 +329,11 @@ func (s *Server) waitReady(p *process, logOffset int64, deadline time.Time) erro
 			if strings.Contains(s.logFrom(logOffset), "Address already in use") {
 				return fmt.Errorf("redis-server could not bind port %d (or its cluster bus port): %w", s.port, errPortInUse)
 			}
-			return fmt.Errorf("redis-server on port %d exited during startup: %v", s.port, p.cmd.ProcessState)
+			return fmt.Errorf("%s on port %d exited during startup: %v", s.kind, s.port, p.cmd.ProcessState)
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("redis-server on %s did not answer PING within %v (last error: %v)", s.Addr(), readyTimeout, lastErr)
+			return fmt.Errorf("%s on %s did not answer PING within %v (last error: %v)", s.kind, s.Addr(), readyTimeout, lastErr)
 		}
 	}
 }
@@ -308,7 +387,8 @@ func (s *Server) Stop() {
 
 // Restart stops the server if it is running and starts it again on the same
 // port, waiting until it answers PING. Data is not preserved (persistence is
-// off), but a cluster node keeps its node ID and slots through its nodes.conf.
+// off), but a cluster node keeps its node ID and slots through its nodes.conf,
+// and a server of StartSentinel the role its sentinels last gave it.
 // Failures are reported to the testing.TB passed to Start.
 func (s *Server) Restart() {
 	s.tb.Helper()
@@ -327,7 +407,7 @@ func (s *Server) Restart() {
 			return
 		}
 		if !errors.Is(err, errPortInUse) || time.Now().After(deadline) {
-			s.tb.Fatalf("testredis: restart: %v\n--- redis-server log (%s) ---\n%s", err, s.logPath, s.logTail())
+			s.tb.Fatalf("testredis: restart: %v\n--- %s log (%s) ---\n%s", err, s.kind, s.logPath, s.logTail())
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -342,8 +422,14 @@ func (s *Server) cleanup() {
 	// A failed test is often explained by the server's view of events; a
 	// failed start already printed the log in its own message.
 	if ready && s.tb.Failed() {
-		s.tb.Logf("testredis: last lines of redis-server log for %s:\n%s", s.Addr(), s.logTail())
+		s.tb.Logf("testredis: last lines of %s log for %s:\n%s", s.kind, s.Addr(), s.logTail())
 	}
+}
+
+func (s *Server) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc != nil
 }
 
 // stop is idempotent because Wait, not the signal, is what closes done.

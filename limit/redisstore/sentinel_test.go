@@ -1,0 +1,87 @@
+package redisstore
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/internal/testredis"
+	"github.com/floodgate-gw/floodgate/limit"
+)
+
+// The store finds the master through the sentinels and follows it through
+// a failover: decisions fail for a moment, with ErrStoreUnavailable, then
+// go on at the new master, with the counts the old one replicated.
+func TestSentinelFollowsFailover(t *testing.T) {
+	sn := testredis.StartSentinel(t, 1, 1)
+	s, err := New(Options{Mode: Sentinel, Addrs: sn.Addrs(), MasterName: testredis.MasterName, Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	r := valid(t, &limit.Rule{Name: "user", Algorithm: limit.FixedWindow, Align: limit.AlignFirst, Rate: limit.Rate{Count: 100, Period: time.Hour}})
+	l := limit.Limit{Rule: r, Key: limit.StringKey("u")}
+	decide := func() (limit.Result, error) {
+		return s.Decide(ctx, &limit.Request{Limits: []limit.Limit{l}, Now: time.Now()})
+	}
+	for range 3 {
+		if res, err := decide(); err != nil || !res.Allowed {
+			t.Fatalf("decide: %v %+v", err, res)
+		}
+	}
+	old := sn.Master(t)
+	// The count reaches the replica before the master dies.
+	if got := old.Do(t, "WAIT", "1", "2000"); got != "1" {
+		t.Fatalf("WAIT: %s replicas acknowledged", got)
+	}
+	next := sn.Failover(t)
+	deadline := time.Now().Add(15 * time.Second)
+	var failures int
+	for {
+		res, err := decide()
+		if err == nil {
+			if !res.Allowed || res.Decisions[0].Remaining != 100-4 {
+				t.Fatalf("first decision at the new master: %+v, want admitted with 96 remaining", res.Decisions[0])
+			}
+			break
+		}
+		if !strings.Contains(err.Error(), limit.ErrStoreUnavailable.Error()) {
+			t.Fatalf("decide during the failover: %v, want ErrStoreUnavailable", err)
+		}
+		failures++
+		if time.Now().After(deadline) {
+			t.Fatalf("no decision at the new master %s within 15s (%d failures): %v", next.Addr(), failures, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if next.Do(t, "EXISTS", limit.StoredKey(s.prefix, r, l.Key)) != "1" {
+		t.Fatalf("the new master %s does not hold the count", next.Addr())
+	}
+}
+
+// A switchover (the master steps down while it runs) moves the store too.
+func TestSentinelFollowsSwitchover(t *testing.T) {
+	sn := testredis.StartSentinel(t, 1, 1)
+	s, err := New(Options{Mode: Sentinel, Addrs: sn.Addrs(), MasterName: testredis.MasterName, Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	r := valid(t, &limit.Rule{Name: "user", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 1000, Period: time.Second}})
+	l := limit.Limit{Rule: r, Key: limit.StringKey("u")}
+	next := sn.Switchover(t)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, err := s.Decide(ctx, &limit.Request{Limits: []limit.Limit{l}, Now: time.Now()})
+		if err == nil && next.Do(t, "EXISTS", limit.StoredKey(s.prefix, r, l.Key)) == "1" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("decisions did not move to the new master %s within 15s: %v", next.Addr(), err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
