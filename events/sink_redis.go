@@ -59,7 +59,9 @@ func redisOptions(addrs []string, o Options) rueidis.ClientOption {
 		ConnWriteTimeout: 5 * time.Second,
 	}
 	if o.RedisMasterName != "" {
-		opt.Sentinel = rueidis.SentinelOption{MasterSet: o.RedisMasterName}
+		// Asking the sentinels every few seconds, besides their
+		// +switch-master message, recovers from a message missed.
+		opt.Sentinel = rueidis.SentinelOption{MasterSet: o.RedisMasterName, TopologyRefreshInterval: 5 * time.Second}
 	}
 	return opt
 }
