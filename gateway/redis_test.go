@@ -222,3 +222,48 @@ routes:
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestSentinelStore: with store.redis.mode sentinel the gateway finds the
+// master through the sentinels and keeps its counts through a failover.
+func TestSentinelStore(t *testing.T) {
+	sn := testredis.StartSentinel(t, 1, 1)
+	up := newBackend(t, nil)
+	h := newHarness(t, fmt.Sprintf(`
+admin: {listen: ""}
+store: {type: redis, on_error: deny, redis: {mode: sentinel, master_name: %s, addrs: ["%s"], timeout: 200ms}}
+routes:
+  - id: sale
+    match: {path: /sale}
+    upstream: {targets: ["{{UP}}"]}
+    limits:
+      - {name: user, key: ["header:X-User-Id"], rate: 2/1h, align: first}
+`, testredis.MasterName, strings.Join(sn.Addrs(), `", "`)), up)
+	status := func() int {
+		resp := h.do("GET", "/sale", map[string]string{"X-User-Id": "u"}, nil)
+		drain(resp)
+		return resp.StatusCode
+	}
+	for i, want := range []int{200, 200, 429} {
+		if got := status(); got != want {
+			t.Fatalf("request %d: status %d, want %d", i, got, want)
+		}
+	}
+	sn.Master(t).Do(t, "WAIT", "1", "2000")
+	sn.Failover(t)
+	// While the store fails over, on_error deny answers 503; then the new
+	// master, which holds the replicated count, rejects the user again.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		got := status()
+		if got == http.StatusTooManyRequests {
+			break
+		}
+		if got != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			t.Fatalf("status %d after the failover, want 503 while it lasts and then 429", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if up.hits.Load() != 2 {
+		t.Fatalf("upstream saw %d requests, want 2", up.hits.Load())
+	}
+}
