@@ -93,6 +93,11 @@ func TestClusterGivesBack(t *testing.T) {
 			at(t, s, t0)
 			valid(t, r)
 			user := limit.Limit{Rule: r, Key: limit.StringKey("u")}
+			// The user limit has lately rejected all it decided, so it
+			// stays first even once the route limit rejects some.
+			for range rejectionWindow {
+				rejectionsOf(r).add(true)
+			}
 			api := limit.Limit{Rule: route, Key: limit.StringKey("r" + strconv.Itoa(i))}
 			lease := func(n int) string { return "lease-" + strconv.Itoa(n) }
 			decide := func(n int) limit.Result {
@@ -436,5 +441,45 @@ func TestClusterWhenANodeFails(t *testing.T) {
 			t.Fatalf("no decision within 10s of the node's restart: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// The limit that has lately rejected the most is asked first, whatever its
+// rate: when one IP floods, its limit turns the flood away alone, and the
+// user limits it would have passed are never asked.
+func TestClusterAsksTheRejectingLimitFirst(t *testing.T) {
+	cl := testredis.StartCluster(t, 3)
+	s := openCluster(t, cl)
+	ctx := context.Background()
+	user := valid(t, &limit.Rule{Name: "user", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: 10 * time.Second}})
+	ip := valid(t, &limit.Rule{Name: "ip", Algorithm: limit.SlidingWindow, Rate: limit.Rate{Count: 10, Period: time.Minute}})
+	var undecided int
+	for i := range 40 {
+		res, err := s.Decide(ctx, &limit.Request{Now: time.Now(), Limits: []limit.Limit{
+			{Rule: user, Key: limit.StringKey("u" + strconv.Itoa(i))}, {Rule: ip, Key: "10.0.0.1"},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Allowed != (i < 10) {
+			t.Fatalf("request %d: allowed=%v", i, res.Allowed)
+		}
+		if res.Decisions[0].Undecided {
+			undecided++
+		}
+	}
+	// The user limit (0.1/s) goes first until the IP limit (0.17/s) has
+	// rejected more than it: from the 11th request on, the IP limit has.
+	if undecided != 29 {
+		t.Fatalf("the user limit was left undecided %d times, want 29 (every rejection after the first)", undecided)
+	}
+	for i := 10; i < 40; i++ {
+		st, err := s.Peek(ctx, time.Now(), user, limit.StringKey("u"+strconv.Itoa(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Remaining != 1 {
+			t.Fatalf("user u%d, rejected by the IP limit, holds %d of 1", i, 1-st.Remaining)
+		}
 	}
 }

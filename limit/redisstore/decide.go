@@ -36,6 +36,8 @@ type ruleArgs struct {
 	cost  int64
 	costS string
 	zone  bool // fixed window aligned on a Location's day or hour: its offset is per call
+
+	rejections rejections // on a cluster, how often the rule rejects (slots.go)
 }
 
 // owner is the key of this package's values in limit.Rule.Ext. The
