@@ -72,6 +72,7 @@ func TestClusterConformance(t *testing.T) {
 // one took, whatever that one's algorithm: its state reads as before, and
 // so does its decision.
 func TestClusterGivesBack(t *testing.T) {
+	t.Parallel() // most of a cluster's start is waiting
 	cl := testredis.StartCluster(t, 3)
 	s := openCluster(t, cl)
 	ctx := context.Background()
@@ -149,6 +150,7 @@ func shanghai(t *testing.T) *time.Location {
 // A give-back happens once, however often it is sent: the marker in the
 // limit's slot remembers it.
 func TestClusterGiveBackOnce(t *testing.T) {
+	t.Parallel() // most of a cluster's start is waiting
 	cl := testredis.StartCluster(t, 3)
 	s := openCluster(t, cl)
 	ctx := context.Background()
@@ -186,6 +188,7 @@ func TestClusterGiveBackOnce(t *testing.T) {
 // the end is exactly what it admitted: every request the route limit
 // rejected gave back what the user and IP limits had taken for it.
 func TestClusterStaysExact(t *testing.T) {
+	t.Parallel() // most of a cluster's start is waiting
 	cl := testredis.StartCluster(t, 3)
 	s := openCluster(t, cl)
 	ctx := context.Background()
@@ -251,6 +254,7 @@ func TestClusterStaysExact(t *testing.T) {
 // The store follows a slot that moves to another node (MOVED, and ASK
 // while it migrates): decisions go on, and the state moves with the slot.
 func TestClusterFollowsMovedSlot(t *testing.T) {
+	t.Parallel() // most of a cluster's start is waiting
 	cl := testredis.StartCluster(t, 3)
 	s := openCluster(t, cl)
 	ctx := context.Background()
@@ -326,6 +330,7 @@ func TestClusterModeOnStandalone(t *testing.T) {
 
 // Renewing leases whose keys are in different slots renews each.
 func TestClusterRenewAcrossSlots(t *testing.T) {
+	t.Parallel() // most of a cluster's start is waiting
 	cl := testredis.StartCluster(t, 3)
 	s := openCluster(t, cl)
 	ctx := context.Background()
@@ -448,6 +453,7 @@ func TestClusterWhenANodeFails(t *testing.T) {
 // rate: when one IP floods, its limit turns the flood away alone, and the
 // user limits it would have passed are never asked.
 func TestClusterAsksTheRejectingLimitFirst(t *testing.T) {
+	t.Parallel() // most of a cluster's start is waiting
 	cl := testredis.StartCluster(t, 3)
 	s := openCluster(t, cl)
 	ctx := context.Background()
