@@ -292,6 +292,10 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 // Config is the running configuration.
 func (g *Gateway) Config() *config.Config { return g.rt.Load().cfg }
 
+// Store is the store the running config decides in, for a service that
+// shares it with the gateway (the Envoy rate-limit service).
+func (g *Gateway) Store() limit.Store { return g.rt.Load().store }
+
 // Close stops the gateway's background work and closes its stores.
 func (g *Gateway) Close() error {
 	g.closeOnce.Do(func() { close(g.stop) })

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/rls"
 )
 
 // runCheck validates a config offline, through the same path serve and a
@@ -33,6 +34,19 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitFailure
 	}
+	var rules *rls.Rules
+	if cfg.RLS.Listen != "" {
+		// serve would refuse rules that do not load; so does check.
+		if rules, err = loadRules(cfg.RLS); err != nil {
+			for _, line := range errorLines(err) {
+				fmt.Fprintln(stderr, line)
+			}
+			return exitFailure
+		}
+	}
 	fmt.Fprintln(stdout, cfg.Summary())
+	if rules != nil {
+		fmt.Fprintf(stdout, "%s: rls: %d domains %v\n", *file, len(rules.Domains()), rules.Domains())
+	}
 	return exitOK
 }

@@ -134,19 +134,29 @@ func (r *reloader) watch() (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
+	name := filepath.Base(abs)
+	return watchDir(filepath.Dir(abs), func(base string) bool { return base == name || base == "..data" },
+		func() { r.reload("file change") },
+		func(err error) { r.log.Warn("watching the config file", "file", r.path, "error", err.Error()) })
+}
+
+// watchDir calls fire once a change to a file of dir that wanted accepts
+// (by base name) has been followed by watchDebounce of quiet, until the
+// returned function is called. A bare chmod (touch, a permission fix)
+// does not change what a file says, and is no change.
+func watchDir(dir string, wanted func(base string) bool, fire func(), warn func(error)) (stop func(), err error) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, err
 	}
-	if err := w.Add(filepath.Dir(abs)); err != nil {
+	if err := w.Add(dir); err != nil {
 		w.Close()
 		return nil, err
 	}
-	name := filepath.Base(abs)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		var fire <-chan time.Time
+		var due <-chan time.Time
 		timer := time.NewTimer(watchDebounce)
 		timer.Stop()
 		defer timer.Stop()
@@ -158,22 +168,19 @@ func (r *reloader) watch() (stop func(), err error) {
 				if !ok {
 					return
 				}
-				base := filepath.Base(ev.Name)
-				// A bare chmod (touch, a permission fix) does not change
-				// what the file says.
-				if (base != name && base != "..data") || ev.Op&^fsnotify.Chmod == 0 {
+				if !wanted(filepath.Base(ev.Name)) || ev.Op&^fsnotify.Chmod == 0 {
 					continue
 				}
 				timer.Reset(watchDebounce)
-				fire = timer.C
+				due = timer.C
 			case err, ok := <-w.Errors:
 				if !ok {
 					return
 				}
-				r.log.Warn("watching the config file", "file", r.path, "error", err.Error())
-			case <-fire:
-				fire = nil
-				r.reload("file change")
+				warn(err)
+			case <-due:
+				due = nil
+				fire()
 			}
 		}
 	})

@@ -126,6 +126,19 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 		}
 	}
 
+	var rlsSrv *rlsServer
+	if cfg.RLS.Listen != "" {
+		if rlsSrv, err = startRLS(cfg, gw, reg, s.log, watch); err != nil {
+			ln.Close()
+			if adminLn != nil {
+				adminLn.Close()
+			}
+			gw.Close()
+			s.log.Error("cannot start the rate-limit service", "listener", "rls", "errors", errorLines(err))
+			return exitFailure
+		}
+	}
+
 	// Subscribe to signals before serving: a SIGTERM that arrives just
 	// after the listener opens must drain, not kill.
 	sigs := make(chan os.Signal, 4)
@@ -142,17 +155,25 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 		}
 	}
 
-	serveErr := make(chan error, 2)
+	serveErr := make(chan error, 3)
 	go func() { serveErr <- srv.Serve(ln) }()
-	adminAddr := ""
+	adminAddr, rlsAddr := "", ""
 	if adminSrv != nil {
 		adminAddr = adminLn.Addr().String()
 		go func() { serveErr <- adminSrv.Serve(adminLn) }()
 	}
+	if rlsSrv != nil {
+		rlsAddr = rlsSrv.ln.Addr().String()
+		go func() {
+			if err := rlsSrv.Serve(); err != nil {
+				serveErr <- err
+			}
+		}()
+	}
 	info, _ := debug.ReadBuildInfo()
 	v, _ := buildVersion(version, commit, info)
 	s.log.Info("floodgate serving", "version", v, "file", s.file,
-		"listen", ln.Addr().String(), "admin", adminAddr,
+		"listen", ln.Addr().String(), "admin", adminAddr, "rls", rlsAddr,
 		"routes", len(cfg.Routes), "limits", limitCount(cfg), "store", string(cfg.Store.Type))
 
 	code := exitOK
@@ -182,7 +203,7 @@ wait:
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.shutdown(srv, adminSrv)
+		s.shutdown(srv, adminSrv, rlsSrv)
 	}()
 	for {
 		select {
@@ -204,15 +225,27 @@ wait:
 // up to server.shutdown_timeout of the running config, then stops the
 // admin listener, which kept answering meanwhile so that /readyz could
 // tell a load balancer to send no more.
-func (s *server) shutdown(srv, adminSrv *http.Server) {
+func (s *server) shutdown(srv, adminSrv *http.Server, rlsSrv *rlsServer) {
 	s.draining.Store(true)
 	s.reloader.stop()
 	timeout := s.gw.Config().Server.ShutdownTimeout
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	var rlsDone chan struct{}
+	if rlsSrv != nil {
+		// The rate-limit service drains alongside the gateway.
+		rlsDone = make(chan struct{})
+		go func() {
+			defer close(rlsDone)
+			rlsSrv.Stop(timeout)
+		}()
+	}
 	if err := srv.Shutdown(ctx); err != nil {
 		s.log.Warn("drain timed out; closing the remaining connections", "timeout", timeout.String(), "error", err.Error())
 		srv.Close()
+	}
+	if rlsDone != nil {
+		<-rlsDone
 	}
 	if adminSrv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), adminShutdownTimeout)

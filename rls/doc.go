@@ -1,0 +1,28 @@
+// Package rls is floodgate's Envoy rate-limit service (SPEC §8): it answers
+// envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit with rules in
+// the YAML format of envoyproxy/ratelimit, so that an Envoy or Istio
+// deployment can switch to floodgate by changing an address.
+//
+// Rules (rules.go) are read from a directory, one domain per file, with
+// every problem reported as FILE:LINE; descriptors are matched as
+// envoyproxy/ratelimit matches them (exact value, then a value prefix
+// ending in '*', then the key alone). Each rate_limit becomes an
+// epoch-aligned fixed window, envoyproxy/ratelimit's own algorithm, whose
+// rule name depends only on the domain and the descriptor path, so that a
+// reload that changes a rate keeps the counters.
+//
+// The Service (service.go) decides every limit a request's descriptors
+// match in one call to a limit.Store, the gateway's: the memory store, or
+// Redis (standalone, Cluster, Sentinel) shared by any number of instances.
+// Where envoyproxy/ratelimit counts every descriptor it is sent, even when
+// another is over its limit, a request that one limit rejects consumes
+// nothing from the others. shadow_mode limits are counted and reported but
+// never reject; replaces drops the named limits when both match;
+// hits_addend, the request's or a descriptor's own, is the cost. A store
+// that fails answers UNAVAILABLE, and Envoy's failure_mode_deny decides.
+//
+// Not supported: a descriptor's own limit override (the rule's limit
+// applies), negative hits (InvalidArgument), and requests_per_unit: 0,
+// which envoyproxy/ratelimit reads as "reject everything": the rules refuse
+// it with its line.
+package rls

@@ -1,0 +1,1029 @@
+package rls
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/floodgate-gw/floodgate/limit"
+)
+
+// Rules are the limits of every domain. The zero value and nil have none.
+// Rules are immutable, so one value may serve any number of requests at
+// once while a reload builds the next.
+type Rules struct {
+	domains map[string]*node
+	names   []string // sorted
+}
+
+// Entry is one key and value of a request descriptor.
+type Entry struct{ Key, Value string }
+
+// Limit is what one descriptor matched. It is shared by every request that
+// matches the same rule: callers must not modify it.
+type Limit struct {
+	// Rule is a validated fixed-window limit.Rule, aligned to the epoch as
+	// envoyproxy/ratelimit aligns its windows (now / unit * unit). Nil when
+	// Unlimited. Its Name depends only on the domain and on the keys and
+	// values from the top of the file to this descriptor, so a reload that
+	// changes requests_per_unit keeps the counters.
+	Rule *limit.Rule
+	// Unit is rate_limit.unit; UNKNOWN when Unlimited.
+	Unit rlsv3.RateLimitResponse_RateLimit_Unit
+	// RequestsPerUnit is rate_limit.requests_per_unit; 0 when Unlimited.
+	RequestsPerUnit uint32
+	// Name is rate_limit.name, or "": what other limits' replaces refer to.
+	Name      string
+	Unlimited bool
+	// Shadow is shadow_mode: the limit is counted but never rejects.
+	Shadow bool
+	// Replaces names the limits this one replaces when both match the
+	// descriptors of one request.
+	Replaces []string
+}
+
+// node is one descriptor of a rule file, or the top of a domain.
+type node struct {
+	// children holds the nested descriptors by key and value; one
+	// without a value is held under an empty Value.
+	children map[Entry]*node
+	// wild holds, by key, the nested descriptors whose value ends in '*',
+	// in file order: envoyproxy/ratelimit takes the first whose prefix
+	// matches, not the longest.
+	wild  map[string][]wildcard
+	limit *Limit
+}
+
+type wildcard struct {
+	prefix string
+	node   *node
+}
+
+// Match returns the limit that applies to one descriptor of domain, or nil.
+//
+// It follows envoyproxy/ratelimit: entry i is looked up among the nested
+// descriptors that entry i-1 matched, first by key and exact value, then by
+// key and a value prefix ("foo*"), then by key alone; the descriptor's limit
+// is that of the node its last entry matched. A descriptor longer or shorter
+// than the rules, or one whose last node has no limit, has none.
+func (r *Rules) Match(domain string, entries []Entry) *Limit {
+	if r == nil || len(entries) == 0 {
+		return nil
+	}
+	n := r.domains[domain]
+	if n == nil {
+		return nil
+	}
+	for _, e := range entries {
+		n = n.find(e)
+		if n == nil {
+			return nil
+		}
+	}
+	return n.limit
+}
+
+func (n *node) find(e Entry) *node {
+	// An empty request value never matches exactly: an empty rule value
+	// is a key-only rule, which comes after the wildcards.
+	if e.Value != "" {
+		if c := n.children[e]; c != nil {
+			return c
+		}
+	}
+	for _, w := range n.wild[e.Key] {
+		if strings.HasPrefix(e.Value, w.prefix) {
+			return w.node
+		}
+	}
+	return n.children[Entry{Key: e.Key}]
+}
+
+// Domains lists the domains, sorted.
+func (r *Rules) Domains() []string {
+	if r == nil {
+		return nil
+	}
+	return slices.Clone(r.names)
+}
+
+// Parse reads one file's content; name is used in error messages. Every
+// problem is reported, each as "NAME:LINE: message", joined with
+// errors.Join.
+func Parse(name string, data []byte) (*Rules, error) {
+	f := parseFile(name, data)
+	if len(f.errs) > 0 {
+		return nil, f.errs.sort().join()
+	}
+	return build([]*file{f}), nil
+}
+
+// LoadDir reads every *.yaml and *.yml file directly in dir (not
+// subdirectories), sorted by name. Every problem in every file is reported,
+// each as "FILE:LINE: message" (FILE as the path joined from dir), combined
+// with errors.Join; on any error it returns nil Rules. The same domain in
+// two files is an error (at the second file's domain line). A missing dir
+// is an error; an empty dir gives empty Rules.
+//
+// Names starting with a dot are skipped, as a shell's *.yaml skips them:
+// editors keep lock and backup files there (Emacs's .#rules.yaml is a
+// dangling symlink), and a Kubernetes ConfigMap mount keeps its ..data
+// links there. Symlinks to files are followed, so such a mount works.
+func LoadDir(dir string) (*Rules, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, readError(dir, err)
+	}
+	var (
+		files []*file
+		errs  lineErrors
+		first = map[string]string{} // domain → the file that defined it
+	)
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		info, err := os.Stat(path)
+		if err != nil {
+			errs = append(errs, readError(path, err))
+			continue
+		}
+		if !info.Mode().IsRegular() {
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			errs = append(errs, readError(path, err))
+			continue
+		}
+		f := parseFile(path, data)
+		if f.domain != "" {
+			if prev, dup := first[f.domain]; dup {
+				f.errs = append(f.errs, &lineError{file: path, line: f.domainLine,
+					msg: fmt.Sprintf("domain %q is already defined in %s", f.domain, prev)})
+			} else {
+				first[f.domain] = path
+			}
+		}
+		errs = append(errs, f.errs.sort()...)
+		files = append(files, f)
+	}
+	if len(errs) > 0 {
+		return nil, errs.join()
+	}
+	return build(files), nil
+}
+
+func readError(path string, err error) *lineError {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return &lineError{file: path, msg: "cannot read: " + err.Error()}
+}
+
+func build(files []*file) *Rules {
+	r := &Rules{domains: make(map[string]*node, len(files))}
+	for _, f := range files {
+		r.domains[f.domain] = f.root
+		r.names = append(r.names, f.domain)
+	}
+	slices.Sort(r.names)
+	return r
+}
+
+// lineError is one problem of a rule file, at a line.
+type lineError struct {
+	file string
+	line int // 1-based; 0 when the problem has no line
+	msg  string
+}
+
+// Error formats the problem as "FILE:LINE: message", the form editors and
+// CI annotations recognise, or "FILE: message" when it has no line.
+func (e *lineError) Error() string {
+	if e.line <= 0 {
+		return e.file + ": " + e.msg
+	}
+	return e.file + ":" + strconv.Itoa(e.line) + ": " + e.msg
+}
+
+type lineErrors []*lineError
+
+// sort orders the problems of one file by line, keeping the order of
+// discovery within a line, and drops exact repeats: an anchor read through
+// several aliases reports its problems once.
+func (es lineErrors) sort() lineErrors {
+	seen := make(map[lineError]bool, len(es))
+	out := es[:0]
+	for _, e := range es {
+		if !seen[*e] {
+			seen[*e] = true
+			out = append(out, e)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *lineError) int { return a.line - b.line })
+	return out
+}
+
+func (es lineErrors) join() error {
+	errs := make([]error, len(es))
+	for i, e := range es {
+		errs[i] = e
+	}
+	return errors.Join(errs...)
+}
+
+// units maps rate_limit.unit, upper-cased as envoyproxy/ratelimit reads it,
+// to its window. Week, month and year are the fixed lengths of
+// envoyproxy/ratelimit's UnitToDivider (7, 30 and 365 days), whose windows
+// start at multiples of that length since the epoch, as an epoch-aligned
+// limit.FixedWindow does. Its opt-in calendar month is not supported.
+var units = map[string]struct {
+	unit   rlsv3.RateLimitResponse_RateLimit_Unit
+	period time.Duration
+}{
+	"SECOND": {rlsv3.RateLimitResponse_RateLimit_SECOND, time.Second},
+	"MINUTE": {rlsv3.RateLimitResponse_RateLimit_MINUTE, time.Minute},
+	"HOUR":   {rlsv3.RateLimitResponse_RateLimit_HOUR, time.Hour},
+	"DAY":    {rlsv3.RateLimitResponse_RateLimit_DAY, 24 * time.Hour},
+	"WEEK":   {rlsv3.RateLimitResponse_RateLimit_WEEK, 7 * 24 * time.Hour},
+	"MONTH":  {rlsv3.RateLimitResponse_RateLimit_MONTH, 30 * 24 * time.Hour},
+	"YEAR":   {rlsv3.RateLimitResponse_RateLimit_YEAR, 365 * 24 * time.Hour},
+}
+
+const unitList = "second, minute, hour, day, week, month, year"
+
+// The keys each mapping of a rule file may hold. envoyproxy/ratelimit checks
+// keys against one flat list and silently ignores a known key in the wrong
+// place (shadow_mode inside rate_limit); here each place has its own list,
+// so such a mistake is reported rather than a limit quietly not applied.
+var (
+	topKeys        = []string{"domain", "descriptors"}
+	descriptorKeys = []string{"key", "value", "rate_limit", "shadow_mode", "unlimited", "replaces", "detailed_metric", "descriptors"}
+	rateLimitKeys  = []string{"unit", "requests_per_unit", "name", "unlimited", "replaces"}
+	replacesKeys   = []string{"name"}
+)
+
+// file is one parsed rule file.
+type file struct {
+	domain     string
+	domainLine int
+	root       *node
+	errs       lineErrors
+}
+
+// parser builds the rules of one file from its YAML node tree. It works on
+// nodes rather than through yaml.Unmarshal so that every problem has a line
+// and so that it can go on after one and report the rest.
+type parser struct {
+	file   string
+	domain string
+	errs   lineErrors
+
+	// budget bounds the nodes visited: aliases make a tree a DAG, and a
+	// few kilobytes of nested aliases would otherwise expand to billions
+	// of nodes.
+	budget int
+	// active holds the anchored nodes being read, to refuse an alias
+	// inside an anchor that refers to the anchor itself.
+	active map[*yaml.Node]bool
+
+	// names holds the line of the first rate_limit.name of each name, and
+	// refs every replaces entry, checked against names at the end.
+	names map[string]int
+	refs  []ref
+}
+
+type ref struct {
+	name, path string
+	n          *yaml.Node
+}
+
+func parseFile(name string, data []byte) *file {
+	f := &file{}
+	root, err := parseYAML(name, data)
+	if err != nil {
+		f.errs = lineErrors{err}
+		return f
+	}
+	p := &parser{
+		file:   name,
+		budget: 10*countNodes(root) + 10_000,
+		active: map[*yaml.Node]bool{},
+		names:  map[string]int{},
+	}
+	f.root = &node{}
+	var descriptors *yaml.Node
+	for _, kv := range p.pairs(root, "") {
+		switch kv.key.Value {
+		case "domain":
+			if s, ok := p.str(kv.value, "domain"); ok {
+				f.domain, f.domainLine = s, kv.key.Line
+				if s == "" {
+					p.errorf(kv.key, "domain", "empty domain: a rule file names the domain its descriptors belong to")
+				}
+			}
+		case "descriptors":
+			descriptors = kv.value
+		default:
+			p.unknown(kv.key, "", topKeys)
+		}
+	}
+	if f.domainLine == 0 && !p.spent() {
+		p.errorf(root, "", "domain is missing: a rule file names the domain its descriptors belong to")
+	}
+	p.domain = f.domain
+	if descriptors != nil {
+		p.descriptors(descriptors, "descriptors", f.root, nil)
+	}
+	for _, r := range p.refs {
+		if _, ok := p.names[r.name]; !ok && !p.spent() {
+			p.errorf(r.n, r.path, "replaces %q: no rate_limit in domain %q has that name", r.name, f.domain)
+		}
+	}
+	f.errs = p.errs
+	if f.domain == "" {
+		f.domainLine = 0
+	}
+	return f
+}
+
+// descriptors reads a list of descriptors into parent. path names the list
+// in messages; trail holds the keys and values from the top to parent.
+func (p *parser) descriptors(list *yaml.Node, path string, parent *node, trail []Entry) {
+	list = p.follow(list, path)
+	if list == nil || isNull(list) {
+		return
+	}
+	if list.Kind != yaml.SequenceNode {
+		p.errorf(list, path, "want a list of descriptors, got %s", describe(list))
+		return
+	}
+	defer p.hold(list)()
+	first := map[Entry]int{}
+	for i, item := range list.Content {
+		ipath := path + "[" + strconv.Itoa(i) + "]"
+		e, n := p.descriptor(item, ipath, trail)
+		if n == nil {
+			continue
+		}
+		if line, dup := first[e]; dup {
+			what := fmt.Sprintf("key %q", e.Key)
+			if e.Value != "" {
+				what += fmt.Sprintf(" value %q", e.Value)
+			} else {
+				what += " without a value"
+			}
+			p.errorf(item, ipath, "%s repeated (first at line %d)", what, line)
+			continue
+		}
+		first[e] = item.Line
+		if parent.children == nil {
+			parent.children = map[Entry]*node{}
+		}
+		parent.children[e] = n
+		if prefix, ok := strings.CutSuffix(e.Value, "*"); ok {
+			if parent.wild == nil {
+				parent.wild = map[string][]wildcard{}
+			}
+			parent.wild[e.Key] = append(parent.wild[e.Key], wildcard{prefix, n})
+		}
+	}
+}
+
+// descriptor reads one descriptor and what it nests. It returns a nil node
+// when the descriptor has no key, so that it is left out of its parent.
+func (p *parser) descriptor(item *yaml.Node, path string, trail []Entry) (Entry, *node) {
+	item = p.follow(item, path)
+	if item == nil {
+		return Entry{}, nil
+	}
+	if item.Kind != yaml.MappingNode {
+		p.errorf(item, path, "want a descriptor (key, value, rate_limit, descriptors), got %s", describe(item))
+		return Entry{}, nil
+	}
+	defer p.hold(item)()
+	var (
+		e                                Entry
+		hasKey, keyBad                   bool
+		rateLimit, nested, replacesNode  *yaml.Node
+		shadow, unlimited                bool
+		shadowKey, unlimitedKey, rateKey *yaml.Node
+	)
+	for _, kv := range p.pairs(item, path) {
+		fpath := path + "." + kv.key.Value
+		switch kv.key.Value {
+		case "key":
+			// A key of the wrong type is reported once, not again
+			// as missing.
+			s, ok := p.str(kv.value, fpath)
+			e.Key, hasKey, keyBad = s, true, !ok
+		case "value":
+			if s, ok := p.str(kv.value, fpath); ok {
+				e.Value = s
+			}
+		case "rate_limit":
+			if v := p.follow(kv.value, fpath); v != nil && !isNull(v) {
+				rateLimit, rateKey = v, kv.key
+			}
+		case "shadow_mode":
+			shadow, _ = p.boolean(kv.value, fpath)
+			shadowKey = kv.key
+		case "unlimited":
+			unlimited, _ = p.boolean(kv.value, fpath)
+			unlimitedKey = kv.key
+		case "replaces":
+			replacesNode = kv.value
+		case "detailed_metric":
+			// It only changes envoyproxy/ratelimit's statistics.
+			p.boolean(kv.value, fpath)
+		case "descriptors":
+			nested = kv.value
+		default:
+			p.unknown(kv.key, path, descriptorKeys)
+		}
+	}
+	n := &node{}
+	var (
+		lim           *Limit
+		rateReplaces  bool
+		replacesNames []string
+	)
+	trail = append(slices.Clip(trail), e)
+	switch {
+	case rateLimit != nil && unlimited:
+		p.errorf(unlimitedKey, path+".unlimited", "unlimited: true and a rate_limit (line %d) contradict each other; keep one", rateKey.Line)
+	case rateLimit != nil:
+		lim, rateReplaces = p.rateLimit(rateLimit, rateKey, path+".rate_limit", shadow)
+	case unlimited:
+		lim = &Limit{Unlimited: true, Shadow: shadow}
+	case shadow:
+		// envoyproxy/ratelimit ignores it; whoever wrote it expected a
+		// limit to be in shadow mode, and none is.
+		p.errorf(shadowKey, path+".shadow_mode", "shadow_mode: true on a descriptor without rate_limit or unlimited; it applies to this descriptor's own limit, not to nested ones")
+	}
+	if replacesNode != nil {
+		// envoyproxy/ratelimit reads replaces inside rate_limit only;
+		// it is accepted beside rate_limit too, and beside unlimited:
+		// true, where there is no rate_limit to hold it.
+		rpath := path + ".replaces"
+		replacesNames = p.replaces(replacesNode, rpath)
+		switch {
+		case rateLimit == nil && !unlimited:
+			p.errorf(replacesNode, rpath, "replaces needs a limit on the same descriptor (rate_limit or unlimited: true)")
+		case rateReplaces:
+			p.errorf(replacesNode, rpath, "replaces is given here and in rate_limit (line %d); write it once", rateKey.Line)
+		case lim != nil:
+			lim.Replaces = replacesNames
+			p.checkSelf(lim, replacesNode, rpath)
+		}
+	}
+	if nested != nil {
+		p.descriptors(nested, path+".descriptors", n, trail)
+	}
+	if keyBad {
+		return Entry{}, nil
+	}
+	if !hasKey || e.Key == "" {
+		if !p.spent() {
+			p.errorf(item, path, "key is missing: every descriptor has a key")
+		}
+		return Entry{}, nil
+	}
+	if lim != nil && lim.Rule != nil {
+		lim.Rule.Name = ruleName(p.domain, trail)
+		if err := lim.Rule.Validate(); err != nil {
+			// The checks of rateLimit make this unreachable; it stays
+			// so that a change to limit.Rule cannot slip a bad rule
+			// past the load.
+			p.errorf(rateLimit, path+".rate_limit", "%v", err)
+			lim = nil
+		}
+	}
+	n.limit = lim
+	return e, n
+}
+
+// rateLimit reads a rate_limit block, written at key. It returns a nil
+// Limit after a problem, and whether the block holds replaces.
+func (p *parser) rateLimit(m, key *yaml.Node, path string, shadow bool) (lim *Limit, hasReplaces bool) {
+	if m.Kind != yaml.MappingNode {
+		p.errorf(m, path, "want a mapping (unit, requests_per_unit), got %s", describe(m))
+		return nil, false
+	}
+	lim = &Limit{Shadow: shadow}
+	var (
+		unitKey, countKey, unlimitedKey *yaml.Node
+		replacesKey                     = key
+		period                          time.Duration
+		count                           int64
+		ok                              = true
+	)
+	for _, kv := range p.pairs(m, path) {
+		fpath := path + "." + kv.key.Value
+		switch kv.key.Value {
+		case "unit":
+			unitKey = kv.key
+			s, good := p.str(kv.value, fpath)
+			if !good {
+				ok = false
+				break
+			}
+			u, known := units[strings.ToUpper(s)]
+			if !known {
+				p.errorf(kv.value, fpath, "unknown unit %q (%s)", s, unitList)
+				ok = false
+				break
+			}
+			lim.Unit, period = u.unit, u.period
+		case "requests_per_unit":
+			countKey = kv.key
+			v, good := p.count(kv.value, fpath)
+			count, ok = v, ok && good
+		case "name":
+			if s, good := p.str(kv.value, fpath); good {
+				lim.Name = s
+				if _, seen := p.names[s]; !seen && s != "" {
+					p.names[s] = kv.key.Line
+				}
+			}
+		case "unlimited":
+			unlimitedKey = kv.key
+			lim.Unlimited, _ = p.boolean(kv.value, fpath)
+		case "replaces":
+			lim.Replaces = p.replaces(kv.value, fpath)
+			hasReplaces, replacesKey = true, kv.key
+		default:
+			p.unknown(kv.key, path, rateLimitKeys)
+		}
+	}
+	if lim.Unlimited {
+		// envoyproxy/ratelimit refuses a unit here and ignores a
+		// count; both say the writer expected a limit, so both are
+		// refused.
+		for _, k := range []*yaml.Node{unitKey, countKey} {
+			if k != nil {
+				p.errorf(k, path+"."+k.Value, "%s with unlimited: true (line %d); an unlimited descriptor has no rate", k.Value, unlimitedKey.Line)
+				ok = false
+			}
+		}
+		lim.Unit, count = rlsv3.RateLimitResponse_RateLimit_UNKNOWN, 0
+	} else {
+		if unitKey == nil {
+			p.errorf(key, path, "unit is missing (%s)", unitList)
+			ok = false
+		}
+		if countKey == nil {
+			p.errorf(key, path, "requests_per_unit is missing")
+			ok = false
+		}
+	}
+	p.checkSelf(lim, replacesKey, path+".replaces")
+	if !ok {
+		return nil, hasReplaces
+	}
+	if !lim.Unlimited {
+		lim.RequestsPerUnit = uint32(count)
+		lim.Rule = &limit.Rule{
+			Algorithm: limit.FixedWindow,
+			Align:     limit.AlignEpoch,
+			Rate:      limit.Rate{Count: count, Period: period},
+			Shadow:    shadow,
+		}
+	}
+	return lim, hasReplaces
+}
+
+// checkSelf refuses a limit that replaces itself, as envoyproxy/ratelimit does.
+func (p *parser) checkSelf(lim *Limit, n *yaml.Node, path string) {
+	if lim.Name != "" && slices.Contains(lim.Replaces, lim.Name) {
+		p.errorf(n, path, "replaces %q: a limit cannot replace itself", lim.Name)
+	}
+}
+
+// count reads requests_per_unit: a whole number from 1 to limit.MaxCount.
+func (p *parser) count(n *yaml.Node, path string) (int64, bool) {
+	n = p.follow(n, path)
+	if n == nil {
+		return 0, false
+	}
+	var v int64
+	// Only an !!int: yaml.v3 would truncate 1.5 to 1, and a quoted "10"
+	// is a string that happens to hold digits.
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&v) != nil {
+		p.errorf(n, path, "want a whole number, got %s", describe(n))
+		return 0, false
+	}
+	switch {
+	case v == 0:
+		// envoyproxy/ratelimit reads 0 as "reject every request"; a
+		// floodgate limit admits at least one request per window.
+		p.errorf(n, path, "0 must be positive: floodgate has no limit that rejects every request")
+		return 0, false
+	case v < 0:
+		p.errorf(n, path, "%d must be positive", v)
+		return 0, false
+	case v > limit.MaxCount:
+		p.errorf(n, path, "%d is above the maximum %d", v, limit.MaxCount)
+		return 0, false
+	}
+	return v, true
+}
+
+// replaces reads a list of {name: NAME} and records each name, to be checked
+// against the domain's rate_limit names at the end of the file.
+func (p *parser) replaces(n *yaml.Node, path string) []string {
+	n = p.follow(n, path)
+	if n == nil || isNull(n) {
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		p.errorf(n, path, "want a list of {name: LIMIT_NAME}, got %s", describe(n))
+		return nil
+	}
+	var names []string
+	for i, item := range n.Content {
+		ipath := path + "[" + strconv.Itoa(i) + "]"
+		item = p.follow(item, ipath)
+		if item == nil {
+			continue
+		}
+		if item.Kind != yaml.MappingNode {
+			p.errorf(item, ipath, "want {name: LIMIT_NAME}, got %s", describe(item))
+			continue
+		}
+		name := ""
+		for _, kv := range p.pairs(item, ipath) {
+			if kv.key.Value != "name" {
+				p.unknown(kv.key, ipath, replacesKeys)
+				continue
+			}
+			name, _ = p.str(kv.value, ipath+".name")
+		}
+		if name == "" {
+			p.errorf(item, ipath, "a replaces entry needs the name of the limit it replaces")
+			continue
+		}
+		names = append(names, name)
+		p.refs = append(p.refs, ref{name, ipath, item})
+	}
+	return names
+}
+
+// ruleName names a limit's counters: readable enough to find in the store
+// and in metrics, and fixed by the domain and the path of keys and values
+// to the descriptor, so that it survives a reload while the rate changes.
+// The domain part is cut to keep the name within limit.Rule's 200 bytes;
+// the hash keeps cut or folded domains apart.
+func ruleName(domain string, trail []Entry) string {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	write := func(s string) {
+		// Length-prefixed, so that no two paths encode alike.
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
+		h.Write([]byte(s))
+	}
+	write(domain)
+	for _, e := range trail {
+		write(e.Key)
+		write(e.Value)
+	}
+	var b strings.Builder
+	b.WriteString("rls:")
+	for i := 0; i < len(domain) && i < 40; i++ {
+		c := domain[i]
+		switch {
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '_', c == '-', c == '.':
+		default:
+			c = '_'
+		}
+		b.WriteByte(c)
+	}
+	b.WriteByte(':')
+	b.WriteString(hex.EncodeToString(h.Sum(nil))[:16])
+	return b.String()
+}
+
+// errorf reports a problem with the value at path, naming the path.
+func (p *parser) errorf(n *yaml.Node, path, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if path != "" {
+		msg = path + ": " + msg
+	}
+	p.errs = append(p.errs, &lineError{file: p.file, line: n.Line, msg: msg})
+}
+
+func (p *parser) unknown(k *yaml.Node, path string, known []string) {
+	msg := fmt.Sprintf("unknown key %q", k.Value)
+	if s := suggest(k.Value, known); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	} else {
+		msg += " (" + strings.Join(known, ", ") + ")"
+	}
+	p.errorf(k, path, "%s", msg)
+}
+
+// spend takes one node from the budget, reporting once when it runs out.
+func (p *parser) spend(n *yaml.Node) bool {
+	p.budget--
+	if p.budget == -1 {
+		p.errorf(n, "", "too many nodes after alias expansion; write the file without nested aliases")
+	}
+	return p.budget >= 0
+}
+
+// spent says whether the budget ran out, after which what is missing is
+// only what was not read.
+func (p *parser) spent() bool { return p.budget < 0 }
+
+// follow returns n with an alias resolved, or nil after a problem.
+func (p *parser) follow(n *yaml.Node, path string) *yaml.Node {
+	if !p.spend(n) {
+		return nil
+	}
+	if n.Kind == yaml.AliasNode {
+		if n.Alias == nil || p.active[n.Alias] {
+			p.errorf(n, path, "alias *%s refers to itself", n.Value)
+			return nil
+		}
+		return n.Alias
+	}
+	return n
+}
+
+// hold marks an anchored node as being read until the returned func runs.
+func (p *parser) hold(n *yaml.Node) func() {
+	if n.Anchor == "" {
+		return func() {}
+	}
+	p.active[n] = true
+	return func() { delete(p.active, n) }
+}
+
+// str reads a scalar as written. envoyproxy/ratelimit's yaml.v2 does the
+// same for its string fields, so value: 123 and value: yes are the strings
+// "123" and "yes", as an Envoy descriptor value would be. A null is "".
+func (p *parser) str(n *yaml.Node, path string) (string, bool) {
+	n = p.follow(n, path)
+	if n == nil {
+		return "", false
+	}
+	if n.Kind != yaml.ScalarNode {
+		p.errorf(n, path, "want a string, got %s", describe(n))
+		return "", false
+	}
+	if isNull(n) {
+		return "", true
+	}
+	return n.Value, true
+}
+
+// boolean reads true or false; yes, no, on and off are accepted too, as
+// envoyproxy/ratelimit's YAML 1.1 parser accepts them.
+func (p *parser) boolean(n *yaml.Node, path string) (bool, bool) {
+	n = p.follow(n, path)
+	if n == nil {
+		return false, false
+	}
+	var b bool
+	if n.Kind != yaml.ScalarNode || (n.Tag != "!!bool" && n.Tag != "!!str") || n.Decode(&b) != nil {
+		p.errorf(n, path, "want true or false, got %s", describe(n))
+		return false, false
+	}
+	return b, true
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+}
+
+// describe names a node's value for an error message.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	if len(n.Value) > 40 {
+		return strconv.Quote(n.Value[:40] + "...")
+	}
+	return strconv.Quote(n.Value)
+}
+
+type pair struct{ key, value *yaml.Node }
+
+// pairs returns the keys and values of a mapping with merge keys ("<<")
+// resolved, reporting repeated keys, which yaml.v3 accepts silently when
+// decoding into a Node. A key written in the mapping itself wins over a
+// merged one, as YAML's merge key type says.
+func (p *parser) pairs(n *yaml.Node, path string) []pair {
+	if n.Kind != yaml.MappingNode {
+		p.errorf(n, path, "want a mapping of keys to values, got %s", describe(n))
+		return nil
+	}
+	var own, merged []pair
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind == yaml.AliasNode && k.Alias != nil {
+			k = k.Alias
+		}
+		if k.Kind != yaml.ScalarNode || isNull(k) {
+			p.errorf(n.Content[i], path, "a key must be a plain string, got %s", describe(k))
+			continue
+		}
+		if k.Tag == "!!merge" {
+			merged = append(merged, p.mergePairs(v, path)...)
+			continue
+		}
+		if first, dup := seen[k.Value]; dup {
+			p.errorf(n.Content[i], path, "key %q repeated (first at line %d)", k.Value, first)
+			continue
+		}
+		seen[k.Value] = n.Content[i].Line
+		own = append(own, pair{n.Content[i], v})
+	}
+	for _, m := range merged {
+		if _, ok := seen[m.key.Value]; !ok {
+			seen[m.key.Value] = m.key.Line
+			own = append(own, m)
+		}
+	}
+	return own
+}
+
+// mergePairs reads the value of a merge key: a mapping, or a list of them
+// of which the earlier win.
+func (p *parser) mergePairs(n *yaml.Node, path string) []pair {
+	n = p.follow(n, path)
+	if n == nil {
+		return nil
+	}
+	defer p.hold(n)()
+	switch n.Kind {
+	case yaml.MappingNode:
+		return p.pairs(n, path)
+	case yaml.SequenceNode:
+		var all []pair
+		for _, item := range n.Content {
+			if item.Kind == yaml.SequenceNode {
+				p.errorf(item, path, "a merge key (<<) takes a mapping or a list of mappings")
+				continue
+			}
+			all = append(all, p.mergePairs(item, path)...)
+		}
+		return all
+	}
+	p.errorf(n, path, "a merge key (<<) takes a mapping or a list of mappings, got %s", describe(n))
+	return nil
+}
+
+// suggest returns the known key closest to a misspelt one, if any is close.
+func suggest(name string, known []string) string {
+	best, bestD := "", 3
+	for _, k := range known {
+		if d := editDistance(name, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	if bestD > len(name)/2 {
+		return ""
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 1 << 30
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func countNodes(n *yaml.Node) int {
+	c := 1
+	for _, k := range n.Content {
+		c += countNodes(k)
+	}
+	return c
+}
+
+// parseYAML returns the top-level mapping of the file's one document.
+func parseYAML(name string, data []byte) (root *yaml.Node, err *lineError) {
+	fail := func(line int, format string, args ...any) (*yaml.Node, *lineError) {
+		return nil, &lineError{file: name, line: line, msg: fmt.Sprintf(format, args...)}
+	}
+	// yaml.v3 reports malformed input by panicking internally and
+	// recovering; guard against a panic it does not recover, so that a
+	// malformed file is an error, never a crash of the server on reload.
+	defer func() {
+		if r := recover(); r != nil {
+			root, err = fail(1, "cannot parse YAML: %v", r)
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return fail(1, "empty: a rule file holds a domain and its descriptors")
+		}
+		line, msg := yamlErrorLine(err, data)
+		return fail(line, "%s", msg)
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		line := 0
+		if err == nil {
+			line = next.Line
+		} else {
+			line, _ = yamlErrorLine(err, data)
+		}
+		return fail(max(line, 1), "a rule file holds one YAML document, for one domain; put the second (after ---) in a file of its own")
+	}
+	if len(doc.Content) == 0 {
+		return fail(1, "empty: a rule file holds a domain and its descriptors")
+	}
+	top := doc.Content[0]
+	if top.Kind == yaml.AliasNode && top.Alias != nil {
+		top = top.Alias
+	}
+	if isNull(top) {
+		return fail(1, "empty: a rule file holds a domain and its descriptors")
+	}
+	if top.Kind != yaml.MappingNode {
+		return fail(top.Line, "want a mapping (domain, descriptors), got %s", describe(top))
+	}
+	return top, nil
+}
+
+var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// yamlErrorLine splits a yaml.v3 syntax error into its line and message.
+// The parser's line is where the construct it was reading began, and some
+// of its errors carry none, so the line shown is the first one whose prefix
+// of the file fails with the same error: where the file stops making sense.
+func yamlErrorLine(err error, data []byte) (int, string) {
+	s := err.Error()
+	reported := 0
+	msg := strings.TrimPrefix(s, "yaml: ")
+	if m := yamlLineRE.FindStringSubmatch(s); m != nil {
+		if line, err := strconv.Atoi(m[1]); err == nil && line > 0 {
+			reported, msg = line, m[2]
+		}
+	}
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	fails := func(n int) bool {
+		var node yaml.Node
+		e := yaml.Unmarshal(bytes.Join(lines[:n], nil), &node)
+		return e != nil && e.Error() == s
+	}
+	lo, hi := 1, len(lines)
+	if !fails(hi) {
+		return max(reported, 1), "invalid YAML: " + msg
+	}
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if fails(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return max(lo, reported), "invalid YAML: " + msg
+}

@@ -1,0 +1,1061 @@
+package rls
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/floodgate-gw/floodgate/limit"
+)
+
+// e builds a descriptor from key, value pairs.
+func e(kv ...string) []Entry {
+	es := make([]Entry, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		es = append(es, Entry{kv[i], kv[i+1]})
+	}
+	return es
+}
+
+// want is what a descriptor should match: nil for no limit.
+type want struct {
+	count     uint32
+	unit      rlsv3.RateLimitResponse_RateLimit_Unit
+	unlimited bool
+	shadow    bool
+	name      string
+	replaces  []string
+}
+
+const (
+	second = rlsv3.RateLimitResponse_RateLimit_SECOND
+	minute = rlsv3.RateLimitResponse_RateLimit_MINUTE
+	day    = rlsv3.RateLimitResponse_RateLimit_DAY
+)
+
+func mustParse(t testing.TB, src string) *Rules {
+	t.Helper()
+	r, err := Parse("test.yaml", []byte(src))
+	if err != nil {
+		t.Fatalf("Parse: %v\nsource:\n%s", err, numbered(src))
+	}
+	return r
+}
+
+func checkMatch(t *testing.T, r *Rules, domain string, entries []Entry, w *want) {
+	t.Helper()
+	got := r.Match(domain, entries)
+	if w == nil {
+		if got != nil {
+			t.Errorf("Match(%s, %v) = %+v, want no limit", domain, entries, got)
+		}
+		return
+	}
+	if got == nil {
+		t.Errorf("Match(%s, %v) = no limit, want %+v", domain, entries, *w)
+		return
+	}
+	if got.RequestsPerUnit != w.count || got.Unit != w.unit || got.Unlimited != w.unlimited ||
+		got.Shadow != w.shadow || got.Name != w.name || !slices.Equal(got.Replaces, w.replaces) {
+		t.Errorf("Match(%s, %v) = %+v, want %+v", domain, entries, *got, *w)
+	}
+	if w.unlimited {
+		if got.Rule != nil {
+			t.Errorf("Match(%s, %v): unlimited with a Rule %+v", domain, entries, got.Rule)
+		}
+		return
+	}
+	checkRule(t, got)
+}
+
+// checkRule checks that a limit's Rule says what the limit says.
+func checkRule(t *testing.T, l *Limit) {
+	t.Helper()
+	r := l.Rule
+	if r == nil {
+		t.Fatalf("limit %+v has no Rule", l)
+	}
+	if err := r.Validate(); err != nil {
+		t.Errorf("Rule.Validate: %v", err)
+	}
+	periods := map[rlsv3.RateLimitResponse_RateLimit_Unit]time.Duration{
+		second: time.Second, minute: time.Minute, rlsv3.RateLimitResponse_RateLimit_HOUR: time.Hour, day: 24 * time.Hour,
+		rlsv3.RateLimitResponse_RateLimit_WEEK:  7 * 24 * time.Hour,
+		rlsv3.RateLimitResponse_RateLimit_MONTH: 30 * 24 * time.Hour,
+		rlsv3.RateLimitResponse_RateLimit_YEAR:  365 * 24 * time.Hour,
+	}
+	if r.Algorithm != limit.FixedWindow || r.Align != limit.AlignEpoch || r.Location != nil ||
+		r.Rate != (limit.Rate{Count: int64(l.RequestsPerUnit), Period: periods[l.Unit]}) || r.Shadow != l.Shadow {
+		t.Errorf("Rule %+v does not match limit %+v", r, l)
+	}
+	if !nameRE.MatchString(r.Name) {
+		t.Errorf("Rule name %q does not match %v", r.Name, nameRE)
+	}
+}
+
+var nameRE = regexp.MustCompile(`^rls:[a-z0-9_.-]{1,40}:[0-9a-f]{16}$`)
+
+// The examples of envoyproxy/ratelimit's README, with the descriptors it
+// says they match.
+func TestReadmeExamples(t *testing.T) {
+	type match struct {
+		entries []Entry
+		want    *want
+	}
+	tests := []struct {
+		name, domain, src string
+		matches           []match
+	}{
+		{"example 1: values", "mongo_cps", `
+domain: mongo_cps
+descriptors:
+  - key: database
+    value: users
+    rate_limit:
+      unit: second
+      requests_per_unit: 500
+
+  - key: database
+    value: default
+    rate_limit:
+      unit: second
+      requests_per_unit: 500
+`, []match{
+			{e("database", "users"), &want{count: 500, unit: second}},
+			{e("database", "default"), &want{count: 500, unit: second}},
+			{e("database", "other"), nil},
+			{e("database", ""), nil},
+			{e("Database", "users"), nil}, // case-sensitive keys
+			{e("database", "Users"), nil}, // and values
+			{e("database", "users", "table", "t"), nil},
+			{nil, nil},
+		}},
+		{"example 2: nested descriptors and a key without value", "messaging", `
+domain: messaging
+descriptors:
+  # Only allow 5 marketing messages a day
+  - key: message_type
+    value: marketing
+    descriptors:
+      - key: to_number
+        rate_limit:
+          unit: day
+          requests_per_unit: 5
+
+  # Only allow 100 messages a day to any unique phone number
+  - key: to_number
+    rate_limit:
+      unit: day
+      requests_per_unit: 100
+`, []match{
+			{e("message_type", "marketing", "to_number", "2061111111"), &want{count: 5, unit: day}},
+			{e("message_type", "marketing", "to_number", "2062222222"), &want{count: 5, unit: day}},
+			{e("to_number", "2061111111"), &want{count: 100, unit: day}},
+			{e("to_number", ""), &want{count: 100, unit: day}},
+			// Shorter than the rules: message_type has no limit of its own.
+			{e("message_type", "marketing"), nil},
+			{e("message_type", "transactional", "to_number", "2061111111"), nil},
+			// Deeper than the rules.
+			{e("message_type", "marketing", "to_number", "1", "x", "y"), nil},
+			{e("to_number", "1", "message_type", "marketing"), nil},
+		}},
+		{"example 3: exact value before key alone", "edge_proxy_per_ip", `
+domain: edge_proxy_per_ip
+descriptors:
+  - key: remote_address
+    rate_limit:
+      unit: second
+      requests_per_unit: 10
+
+  # The README blocks this address with requests_per_unit: 0, which
+  # floodgate refuses (TestValidationErrors); 1 shows the precedence.
+  - key: remote_address
+    value: 50.0.0.5
+    rate_limit:
+      unit: second
+      requests_per_unit: 1
+`, []match{
+			{e("remote_address", "50.0.0.1"), &want{count: 10, unit: second}},
+			{e("remote_address", "50.0.0.5"), &want{count: 1, unit: second}},
+		}},
+		{"example 4: depth must match (1)", "example4", `
+domain: example4
+descriptors:
+  - key: key
+    value: value
+    rate_limit:
+      requests_per_unit: 300
+      unit: second
+`, []match{
+			{e("key", "value", "subkey", "subvalue"), nil},
+			{e("key", "value"), &want{count: 300, unit: second}},
+		}},
+		{"example 4: depth must match (2)", "example4", `
+domain: example4
+descriptors:
+  - key: key
+    value: value
+    descriptors:
+      - key: subkey
+        rate_limit:
+          requests_per_unit: 300
+          unit: second
+`, []match{
+			{e("key", "value", "subkey", "subvalue"), &want{count: 300, unit: second}},
+			{e("key", "value"), nil},
+		}},
+		{"example 5: unlimited", "internal", `
+domain: internal
+descriptors:
+  - key: ldap
+    rate_limit:
+      unlimited: true
+
+  - key: azure
+    rate_limit:
+      unit: minute
+      requests_per_unit: 100
+`, []match{
+			{e("ldap", "x"), &want{unlimited: true}},
+			{e("azure", "y"), &want{count: 100, unit: minute}},
+		}},
+		{"example 6: shadow_mode", "example6", `
+domain: example6
+descriptors:
+  - key: service
+    descriptors:
+      - key: user
+        value: user-a
+        rate_limit:
+          requests_per_unit: 10
+          unit: second
+        shadow_mode: true
+      - key: user
+        value: user-b
+        rate_limit:
+          requests_per_unit: 20
+          unit: second
+`, []match{
+			{e("service", "auth-service", "user", "user-a"), &want{count: 10, unit: second, shadow: true}},
+			{e("service", "auth-service", "user", "user-b"), &want{count: 20, unit: second}},
+			{e("service", "auth-service", "user", "user-c"), nil},
+			{e("service", "auth-service"), nil},
+		}},
+		{"example 7: replaces", "example7", `
+domain: example7
+descriptors:
+  - key: key_1
+    value: value_1
+    descriptors:
+      - key: user
+        value: bkthomps
+        rate_limit:
+          name: specific_limit
+          requests_per_unit: 5
+          unit: second
+  - key: key_2
+    value: value_2
+    descriptors:
+      - key: user
+        value: bkthomps
+        rate_limit:
+          replaces:
+            - name: specific_limit
+          requests_per_unit: 10
+          unit: second
+`, []match{
+			{e("key_1", "value_1", "user", "bkthomps"), &want{count: 5, unit: second, name: "specific_limit"}},
+			{e("key_2", "value_2", "user", "bkthomps"), &want{count: 10, unit: second, replaces: []string{"specific_limit"}}},
+		}},
+		{"example 8: detailed_metric", "example8", `
+domain: example8
+descriptors:
+  - key: key1
+    detailed_metric: true
+    rate_limit:
+      unit: minute
+      requests_per_unit: 10
+  - key: key1
+    value: value1
+    rate_limit:
+      unit: minute
+      requests_per_unit: 20
+`, []match{
+			{e("key1", "unspecified_value"), &want{count: 10, unit: minute}},
+			{e("key1", "value1"), &want{count: 20, unit: minute}},
+		}},
+		{"example 9: value prefix wildcard", "example9", `
+domain: example9
+descriptors:
+  - key: key1
+    value: value*
+    rate_limit:
+      unit: minute
+      requests_per_unit: 20
+`, []match{
+			{e("key1", "value_1"), &want{count: 20, unit: minute}},
+			{e("key1", "value_2"), &want{count: 20, unit: minute}},
+			{e("key1", "value"), &want{count: 20, unit: minute}},
+			{e("key1", "valu"), nil},
+			{e("key1", "other"), nil},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := mustParse(t, tt.src)
+			if got := r.Domains(); !slices.Equal(got, []string{tt.domain}) {
+				t.Errorf("Domains() = %q, want [%q]", got, tt.domain)
+			}
+			for _, m := range tt.matches {
+				checkMatch(t, r, tt.domain, m.entries, m.want)
+			}
+			checkMatch(t, r, tt.domain+"-other", tt.matches[0].entries, nil)
+		})
+	}
+}
+
+func TestMatchPrecedence(t *testing.T) {
+	r := mustParse(t, `
+domain: d
+descriptors:
+  - key: path
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: path
+    value: /api*
+    rate_limit: {unit: second, requests_per_unit: 2}
+  - key: path
+    value: /api/v1
+    rate_limit: {unit: second, requests_per_unit: 3}
+  # Wildcards are tried in file order, as envoyproxy/ratelimit does: this
+  # longer prefix is never reached by a value /api matches.
+  - key: path
+    value: /api/v2*
+    rate_limit: {unit: second, requests_per_unit: 4}
+  - key: path
+    value: /api*x
+    rate_limit: {unit: second, requests_per_unit: 5}
+  - key: any
+    value: "*"
+    rate_limit: {unit: second, requests_per_unit: 6}
+  - key: any
+    rate_limit: {unit: second, requests_per_unit: 7}
+  # Unlimited in floodgate's own place, beside the descriptor's key.
+  - key: internal
+    unlimited: true
+    shadow_mode: true
+  - key: tenant
+    descriptors:
+      - key: path
+        value: /a*
+        descriptors:
+          - key: method
+            value: GET
+            rate_limit: {unit: Minute, requests_per_unit: 8}
+      - key: path
+        rate_limit: {unit: MINUTE, requests_per_unit: 9}
+`)
+	tests := []struct {
+		entries []Entry
+		want    *want
+	}{
+		{e("path", "/api/v1"), &want{count: 3, unit: second}},   // exact
+		{e("path", "/api/v2/x"), &want{count: 2, unit: second}}, // first matching wildcard
+		{e("path", "/apix"), &want{count: 2, unit: second}},
+		{e("path", "/other"), &want{count: 1, unit: second}}, // key alone
+		{e("path", ""), &want{count: 1, unit: second}},
+		{e("path", "/api*x"), &want{count: 5, unit: second}}, // a '*' written in a value matches itself exactly
+		{e("any", "x"), &want{count: 6, unit: second}},       // "*" before the key alone
+		{e("any", ""), &want{count: 6, unit: second}},
+		{e("internal", "x"), &want{unlimited: true, shadow: true}},
+		{e("tenant", "t1", "path", "/abc", "method", "GET"), &want{count: 8, unit: minute}},
+		{e("tenant", "t1", "path", "/abc", "method", "POST"), nil},
+		{e("tenant", "t1", "path", "/abc"), nil}, // the wildcard node has no limit
+		{e("tenant", "t1", "path", "/b"), &want{count: 9, unit: minute}},
+		{e("tenant", "t1", "path", "/b", "method", "GET"), nil},
+		{e("tenant", "t1"), nil},
+		{e("nothing", "x"), nil},
+	}
+	for _, tt := range tests {
+		checkMatch(t, r, "d", tt.entries, tt.want)
+	}
+	var nilRules *Rules
+	if nilRules.Match("d", e("path", "x")) != nil || (&Rules{}).Match("d", e("path", "x")) != nil {
+		t.Error("nil or zero Rules matched")
+	}
+	if nilRules.Domains() != nil || (&Rules{}).Domains() != nil {
+		t.Error("nil or zero Rules have domains")
+	}
+}
+
+func TestUnits(t *testing.T) {
+	tests := []struct {
+		unit   string
+		want   rlsv3.RateLimitResponse_RateLimit_Unit
+		period time.Duration
+	}{
+		{"second", second, time.Second},
+		{"Minute", minute, time.Minute},
+		{"HOUR", rlsv3.RateLimitResponse_RateLimit_HOUR, time.Hour},
+		{"day", day, 24 * time.Hour},
+		// envoyproxy/ratelimit's UnitToDivider: fixed lengths, windows
+		// counted from the epoch.
+		{"week", rlsv3.RateLimitResponse_RateLimit_WEEK, 7 * 24 * time.Hour},
+		{"month", rlsv3.RateLimitResponse_RateLimit_MONTH, 30 * 24 * time.Hour},
+		{"year", rlsv3.RateLimitResponse_RateLimit_YEAR, 365 * 24 * time.Hour},
+	}
+	for _, tt := range tests {
+		r := mustParse(t, fmt.Sprintf("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: %s, requests_per_unit: 7}\n", tt.unit))
+		l := r.Match("d", e("k", "v"))
+		if l == nil || l.Unit != tt.want || l.Rule.Rate.Period != tt.period || l.Rule.Window() != tt.period {
+			t.Errorf("unit %s: got %+v, want %v and a period of %v", tt.unit, l, tt.want, tt.period)
+			continue
+		}
+		checkRule(t, l)
+	}
+}
+
+// Rule names keep counters across a reload that changes a rate, and keep
+// different descriptors' counters apart.
+func TestRuleNames(t *testing.T) {
+	const src = `
+domain: Mongo CPS/%s
+descriptors:
+  - key: database
+    value: users
+    rate_limit: {unit: second, requests_per_unit: %d}
+  - key: database
+    rate_limit: {unit: second, requests_per_unit: %d}
+  - key: database
+    value: x*
+    rate_limit: {unit: second, requests_per_unit: %d}
+  - key: database
+    value: users*
+    rate_limit: {unit: second, requests_per_unit: %d}
+  - key: database_users
+    rate_limit: {unit: second, requests_per_unit: %d}
+  - key: a
+    value: b
+    descriptors:
+      - key: database
+        value: users
+        rate_limit: {unit: second, requests_per_unit: %d}
+  - key: a
+    descriptors:
+      - key: b
+        descriptors:
+          - key: database
+            value: users
+            rate_limit: {unit: second, requests_per_unit: %d}
+`
+	probes := [][]Entry{
+		e("database", "users"), e("database", "xy"), e("database", ""), e("database", "users2"),
+		e("database_users", "x"), e("a", "b", "database", "users"), e("a", "c", "b", "x", "database", "users"),
+	}
+	parse := func(domain string, n int) []*Limit {
+		src := fmt.Sprintf(src, domain, n, n, n, n, n, n, n)
+		r := mustParse(t, src)
+		var ls []*Limit
+		for _, p := range probes {
+			l := r.Match("Mongo CPS/"+domain, p)
+			if l == nil {
+				t.Fatalf("%v matched nothing", p)
+			}
+			if l.RequestsPerUnit != uint32(n) {
+				t.Fatalf("%v matched %+v, want requests_per_unit %d", p, l, n)
+			}
+			checkRule(t, l)
+			ls = append(ls, l)
+		}
+		return ls
+	}
+	first, again, otherDomain := parse("x", 10), parse("x", 20), parse("y", 10)
+	seen := map[string]int{}
+	for i := range probes {
+		name := first[i].Rule.Name
+		if again[i].Rule.Name != name {
+			t.Errorf("%v: name %q after a change of rate, was %q", probes[i], again[i].Rule.Name, name)
+		}
+		if j, dup := seen[name]; dup {
+			t.Errorf("%v and %v share the name %q", probes[j], probes[i], name)
+		}
+		seen[name] = i
+		if otherDomain[i].Rule.Name == name {
+			t.Errorf("%v: the same name %q in two domains", probes[i], name)
+		}
+		if !strings.HasPrefix(name, "rls:mongo_cps_x:") {
+			t.Errorf("name %q does not start with the folded domain", name)
+		}
+	}
+
+	long := strings.Repeat("Ab.-_~", 20)
+	r := mustParse(t, "domain: "+long+"\ndescriptors: [{key: k, rate_limit: {unit: second, requests_per_unit: 1}}]")
+	l := r.Match(long, e("k", "v"))
+	checkRule(t, l)
+	if want := "rls:" + strings.Repeat("ab.-__", 7)[:40] + ":"; !strings.HasPrefix(l.Rule.Name, want) {
+		t.Errorf("name %q, want it to start with %q", l.Rule.Name, want)
+	}
+}
+
+var wantRE = regexp.MustCompile(`#want: (.*)$`)
+
+// checkErrors parses src and checks that it fails with exactly the errors
+// its "#want: TEXT" comments name: one error at the comment's line whose
+// message contains TEXT (" | " separates several on one line).
+func checkErrors(t *testing.T, src string) {
+	t.Helper()
+	type wantErr struct {
+		line int
+		text string
+	}
+	var wants []wantErr
+	for i, l := range strings.Split(src, "\n") {
+		if m := wantRE.FindStringSubmatch(l); m != nil {
+			for _, text := range strings.Split(m[1], " | ") {
+				wants = append(wants, wantErr{i + 1, strings.TrimSpace(text)})
+			}
+		}
+	}
+	if len(wants) == 0 {
+		t.Fatal("the case has no #want: comment")
+	}
+	r, err := Parse("test.yaml", []byte(src))
+	if err == nil {
+		t.Fatalf("Parse succeeded (%v), want errors:\n%v", r.Domains(), wants)
+	}
+	if r != nil {
+		t.Errorf("Parse returned Rules with an error")
+	}
+	errs := unjoin(err)
+	used := make([]bool, len(errs))
+	for _, w := range wants {
+		prefix := fmt.Sprintf("test.yaml:%d: ", w.line)
+		found := false
+		for i, e := range errs {
+			if !used[i] && strings.HasPrefix(e, prefix) && strings.Contains(e, w.text) {
+				used[i], found = true, true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("no error at line %d containing %q", w.line, w.text)
+		}
+	}
+	for i, e := range errs {
+		if !used[i] {
+			t.Errorf("unexpected error: %v", e)
+		}
+	}
+	if t.Failed() {
+		t.Logf("all errors:\n%v\nsource:\n%s", err, numbered(src))
+	}
+}
+
+// unjoin returns the messages of an errors.Join.
+func unjoin(err error) []string {
+	var msgs []string
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			msgs = append(msgs, e.Error())
+		}
+		return msgs
+	}
+	return []string{err.Error()}
+}
+
+func numbered(src string) string {
+	var b strings.Builder
+	for i, l := range strings.Split(src, "\n") {
+		fmt.Fprintf(&b, "%3d  %s\n", i+1, l)
+	}
+	return b.String()
+}
+
+func TestValidationErrors(t *testing.T) {
+	tests := []struct{ name, src string }{
+		{"missing domain", `
+descriptors: #want: domain is missing
+  - key: k
+`},
+		{"empty domain", `
+domain: "" #want: domain: empty domain
+descriptors: []
+`},
+		{"descriptor without key", `
+domain: d
+descriptors:
+  - value: v #want: descriptors[0]: key is missing
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: "" #want: descriptors[1]: key is missing
+  - key: k
+    descriptors:
+      - rate_limit: {unit: second, requests_per_unit: 1} #want: descriptors[2].descriptors[0]: key is missing
+`},
+		{"requests_per_unit missing, zero or out of range", `
+domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: second} #want: descriptors[0].rate_limit: requests_per_unit is missing
+  - key: b
+    rate_limit:
+      unit: second
+      requests_per_unit: 0 #want: descriptors[1].rate_limit.requests_per_unit: 0 must be positive
+  - key: c
+    rate_limit: {unit: second, requests_per_unit: -3} #want: -3 must be positive
+  - key: d
+    rate_limit: {unit: second, requests_per_unit: 1000000001} #want: 1000000001 is above the maximum 1000000000
+  - key: e
+    rate_limit: {unit: second, requests_per_unit: 1.5} #want: want a whole number, got "1.5"
+  - key: f
+    rate_limit: {unit: second, requests_per_unit: "10"} #want: want a whole number, got "10"
+`},
+		{"README example 3 blocks with requests_per_unit 0", `
+domain: edge_proxy_per_ip
+descriptors:
+  - key: remote_address
+    rate_limit:
+      unit: second
+      requests_per_unit: 10
+  - key: remote_address
+    value: 50.0.0.5
+    rate_limit:
+      unit: second
+      requests_per_unit: 0 #want: floodgate has no limit that rejects every request
+`},
+		{"units", `
+domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: fortnight, requests_per_unit: 1} #want: descriptors[0].rate_limit.unit: unknown unit "fortnight" (second, minute, hour, day, week, month, year)
+  - key: b
+    rate_limit: {unit: unknown, requests_per_unit: 1} #want: unknown unit "unknown"
+  - key: c
+    rate_limit: {requests_per_unit: 1} #want: descriptors[2].rate_limit: unit is missing
+  - key: d
+    rate_limit: {} #want: unit is missing | requests_per_unit is missing
+  - key: e
+    rate_limit: {unit: [second], requests_per_unit: 1} #want: descriptors[4].rate_limit.unit: want a string, got a list
+`},
+		{"unlimited with a rate", `
+domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: 1}
+    unlimited: true #want: descriptors[0].unlimited: unlimited: true and a rate_limit (line 5)
+  - key: b
+    rate_limit:
+      unlimited: true
+      unit: second #want: descriptors[1].rate_limit.unit: unit with unlimited: true (line 9)
+      requests_per_unit: 5 #want: requests_per_unit with unlimited: true
+  - key: c
+    unlimited: false
+    rate_limit: {unit: second, requests_per_unit: 1}
+`},
+		{"repeated siblings", `
+domain: d
+descriptors:
+  - key: database
+    value: users
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: database #want: descriptors[1]: key "database" value "users" repeated (first at line 4)
+    value: users
+  - key: database
+  - key: database #want: descriptors[3]: key "database" without a value repeated (first at line 9)
+  - key: database
+    value: Users
+  - key: x
+    descriptors:
+      - key: y
+        value: "*"
+      - key: y #want: descriptors[5].descriptors[1]: key "y" value "*" repeated (first at line 15)
+        value: "*"
+  - key: y # the same key at another level is another descriptor
+    value: "*"
+`},
+		{"unknown keys at every level", `
+domain: d
+domian: d #want: unknown key "domian" (did you mean "domain"?)
+descriptors:
+  - key: a
+    rate_limits: {unit: second, requests_per_unit: 1} #want: descriptors[0]: unknown key "rate_limits" (did you mean "rate_limit"?)
+  - key: b
+    name: b #want: descriptors[1]: unknown key "name"
+    rate_limit:
+      unit: second
+      requests_per_unit: 1
+      shadow_mode: true #want: descriptors[1].rate_limit: unknown key "shadow_mode"
+      replaces:
+        - name: n
+          reason: x #want: descriptors[1].rate_limit.replaces[0]: unknown key "reason"
+  - key: n
+    rate_limit: {unit: second, requests_per_unit: 1, name: n}
+`},
+		{"repeated keys", `
+domain: d
+domain: e #want: key "domain" repeated (first at line 2)
+descriptors:
+  - key: a
+    key: b #want: descriptors[0]: key "key" repeated (first at line 5)
+`},
+		{"wrong types", `
+domain: d
+descriptors:
+  - key: [a] #want: descriptors[0].key: want a string, got a list
+  - key: b
+    shadow_mode: maybe #want: descriptors[1].shadow_mode: want true or false, got "maybe"
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: c
+    rate_limit: 5 #want: descriptors[2].rate_limit: want a mapping
+  - key: d
+    descriptors: {key: e} #want: descriptors[3].descriptors: want a list of descriptors, got a mapping
+  - just a string #want: descriptors[4]: want a descriptor
+`},
+		{"top level not a list of descriptors", `
+domain: d
+descriptors:
+  key: a #want: descriptors: want a list of descriptors, got a mapping
+`},
+		{"replaces", `
+domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: second
+      requests_per_unit: 1
+      name: a
+      replaces:
+        - {} #want: descriptors[0].rate_limit.replaces[0]: a replaces entry needs the name
+        - name: "" #want: descriptors[0].rate_limit.replaces[1]: a replaces entry needs the name
+        - name: nowhere #want: replaces[2]: replaces "nowhere": no rate_limit in domain "d" has that name
+  - key: b
+    rate_limit:
+      unit: second
+      requests_per_unit: 1
+      name: b
+      replaces: [{name: b}] #want: descriptors[1].rate_limit.replaces: replaces "b": a limit cannot replace itself
+  - key: c
+    replaces: [{name: a}] #want: descriptors[2].replaces: replaces needs a limit on the same descriptor
+  - key: e
+    rate_limit:
+      unit: second
+      requests_per_unit: 1
+      replaces: [{name: a}]
+    replaces: [{name: a}] #want: descriptors[3].replaces: replaces is given here and in rate_limit (line 22)
+  - key: f
+    unlimited: true
+    replaces: [{name: a}, {name: b}]
+  - key: g
+    replaces: x #want: descriptors[5].replaces: want a list of {name: LIMIT_NAME}, got "x" | replaces needs a limit
+`},
+		{"shadow_mode without a limit", `
+domain: d
+descriptors:
+  - key: service
+    shadow_mode: true #want: descriptors[0].shadow_mode: shadow_mode: true on a descriptor without rate_limit or unlimited
+    descriptors:
+      - key: user
+        rate_limit: {unit: second, requests_per_unit: 1}
+  - key: other
+    shadow_mode: false
+`},
+		{"not YAML", `
+domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: second #want: invalid YAML
+`},
+		{"tabs", "domain: d\ndescriptors:\n\t- key: a #want: invalid YAML\n"},
+		{"not a mapping", `
+- domain: d #want: want a mapping (domain, descriptors), got a list
+`},
+		{"two documents", `
+domain: d
+--- #want: a rule file holds one YAML document
+domain: e
+`},
+		{"an alias to itself", `
+domain: d
+descriptors: &all
+  - key: a
+    descriptors: *all #want: descriptors[0].descriptors: alias *all refers to itself
+`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { checkErrors(t, tt.src) })
+	}
+}
+
+func TestEmptyFile(t *testing.T) {
+	for _, src := range []string{"", "\n\n", "# only a comment\n", "---\n", "~\n"} {
+		_, err := Parse("rules.yaml", []byte(src))
+		if err == nil || !strings.HasPrefix(err.Error(), "rules.yaml:1: empty") || len(unjoin(err)) != 1 {
+			t.Errorf("Parse(%q) = %v, want rules.yaml:1: empty", src, err)
+		}
+	}
+}
+
+// Aliases and merge keys are YAML, which envoyproxy/ratelimit's parser
+// reads too; a rule file may use them to share a rate_limit.
+func TestAliases(t *testing.T) {
+	r := mustParse(t, `
+domain: d
+descriptors:
+  - key: a
+    rate_limit: &rl {unit: second, requests_per_unit: 5}
+  - key: b
+    rate_limit: *rl
+  - &c
+    key: c
+    rate_limit:
+      <<: *rl
+      requests_per_unit: 6
+  - <<: *c
+    value: v
+`)
+	checkMatch(t, r, "d", e("a", "x"), &want{count: 5, unit: second})
+	checkMatch(t, r, "d", e("b", "x"), &want{count: 5, unit: second})
+	checkMatch(t, r, "d", e("c", "x"), &want{count: 6, unit: second})
+	checkMatch(t, r, "d", e("c", "v"), &want{count: 6, unit: second})
+	if r.Match("d", e("a", "x")).Rule == r.Match("d", e("b", "x")).Rule {
+		t.Error("two descriptors share a Rule through an alias")
+	}
+	if r.Match("d", e("c", "x")).Rule.Name == r.Match("d", e("c", "v")).Rule.Name {
+		t.Error("a descriptor merged into another shares its name")
+	}
+
+	// A billion laughs is refused, not expanded.
+	var b strings.Builder
+	b.WriteString("domain: d\nx0: &a0 [{key: k}]\n")
+	for i := 1; i < 30; i++ {
+		fmt.Fprintf(&b, "x%d: &a%d [*a%d, *a%d]\n", i, i, i-1, i-1)
+	}
+	b.WriteString("descriptors: *a29\n")
+	if _, err := Parse("laughs.yaml", []byte(b.String())); err == nil {
+		t.Error("a billion laughs parsed")
+	}
+}
+
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, src := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func rule(domain, key string, n int) string {
+	return fmt.Sprintf("domain: %s\ndescriptors:\n  - key: %s\n    rate_limit: {unit: second, requests_per_unit: %d}\n", domain, key, n)
+}
+
+func TestLoadDir(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"a.yaml":           rule("alpha", "k", 1),
+		"b.yml":            rule("beta", "k", 2),
+		"c.txt":            "not: [yaml",
+		"d.yaml.bak":       "not: [yaml",
+		".hidden.yaml":     "not: [yaml",
+		"sub/e.yaml":       rule("gamma", "k", 3),
+		"dir.yaml/f.yaml":  rule("delta", "k", 4),
+		"target/real.data": rule("linked", "k", 5),
+	})
+	// A Kubernetes ConfigMap mount: the files are symlinks.
+	if err := os.Symlink(filepath.Join(dir, "target/real.data"), filepath.Join(dir, "z.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	r, err := LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := r.Domains(), []string{"alpha", "beta", "linked"}; !slices.Equal(got, want) {
+		t.Errorf("Domains() = %q, want %q", got, want)
+	}
+	checkMatch(t, r, "alpha", e("k", "v"), &want{count: 1, unit: second})
+	checkMatch(t, r, "beta", e("k", "v"), &want{count: 2, unit: second})
+	checkMatch(t, r, "linked", e("k", "v"), &want{count: 5, unit: second})
+	checkMatch(t, r, "gamma", e("k", "v"), nil)
+
+	empty, err := LoadDir(t.TempDir())
+	if err != nil || empty == nil || len(empty.Domains()) != 0 || empty.Match("alpha", e("k", "v")) != nil {
+		t.Errorf("LoadDir(empty dir) = %v, %v; want empty Rules", empty, err)
+	}
+
+	missing := filepath.Join(dir, "missing")
+	if r, err := LoadDir(missing); err == nil || r != nil || !strings.HasPrefix(err.Error(), missing+": cannot read:") {
+		t.Errorf("LoadDir(missing dir) = %v, %v", r, err)
+	}
+}
+
+func TestLoadDirErrors(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"1.yaml": rule("shared", "k", 1),
+		"2.yaml": "# the same domain again\n" + rule("shared", "k", 2),
+		"3.yml":  "domain: other\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 0}\n",
+		"4.yaml": "",
+		"5.yaml": "domain: fine\n",
+	})
+	r, err := LoadDir(dir)
+	if err == nil || r != nil {
+		t.Fatalf("LoadDir = %v, %v; want errors", r, err)
+	}
+	want := []string{
+		filepath.Join(dir, "2.yaml") + `:2: domain "shared" is already defined in ` + filepath.Join(dir, "1.yaml"),
+		filepath.Join(dir, "3.yml") + ":4: descriptors[0].rate_limit.requests_per_unit: 0 must be positive",
+		filepath.Join(dir, "4.yaml") + ":1: empty",
+	}
+	got := unjoin(err)
+	if len(got) != len(want) {
+		t.Fatalf("errors:\n%v\nwant %d", err, len(want))
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("error %d = %q, want it to start with %q", i, got[i], want[i])
+		}
+	}
+}
+
+func TestMatchConcurrentAndAllocationFree(t *testing.T) {
+	r := mustParse(t, `
+domain: d
+descriptors:
+  - key: tenant
+    descriptors:
+      - key: path
+        value: /api*
+        rate_limit: {unit: second, requests_per_unit: 100}
+      - key: path
+        rate_limit: {unit: second, requests_per_unit: 10}
+`)
+	probe := e("tenant", "t1", "path", "/api/x")
+	if n := testing.AllocsPerRun(100, func() { r.Match("d", probe) }); n != 0 {
+		t.Errorf("Match allocates %v times", n)
+	}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for j := range 1000 {
+				entries := e("tenant", fmt.Sprint(i), "path", fmt.Sprintf("/api/%d", j))
+				if l := r.Match("d", entries); l == nil || l.RequestsPerUnit != 100 || l.Rule.Validate() != nil {
+					t.Errorf("Match(%v) = %+v", entries, l)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func BenchmarkMatch(b *testing.B) {
+	r := mustParse(b, `
+domain: d
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: second, requests_per_unit: 10}
+  - key: tenant
+    descriptors:
+      - key: path
+        value: /api/v1
+        rate_limit: {unit: second, requests_per_unit: 100}
+      - key: path
+        value: /api*
+        rate_limit: {unit: second, requests_per_unit: 100}
+`)
+	probes := [][]Entry{e("remote_address", "10.0.0.1"), e("tenant", "t", "path", "/api/v2/users")}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if r.Match("d", probes[i%2]) == nil {
+			b.Fatal("no match")
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(rule("d", "k", 5)), "k", "v")
+	f.Add([]byte("domain: d\ndescriptors:\n  - key: k\n    value: a*\n    descriptors:\n      - key: j\n        rate_limit: {unit: day, requests_per_unit: 1}\n"), "k", "ab")
+	f.Add([]byte("domain: &d d\ndescriptors: [{key: *d, rate_limit: {unlimited: true}}]"), "d", "")
+	f.Fuzz(func(t *testing.T, data []byte, key, value string) {
+		r, err := Parse("fuzz.yaml", data)
+		if err != nil {
+			if r != nil {
+				t.Fatal("Rules with an error")
+			}
+			for _, msg := range unjoin(err) {
+				if !strings.HasPrefix(msg, "fuzz.yaml:") {
+					t.Fatalf("error %q does not name the file", msg)
+				}
+			}
+			return
+		}
+		for _, d := range r.Domains() {
+			for _, entries := range [][]Entry{{{key, value}}, {{key, value}, {key, value}}} {
+				if l := r.Match(d, entries); l != nil && !l.Unlimited {
+					if err := l.Rule.Validate(); err != nil {
+						t.Fatalf("matched an invalid rule: %v", err)
+					}
+				}
+			}
+		}
+	})
+}
+
+func ExampleRules_Match() {
+	rules, err := Parse("messaging.yaml", []byte(`
+domain: messaging
+descriptors:
+  - key: message_type
+    value: marketing
+    descriptors:
+      - key: to_number
+        rate_limit: {unit: day, requests_per_unit: 5}
+  - key: to_number
+    rate_limit: {unit: day, requests_per_unit: 100}
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, d := range [][]Entry{
+		{{"message_type", "marketing"}, {"to_number", "2061111111"}},
+		{{"to_number", "2061111111"}},
+		{{"message_type", "marketing"}},
+	} {
+		if l := rules.Match("messaging", d); l != nil {
+			fmt.Println(d, "→", l.RequestsPerUnit, "per", l.Unit, "as", l.Rule.Rate)
+		} else {
+			fmt.Println(d, "→ no limit")
+		}
+	}
+	// Output:
+	// [{message_type marketing} {to_number 2061111111}] → 5 per DAY as 5/d
+	// [{to_number 2061111111}] → 100 per DAY as 100/d
+	// [{message_type marketing}] → no limit
+}
+
+func ExampleParse_errors() {
+	_, err := Parse("rules.yaml", []byte(`
+domain: mongo_cps
+descriptors:
+  - key: database
+    rate_limits: {unit: second, requests_per_unit: 500}
+  - key: collection
+    rate_limit: {unit: fortnight, requests_per_unit: 0}
+`))
+	fmt.Println(err)
+	// Output:
+	// rules.yaml:5: descriptors[0]: unknown key "rate_limits" (did you mean "rate_limit"?)
+	// rules.yaml:7: descriptors[1].rate_limit.unit: unknown unit "fortnight" (second, minute, hour, day, week, month, year)
+	// rules.yaml:7: descriptors[1].rate_limit.requests_per_unit: 0 must be positive: floodgate has no limit that rejects every request
+}

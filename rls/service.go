@@ -1,0 +1,233 @@
+package rls
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"sync/atomic"
+	"time"
+
+	rlsv3ext "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/floodgate-gw/floodgate/limit"
+)
+
+// Options configure a Service.
+type Options struct {
+	// Store returns the store to decide in, on every request: the
+	// gateway's, which a reload may replace.
+	Store func() limit.Store
+
+	// Rules are the first rules; SetRules replaces them. Nil: none.
+	Rules *Rules
+
+	// Logger gets one WARN line per store failure. Nil: slog.Default.
+	Logger *slog.Logger
+
+	// Registerer gets the service's metrics. Nil: none registered.
+	Registerer prometheus.Registerer
+
+	// Now is the clock; nil means time.Now. The Redis store decides on
+	// Redis TIME whatever it says.
+	Now func() time.Time
+}
+
+// Service answers envoy.service.ratelimit.v3.RateLimitService.
+// ShouldRateLimit: every descriptor of a request is matched against the
+// rules of its domain, and the limits they match are decided together in
+// one store call, so that, unlike envoyproxy/ratelimit, a request over one
+// limit consumes nothing from the others.
+type Service struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+
+	store    func() limit.Store
+	rules    atomic.Pointer[rulesIn]
+	log      *slog.Logger
+	now      func() time.Time
+	requests *prometheus.CounterVec
+}
+
+// New returns a service; register it on a grpc.Server with
+// rlsv3.RegisterRateLimitServiceServer.
+func New(o Options) *Service {
+	s := &Service{store: o.Store, log: o.Logger, now: o.Now}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.SetRules(o.Rules)
+	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gateway_rls_requests_total",
+		Help: "ShouldRateLimit calls by domain and answer: OK, OVER_LIMIT, or the gRPC error code.",
+	}, []string{"domain", "code"})
+	if o.Registerer != nil {
+		o.Registerer.MustRegister(s.requests)
+	}
+	return s
+}
+
+// rulesIn are rules and their domains as a set, for metric labels.
+type rulesIn struct {
+	*Rules
+	domains map[string]bool
+}
+
+// SetRules swaps in new rules; calls already running finish on the old.
+func (s *Service) SetRules(r *Rules) {
+	if r == nil {
+		r = &Rules{}
+	}
+	in := &rulesIn{Rules: r, domains: map[string]bool{}}
+	for _, d := range r.Domains() {
+		in.domains[d] = true
+	}
+	s.rules.Store(in)
+}
+
+// Rules returns the rules in use.
+func (s *Service) Rules() *Rules { return s.rules.Load().Rules }
+
+// matched is one descriptor's limit and what the decision said of it.
+type matched struct {
+	lim  *Limit
+	hits int64
+	at   int // its place in its store call, or -1 when not decided
+}
+
+// ShouldRateLimit implements rlsv3.RateLimitServiceServer.
+func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	domain := req.GetDomain()
+	resp, err := s.decide(ctx, req)
+	var code string
+	if err != nil {
+		code = status.Code(err).String()
+	} else {
+		code = resp.OverallCode.String()
+	}
+	s.requests.WithLabelValues(metricDomain(s.rules.Load(), domain), code).Inc()
+	return resp, err
+}
+
+// metricDomain keeps the label's values to the configured domains, so
+// that clients cannot grow the metric without bound.
+func metricDomain(r *rulesIn, domain string) string {
+	if r.domains[domain] {
+		return domain
+	}
+	return "unknown"
+}
+
+func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	domain := req.GetDomain()
+	if domain == "" {
+		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
+	}
+	ds := req.GetDescriptors()
+	if len(ds) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	}
+	rules := s.rules.Load()
+	hits := int64(req.GetHitsAddend())
+	if hits == 0 {
+		hits = 1
+	}
+	ms := make([]matched, len(ds))
+	replaced := map[string]bool{}
+	entries := make([]Entry, 0, 8)
+	for i, d := range ds {
+		if d.GetIsNegativeHits() {
+			return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: negative hits are not supported", i)
+		}
+		entries = entries[:0]
+		for _, e := range d.GetEntries() {
+			entries = append(entries, Entry{Key: e.GetKey(), Value: e.GetValue()})
+		}
+		ms[i] = matched{lim: rules.Match(domain, entries), hits: hits, at: -1}
+		// A descriptor's own hits_addend overrides the request's; 0
+		// means 1 in both, as Envoy documents for the request's.
+		if h := d.GetHitsAddend().GetValue(); h > 0 {
+			ms[i].hits = int64(min(h, math.MaxInt64))
+		}
+		if l := ms[i].lim; l != nil {
+			for _, name := range l.Replaces {
+				replaced[name] = true
+			}
+		}
+	}
+
+	// The limits to decide, one store call per number of hits (nearly
+	// always one call): a call has one hits count for all its limits.
+	var calls []*limit.Request
+	byHits := map[int64]int{}
+	for i, d := range ds {
+		m := &ms[i]
+		if m.lim == nil || m.lim.Unlimited || (m.lim.Name != "" && replaced[m.lim.Name]) {
+			continue
+		}
+		c, ok := byHits[m.hits]
+		if !ok {
+			c = len(calls)
+			byHits[m.hits] = c
+			calls = append(calls, &limit.Request{Now: s.now(), Hits: m.hits})
+		}
+		m.at = len(calls[c].Limits)
+		calls[c].Limits = append(calls[c].Limits, limit.Limit{Rule: m.lim.Rule, Key: key(d.GetEntries())})
+	}
+	results := make([]limit.Result, len(calls))
+	if len(calls) > 0 {
+		store := s.store()
+		for c, r := range calls {
+			res, err := store.Decide(ctx, r)
+			if err != nil {
+				s.log.Warn("rate-limit store failed; ShouldRateLimit answers UNAVAILABLE", "domain", domain, "error", err.Error())
+				return nil, status.Errorf(codes.Unavailable, "rate-limit store: %v", err)
+			}
+			results[c] = res
+		}
+	}
+
+	resp := &rlsv3.RateLimitResponse{
+		OverallCode: rlsv3.RateLimitResponse_OK,
+		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds)),
+	}
+	for i := range ds {
+		m := &ms[i]
+		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		resp.Statuses[i] = st
+		if m.at < 0 {
+			continue
+		}
+		d := results[byHits[m.hits]].Decisions[m.at]
+		st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{
+			Name:            m.lim.Name,
+			RequestsPerUnit: m.lim.RequestsPerUnit,
+			Unit:            m.lim.Unit,
+		}
+		st.LimitRemaining = uint32(min(d.Remaining, math.MaxUint32))
+		st.DurationUntilReset = durationpb.New(d.ResetAfter)
+		// A shadow limit is decided and reported, never enforced.
+		if !d.Allowed && !m.lim.Shadow {
+			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+	}
+	return resp, nil
+}
+
+// key is the counter of one descriptor: every entry's key and value, so
+// that a rule that matches any value counts each value apart, as
+// envoyproxy/ratelimit does.
+func key(es []*rlsv3ext.RateLimitDescriptor_Entry) limit.Key {
+	parts := make([]limit.Part, 0, 2*len(es))
+	for _, e := range es {
+		parts = append(parts, limit.Part{Kind: "k", Value: e.GetKey()}, limit.Part{Kind: "v", Value: e.GetValue()})
+	}
+	return limit.NewKey(parts...)
+}

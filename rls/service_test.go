@@ -1,0 +1,291 @@
+package rls
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rlsv3ext "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/floodgate-gw/floodgate/internal/testredis"
+	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/memory"
+	"github.com/floodgate-gw/floodgate/limit/redisstore"
+)
+
+const testRules = `
+domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: hour, requests_per_unit: 3}
+  - key: path
+    value: /login
+    rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: path
+    value: /health
+    unlimited: true
+  - key: tenant
+    descriptors:
+      - key: plan
+        value: free
+        rate_limit: {unit: hour, requests_per_unit: 1, name: free_tier}
+      - key: plan
+        value: vip
+        replaces: [{name: free_tier}]
+        rate_limit: {unit: hour, requests_per_unit: 5}
+  - key: canary
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+`
+
+// serve runs a Service on store with testRules over real gRPC, and returns
+// a client.
+func serve(t *testing.T, store limit.Store) rlsv3.RateLimitServiceClient {
+	t.Helper()
+	rules, err := Parse("edge.yaml", []byte(testRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveRules(t, store, rules)
+}
+
+func serveRules(t *testing.T, store limit.Store, rules *Rules) rlsv3.RateLimitServiceClient {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	rlsv3.RegisterRateLimitServiceServer(srv, New(Options{Store: func() limit.Store { return store }, Rules: rules}))
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return rlsv3.NewRateLimitServiceClient(conn)
+}
+
+// desc makes a descriptor of key, value pairs.
+func desc(kv ...string) *rlsv3ext.RateLimitDescriptor {
+	d := &rlsv3ext.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		d.Entries = append(d.Entries, &rlsv3ext.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return d
+}
+
+func ask(t *testing.T, c rlsv3.RateLimitServiceClient, domain string, ds ...*rlsv3ext.RateLimitDescriptor) *rlsv3.RateLimitResponse {
+	t.Helper()
+	resp, err := c.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: domain, Descriptors: ds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Statuses) != len(ds) {
+		t.Fatalf("%d statuses for %d descriptors", len(resp.Statuses), len(ds))
+	}
+	return resp
+}
+
+func TestShouldRateLimit(t *testing.T) {
+	c := serve(t, memory.New(memory.Options{}))
+	over, ok := rlsv3.RateLimitResponse_OVER_LIMIT, rlsv3.RateLimitResponse_OK
+
+	// A key-only rule counts every value apart.
+	for i, want := range []rlsv3.RateLimitResponse_Code{ok, ok, ok, over} {
+		resp := ask(t, c, "edge", desc("remote_address", "10.0.0.1"))
+		st := resp.Statuses[0]
+		if resp.OverallCode != want || st.Code != want {
+			t.Fatalf("request %d: overall %v, status %v, want %v", i, resp.OverallCode, st.Code, want)
+		}
+		if st.CurrentLimit.GetRequestsPerUnit() != 3 || st.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_HOUR {
+			t.Fatalf("current limit %v", st.CurrentLimit)
+		}
+		if rem := max(2-i, 0); st.LimitRemaining != uint32(rem) {
+			t.Fatalf("request %d: remaining %d, want %d", i, st.LimitRemaining, rem)
+		}
+		if d := st.DurationUntilReset.AsDuration(); d <= 0 || d > time.Hour {
+			t.Fatalf("duration until reset %v", d)
+		}
+	}
+	if resp := ask(t, c, "edge", desc("remote_address", "10.0.0.2")); resp.OverallCode != ok {
+		t.Fatal("another address shares the first one's counter")
+	}
+
+	// Descriptors without a rule, an unknown domain, an unlimited rule:
+	// OK, with no limit reported.
+	for _, tc := range []struct {
+		domain string
+		d      *rlsv3ext.RateLimitDescriptor
+	}{
+		{"edge", desc("user", "u1")},
+		{"edge", desc("path", "/health")},
+		{"edge", desc("path", "/other")},
+		{"edge", desc("tenant", "t1")}, // stops at a node without a limit
+		{"nowhere", desc("remote_address", "10.0.0.1")},
+	} {
+		for range 5 {
+			resp := ask(t, c, tc.domain, tc.d)
+			if resp.OverallCode != ok || resp.Statuses[0].CurrentLimit != nil {
+				t.Fatalf("%s %v: %v", tc.domain, tc.d, resp)
+			}
+		}
+	}
+}
+
+// A request over one limit consumes nothing from the others, unlike
+// envoyproxy/ratelimit, which counts every descriptor it is sent.
+func TestOverOneLimitConsumesNoOther(t *testing.T) {
+	c := serve(t, memory.New(memory.Options{}))
+	login, addr := desc("path", "/login"), desc("remote_address", "10.9.9.9")
+	for range 2 {
+		ask(t, c, "edge", login)
+	}
+	resp := ask(t, c, "edge", addr, login)
+	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].Code != rlsv3.RateLimitResponse_OK || resp.Statuses[1].Code != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("over the login limit: %v", resp)
+	}
+	if resp := ask(t, c, "edge", addr); resp.Statuses[0].LimitRemaining != 2 {
+		t.Fatalf("the address limit has %d left after a request the login limit rejected, want 2", resp.Statuses[0].LimitRemaining)
+	}
+}
+
+func TestShadowReplacesAndHits(t *testing.T) {
+	c := serve(t, memory.New(memory.Options{}))
+	// shadow_mode: decided and reported, never enforced.
+	for i := range 3 {
+		resp := ask(t, c, "edge", desc("canary", "x"))
+		if resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].Code != rlsv3.RateLimitResponse_OK {
+			t.Fatalf("shadow request %d: %v", i, resp)
+		}
+	}
+	// The vip limit replaces free_tier when both match.
+	free, vip := desc("tenant", "t1", "plan", "free"), desc("tenant", "t1", "plan", "vip")
+	for i := range 3 {
+		resp := ask(t, c, "edge", free, vip)
+		if resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].CurrentLimit != nil {
+			t.Fatalf("request %d with free_tier replaced: %v", i, resp)
+		}
+	}
+	if resp := ask(t, c, "edge", free); resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("free_tier alone, never counted while replaced: %v", resp)
+	}
+	// hits_addend: the request's, and a descriptor's own.
+	resp, err := c.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: 2, Descriptors: []*rlsv3ext.RateLimitDescriptor{desc("remote_address", "h")}})
+	if err != nil || resp.Statuses[0].LimitRemaining != 1 {
+		t.Fatalf("hits_addend 2 of 3: %v %v", resp, err)
+	}
+	d := desc("remote_address", "h")
+	d.HitsAddend = wrapperspb.UInt64(2)
+	resp, err = c.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: 1, Descriptors: []*rlsv3ext.RateLimitDescriptor{d}})
+	if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].LimitRemaining != 1 {
+		t.Fatalf("a descriptor's hits_addend 2 with 1 left: %v %v", resp, err)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	c := serve(t, memory.New(memory.Options{}))
+	neg := desc("remote_address", "x")
+	neg.IsNegativeHits = true
+	for _, tc := range []struct {
+		req  *rlsv3.RateLimitRequest
+		want string
+	}{
+		{&rlsv3.RateLimitRequest{Descriptors: []*rlsv3ext.RateLimitDescriptor{desc("a", "b")}}, "domain"},
+		{&rlsv3.RateLimitRequest{Domain: "edge"}, "descriptor"},
+		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlsv3ext.RateLimitDescriptor{neg}}, "negative"},
+	} {
+		_, err := c.ShouldRateLimit(context.Background(), tc.req)
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want InvalidArgument about %s", tc.req, err, tc.want)
+		}
+	}
+	// A huge value is a key like any other, bounded in the store.
+	resp := ask(t, c, "edge", desc("remote_address", strings.Repeat("{}\n", 100_000)))
+	if resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("huge value: %v", resp)
+	}
+}
+
+// Two services on one Redis, as two replicas of the rate-limit service
+// behind Envoy: 64 clients admit exactly the limit.
+func TestExactOnRedis(t *testing.T) {
+	srv := testredis.Start(t)
+	var clients []rlsv3.RateLimitServiceClient
+	for range 2 {
+		s, err := redisstore.New(redisstore.Options{Addrs: []string{srv.Addr()}, Timeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		clients = append(clients, serve(t, s))
+	}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Go(func() {
+			for range 5 {
+				resp, err := clients[g%2].ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{
+					Domain: "edge", Descriptors: []*rlsv3ext.RateLimitDescriptor{desc("remote_address", "hot"), desc("path", "/login")},
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if resp.OverallCode == rlsv3.RateLimitResponse_OK {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if admitted.Load() != 2 {
+		t.Fatalf("admitted %d of 320, want the login limit's 2", admitted.Load())
+	}
+	// The address limit (3 an hour) took only the 2 admissions.
+	if resp := ask(t, clients[0], "edge", desc("remote_address", "hot")); resp.Statuses[0].LimitRemaining != 0 || resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("address limit after the run: %v", resp)
+	}
+}
+
+func TestStoreDown(t *testing.T) {
+	srv := testredis.Start(t)
+	s, err := redisstore.New(redisstore.Options{Addrs: []string{srv.Addr()}, Timeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := serve(t, s)
+	ask(t, c, "edge", desc("remote_address", "a"))
+	srv.Stop()
+	_, err = c.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlsv3ext.RateLimitDescriptor{desc("remote_address", "a")}})
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("with Redis down: %v, want Unavailable", err)
+	}
+	// Descriptors that match no limit need no store.
+	if resp := ask(t, c, "edge", desc("path", "/health")); resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("unlimited with Redis down: %v", resp)
+	}
+}
+
+// The shipped example's rules load.
+func TestExampleRules(t *testing.T) {
+	r, err := LoadDir("../examples/rls/rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := r.Match("edge", []Entry{{"path", "/login"}, {"remote_address", "10.0.0.1"}}); l == nil || l.RequestsPerUnit != 5 {
+		t.Fatalf("login limit: %+v", l)
+	}
+}
