@@ -10,6 +10,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/breaker"
 	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/httplimit"
 )
 
 // routeBreaker is a route's circuit breaker and what it judges by.
@@ -81,7 +82,7 @@ func sameBreaker(a, b config.Breaker) bool {
 func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, rt *runtime, rte *route, rid, path, host string, err error) outcome {
 	var oe *breaker.OpenError
 	if errors.As(err, &oe) && !oe.Forced && oe.RetryAfter > 0 {
-		setRetryAfter(w.Header(), oe.RetryAfter)
+		httplimit.SetRetryAfter(w.Header(), oe.RetryAfter)
 	}
 	if !rte.record {
 		return answerWith(w, rte.fallback, rid)
@@ -92,8 +93,8 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, rt *runtime, rt
 	if g.recordRefused(rt, rte, r, &x, rid) {
 		extra = `,"recorded":true`
 	}
-	rte.fallback.write(w, rid, extra)
-	return outcome{status: rte.fallback.status, written: true}
+	rte.fallback.Write(w, rid, extra)
+	return outcome{status: rte.fallback.Status, written: true}
 }
 
 // BreakerStatus is one route's breaker as the admin API shows it.

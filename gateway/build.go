@@ -14,6 +14,7 @@ import (
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/gateway/clientip"
 	"github.com/floodgate-gw/floodgate/internal/h1"
+	"github.com/floodgate-gw/floodgate/httplimit"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
 	"github.com/floodgate-gw/floodgate/limit/redisstore"
@@ -39,7 +40,7 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 	g := &Gateway{
 		metrics:     NewMetrics(o.Registerer),
 		log:         o.Logger,
-		ids:         newIDSource(),
+		ids:         httplimit.NewIDSource(),
 		storeErrLog: newSampler(1),
 		samplers:    map[string]*sampler{},
 		clients:     map[string]*h1.Client{},
@@ -75,7 +76,7 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 		maxBody:   cfg.Server.MaxBodyBytes,
 		noRoute:   g.metrics.forRoute(""),
 	}
-	a := func(status int, code string) *answer { return newAnswer(status, code, cfg.Message(code)) }
+	a := func(status int, code string) *httplimit.Answer { return httplimit.NewAnswer(status, code, cfg.Message(code)) }
 	rt.keyRequired = a(http.StatusForbidden, "key_required")
 	rt.notFound = a(http.StatusNotFound, "route_not_found")
 	rt.badRequest = a(http.StatusBadRequest, "bad_request")
@@ -124,7 +125,7 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 		for _, lc := range rc.Limits {
 			r.limits = append(r.limits, g.limitSpec(cfg, rc.ID, lc))
 		}
-		r.fallback = newAnswer(rc.Fallback.Status, rc.Fallback.Code, cfg.Message(rc.Fallback.Code))
+		r.fallback = httplimit.NewAnswer(rc.Fallback.Status, rc.Fallback.Code, cfg.Message(rc.Fallback.Code))
 		if r.breaker, err = g.breakerFor(rc); err != nil {
 			return nil, err
 		}
@@ -144,7 +145,7 @@ func (g *Gateway) limitSpec(cfg *config.Config, route string, lc *config.Limit) 
 		rule:         lc.Rule,
 		allowMissing: lc.OnMissing == config.OnMissingAllow,
 		headers:      lc.Headers,
-		reject:       newAnswer(lc.Reject.Status, lc.Reject.Code, cfg.Message(lc.Reject.Code)),
+		reject:       httplimit.NewAnswer(lc.Reject.Status, lc.Reject.Code, cfg.Message(lc.Reject.Code)),
 		metrics:      g.metrics.forLimit(route, lc.Name),
 		sampler:      g.sampler(route + "/" + lc.Name),
 	}
@@ -370,7 +371,7 @@ func (g *Gateway) announceNow() {
 	if a, ok := s.(announcer); ok {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		if n, err := a.Announce(ctx, g.ids.prefix, 3*announceEvery); err == nil {
+		if n, err := a.Announce(ctx, g.ids.Prefix(), 3*announceEvery); err == nil {
 			g.instances.Store(int64(n))
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/floodgate-gw/floodgate/gateway/clientip"
 	"github.com/floodgate-gw/floodgate/gateway/pathclean"
 	"github.com/floodgate-gw/floodgate/internal/h1"
+	"github.com/floodgate-gw/floodgate/httplimit"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
 )
@@ -28,7 +29,7 @@ type Gateway struct {
 	rt          atomic.Pointer[runtime]
 	metrics     *Metrics
 	log         *slog.Logger
-	ids         *idSource
+	ids         *httplimit.IDSource
 	storeErrLog *sampler
 
 	local     *memory.Store // the memory store, and the local fallback of Redis
@@ -64,7 +65,7 @@ type runtime struct {
 	maxBody   int64
 
 	keyRequired, notFound, badRequest, tooLarge,
-	limiterUnavailable, upstreamTimeout, upstreamUnavailable *answer
+	limiterUnavailable, upstreamTimeout, upstreamUnavailable *httplimit.Answer
 	noRoute *routeMetrics
 }
 
@@ -81,10 +82,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt := g.rt.Load()
 
 	rid := ""
-	if vv := r.Header[rt.ridHeader]; len(vv) == 1 && wellFormedID(vv[0]) {
+	if vv := r.Header[rt.ridHeader]; len(vv) == 1 && httplimit.WellFormedID(vv[0]) {
 		rid = vv[0]
 	} else {
-		rid = g.ids.next()
+		rid = g.ids.Next()
 	}
 	ridv := []string{rid}
 	r.Header[rt.ridHeader] = ridv
@@ -92,15 +93,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	path, err := pathclean.Clean(r.URL.EscapedPath())
 	if err != nil {
-		rt.badRequest.write(w, rid, "")
-		rt.noRoute.count(rt.badRequest.status)
+		rt.badRequest.Write(w, rid, "")
+		rt.noRoute.count(rt.badRequest.Status)
 		return
 	}
 	host := hostOf(r)
 	rte := rt.match(r.Method, host, path)
 	if rte == nil {
-		rt.notFound.write(w, rid, "")
-		rt.noRoute.count(rt.notFound.status)
+		rt.notFound.Write(w, rid, "")
+		rt.noRoute.count(rt.notFound.Status)
 		return
 	}
 	o := g.serveRoute(w, r, rt, rte, rid, path, host)
@@ -213,15 +214,15 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 		a = rt.upstreamTimeout
 	}
 	v.setHeaders(w.Header())
-	a.write(w, rid, "")
-	o.status = a.status
+	a.Write(w, rid, "")
+	o.status = a.Status
 	return o
 }
 
 // answerWith writes one of the gateway's own answers.
-func answerWith(w http.ResponseWriter, a *answer, rid string) outcome {
-	a.write(w, rid, "")
-	return outcome{status: a.status, written: true}
+func answerWith(w http.ResponseWriter, a *httplimit.Answer, rid string) outcome {
+	a.Write(w, rid, "")
+	return outcome{status: a.Status, written: true}
 }
 
 // holdLeases renews concurrency leases while the exchange runs (a response

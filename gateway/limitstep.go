@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/floodgate-gw/floodgate/httplimit"
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
@@ -30,7 +31,7 @@ type limitSpec struct {
 	allowMissing bool
 	headers      bool
 	onError      onError
-	reject       *answer
+	reject       *httplimit.Answer
 	overrides    []override
 	metrics      *limitMetrics
 	sampler      *sampler
@@ -78,7 +79,7 @@ type verdict struct {
 	specs   []*limitSpec
 	limits  []limit.Limit
 	values  [][]string // each limit's key values, for the log
-	reject  *answer    // nil: admitted
+	reject  *httplimit.Answer    // nil: admitted
 	reason  int        // index of the limit that gave the status, or -1
 	leases  []limit.Limit
 	store   limit.Store // where the leases are held
@@ -88,7 +89,7 @@ type verdict struct {
 
 // decide runs the limit step of one request: every limit that applies,
 // global ones first, decided together in one store call.
-func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchange, ids *idSource) (verdict, error) {
+func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchange, ids *httplimit.IDSource) (verdict, error) {
 	v := verdict{reason: -1}
 	n := len(rte.limits)
 	if n == 0 {
@@ -129,7 +130,7 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 	req := &limit.Request{Limits: v.limits, Now: time.Now()}
 	for _, l := range v.limits {
 		if l.Rule.Algorithm == limit.Concurrency {
-			v.lease = ids.next()
+			v.lease = ids.Next()
 			req.Lease = v.lease
 			break
 		}
@@ -292,7 +293,7 @@ func (v *verdict) setHeaders(h http.Header) {
 		return
 	}
 	if i := reported(v.specs, v.res.Decisions, v.reason); i >= 0 {
-		setRateLimitHeaders(h, v.specs[i].name, &v.res.Decisions[i])
+		httplimit.SetHeaders(h, v.specs[i].name, &v.res.Decisions[i])
 	}
 	if v.reject != nil && v.reason >= 0 {
 		var wait time.Duration
@@ -301,7 +302,7 @@ func (v *verdict) setHeaders(h http.Header) {
 				wait = max(wait, d.RetryAfter)
 			}
 		}
-		setRetryAfter(h, wait)
+		httplimit.SetRetryAfter(h, wait)
 	}
 }
 

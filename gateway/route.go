@@ -3,6 +3,8 @@ package gateway
 import (
 	"net/http"
 	"strings"
+
+	"github.com/floodgate-gw/floodgate/httplimit"
 )
 
 // route is one configured route, ready to serve.
@@ -14,7 +16,7 @@ type route struct {
 	host     string
 	upstream *upstream
 	limits   []*limitSpec
-	fallback *answer
+	fallback *httplimit.Answer
 	breaker  *routeBreaker // nil: none
 	record   bool          // fallback.record: write an event per refusal
 	metrics  *routeMetrics

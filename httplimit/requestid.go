@@ -1,4 +1,4 @@
-package gateway
+package httplimit
 
 import (
 	"crypto/rand"
@@ -12,7 +12,9 @@ import (
 // client can neither inject into logs and JSON nor make us store a 1 MB id.
 const maxRequestID = 128
 
-func wellFormedID(s string) bool {
+// WellFormedID reports whether a request id a client sent may be used as
+// it is: at most 128 bytes of letters, digits and - _ . : + / =.
+func WellFormedID(s string) bool {
 	if s == "" || len(s) > maxRequestID {
 		return false
 	}
@@ -26,20 +28,25 @@ func wellFormedID(s string) bool {
 	return true
 }
 
-// idSource makes request ids unique across processes without a syscall per
+// IDSource makes request ids unique across processes without a syscall per
 // request: a random per-process prefix and a counter.
-type idSource struct {
+type IDSource struct {
 	prefix string
 	n      atomic.Uint64
 }
 
-func newIDSource() *idSource {
+// NewIDSource returns a source with a fresh random prefix.
+func NewIDSource() *IDSource {
 	var b [8]byte
 	rand.Read(b[:])
-	return &idSource{prefix: hex.EncodeToString(b[:]) + "-"}
+	return &IDSource{prefix: hex.EncodeToString(b[:]) + "-"}
 }
 
-func (s *idSource) next() string {
+// Prefix is the source's random prefix, unique to it: an instance id.
+func (s *IDSource) Prefix() string { return s.prefix }
+
+// Next returns a new request id.
+func (s *IDSource) Next() string {
 	var buf [40]byte
 	b := append(buf[:0], s.prefix...)
 	b = strconv.AppendUint(b, s.n.Add(1), 36)

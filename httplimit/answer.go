@@ -1,4 +1,4 @@
-package gateway
+package httplimit
 
 import (
 	"encoding/json"
@@ -6,16 +6,17 @@ import (
 	"strconv"
 )
 
-// answer is a response the gateway makes itself (SPEC §4.2). Its JSON is
-// prepared once, when the configuration is built: only the request id
-// changes from one response to the next.
-type answer struct {
-	status int
+// Answer is a JSON response of SPEC §4.2, which the gateway and the
+// middleware make themselves. Its JSON is prepared once: only the request
+// id changes from one response to the next.
+type Answer struct {
+	Status int
 	code   string
 	prefix []byte // {"code":"...","message":"...","request_id":"
 }
 
-func newAnswer(status int, code, message string) *answer {
+// NewAnswer prepares the answer with status, code and message.
+func NewAnswer(status int, code, message string) *Answer {
 	c, _ := json.Marshal(code)
 	m, _ := json.Marshal(message)
 	p := make([]byte, 0, len(c)+len(m)+40)
@@ -24,12 +25,12 @@ func newAnswer(status int, code, message string) *answer {
 	p = append(p, `,"message":`...)
 	p = append(p, m...)
 	p = append(p, `,"request_id":"`...)
-	return &answer{status: status, code: code, prefix: p}
+	return &Answer{Status: status, code: code, prefix: p}
 }
 
-// write sends the answer. requestID is well formed (see requestID), so it
+// Write sends the answer. requestID is well formed (WellFormedID), so it
 // needs no JSON escaping; extra is appended inside the object as is.
-func (a *answer) write(w http.ResponseWriter, requestID string, extra string) {
+func (a *Answer) Write(w http.ResponseWriter, requestID string, extra string) {
 	body := make([]byte, 0, len(a.prefix)+len(requestID)+len(extra)+3)
 	body = append(body, a.prefix...)
 	body = append(body, requestID...)
@@ -40,7 +41,7 @@ func (a *answer) write(w http.ResponseWriter, requestID string, extra string) {
 	h["Content-Type"] = jsonType
 	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	h["Cache-Control"] = noStore
-	w.WriteHeader(a.status)
+	w.WriteHeader(a.Status)
 	w.Write(body)
 }
 

@@ -1,0 +1,71 @@
+package httplimit
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/limit"
+)
+
+// ceilSeconds rounds a duration up to whole seconds (SPEC §4.3: "all
+// rounded up to integers").
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64(math.Ceil(d.Seconds()))
+}
+
+// SetHeaders reports one limit's decision, named name, in both
+// the IETF draft-ietf-httpapi-ratelimit-headers-11 fields and the older
+// X-RateLimit-* ones. RESET is seconds from now, never an epoch time.
+func SetHeaders(h http.Header, name string, d *limit.Decision) {
+	quota := d.Limit
+	window := ceilSeconds(d.Rule.Window())
+	remaining := d.Remaining
+	reset := ceilSeconds(d.ResetAfter)
+
+	// Every value is a piece of one string, and the five header slices
+	// share one array (each capped, so that adding to one header cannot
+	// overwrite the next): two allocations for the five headers.
+	b := make([]byte, 0, 128)
+	var cut [5]int
+	b = append(b, '"')
+	b = append(b, name...)
+	b = append(b, `";q=`...)
+	b = strconv.AppendInt(b, quota, 10)
+	b = append(b, ";w="...)
+	b = strconv.AppendInt(b, window, 10)
+	cut[0] = len(b)
+	b = append(b, '"')
+	b = append(b, name...)
+	b = append(b, `";r=`...)
+	b = strconv.AppendInt(b, remaining, 10)
+	b = append(b, ";t="...)
+	b = strconv.AppendInt(b, reset, 10)
+	cut[1] = len(b)
+	b = strconv.AppendInt(b, quota, 10)
+	cut[2] = len(b)
+	b = strconv.AppendInt(b, remaining, 10)
+	cut[3] = len(b)
+	b = strconv.AppendInt(b, reset, 10)
+	cut[4] = len(b)
+	s := string(b)
+	v := new([5]string)
+	from := 0
+	for i, to := range cut {
+		v[i], from = s[from:to], to
+	}
+	h["Ratelimit-Policy"] = v[0:1:1]
+	h["Ratelimit"] = v[1:2:2]
+	h["X-Ratelimit-Limit"] = v[2:3:3]
+	h["X-Ratelimit-Remaining"] = v[3:4:4]
+	h["X-Ratelimit-Reset"] = v[4:5:5]
+}
+
+// SetRetryAfter sets Retry-After to d rounded up, at least one second.
+func SetRetryAfter(h http.Header, d time.Duration) {
+	h["Retry-After"] = []string{strconv.FormatInt(max(ceilSeconds(d), 1), 10)}
+}

@@ -1,0 +1,221 @@
+// Package httplimit is net/http middleware that applies floodgate limits to
+// a Go service without the gateway (SPEC §11), over either store, and
+// answers as the gateway does (SPEC §4.2, §4.3): a rejected request gets
+// its limit's status (429 by default) and a JSON body with a code, a
+// message and the request id, Retry-After, and the RateLimit and
+// X-RateLimit-* headers; an admitted one gets the headers of the limit
+// closest to rejecting. Every limit that applies to a request is decided
+// in one store call, and a rejected request consumes nothing.
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/limit"
+)
+
+// Limit is one limit the middleware applies.
+type Limit struct {
+	// Rule is the limit. Its Name names it in the headers.
+	Rule *limit.Rule
+
+	// Key returns the request's key for this limit, and false when the
+	// limit does not apply to the request (an anonymous request has no
+	// user limit, say). Nil: one key for every request, a global limit.
+	Key func(r *http.Request) (string, bool)
+
+	// Status, Code and Message answer a request this limit rejects:
+	// 429, "rate_limited" and "Too many requests" when empty.
+	Status  int
+	Code    string
+	Message string
+
+	// NoHeaders keeps this limit out of the rate-limit headers.
+	NoHeaders bool
+}
+
+// OnError is what a request gets when the store cannot decide.
+type OnError int
+
+const (
+	// Deny answers 503 with code "limiter_unavailable".
+	Deny OnError = iota
+	// Allow lets the request through unlimited.
+	Allow
+)
+
+// Options configure New.
+type Options struct {
+	// Store decides the limits: the memory store or a Redis one.
+	Store limit.Store
+
+	// Limits apply in order; the first that rejects gives the answer.
+	Limits []Limit
+
+	// Fallback, when set, decides while Store fails: a memory store with
+	// a share of each limit, say. Without it, OnError answers.
+	Fallback limit.Store
+	OnError  OnError
+
+	// RequestIDHeader is read for the request id the JSON answers carry,
+	// and set on the request when missing. Default "X-Request-Id".
+	RequestIDHeader string
+
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// New returns the middleware, or an error naming the first invalid limit.
+func New(o Options) (func(http.Handler) http.Handler, error) {
+	if o.Store == nil {
+		return nil, errors.New("httplimit: no store")
+	}
+	if o.RequestIDHeader == "" {
+		o.RequestIDHeader = "X-Request-Id"
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	ls := make([]preparedLimit, len(o.Limits))
+	for i, l := range o.Limits {
+		if l.Rule == nil {
+			return nil, fmt.Errorf("httplimit: limit %d has no rule", i)
+		}
+		if err := l.Rule.Validate(); err != nil {
+			return nil, fmt.Errorf("httplimit: limit %d: %w", i, err)
+		}
+		if l.Status == 0 {
+			l.Status = http.StatusTooManyRequests
+		}
+		if l.Status < 400 || l.Status > 599 {
+			return nil, fmt.Errorf("httplimit: limit %s: status %d is not an error status", l.Rule.Name, l.Status)
+		}
+		if l.Code == "" {
+			l.Code = "rate_limited"
+		}
+		if l.Message == "" {
+			l.Message = "Too many requests"
+		}
+		ls[i] = preparedLimit{Limit: l, answer: NewAnswer(l.Status, l.Code, l.Message)}
+	}
+	m := &middleware{o: o, limits: ls, ids: NewIDSource(),
+		unavailable: NewAnswer(http.StatusServiceUnavailable, "limiter_unavailable", "The rate limiter is unavailable, try again later")}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(next, w, r) })
+	}, nil
+}
+
+type preparedLimit struct {
+	Limit
+	answer *Answer
+}
+
+type middleware struct {
+	o           Options
+	limits      []preparedLimit
+	ids         *IDSource
+	unavailable *Answer
+}
+
+func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Request) {
+	// A client's id is used only when it is safe in logs and JSON.
+	id := r.Header.Get(m.o.RequestIDHeader)
+	if !WellFormedID(id) {
+		id = m.ids.Next()
+		r.Header.Set(m.o.RequestIDHeader, id)
+	}
+	req := &limit.Request{Now: m.o.Now()}
+	applied := make([]int, 0, len(m.limits)) // the limits' places in m.limits
+	for i, l := range m.limits {
+		k := limit.StringKey("")
+		if l.Key != nil {
+			v, ok := l.Key(r)
+			if !ok {
+				continue
+			}
+			k = limit.StringKey(v)
+		}
+		if l.Rule.Algorithm == limit.Concurrency && req.Lease == "" {
+			req.Lease = m.ids.Next()
+		}
+		req.Limits = append(req.Limits, limit.Limit{Rule: l.Rule, Key: k})
+		applied = append(applied, i)
+	}
+	if len(req.Limits) == 0 {
+		next.ServeHTTP(w, r)
+		return
+	}
+	store := m.o.Store
+	res, err := store.Decide(r.Context(), req)
+	if err != nil && m.o.Fallback != nil && errors.Is(err, limit.ErrStoreUnavailable) {
+		store = m.o.Fallback
+		res, err = store.Decide(r.Context(), req)
+	}
+	if err != nil {
+		if m.o.OnError == Allow {
+			next.ServeHTTP(w, r)
+			return
+		}
+		m.unavailable.Write(w, id, "")
+		return
+	}
+	if req.Lease != "" {
+		// A lease is freed when the response ends, also when the client
+		// left early: its context is done then, so the release gets its
+		// own.
+		defer store.Release(context.WithoutCancel(r.Context()), req.Lease, req.Limits...)
+	}
+
+	h := w.Header()
+	if !res.Allowed {
+		first := -1
+		var wait time.Duration
+		for j, d := range res.Decisions {
+			if d.Allowed || d.Rule.Shadow {
+				continue
+			}
+			if first < 0 {
+				first = j
+			}
+			wait = max(wait, d.RetryAfter)
+		}
+		l := &m.limits[applied[first]]
+		if m.reportable(l) {
+			SetHeaders(h, l.Rule.Name, &res.Decisions[first])
+		}
+		SetRetryAfter(h, wait)
+		l.answer.Write(w, id, "")
+		return
+	}
+	best, share := -1, 2.0
+	for j, d := range res.Decisions {
+		if l := &m.limits[applied[j]]; m.reportable(l) && d.Limit > 0 && !d.Undecided {
+			if s := float64(d.Remaining) / float64(d.Limit); s < share {
+				best, share = j, s
+			}
+		}
+	}
+	if best >= 0 {
+		SetHeaders(h, res.Decisions[best].Rule.Name, &res.Decisions[best])
+	}
+	if res.Delay > 0 {
+		// A token bucket with a queue admitted the request against a
+		// token due later: wait for it, unless the client leaves.
+		t := time.NewTimer(res.Delay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
+	next.ServeHTTP(w, r)
+}
+
+func (m *middleware) reportable(l *preparedLimit) bool {
+	return !l.NoHeaders && l.Rule.Algorithm != limit.Concurrency
+}
