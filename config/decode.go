@@ -6,20 +6,24 @@ import (
 	"net/netip"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/floodgate-gw/floodgate/internal/yamlnode"
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
 // decoder fills a Config from a YAML node tree. It works on nodes rather
 // than through yaml.Unmarshal so that every problem has a line, so that it
 // can go on after one and report the rest, and so that a repeated key, which
-// yaml.v3 accepts silently when decoding into a Node, is an error.
+// yaml.v3 accepts silently when decoding into a Node, is an error. Its
+// Reader follows aliases within a budget of nodes and resolves merge keys.
 type decoder struct {
+	*yamlnode.Reader
 	file string
 	errs Errors
 
@@ -33,34 +37,24 @@ type decoder struct {
 	// validation does not pile a second, confusing error on the first.
 	bad map[string]bool
 
-	// budget bounds the nodes visited. Aliases make a tree a DAG, and a
-	// few kilobytes of nested aliases would otherwise expand to billions
-	// of nodes (the "billion laughs").
-	budget int
-	// active holds the anchored nodes being decoded, to refuse an alias
-	// inside an anchor that refers to the anchor itself.
-	active map[*yaml.Node]bool
-
 	fields map[reflect.Type]map[string]int
 }
 
 func newDecoder(file string, root *yaml.Node) *decoder {
-	return &decoder{
+	d := &decoder{
 		file:   file,
 		lines:  map[string]int{},
 		bad:    map[string]bool{},
-		budget: 10*countNodes(root) + 10_000,
-		active: map[*yaml.Node]bool{},
 		fields: map[reflect.Type]map[string]int{},
 	}
-}
-
-func countNodes(n *yaml.Node) int {
-	c := 1
-	for _, k := range n.Content {
-		c += countNodes(k)
-	}
-	return c
+	d.Reader = yamlnode.NewReader(root, yamlnode.ReaderConfig{
+		Report:       func(n *yaml.Node, path, msg string) { d.errorf(n, path, "%s", msg) },
+		TooManyNodes: "too many nodes after alias expansion; write the config without nested aliases",
+		// A repeated key is reported at its own path, "server.listen:
+		// key "listen" repeated", as a value's problems are.
+		KeyPath: join,
+	})
+	return d
 }
 
 // errorf reports a problem with the value at path, naming the path.
@@ -71,15 +65,6 @@ func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
 		msg = path + ": " + msg
 	}
 	d.errs = append(d.errs, Error{File: d.file, Line: n.Line, Msg: msg})
-}
-
-// spend takes one node from the budget, reporting once when it runs out.
-func (d *decoder) spend(n *yaml.Node) bool {
-	d.budget--
-	if d.budget == -1 {
-		d.errorf(n, "", "too many nodes after alias expansion; write the config without nested aliases")
-	}
-	return d.budget >= 0
 }
 
 // nodeUnmarshaler is implemented by types that read a node themselves.
@@ -105,23 +90,11 @@ var (
 // decode sets v from n. A null node leaves v as it is: "timeout:" with
 // nothing after it means the default, as leaving the key out does.
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
-	if !d.spend(n) {
+	if n = d.Follow(n, path); n == nil {
 		return
 	}
-	if n.Kind == yaml.AliasNode {
-		target := n.Alias
-		if target == nil || d.active[target] {
-			d.errorf(n, path, "alias *%s refers to itself", n.Value)
-			return
-		}
-		d.decode(target, v, path)
-		return
-	}
-	if n.Anchor != "" {
-		d.active[n] = true
-		defer delete(d.active, n)
-	}
-	if isNull(n) {
+	defer d.Hold(n)()
+	if yamlnode.IsNull(n) {
 		return
 	}
 	t := v.Type()
@@ -171,12 +144,12 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		}
 	case reflect.Bool:
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
-			d.errorf(n, path, "want true or false, got %s", describe(n))
+			d.errorf(n, path, "want true or false, got %s", yamlnode.Describe(n))
 			return
 		}
 		var b bool
 		if err := n.Decode(&b); err != nil {
-			d.errorf(n, path, "want true or false, got %s", describe(n))
+			d.errorf(n, path, "want true or false, got %s", yamlnode.Describe(n))
 			return
 		}
 		v.SetBool(b)
@@ -185,14 +158,14 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		// "10" is a string that happens to hold digits.
 		var i int64
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&i) != nil || v.OverflowInt(i) {
-			d.errorf(n, path, "want a whole number, got %s", describe(n))
+			d.errorf(n, path, "want a whole number, got %s", yamlnode.Describe(n))
 			return
 		}
 		v.SetInt(i)
 	case reflect.Float64:
 		var f float64
 		if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!float") || n.Decode(&f) != nil {
-			d.errorf(n, path, "want a number, got %s", describe(n))
+			d.errorf(n, path, "want a number, got %s", yamlnode.Describe(n))
 			return
 		}
 		v.SetFloat(f)
@@ -203,112 +176,16 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 }
 
-func isNull(n *yaml.Node) bool {
-	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
-}
-
-// describe names a node's value for an error message.
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	}
-	if len(n.Value) > 40 {
-		return strconv.Quote(n.Value[:40] + "...")
-	}
-	return strconv.Quote(n.Value)
-}
-
 // scalar returns the text of a scalar node.
 func (d *decoder) scalar(n *yaml.Node, path, want string) (string, bool) {
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
 	}
 	if n.Kind != yaml.ScalarNode {
-		d.errorf(n, path, "want %s, got %s", want, describe(n))
+		d.errorf(n, path, "want %s, got %s", want, yamlnode.Describe(n))
 		return "", false
 	}
 	return n.Value, true
-}
-
-// pair is one key and value of a mapping.
-type pair struct{ key, value *yaml.Node }
-
-// pairs returns the keys and values of a mapping with merge keys ("<<")
-// resolved, reporting repeated keys. A key written in the mapping itself
-// wins over a merged one, as YAML's merge key type says.
-func (d *decoder) pairs(n *yaml.Node, path string) []pair {
-	if n.Kind != yaml.MappingNode {
-		d.errorf(n, path, "want a mapping of keys to values, got %s", describe(n))
-		return nil
-	}
-	var own, merged []pair
-	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := n.Content[i], n.Content[i+1]
-		if k.Kind == yaml.AliasNode && k.Alias != nil {
-			k = k.Alias
-		}
-		if k.Kind != yaml.ScalarNode || isNull(k) {
-			d.errorf(k, path, "a key must be a plain string, got %s", describe(k))
-			continue
-		}
-		if k.Tag == "!!merge" {
-			merged = append(merged, d.mergePairs(val, path)...)
-			continue
-		}
-		if first, dup := seen[k.Value]; dup {
-			d.errorf(n.Content[i], join(path, k.Value), "key %q repeated (first at line %d)", k.Value, first)
-			continue
-		}
-		seen[k.Value] = n.Content[i].Line
-		own = append(own, pair{n.Content[i], val})
-	}
-	for _, p := range merged {
-		if _, ok := seen[p.key.Value]; !ok {
-			seen[p.key.Value] = p.key.Line
-			own = append(own, p)
-		}
-	}
-	return own
-}
-
-// mergePairs reads the value of a merge key: a mapping, or a list of them
-// of which the earlier win.
-func (d *decoder) mergePairs(n *yaml.Node, path string) []pair {
-	if !d.spend(n) {
-		return nil
-	}
-	if n.Kind == yaml.AliasNode {
-		target := n.Alias
-		if target == nil || d.active[target] {
-			d.errorf(n, path, "alias *%s refers to itself", n.Value)
-			return nil
-		}
-		n = target
-	}
-	if n.Anchor != "" {
-		d.active[n] = true
-		defer delete(d.active, n)
-	}
-	switch n.Kind {
-	case yaml.MappingNode:
-		return d.pairs(n, path)
-	case yaml.SequenceNode:
-		var all []pair
-		for _, item := range n.Content {
-			if item.Kind == yaml.SequenceNode {
-				d.errorf(item, path, "a merge key (<<) takes a mapping or a list of mappings")
-				continue
-			}
-			all = append(all, d.mergePairs(item, path)...)
-		}
-		return all
-	}
-	d.errorf(n, path, "a merge key (<<) takes a mapping or a list of mappings, got %s", describe(n))
-	return nil
 }
 
 func join(path, key string) string {
@@ -320,15 +197,15 @@ func join(path, key string) string {
 
 func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind != yaml.MappingNode {
-		d.errorf(n, path, "want a mapping of keys to values, got %s", describe(n))
+		d.errorf(n, path, "want a mapping of keys to values, got %s", yamlnode.Describe(n))
 		return
 	}
 	fields := d.fieldsOf(v.Type())
 	if i, ok := fields["\x00line"]; ok {
 		v.Field(i).SetInt(int64(n.Line))
 	}
-	for _, p := range d.pairs(n, path) {
-		name := p.key.Value
+	for _, p := range d.Pairs(n, path) {
+		name := p.Key.Value
 		fpath := join(path, name)
 		i, ok := fields[name]
 		if !ok || strings.HasPrefix(name, "\x00") {
@@ -336,18 +213,18 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 			if path != "" {
 				msg = path + ": " + msg
 			}
-			if s := suggest(name, fields); s != "" {
+			if s := yamlnode.Suggest(name, names(fields)); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
-			d.errs = append(d.errs, Error{File: d.file, Line: p.key.Line, Msg: msg})
+			d.errs = append(d.errs, Error{File: d.file, Line: p.Key.Line, Msg: msg})
 			continue
 		}
 		// A null value is a key left out: it keeps the default, and
 		// validation must not take it for a value given.
-		if !isNull(p.value) {
-			d.lines[fpath] = p.key.Line
+		if !yamlnode.IsNull(p.Value) {
+			d.lines[fpath] = p.Key.Line
 		}
-		d.decode(p.value, v.Field(i), fpath)
+		d.decode(p.Value, v.Field(i), fpath)
 	}
 }
 
@@ -372,49 +249,22 @@ func (d *decoder) fieldsOf(t reflect.Type) map[string]int {
 	return f
 }
 
-// suggest returns the known key closest to a misspelt one, if any is close.
-func suggest(name string, fields map[string]int) string {
-	best, bestD := "", 3
+// names lists the YAML names of fieldsOf, sorted, so that of two keys as
+// close to a misspelt one the hint always names the same.
+func names(fields map[string]int) []string {
+	var ns []string
 	for k := range fields {
-		if strings.HasPrefix(k, "\x00") {
-			continue
-		}
-		if dist := editDistance(name, k); dist < bestD || dist == bestD && k < best {
-			best, bestD = k, dist
+		if !strings.HasPrefix(k, "\x00") {
+			ns = append(ns, k)
 		}
 	}
-	if bestD > len(name)/2 {
-		return ""
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 1 << 30
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	slices.Sort(ns)
+	return ns
 }
 
 func (d *decoder) decodeSlice(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind != yaml.SequenceNode {
-		d.errorf(n, path, "want a list, got %s", describe(n))
+		d.errorf(n, path, "want a list, got %s", yamlnode.Describe(n))
 		return
 	}
 	t := v.Type()
@@ -431,7 +281,7 @@ func (d *decoder) decodeSlice(n *yaml.Node, v reflect.Value, path string) {
 				df.setDefaults()
 			}
 		}
-		if isNull(item) {
+		if yamlnode.IsNull(item) {
 			d.errorf(item, ipath, "empty list entry")
 			continue
 		}
@@ -443,12 +293,12 @@ func (d *decoder) decodeSlice(n *yaml.Node, v reflect.Value, path string) {
 func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
 	t := v.Type()
 	m := reflect.MakeMap(t)
-	for _, p := range d.pairs(n, path) {
-		kpath := join(path, p.key.Value)
-		d.lines[kpath] = p.key.Line
+	for _, p := range d.Pairs(n, path) {
+		kpath := join(path, p.Key.Value)
+		d.lines[kpath] = p.Key.Line
 		e := reflect.New(t.Elem()).Elem()
-		d.decode(p.value, e, kpath)
-		m.SetMapIndex(reflect.ValueOf(p.key.Value).Convert(t.Key()), e)
+		d.decode(p.Value, e, kpath)
+		m.SetMapIndex(reflect.ValueOf(p.Key.Value).Convert(t.Key()), e)
 	}
 	v.Set(m)
 }
@@ -543,6 +393,6 @@ func (kv *KeyValues) unmarshalNode(d *decoder, n *yaml.Node, path string) {
 		}
 		*kv = vals
 	default:
-		d.errorf(n, path, "want a key value or a list of them, got %s", describe(n))
+		d.errorf(n, path, "want a key value or a list of them, got %s", yamlnode.Describe(n))
 	}
 }

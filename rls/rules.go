@@ -1,17 +1,14 @@
 package rls
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +17,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/floodgate-gw/floodgate/internal/yamlnode"
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
@@ -282,6 +280,13 @@ var (
 	replacesKeys   = []string{"name"}
 )
 
+// parseMessages are what parseFile says of a file that is not one mapping.
+var parseMessages = yamlnode.ParseMessages{
+	Empty:          "empty: a rule file holds a domain and its descriptors",
+	SecondDocument: "a rule file holds one YAML document, for one domain; put the second (after ---) in a file of its own",
+	NotMapping:     "want a mapping (domain, descriptors)",
+}
+
 // file is one parsed rule file.
 type file struct {
 	domain     string
@@ -292,19 +297,13 @@ type file struct {
 
 // parser builds the rules of one file from its YAML node tree. It works on
 // nodes rather than through yaml.Unmarshal so that every problem has a line
-// and so that it can go on after one and report the rest.
+// and so that it can go on after one and report the rest. Its Reader
+// follows aliases within a budget of nodes and resolves merge keys.
 type parser struct {
+	*yamlnode.Reader
 	file   string
 	domain string
 	errs   lineErrors
-
-	// budget bounds the nodes visited: aliases make a tree a DAG, and a
-	// few kilobytes of nested aliases would otherwise expand to billions
-	// of nodes.
-	budget int
-	// active holds the anchored nodes being read, to refuse an alias
-	// inside an anchor that refers to the anchor itself.
-	active map[*yaml.Node]bool
 
 	// names holds the line of the first rate_limit.name of each name, and
 	// refs every replaces entry, checked against names at the end.
@@ -319,35 +318,34 @@ type ref struct {
 
 func parseFile(name string, data []byte) *file {
 	f := &file{}
-	root, err := parseYAML(name, data)
-	if err != nil {
-		f.errs = lineErrors{err}
+	root, prob := yamlnode.Parse(data, parseMessages)
+	if prob != nil {
+		f.errs = lineErrors{{file: name, line: prob.Line, msg: prob.Msg}}
 		return f
 	}
-	p := &parser{
-		file:   name,
-		budget: 10*countNodes(root) + 10_000,
-		active: map[*yaml.Node]bool{},
-		names:  map[string]int{},
-	}
+	p := &parser{file: name, names: map[string]int{}}
+	p.Reader = yamlnode.NewReader(root, yamlnode.ReaderConfig{
+		Report:       func(n *yaml.Node, path, msg string) { p.errorf(n, path, "%s", msg) },
+		TooManyNodes: "too many nodes after alias expansion; write the file without nested aliases",
+	})
 	f.root = &node{}
 	var descriptors *yaml.Node
-	for _, kv := range p.pairs(root, "") {
-		switch kv.key.Value {
+	for _, kv := range p.Pairs(root, "") {
+		switch kv.Key.Value {
 		case "domain":
-			if s, ok := p.str(kv.value, "domain"); ok {
-				f.domain, f.domainLine = s, kv.key.Line
+			if s, ok := p.str(kv.Value, "domain"); ok {
+				f.domain, f.domainLine = s, kv.Key.Line
 				if s == "" {
-					p.errorf(kv.key, "domain", "empty domain: a rule file names the domain its descriptors belong to")
+					p.errorf(kv.Key, "domain", "empty domain: a rule file names the domain its descriptors belong to")
 				}
 			}
 		case "descriptors":
-			descriptors = kv.value
+			descriptors = kv.Value
 		default:
-			p.unknown(kv.key, "", topKeys)
+			p.unknown(kv.Key, "", topKeys)
 		}
 	}
-	if f.domainLine == 0 && !p.spent() {
+	if f.domainLine == 0 && !p.Spent() {
 		p.errorf(root, "", "domain is missing: a rule file names the domain its descriptors belong to")
 	}
 	p.domain = f.domain
@@ -355,7 +353,7 @@ func parseFile(name string, data []byte) *file {
 		p.descriptors(descriptors, "descriptors", f.root, nil)
 	}
 	for _, r := range p.refs {
-		if _, ok := p.names[r.name]; !ok && !p.spent() {
+		if _, ok := p.names[r.name]; !ok && !p.Spent() {
 			p.errorf(r.n, r.path, "replaces %q: no rate_limit in domain %q has that name", r.name, f.domain)
 		}
 	}
@@ -369,15 +367,15 @@ func parseFile(name string, data []byte) *file {
 // descriptors reads a list of descriptors into parent. path names the list
 // in messages; trail holds the keys and values from the top to parent.
 func (p *parser) descriptors(list *yaml.Node, path string, parent *node, trail []Entry) {
-	list = p.follow(list, path)
-	if list == nil || isNull(list) {
+	list = p.Follow(list, path)
+	if list == nil || yamlnode.IsNull(list) {
 		return
 	}
 	if list.Kind != yaml.SequenceNode {
-		p.errorf(list, path, "want a list of descriptors, got %s", describe(list))
+		p.errorf(list, path, "want a list of descriptors, got %s", yamlnode.Describe(list))
 		return
 	}
-	defer p.hold(list)()
+	defer p.Hold(list)()
 	first := map[Entry]int{}
 	for i, item := range list.Content {
 		ipath := path + "[" + strconv.Itoa(i) + "]"
@@ -412,15 +410,15 @@ func (p *parser) descriptors(list *yaml.Node, path string, parent *node, trail [
 // descriptor reads one descriptor and what it nests. It returns a nil node
 // when the descriptor has no key, so that it is left out of its parent.
 func (p *parser) descriptor(item *yaml.Node, path string, trail []Entry) (Entry, *node) {
-	item = p.follow(item, path)
+	item = p.Follow(item, path)
 	if item == nil {
 		return Entry{}, nil
 	}
 	if item.Kind != yaml.MappingNode {
-		p.errorf(item, path, "want a descriptor (key, value, rate_limit, descriptors), got %s", describe(item))
+		p.errorf(item, path, "want a descriptor (key, value, rate_limit, descriptors), got %s", yamlnode.Describe(item))
 		return Entry{}, nil
 	}
-	defer p.hold(item)()
+	defer p.Hold(item)()
 	var (
 		e                                Entry
 		hasKey, keyBad                   bool
@@ -428,37 +426,37 @@ func (p *parser) descriptor(item *yaml.Node, path string, trail []Entry) (Entry,
 		shadow, unlimited                bool
 		shadowKey, unlimitedKey, rateKey *yaml.Node
 	)
-	for _, kv := range p.pairs(item, path) {
-		fpath := path + "." + kv.key.Value
-		switch kv.key.Value {
+	for _, kv := range p.Pairs(item, path) {
+		fpath := path + "." + kv.Key.Value
+		switch kv.Key.Value {
 		case "key":
 			// A key of the wrong type is reported once, not again
 			// as missing.
-			s, ok := p.str(kv.value, fpath)
+			s, ok := p.str(kv.Value, fpath)
 			e.Key, hasKey, keyBad = s, true, !ok
 		case "value":
-			if s, ok := p.str(kv.value, fpath); ok {
+			if s, ok := p.str(kv.Value, fpath); ok {
 				e.Value = s
 			}
 		case "rate_limit":
-			if v := p.follow(kv.value, fpath); v != nil && !isNull(v) {
-				rateLimit, rateKey = v, kv.key
+			if v := p.Follow(kv.Value, fpath); v != nil && !yamlnode.IsNull(v) {
+				rateLimit, rateKey = v, kv.Key
 			}
 		case "shadow_mode":
-			shadow, _ = p.boolean(kv.value, fpath)
-			shadowKey = kv.key
+			shadow, _ = p.boolean(kv.Value, fpath)
+			shadowKey = kv.Key
 		case "unlimited":
-			unlimited, _ = p.boolean(kv.value, fpath)
-			unlimitedKey = kv.key
+			unlimited, _ = p.boolean(kv.Value, fpath)
+			unlimitedKey = kv.Key
 		case "replaces":
-			replacesNode = kv.value
+			replacesNode = kv.Value
 		case "detailed_metric":
 			// It only changes envoyproxy/ratelimit's statistics.
-			p.boolean(kv.value, fpath)
+			p.boolean(kv.Value, fpath)
 		case "descriptors":
-			nested = kv.value
+			nested = kv.Value
 		default:
-			p.unknown(kv.key, path, descriptorKeys)
+			p.unknown(kv.Key, path, descriptorKeys)
 		}
 	}
 	n := &node{}
@@ -503,7 +501,7 @@ func (p *parser) descriptor(item *yaml.Node, path string, trail []Entry) (Entry,
 		return Entry{}, nil
 	}
 	if !hasKey || e.Key == "" {
-		if !p.spent() {
+		if !p.Spent() {
 			p.errorf(item, path, "key is missing: every descriptor has a key")
 		}
 		return Entry{}, nil
@@ -526,7 +524,7 @@ func (p *parser) descriptor(item *yaml.Node, path string, trail []Entry) (Entry,
 // Limit after a problem, and whether the block holds replaces.
 func (p *parser) rateLimit(m, key *yaml.Node, path string, shadow bool) (lim *Limit, hasReplaces bool) {
 	if m.Kind != yaml.MappingNode {
-		p.errorf(m, path, "want a mapping (unit, requests_per_unit), got %s", describe(m))
+		p.errorf(m, path, "want a mapping (unit, requests_per_unit), got %s", yamlnode.Describe(m))
 		return nil, false
 	}
 	lim = &Limit{Shadow: shadow}
@@ -537,42 +535,42 @@ func (p *parser) rateLimit(m, key *yaml.Node, path string, shadow bool) (lim *Li
 		count                           int64
 		ok                              = true
 	)
-	for _, kv := range p.pairs(m, path) {
-		fpath := path + "." + kv.key.Value
-		switch kv.key.Value {
+	for _, kv := range p.Pairs(m, path) {
+		fpath := path + "." + kv.Key.Value
+		switch kv.Key.Value {
 		case "unit":
-			unitKey = kv.key
-			s, good := p.str(kv.value, fpath)
+			unitKey = kv.Key
+			s, good := p.str(kv.Value, fpath)
 			if !good {
 				ok = false
 				break
 			}
 			u, known := units[strings.ToUpper(s)]
 			if !known {
-				p.errorf(kv.value, fpath, "unknown unit %q (%s)", s, unitList)
+				p.errorf(kv.Value, fpath, "unknown unit %q (%s)", s, unitList)
 				ok = false
 				break
 			}
 			lim.Unit, period = u.unit, u.period
 		case "requests_per_unit":
-			countKey = kv.key
-			v, good := p.count(kv.value, fpath)
+			countKey = kv.Key
+			v, good := p.count(kv.Value, fpath)
 			count, ok = v, ok && good
 		case "name":
-			if s, good := p.str(kv.value, fpath); good {
+			if s, good := p.str(kv.Value, fpath); good {
 				lim.Name = s
 				if _, seen := p.names[s]; !seen && s != "" {
-					p.names[s] = kv.key.Line
+					p.names[s] = kv.Key.Line
 				}
 			}
 		case "unlimited":
-			unlimitedKey = kv.key
-			lim.Unlimited, _ = p.boolean(kv.value, fpath)
+			unlimitedKey = kv.Key
+			lim.Unlimited, _ = p.boolean(kv.Value, fpath)
 		case "replaces":
-			lim.Replaces = p.replaces(kv.value, fpath)
-			hasReplaces, replacesKey = true, kv.key
+			lim.Replaces = p.replaces(kv.Value, fpath)
+			hasReplaces, replacesKey = true, kv.Key
 		default:
-			p.unknown(kv.key, path, rateLimitKeys)
+			p.unknown(kv.Key, path, rateLimitKeys)
 		}
 	}
 	if lim.Unlimited {
@@ -621,7 +619,7 @@ func (p *parser) checkSelf(lim *Limit, n *yaml.Node, path string) {
 
 // count reads requests_per_unit: a whole number from 1 to limit.MaxCount.
 func (p *parser) count(n *yaml.Node, path string) (int64, bool) {
-	n = p.follow(n, path)
+	n = p.Follow(n, path)
 	if n == nil {
 		return 0, false
 	}
@@ -629,7 +627,7 @@ func (p *parser) count(n *yaml.Node, path string) (int64, bool) {
 	// Only an !!int: yaml.v3 would truncate 1.5 to 1, and a quoted "10"
 	// is a string that happens to hold digits.
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&v) != nil {
-		p.errorf(n, path, "want a whole number, got %s", describe(n))
+		p.errorf(n, path, "want a whole number, got %s", yamlnode.Describe(n))
 		return 0, false
 	}
 	switch {
@@ -651,32 +649,32 @@ func (p *parser) count(n *yaml.Node, path string) (int64, bool) {
 // replaces reads a list of {name: NAME} and records each name, to be checked
 // against the domain's rate_limit names at the end of the file.
 func (p *parser) replaces(n *yaml.Node, path string) []string {
-	n = p.follow(n, path)
-	if n == nil || isNull(n) {
+	n = p.Follow(n, path)
+	if n == nil || yamlnode.IsNull(n) {
 		return nil
 	}
 	if n.Kind != yaml.SequenceNode {
-		p.errorf(n, path, "want a list of {name: LIMIT_NAME}, got %s", describe(n))
+		p.errorf(n, path, "want a list of {name: LIMIT_NAME}, got %s", yamlnode.Describe(n))
 		return nil
 	}
 	var names []string
 	for i, item := range n.Content {
 		ipath := path + "[" + strconv.Itoa(i) + "]"
-		item = p.follow(item, ipath)
+		item = p.Follow(item, ipath)
 		if item == nil {
 			continue
 		}
 		if item.Kind != yaml.MappingNode {
-			p.errorf(item, ipath, "want {name: LIMIT_NAME}, got %s", describe(item))
+			p.errorf(item, ipath, "want {name: LIMIT_NAME}, got %s", yamlnode.Describe(item))
 			continue
 		}
 		name := ""
-		for _, kv := range p.pairs(item, ipath) {
-			if kv.key.Value != "name" {
-				p.unknown(kv.key, ipath, replacesKeys)
+		for _, kv := range p.Pairs(item, ipath) {
+			if kv.Key.Value != "name" {
+				p.unknown(kv.Key, ipath, replacesKeys)
 				continue
 			}
-			name, _ = p.str(kv.value, ipath+".name")
+			name, _ = p.str(kv.Value, ipath+".name")
 		}
 		if name == "" {
 			p.errorf(item, ipath, "a replaces entry needs the name of the limit it replaces")
@@ -735,7 +733,7 @@ func (p *parser) errorf(n *yaml.Node, path, format string, args ...any) {
 
 func (p *parser) unknown(k *yaml.Node, path string, known []string) {
 	msg := fmt.Sprintf("unknown key %q", k.Value)
-	if s := suggest(k.Value, known); s != "" {
+	if s := yamlnode.Suggest(k.Value, known); s != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", s)
 	} else {
 		msg += " (" + strings.Join(known, ", ") + ")"
@@ -743,56 +741,19 @@ func (p *parser) unknown(k *yaml.Node, path string, known []string) {
 	p.errorf(k, path, "%s", msg)
 }
 
-// spend takes one node from the budget, reporting once when it runs out.
-func (p *parser) spend(n *yaml.Node) bool {
-	p.budget--
-	if p.budget == -1 {
-		p.errorf(n, "", "too many nodes after alias expansion; write the file without nested aliases")
-	}
-	return p.budget >= 0
-}
-
-// spent says whether the budget ran out, after which what is missing is
-// only what was not read.
-func (p *parser) spent() bool { return p.budget < 0 }
-
-// follow returns n with an alias resolved, or nil after a problem.
-func (p *parser) follow(n *yaml.Node, path string) *yaml.Node {
-	if !p.spend(n) {
-		return nil
-	}
-	if n.Kind == yaml.AliasNode {
-		if n.Alias == nil || p.active[n.Alias] {
-			p.errorf(n, path, "alias *%s refers to itself", n.Value)
-			return nil
-		}
-		return n.Alias
-	}
-	return n
-}
-
-// hold marks an anchored node as being read until the returned func runs.
-func (p *parser) hold(n *yaml.Node) func() {
-	if n.Anchor == "" {
-		return func() {}
-	}
-	p.active[n] = true
-	return func() { delete(p.active, n) }
-}
-
 // str reads a scalar as written. envoyproxy/ratelimit's yaml.v2 does the
 // same for its string fields, so value: 123 and value: yes are the strings
 // "123" and "yes", as an Envoy descriptor value would be. A null is "".
 func (p *parser) str(n *yaml.Node, path string) (string, bool) {
-	n = p.follow(n, path)
+	n = p.Follow(n, path)
 	if n == nil {
 		return "", false
 	}
 	if n.Kind != yaml.ScalarNode {
-		p.errorf(n, path, "want a string, got %s", describe(n))
+		p.errorf(n, path, "want a string, got %s", yamlnode.Describe(n))
 		return "", false
 	}
-	if isNull(n) {
+	if yamlnode.IsNull(n) {
 		return "", true
 	}
 	return n.Value, true
@@ -801,229 +762,14 @@ func (p *parser) str(n *yaml.Node, path string) (string, bool) {
 // boolean reads true or false; yes, no, on and off are accepted too, as
 // envoyproxy/ratelimit's YAML 1.1 parser accepts them.
 func (p *parser) boolean(n *yaml.Node, path string) (bool, bool) {
-	n = p.follow(n, path)
+	n = p.Follow(n, path)
 	if n == nil {
 		return false, false
 	}
 	var b bool
 	if n.Kind != yaml.ScalarNode || (n.Tag != "!!bool" && n.Tag != "!!str") || n.Decode(&b) != nil {
-		p.errorf(n, path, "want true or false, got %s", describe(n))
+		p.errorf(n, path, "want true or false, got %s", yamlnode.Describe(n))
 		return false, false
 	}
 	return b, true
-}
-
-func isNull(n *yaml.Node) bool {
-	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
-}
-
-// describe names a node's value for an error message.
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	}
-	if len(n.Value) > 40 {
-		return strconv.Quote(n.Value[:40] + "...")
-	}
-	return strconv.Quote(n.Value)
-}
-
-type pair struct{ key, value *yaml.Node }
-
-// pairs returns the keys and values of a mapping with merge keys ("<<")
-// resolved, reporting repeated keys, which yaml.v3 accepts silently when
-// decoding into a Node. A key written in the mapping itself wins over a
-// merged one, as YAML's merge key type says.
-func (p *parser) pairs(n *yaml.Node, path string) []pair {
-	if n.Kind != yaml.MappingNode {
-		p.errorf(n, path, "want a mapping of keys to values, got %s", describe(n))
-		return nil
-	}
-	var own, merged []pair
-	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind == yaml.AliasNode && k.Alias != nil {
-			k = k.Alias
-		}
-		if k.Kind != yaml.ScalarNode || isNull(k) {
-			p.errorf(n.Content[i], path, "a key must be a plain string, got %s", describe(k))
-			continue
-		}
-		if k.Tag == "!!merge" {
-			merged = append(merged, p.mergePairs(v, path)...)
-			continue
-		}
-		if first, dup := seen[k.Value]; dup {
-			p.errorf(n.Content[i], path, "key %q repeated (first at line %d)", k.Value, first)
-			continue
-		}
-		seen[k.Value] = n.Content[i].Line
-		own = append(own, pair{n.Content[i], v})
-	}
-	for _, m := range merged {
-		if _, ok := seen[m.key.Value]; !ok {
-			seen[m.key.Value] = m.key.Line
-			own = append(own, m)
-		}
-	}
-	return own
-}
-
-// mergePairs reads the value of a merge key: a mapping, or a list of them
-// of which the earlier win.
-func (p *parser) mergePairs(n *yaml.Node, path string) []pair {
-	n = p.follow(n, path)
-	if n == nil {
-		return nil
-	}
-	defer p.hold(n)()
-	switch n.Kind {
-	case yaml.MappingNode:
-		return p.pairs(n, path)
-	case yaml.SequenceNode:
-		var all []pair
-		for _, item := range n.Content {
-			if item.Kind == yaml.SequenceNode {
-				p.errorf(item, path, "a merge key (<<) takes a mapping or a list of mappings")
-				continue
-			}
-			all = append(all, p.mergePairs(item, path)...)
-		}
-		return all
-	}
-	p.errorf(n, path, "a merge key (<<) takes a mapping or a list of mappings, got %s", describe(n))
-	return nil
-}
-
-// suggest returns the known key closest to a misspelt one, if any is close.
-func suggest(name string, known []string) string {
-	best, bestD := "", 3
-	for _, k := range known {
-		if d := editDistance(name, k); d < bestD {
-			best, bestD = k, d
-		}
-	}
-	if bestD > len(name)/2 {
-		return ""
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 1 << 30
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
-func countNodes(n *yaml.Node) int {
-	c := 1
-	for _, k := range n.Content {
-		c += countNodes(k)
-	}
-	return c
-}
-
-// parseYAML returns the top-level mapping of the file's one document.
-func parseYAML(name string, data []byte) (root *yaml.Node, err *lineError) {
-	fail := func(line int, format string, args ...any) (*yaml.Node, *lineError) {
-		return nil, &lineError{file: name, line: line, msg: fmt.Sprintf(format, args...)}
-	}
-	// yaml.v3 reports malformed input by panicking internally and
-	// recovering; guard against a panic it does not recover, so that a
-	// malformed file is an error, never a crash of the server on reload.
-	defer func() {
-		if r := recover(); r != nil {
-			root, err = fail(1, "cannot parse YAML: %v", r)
-		}
-	}()
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return fail(1, "empty: a rule file holds a domain and its descriptors")
-		}
-		line, msg := yamlErrorLine(err, data)
-		return fail(line, "%s", msg)
-	}
-	var next yaml.Node
-	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
-		line := 0
-		if err == nil {
-			line = next.Line
-		} else {
-			line, _ = yamlErrorLine(err, data)
-		}
-		return fail(max(line, 1), "a rule file holds one YAML document, for one domain; put the second (after ---) in a file of its own")
-	}
-	if len(doc.Content) == 0 {
-		return fail(1, "empty: a rule file holds a domain and its descriptors")
-	}
-	top := doc.Content[0]
-	if top.Kind == yaml.AliasNode && top.Alias != nil {
-		top = top.Alias
-	}
-	if isNull(top) {
-		return fail(1, "empty: a rule file holds a domain and its descriptors")
-	}
-	if top.Kind != yaml.MappingNode {
-		return fail(top.Line, "want a mapping (domain, descriptors), got %s", describe(top))
-	}
-	return top, nil
-}
-
-var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
-// yamlErrorLine splits a yaml.v3 syntax error into its line and message.
-// The parser's line is where the construct it was reading began, and some
-// of its errors carry none, so the line shown is the first one whose prefix
-// of the file fails with the same error: where the file stops making sense.
-func yamlErrorLine(err error, data []byte) (int, string) {
-	s := err.Error()
-	reported := 0
-	msg := strings.TrimPrefix(s, "yaml: ")
-	if m := yamlLineRE.FindStringSubmatch(s); m != nil {
-		if line, err := strconv.Atoi(m[1]); err == nil && line > 0 {
-			reported, msg = line, m[2]
-		}
-	}
-	lines := bytes.SplitAfter(data, []byte("\n"))
-	fails := func(n int) bool {
-		var node yaml.Node
-		e := yaml.Unmarshal(bytes.Join(lines[:n], nil), &node)
-		return e != nil && e.Error() == s
-	}
-	lo, hi := 1, len(lines)
-	if !fails(hi) {
-		return max(reported, 1), "invalid YAML: " + msg
-	}
-	for lo < hi {
-		mid := (lo + hi) / 2
-		if fails(mid) {
-			hi = mid
-		} else {
-			lo = mid + 1
-		}
-	}
-	return max(lo, reported), "invalid YAML: " + msg
 }
