@@ -67,9 +67,9 @@ var dashboard []byte
 // /metrics exposes (nil: prometheus.DefaultGatherer); log receives the
 // problems the handler meets (nil: slog.Default()).
 //
-// /healthz, /readyz, /metrics and the dashboard are open to whoever reaches
-// the listener, as probes and scrapers expect; /admin/* needs the bearer
-// token of the running config when it has one.
+// /healthz, /readyz, /metrics and the dashboard (/ and /dashboard.json)
+// are open to whoever reaches the listener, as probes and scrapers expect;
+// /admin/* needs the bearer token of the running config when it has one.
 func NewHandler(b Backend, gatherer prometheus.Gatherer, log *slog.Logger) http.Handler {
 	if gatherer == nil {
 		gatherer = prometheus.DefaultGatherer
@@ -77,7 +77,7 @@ func NewHandler(b Backend, gatherer prometheus.Gatherer, log *slog.Logger) http.
 	if log == nil {
 		log = slog.Default()
 	}
-	h := &handler{b: b, log: log}
+	h := &handler{b: b, log: log, gatherer: gatherer}
 	metrics := promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
 		ErrorLog: promLogger{log},
 		// A collector that fails should cost its own series, not the
@@ -87,6 +87,7 @@ func NewHandler(b Backend, gatherer prometheus.Gatherer, log *slog.Logger) http.
 	})
 	h.routes = map[string]endpoint{
 		"/":               {http.MethodGet: h.dashboard},
+		"/dashboard.json": {http.MethodGet: h.dashboardJSON},
 		"/healthz":        {http.MethodGet: h.healthz},
 		"/readyz":         {http.MethodGet: h.readyz},
 		"/metrics":        {http.MethodGet: metrics.ServeHTTP},
@@ -116,9 +117,10 @@ func (e endpoint) allow() string {
 }
 
 type handler struct {
-	b      Backend
-	log    *slog.Logger
-	routes map[string]endpoint
+	b        Backend
+	log      *slog.Logger
+	gatherer prometheus.Gatherer
+	routes   map[string]endpoint
 }
 
 // ServeHTTP routes by exact path, then method. It does not use

@@ -582,3 +582,57 @@ func TestBreakers(t *testing.T) {
 		t.Fatalf("GET on a force path: %d", r.code)
 	}
 }
+
+// /dashboard.json holds what the page draws: the counters of /metrics per
+// route (also a configured route without traffic), the breakers' states,
+// store errors and reloads; it is open like the page.
+func TestDashboardJSON(t *testing.T) {
+	b := &fakeBackend{}
+	b.cfg.Store(parseConfig(t, "tok"))
+	reg := prometheus.NewRegistry()
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_http_requests_total"}, []string{"route", "code"})
+	limited := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_rate_limited_total"}, []string{"route", "limit"})
+	storeErrs := prometheus.NewCounter(prometheus.CounterOpts{Name: "gateway_ratelimit_store_errors_total"})
+	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_config_reloads_total"}, []string{"result"})
+	reg.MustRegister(requests, limited, storeErrs, reloads)
+	requests.WithLabelValues("coupon", "200").Add(7)
+	requests.WithLabelValues("coupon", "429").Add(3)
+	requests.WithLabelValues("coupon", "503").Add(2)
+	limited.WithLabelValues("coupon", "user").Add(3)
+	storeErrs.Add(4)
+	reloads.WithLabelValues("ok").Inc()
+	h := NewHandler(b, reg, slog.New(slog.DiscardHandler))
+
+	r := do(t, h, "GET", "/dashboard.json")
+	var d struct {
+		Time   int64
+		Routes []struct {
+			Route    string
+			Requests map[string]float64
+			Rejected map[string]float64
+			Breaker  *struct {
+				State      string
+				RetryAfter float64 `json:"retry_after"`
+			}
+		}
+		StoreErrors float64 `json:"store_errors"`
+		Reloads     map[string]float64
+	}
+	if r.code != 200 || r.header.Get("Content-Type") != "application/json" {
+		t.Fatalf("status %d, Content-Type %q", r.code, r.header.Get("Content-Type"))
+	}
+	if err := json.Unmarshal([]byte(r.body), &d); err != nil {
+		t.Fatalf("%v\n%s", err, r.body)
+	}
+	if d.Time <= 0 || d.StoreErrors != 4 || d.Reloads["ok"] != 1 || len(d.Routes) != 2 {
+		t.Fatalf("dashboard data: %s", r.body)
+	}
+	api, coupon := d.Routes[0], d.Routes[1]
+	if api.Route != "api" || len(api.Requests) != 0 || api.Breaker != nil {
+		t.Errorf("configured route without traffic: %+v", api)
+	}
+	if coupon.Route != "coupon" || coupon.Requests["200"] != 7 || coupon.Requests["429"] != 3 || coupon.Requests["503"] != 2 ||
+		coupon.Rejected["user"] != 3 || coupon.Breaker == nil || coupon.Breaker.State != "OPEN" || coupon.Breaker.RetryAfter != 2.5 {
+		t.Errorf("coupon: %+v", coupon)
+	}
+}

@@ -1,0 +1,117 @@
+package admin
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// The dashboard (SPEC §10) is one static page that polls /dashboard.json
+// every second and draws rates from the differences. The numbers are the
+// ones /metrics exposes, read from the same gatherer, so the page and a
+// Prometheus server never disagree; like /metrics, both are open to
+// whoever reaches the admin listener.
+
+// dashboardData is what the page draws from: counters since the process
+// started, and the breakers' states now.
+type dashboardData struct {
+	Time        int64              `json:"time"` // Unix ms
+	Routes      []*dashboardRoute  `json:"routes"`
+	StoreErrors float64            `json:"store_errors"`
+	Reloads     map[string]float64 `json:"reloads"`
+	Events      map[string]float64 `json:"events"` // type/result -> count
+	Spooled     float64            `json:"spooled"`
+}
+
+type dashboardRoute struct {
+	Route    string             `json:"route"`
+	Requests map[string]float64 `json:"requests"` // HTTP status -> count
+	Rejected map[string]float64 `json:"rejected"` // limit -> count
+	Breaker  *breakerView       `json:"breaker,omitempty"`
+}
+
+type breakerView struct {
+	State      string  `json:"state"`
+	Forced     bool    `json:"forced"`
+	RetryAfter float64 `json:"retry_after,omitempty"`
+}
+
+func (h *handler) dashboardJSON(w http.ResponseWriter, r *http.Request) {
+	d := dashboardData{
+		Time:    time.Now().UnixMilli(),
+		Reloads: map[string]float64{},
+		Events:  map[string]float64{},
+	}
+	byRoute := map[string]*dashboardRoute{}
+	route := func(id string) *dashboardRoute {
+		rt := byRoute[id]
+		if rt == nil {
+			rt = &dashboardRoute{Route: id, Requests: map[string]float64{}, Rejected: map[string]float64{}}
+			byRoute[id] = rt
+		}
+		return rt
+	}
+	// Every configured route shows, also before its first request.
+	if cfg := h.b.Config(); cfg != nil {
+		for _, rc := range cfg.Routes {
+			route(rc.ID)
+		}
+	}
+	for _, b := range h.b.Breakers() {
+		route(b.Route).Breaker = &breakerView{State: b.State, Forced: b.Forced, RetryAfter: b.RetryAfter}
+	}
+	families, err := h.gatherer.Gather()
+	if err != nil {
+		// Gather returns what it could; a failing collector costs only
+		// its own numbers, as on /metrics.
+		h.log.Warn("gathering metrics for the dashboard", "error", err.Error())
+	}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			l := labels(m)
+			switch f.GetName() {
+			case "gateway_http_requests_total":
+				route(l["route"]).Requests[l["code"]] += m.GetCounter().GetValue()
+			case "gateway_rate_limited_total":
+				route(l["route"]).Rejected[l["limit"]] += m.GetCounter().GetValue()
+			case "gateway_ratelimit_store_errors_total":
+				d.StoreErrors += m.GetCounter().GetValue()
+			case "gateway_config_reloads_total":
+				d.Reloads[l["result"]] += m.GetCounter().GetValue()
+			case "gateway_events_total":
+				d.Events[l["type"]+"/"+l["result"]] += m.GetCounter().GetValue()
+			case "gateway_events_spooled":
+				d.Spooled += m.GetGauge().GetValue()
+			}
+		}
+	}
+	for _, rt := range byRoute {
+		d.Routes = append(d.Routes, rt)
+	}
+	slices.SortFunc(d.Routes, func(a, b *dashboardRoute) int {
+		switch {
+		case a.Route < b.Route:
+			return -1
+		case a.Route > b.Route:
+			return 1
+		}
+		return 0
+	})
+	body, _ := json.Marshal(d)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.Write(body)
+}
+
+func labels(m *dto.Metric) map[string]string {
+	l := make(map[string]string, len(m.GetLabel()))
+	for _, p := range m.GetLabel() {
+		l[p.GetName()] = p.GetValue()
+	}
+	return l
+}
