@@ -137,7 +137,15 @@ func (r *Reader) Pairs(n *yaml.Node, path string) []Pair {
 			continue
 		}
 		seen[k.Value] = n.Content[i].Line
-		own = append(own, Pair{n.Content[i], v})
+		key := n.Content[i]
+		if key != k {
+			// A key written as an alias is the string it names, at
+			// the place it is written.
+			c := *k
+			c.Line, c.Column = key.Line, key.Column
+			key = &c
+		}
+		own = append(own, Pair{key, v})
 	}
 	for _, m := range merged {
 		if _, ok := seen[m.Key.Value]; !ok {

@@ -40,6 +40,7 @@ func TestPairs(t *testing.T) {
 		reports []string
 	}{
 		{name: "plain", src: "m: {a: 1, b: 2}", pairs: "a=1 b=2"},
+		{name: "a key written as an alias is the string it names", src: "k: &k domain\nm: {*k : d, b: 2}", pairs: "domain=d b=2"},
 		{name: "a merge key: own keys win", src: `
 base: &b {x: 1, y: 2}
 m: {<<: *b, y: 3, z: 4}
