@@ -13,8 +13,8 @@ import (
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/gateway/clientip"
-	"github.com/floodgate-gw/floodgate/internal/h1"
 	"github.com/floodgate-gw/floodgate/httplimit"
+	"github.com/floodgate-gw/floodgate/internal/h1"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
 	"github.com/floodgate-gw/floodgate/limit/redisstore"
@@ -76,7 +76,9 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 		maxBody:   cfg.Server.MaxBodyBytes,
 		noRoute:   g.metrics.forRoute(""),
 	}
-	a := func(status int, code string) *httplimit.Answer { return httplimit.NewAnswer(status, code, cfg.Message(code)) }
+	a := func(status int, code string) *httplimit.Answer {
+		return httplimit.NewAnswer(status, code, cfg.Message(code))
+	}
 	rt.keyRequired = a(http.StatusForbidden, "key_required")
 	rt.notFound = a(http.StatusNotFound, "route_not_found")
 	rt.badRequest = a(http.StatusBadRequest, "bad_request")

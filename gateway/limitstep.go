@@ -78,9 +78,9 @@ type verdict struct {
 	res     limit.Result
 	specs   []*limitSpec
 	limits  []limit.Limit
-	values  [][]string // each limit's key values, for the log
-	reject  *httplimit.Answer    // nil: admitted
-	reason  int        // index of the limit that gave the status, or -1
+	values  [][]string        // each limit's key values, for the log
+	reject  *httplimit.Answer // nil: admitted
+	reason  int               // index of the limit that gave the status, or -1
 	leases  []limit.Limit
 	store   limit.Store // where the leases are held
 	lease   string      // the id the leases are held under

@@ -21,8 +21,7 @@
 // hits_addend, the request's or a descriptor's own, is the cost. A store
 // that fails answers UNAVAILABLE, and Envoy's failure_mode_deny decides.
 //
-// Not supported: a descriptor's own limit override (the rule's limit
-// applies), negative hits (InvalidArgument), and requests_per_unit: 0,
-// which envoyproxy/ratelimit reads as "reject everything": the rules refuse
-// it with its line.
+// requests_per_unit: 0 rejects every request, as in envoyproxy/ratelimit,
+// without a store call. Not supported: a descriptor's own limit override
+// (the rule's limit applies) and negative hits (InvalidArgument).
 package rls

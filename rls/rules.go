@@ -37,12 +37,16 @@ type Entry struct{ Key, Value string }
 type Limit struct {
 	// Rule is a validated fixed-window limit.Rule, aligned to the epoch as
 	// envoyproxy/ratelimit aligns its windows (now / unit * unit). Nil when
-	// Unlimited. Its Name depends only on the domain and on the keys and
-	// values from the top of the file to this descriptor, so a reload that
-	// changes requests_per_unit keeps the counters.
+	// Unlimited, and when RequestsPerUnit is 0: a limit that rejects every
+	// request, as envoyproxy/ratelimit reads 0, with nothing to count.
+	// Its Name depends only on the domain and on the keys and values from
+	// the top of the file to this descriptor, so a reload that changes
+	// requests_per_unit keeps the counters.
 	Rule *limit.Rule
-	// Unit is rate_limit.unit; UNKNOWN when Unlimited.
-	Unit rlsv3.RateLimitResponse_RateLimit_Unit
+	// Unit is rate_limit.unit, Period its length; UNKNOWN and 0 when
+	// Unlimited.
+	Unit   rlsv3.RateLimitResponse_RateLimit_Unit
+	Period time.Duration
 	// RequestsPerUnit is rate_limit.requests_per_unit; 0 when Unlimited.
 	RequestsPerUnit uint32
 	// Name is rate_limit.name, or "": what other limits' replaces refer to.
@@ -599,7 +603,10 @@ func (p *parser) rateLimit(m, key *yaml.Node, path string, shadow bool) (lim *Li
 		return nil, hasReplaces
 	}
 	if !lim.Unlimited {
-		lim.RequestsPerUnit = uint32(count)
+		lim.RequestsPerUnit, lim.Period = uint32(count), period
+	}
+	// A limit of 0 rejects every request without counting: no Rule.
+	if !lim.Unlimited && count > 0 {
 		lim.Rule = &limit.Rule{
 			Algorithm: limit.FixedWindow,
 			Align:     limit.AlignEpoch,
@@ -617,7 +624,8 @@ func (p *parser) checkSelf(lim *Limit, n *yaml.Node, path string) {
 	}
 }
 
-// count reads requests_per_unit: a whole number from 1 to limit.MaxCount.
+// count reads requests_per_unit: a whole number from 0 (reject every
+// request, as envoyproxy/ratelimit reads it) to limit.MaxCount.
 func (p *parser) count(n *yaml.Node, path string) (int64, bool) {
 	n = p.Follow(n, path)
 	if n == nil {
@@ -631,13 +639,8 @@ func (p *parser) count(n *yaml.Node, path string) (int64, bool) {
 		return 0, false
 	}
 	switch {
-	case v == 0:
-		// envoyproxy/ratelimit reads 0 as "reject every request"; a
-		// floodgate limit admits at least one request per window.
-		p.errorf(n, path, "0 must be positive: floodgate has no limit that rejects every request")
-		return 0, false
 	case v < 0:
-		p.errorf(n, path, "%d must be positive", v)
+		p.errorf(n, path, "%d is negative", v)
 		return 0, false
 	case v > limit.MaxCount:
 		p.errorf(n, path, "%d is above the maximum %d", v, limit.MaxCount)

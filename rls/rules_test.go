@@ -67,9 +67,10 @@ func checkMatch(t *testing.T, r *Rules, domain string, entries []Entry, w *want)
 		got.Shadow != w.shadow || got.Name != w.name || !slices.Equal(got.Replaces, w.replaces) {
 		t.Errorf("Match(%s, %v) = %+v, want %+v", domain, entries, *got, *w)
 	}
-	if w.unlimited {
+	if w.unlimited || w.count == 0 {
+		// Nothing to count: unlimited, or a limit of 0 that rejects all.
 		if got.Rule != nil {
-			t.Errorf("Match(%s, %v): unlimited with a Rule %+v", domain, entries, got.Rule)
+			t.Errorf("Match(%s, %v): a Rule %+v for a limit with nothing to count", domain, entries, got.Rule)
 		}
 		return
 	}
@@ -175,16 +176,15 @@ descriptors:
       unit: second
       requests_per_unit: 10
 
-  # The README blocks this address with requests_per_unit: 0, which
-  # floodgate refuses (TestValidationErrors); 1 shows the precedence.
+  # Blocked: requests_per_unit 0 rejects every request.
   - key: remote_address
     value: 50.0.0.5
     rate_limit:
       unit: second
-      requests_per_unit: 1
+      requests_per_unit: 0
 `, []match{
 			{e("remote_address", "50.0.0.1"), &want{count: 10, unit: second}},
-			{e("remote_address", "50.0.0.5"), &want{count: 1, unit: second}},
+			{e("remote_address", "50.0.0.5"), &want{count: 0, unit: second}},
 		}},
 		{"example 4: depth must match (1)", "example4", `
 domain: example4
@@ -598,36 +598,19 @@ descriptors:
     descriptors:
       - rate_limit: {unit: second, requests_per_unit: 1} #want: descriptors[2].descriptors[0]: key is missing
 `},
-		{"requests_per_unit missing, zero or out of range", `
+		{"requests_per_unit missing, negative or out of range", `
 domain: d
 descriptors:
   - key: a
     rate_limit: {unit: second} #want: descriptors[0].rate_limit: requests_per_unit is missing
-  - key: b
-    rate_limit:
-      unit: second
-      requests_per_unit: 0 #want: descriptors[1].rate_limit.requests_per_unit: 0 must be positive
   - key: c
-    rate_limit: {unit: second, requests_per_unit: -3} #want: -3 must be positive
+    rate_limit: {unit: second, requests_per_unit: -3} #want: descriptors[1].rate_limit.requests_per_unit: -3 is negative
   - key: d
     rate_limit: {unit: second, requests_per_unit: 1000000001} #want: 1000000001 is above the maximum 1000000000
   - key: e
     rate_limit: {unit: second, requests_per_unit: 1.5} #want: want a whole number, got "1.5"
   - key: f
     rate_limit: {unit: second, requests_per_unit: "10"} #want: want a whole number, got "10"
-`},
-		{"README example 3 blocks with requests_per_unit 0", `
-domain: edge_proxy_per_ip
-descriptors:
-  - key: remote_address
-    rate_limit:
-      unit: second
-      requests_per_unit: 10
-  - key: remote_address
-    value: 50.0.0.5
-    rate_limit:
-      unit: second
-      requests_per_unit: 0 #want: floodgate has no limit that rejects every request
 `},
 		{"units", `
 domain: d
@@ -903,7 +886,7 @@ func TestLoadDirErrors(t *testing.T) {
 	writeFiles(t, dir, map[string]string{
 		"1.yaml": rule("shared", "k", 1),
 		"2.yaml": "# the same domain again\n" + rule("shared", "k", 2),
-		"3.yml":  "domain: other\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 0}\n",
+		"3.yml":  "domain: other\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: -1}\n",
 		"4.yaml": "",
 		"5.yaml": "domain: fine\n",
 	})
@@ -913,7 +896,7 @@ func TestLoadDirErrors(t *testing.T) {
 	}
 	want := []string{
 		filepath.Join(dir, "2.yaml") + `:2: domain "shared" is already defined in ` + filepath.Join(dir, "1.yaml"),
-		filepath.Join(dir, "3.yml") + ":4: descriptors[0].rate_limit.requests_per_unit: 0 must be positive",
+		filepath.Join(dir, "3.yml") + ":4: descriptors[0].rate_limit.requests_per_unit: -1 is negative",
 		filepath.Join(dir, "4.yaml") + ":1: empty",
 	}
 	got := unjoin(err)
@@ -1051,11 +1034,11 @@ descriptors:
   - key: database
     rate_limits: {unit: second, requests_per_unit: 500}
   - key: collection
-    rate_limit: {unit: fortnight, requests_per_unit: 0}
+    rate_limit: {unit: fortnight, requests_per_unit: -1}
 `))
 	fmt.Println(err)
 	// Output:
 	// rules.yaml:5: descriptors[0]: unknown key "rate_limits" (did you mean "rate_limit"?)
 	// rules.yaml:7: descriptors[1].rate_limit.unit: unknown unit "fortnight" (second, minute, hour, day, week, month, year)
-	// rules.yaml:7: descriptors[1].rate_limit.requests_per_unit: 0 must be positive: floodgate has no limit that rejects every request
+	// rules.yaml:7: descriptors[1].rate_limit.requests_per_unit: -1 is negative
 }

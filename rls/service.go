@@ -162,28 +162,37 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		}
 	}
 
+	// A limit of 0 rejects the request before anything is counted: the
+	// request's other limits are not asked, so they consume nothing.
+	over := false
+	for i := range ms {
+		over = over || blocked(ms[i].lim, replaced) && !ms[i].lim.Shadow
+	}
+
 	// The limits to decide, one store call per number of hits (nearly
 	// always one call): a call has one hits count for all its limits.
 	var calls []*limit.Request
 	byHits := map[int64]int{}
 	for i, d := range ds {
 		m := &ms[i]
-		if m.lim == nil || m.lim.Unlimited || (m.lim.Name != "" && replaced[m.lim.Name]) {
-			continue
+		if over || m.lim == nil || m.lim.Rule == nil || isReplaced(m.lim, replaced) {
+			continue // nothing to count: no limit, unlimited, replaced, or a limit of 0
 		}
 		c, ok := byHits[m.hits]
 		if !ok {
 			c = len(calls)
 			byHits[m.hits] = c
-			calls = append(calls, &limit.Request{Now: s.now(), Hits: m.hits})
+			calls = append(calls, &limit.Request{Hits: m.hits})
 		}
 		m.at = len(calls[c].Limits)
 		calls[c].Limits = append(calls[c].Limits, limit.Limit{Rule: m.lim.Rule, Key: key(d.GetEntries())})
 	}
+	now := s.now()
 	results := make([]limit.Result, len(calls))
 	if len(calls) > 0 {
 		store := s.store()
 		for c, r := range calls {
+			r.Now = now
 			res, err := store.Decide(ctx, r)
 			if err != nil {
 				s.log.Warn("rate-limit store failed; ShouldRateLimit answers UNAVAILABLE", "domain", domain, "error", err.Error())
@@ -201,6 +210,22 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		m := &ms[i]
 		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 		resp.Statuses[i] = st
+		if blocked(m.lim, replaced) {
+			// requests_per_unit 0: every request is over, until the end
+			// of a window that never admits anything.
+			st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: m.lim.Name, Unit: m.lim.Unit}
+			st.DurationUntilReset = durationpb.New(m.lim.Period - time.Duration(now.UnixNano()%int64(m.lim.Period)))
+			if !m.lim.Shadow {
+				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+			}
+			continue
+		}
+		if over && m.lim != nil && m.lim.Rule != nil && !isReplaced(m.lim, replaced) {
+			// Not asked: reported with its limit, its remaining unknown.
+			st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: m.lim.Name, RequestsPerUnit: m.lim.RequestsPerUnit, Unit: m.lim.Unit}
+			continue
+		}
 		if m.at < 0 {
 			continue
 		}
@@ -231,3 +256,12 @@ func key(es []*rlsv3ext.RateLimitDescriptor_Entry) limit.Key {
 	}
 	return limit.NewKey(parts...)
 }
+
+// blocked reports whether l is a limit of 0, which rejects every request,
+// and not replaced by another.
+func blocked(l *Limit, replaced map[string]bool) bool {
+	return l != nil && !l.Unlimited && l.Rule == nil && l.Period > 0 && !isReplaced(l, replaced)
+}
+
+// isReplaced reports whether another limit of the request replaces l.
+func isReplaced(l *Limit, replaced map[string]bool) bool { return l.Name != "" && replaced[l.Name] }

@@ -34,6 +34,9 @@ descriptors:
   - key: path
     value: /health
     unlimited: true
+  - key: path
+    value: /blocked
+    rate_limit: {unit: second, requests_per_unit: 0}
   - key: tenant
     descriptors:
       - key: plan
@@ -287,5 +290,26 @@ func TestExampleRules(t *testing.T) {
 	}
 	if l := r.Match("edge", []Entry{{"path", "/login"}, {"remote_address", "10.0.0.1"}}); l == nil || l.RequestsPerUnit != 5 {
 		t.Fatalf("login limit: %+v", l)
+	}
+}
+
+// requests_per_unit 0 rejects every request, and the request's other
+// limits consume nothing for it.
+func TestBlocked(t *testing.T) {
+	c := serve(t, memory.New(memory.Options{}))
+	addr := desc("remote_address", "10.1.1.1")
+	for range 3 {
+		resp := ask(t, c, "edge", addr, desc("path", "/blocked"))
+		st := resp.Statuses[1]
+		if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || st.Code != rlsv3.RateLimitResponse_OVER_LIMIT ||
+			st.CurrentLimit.GetRequestsPerUnit() != 0 || st.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_SECOND {
+			t.Fatalf("blocked path: %v", resp)
+		}
+		if d := st.DurationUntilReset.AsDuration(); d <= 0 || d > time.Second {
+			t.Fatalf("duration until reset %v", d)
+		}
+	}
+	if resp := ask(t, c, "edge", addr); resp.Statuses[0].LimitRemaining != 2 {
+		t.Fatalf("the address limit has %d left after 3 blocked requests and 1 admitted, want 2", resp.Statuses[0].LimitRemaining)
 	}
 }
