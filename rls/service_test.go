@@ -64,19 +64,25 @@ func serve(t *testing.T, store limit.Store) rlsv3.RateLimitServiceClient {
 
 func serveRules(t *testing.T, store limit.Store, rules *Rules) rlsv3.RateLimitServiceClient {
 	t.Helper()
+	return serveImpl(t, New(Options{Store: func() limit.Store { return store }, Rules: rules}))
+}
+
+// serveImpl serves impl over real gRPC on loopback and returns a client.
+func serveImpl(tb testing.TB, impl rlsv3.RateLimitServiceServer) rlsv3.RateLimitServiceClient {
+	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	rlsv3.RegisterRateLimitServiceServer(srv, New(Options{Store: func() limit.Store { return store }, Rules: rules}))
+	rlsv3.RegisterRateLimitServiceServer(srv, impl)
 	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
+	tb.Cleanup(srv.Stop)
 	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
+	tb.Cleanup(func() { conn.Close() })
 	return rlsv3.NewRateLimitServiceClient(conn)
 }
 
