@@ -18,7 +18,9 @@
 // another is over its limit, a request that one limit rejects consumes
 // nothing from the others. shadow_mode limits are counted and reported but
 // never reject; replaces drops the named limits when both match;
-// hits_addend, the request's or a descriptor's own, is the cost. A store
+// hits_addend, the request's or a descriptor's own, is the cost
+// (descriptors with different costs are decided in one call per cost, each
+// all or nothing). A store
 // that fails answers UNAVAILABLE, and Envoy's failure_mode_deny decides.
 //
 // requests_per_unit: 0 rejects every request, as in envoyproxy/ratelimit,

@@ -50,6 +50,8 @@ type Service struct {
 	log      *slog.Logger
 	now      func() time.Time
 	requests *prometheus.CounterVec
+
+	errLogged atomic.Int64 // the Unix second of the last store failure logged
 }
 
 // New returns a service; register it on a grpc.Server with
@@ -195,7 +197,11 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 			r.Now = now
 			res, err := store.Decide(ctx, r)
 			if err != nil {
-				s.log.Warn("rate-limit store failed; ShouldRateLimit answers UNAVAILABLE", "domain", domain, "error", err.Error())
+				// One line a second at most: while the store is down,
+				// every call fails.
+				if sec := time.Now().Unix(); s.errLogged.Swap(sec) != sec {
+					s.log.Warn("rate-limit store failed; ShouldRateLimit answers UNAVAILABLE", "domain", domain, "error", err.Error())
+				}
 				return nil, status.Errorf(codes.Unavailable, "rate-limit store: %v", err)
 			}
 			results[c] = res

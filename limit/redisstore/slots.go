@@ -144,15 +144,16 @@ func (g *group) count() {
 // decideSlots decides req on a cluster, slot group by slot group.
 func (s *Store) decideSlots(ctx context.Context, c rueidis.Client, req *limit.Request) (limit.Result, error) {
 	gs := s.groups(req)
-	token := s.token + strconv.FormatUint(s.seq.Add(1), 36)
 	if len(gs) == 1 {
 		sc := calls.Get().(*scriptCall)
 		s.decideCall(sc, req)
 		return s.decideOne(ctx, c, req, sc)
 	}
+	token := s.token + strconv.FormatUint(s.seq.Add(1), 36)
 	first, rest := gs[0], gs[1:]
 	s.decideGroup(ctx, c, first, token)
 	if first.err != nil {
+		first.sc.put()
 		return limit.Result{}, first.err
 	}
 	if !first.res.Allowed {
