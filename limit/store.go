@@ -91,6 +91,13 @@ type Decision struct {
 	// false while the request is admitted.
 	Allowed bool
 
+	// Undecided marks a limit the store never asked, because a limit it
+	// asked first rejected the request: on Redis Cluster, where limits in
+	// different slots are decided slot by slot (SPEC §3.2). It consumed
+	// nothing and counts as admitting (Allowed); its Remaining and
+	// ResetAfter are unknown and read zero.
+	Undecided bool
+
 	// Limit is the count, burst or number in flight the rule admits.
 	Limit int64
 
@@ -108,13 +115,6 @@ type Decision struct {
 
 	// Delay is how long an admission queued by a token bucket must wait.
 	Delay time.Duration
-
-	// Undecided marks a limit the store never asked, because a limit it
-	// asked first rejected the request: on Redis Cluster, where limits in
-	// different slots are decided slot by slot (SPEC §3.2). It consumed
-	// nothing and counts as admitting (Allowed); its Remaining and
-	// ResetAfter are unknown and read zero.
-	Undecided bool
 
 	// What Remaining and ResetAfter read if the request is admitted by
 	// this limit but rejected by another, and so consumes nothing here.
