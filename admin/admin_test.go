@@ -594,7 +594,9 @@ func TestDashboardJSON(t *testing.T) {
 	limited := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_rate_limited_total"}, []string{"route", "limit"})
 	storeErrs := prometheus.NewCounter(prometheus.CounterOpts{Name: "gateway_ratelimit_store_errors_total"})
 	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_config_reloads_total"}, []string{"result"})
-	reg.MustRegister(requests, limited, storeErrs, reloads)
+	rls := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_rls_requests_total"}, []string{"domain", "code"})
+	reg.MustRegister(requests, limited, storeErrs, reloads, rls)
+	rls.WithLabelValues("edge", "OVER_LIMIT").Add(5)
 	requests.WithLabelValues("coupon", "200").Add(7)
 	requests.WithLabelValues("coupon", "429").Add(3)
 	requests.WithLabelValues("coupon", "503").Add(2)
@@ -617,6 +619,7 @@ func TestDashboardJSON(t *testing.T) {
 		}
 		StoreErrors float64 `json:"store_errors"`
 		Reloads     map[string]float64
+		RLS         map[string]map[string]float64
 	}
 	if r.code != 200 || r.header.Get("Content-Type") != "application/json" {
 		t.Fatalf("status %d, Content-Type %q", r.code, r.header.Get("Content-Type"))
@@ -624,7 +627,7 @@ func TestDashboardJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.body), &d); err != nil {
 		t.Fatalf("%v\n%s", err, r.body)
 	}
-	if d.Time <= 0 || d.StoreErrors != 4 || d.Reloads["ok"] != 1 || len(d.Routes) != 2 {
+	if d.Time <= 0 || d.StoreErrors != 4 || d.Reloads["ok"] != 1 || len(d.Routes) != 2 || d.RLS["edge"]["OVER_LIMIT"] != 5 {
 		t.Fatalf("dashboard data: %s", r.body)
 	}
 	api, coupon := d.Routes[0], d.Routes[1]
@@ -634,5 +637,24 @@ func TestDashboardJSON(t *testing.T) {
 	if coupon.Route != "coupon" || coupon.Requests["200"] != 7 || coupon.Requests["429"] != 3 || coupon.Requests["503"] != 2 ||
 		coupon.Rejected["user"] != 3 || coupon.Breaker == nil || coupon.Breaker.State != "OPEN" || coupon.Breaker.RetryAfter != 2.5 {
 		t.Errorf("coupon: %+v", coupon)
+	}
+}
+
+// noRoutes is a gateway that only serves the rate-limit service.
+type noRoutes struct{ *fakeBackend }
+
+func (noRoutes) Breakers() []gateway.BreakerStatus { return nil }
+
+// Without routes the dashboard still gets a list to draw, empty.
+func TestDashboardJSONNoRoutes(t *testing.T) {
+	cfg, err := config.Parse("rls.yaml", []byte("rls: {listen: \"127.0.0.1:8081\"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := noRoutes{&fakeBackend{}}
+	b.cfg.Store(cfg)
+	r := do(t, NewHandler(b, prometheus.NewRegistry(), slog.New(slog.DiscardHandler)), "GET", "/dashboard.json")
+	if r.code != 200 || !strings.Contains(r.body, `"routes":[]`) {
+		t.Fatalf("status %d, body %s; want an empty routes list", r.code, r.body)
 	}
 }

@@ -25,6 +25,9 @@ type dashboardData struct {
 	Reloads     map[string]float64 `json:"reloads"`
 	Events      map[string]float64 `json:"events"` // type/result -> count
 	Spooled     float64            `json:"spooled"`
+	// RLS counts the Envoy rate-limit service's answers: domain -> code
+	// (OK, OVER_LIMIT, or a gRPC error code) -> count.
+	RLS map[string]map[string]float64 `json:"rls"`
 }
 
 type dashboardRoute struct {
@@ -45,6 +48,7 @@ func (h *handler) dashboardJSON(w http.ResponseWriter, r *http.Request) {
 		Time:    time.Now().UnixMilli(),
 		Reloads: map[string]float64{},
 		Events:  map[string]float64{},
+		RLS:     map[string]map[string]float64{},
 	}
 	byRoute := map[string]*dashboardRoute{}
 	route := func(id string) *dashboardRoute {
@@ -86,9 +90,17 @@ func (h *handler) dashboardJSON(w http.ResponseWriter, r *http.Request) {
 				d.Events[l["type"]+"/"+l["result"]] += m.GetCounter().GetValue()
 			case "gateway_events_spooled":
 				d.Spooled += m.GetGauge().GetValue()
+			case "gateway_rls_requests_total":
+				if d.RLS[l["domain"]] == nil {
+					d.RLS[l["domain"]] = map[string]float64{}
+				}
+				d.RLS[l["domain"]][l["code"]] += m.GetCounter().GetValue()
 			}
 		}
 	}
+	// An empty list, not null, for a gateway without routes (one that
+	// only serves the rate-limit service).
+	d.Routes = make([]*dashboardRoute, 0, len(byRoute))
 	for _, rt := range byRoute {
 		d.Routes = append(d.Routes, rt)
 	}
