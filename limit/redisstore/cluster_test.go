@@ -157,7 +157,7 @@ func TestClusterGiveBackOnce(t *testing.T) {
 	at(t, s, t0)
 	r := valid(t, &limit.Rule{Name: "user", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 5, Period: 10 * time.Second}})
 	l := limit.Limit{Rule: r, Key: limit.StringKey("u")}
-	g := &group{idx: []int{0}, req: limit.Request{Limits: []limit.Limit{l}, Now: t0}}
+	g := s.groups(&limit.Request{Limits: []limit.Limit{l}, Now: t0})[0]
 	c, err := s.get("test")
 	if err != nil {
 		t.Fatal(err)
@@ -486,6 +486,44 @@ func TestClusterAsksTheRejectingLimitFirst(t *testing.T) {
 		}
 		if st.Remaining != 1 {
 			t.Fatalf("user u%d, rejected by the IP limit, holds %d of 1", i, 1-st.Remaining)
+		}
+	}
+}
+
+// groups puts limits of one hash tag together, in the request's order,
+// and the most selective group first.
+func TestGroups(t *testing.T) {
+	s, err := New(Options{Mode: Cluster, Addrs: []string{"127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	fixed := func(name string, n int64) *limit.Rule {
+		return valid(t, &limit.Rule{Name: name, Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: n, Period: time.Second}})
+	}
+	// Two rules of one name and key share a tag: a fixed window and a
+	// token bucket of "user" for "u".
+	user, userTB := fixed("user", 10), valid(t, &limit.Rule{Name: "user", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 10, Period: time.Second}})
+	global, shadow := fixed("global", 1000), fixed("tight", 1)
+	shadow.Shadow = true
+	req := &limit.Request{Limits: []limit.Limit{
+		{Rule: global, Key: "g"}, {Rule: user, Key: "u"}, {Rule: shadow, Key: "s"}, {Rule: userTB, Key: "u"},
+	}}
+	gs := s.groups(req)
+	var got []string
+	for _, g := range gs {
+		got = append(got, fmt.Sprint(g.idx, len(g.keys), len(g.req.Limits)))
+	}
+	// user (10/s) before global (1000/s); the shadow limit, never
+	// rejecting, last whatever its rate.
+	if want := []string{"[1 3] 2 2", "[0] 1 1", "[2] 1 1"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("groups %v, want %v", got, want)
+	}
+	for _, g := range gs {
+		for j, i := range g.idx {
+			if g.req.Limits[j] != req.Limits[i] || g.keys[j] != limit.StoredKey(s.prefix, req.Limits[i].Rule, req.Limits[i].Key) {
+				t.Fatalf("group %v: limit %d is not the request's limit %d", g.idx, j, i)
+			}
 		}
 	}
 }

@@ -115,10 +115,19 @@ var calls = sync.Pool{New: func() any { return new(scriptCall) }}
 
 // decideCall fills c with the script's keys and arguments for req.
 func (s *Store) decideCall(c *scriptCall, req *limit.Request) {
-	c.keys, c.args = c.keys[:0], append(c.args[:0], "d", s.offsetArg(), "", req.Lease)
-	fixed, sliding := true, false
+	c.keys = c.keys[:0]
 	for _, l := range req.Limits {
 		c.keys = append(c.keys, limit.StoredKey(s.prefix, l.Rule, l.Key))
+	}
+	s.decideArgs(c, req)
+}
+
+// decideArgs fills c with the script's arguments for req, whose keys c
+// holds.
+func (s *Store) decideArgs(c *scriptCall, req *limit.Request) {
+	c.args = append(c.args[:0], "d", s.offsetArg(), "", req.Lease)
+	fixed, sliding := true, false
+	for _, l := range req.Limits {
 		c.args = argsOf(l.Rule).appendTo(c.args, l.Rule, req.Hits, req.Now)
 		fixed = fixed && l.Rule.Algorithm == limit.FixedWindow
 		sliding = sliding || l.Rule.Algorithm == limit.SlidingWindow

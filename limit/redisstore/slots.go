@@ -41,7 +41,8 @@ import (
 
 // group is the limits of a request that share a hash tag, and so a slot.
 type group struct {
-	idx    []int // the limits' places in the request
+	idx    []int    // the limits' places in the request
+	keys   []string // their stored keys
 	req    limit.Request
 	reject float64 // the highest share of rejections among its limits
 	rate   float64 // admissions per µs of its most selective limit
@@ -102,18 +103,44 @@ func rate(r *limit.Rule) float64 {
 }
 
 // groups splits req's limits by hash tag, the most selective group first.
+// Requests have a few limits, so the tags are compared pairwise, and the
+// groups share three arrays.
 func (s *Store) groups(req *limit.Request) []*group {
-	var gs []*group
-	byTag := make(map[string]*group, len(req.Limits))
+	n := len(req.Limits)
+	keys := make([]string, n)
+	in := make([]int, n) // the group of each limit
+	var tags []string    // of each group
 	for i, l := range req.Limits {
-		t := tag(limit.StoredKey(s.prefix, l.Rule, l.Key))
-		g := byTag[t]
-		if g == nil {
-			g = &group{req: limit.Request{Now: req.Now, Lease: req.Lease, Hits: req.Hits}, rate: math.Inf(1)}
-			byTag[t] = g
-			gs = append(gs, g)
+		keys[i] = limit.StoredKey(s.prefix, l.Rule, l.Key)
+		t := tag(keys[i])
+		in[i] = slices.Index(tags, t)
+		if in[i] < 0 {
+			in[i] = len(tags)
+			tags = append(tags, t)
 		}
+	}
+	all := make([]group, len(tags))
+	size := make([]int, len(tags))
+	for _, g := range in {
+		size[g]++
+	}
+	idx, gkeys, limits := make([]int, 0, n), make([]string, 0, n), make([]limit.Limit, 0, n)
+	gs := make([]*group, len(tags))
+	for g := range all {
+		// Each group's slices are its own stretch of the shared arrays.
+		all[g] = group{
+			idx:  idx[len(idx) : len(idx) : len(idx)+size[g]],
+			keys: gkeys[len(gkeys) : len(gkeys) : len(gkeys)+size[g]],
+			req:  limit.Request{Now: req.Now, Lease: req.Lease, Hits: req.Hits, Limits: limits[len(limits) : len(limits) : len(limits)+size[g]]},
+			rate: math.Inf(1),
+		}
+		idx, gkeys, limits = idx[:len(idx)+size[g]], gkeys[:len(gkeys)+size[g]], limits[:len(limits)+size[g]]
+		gs[g] = &all[g]
+	}
+	for i, l := range req.Limits {
+		g := &all[in[i]]
 		g.idx = append(g.idx, i)
+		g.keys = append(g.keys, keys[i])
 		g.req.Limits = append(g.req.Limits, l)
 		// Shadow limits never reject: they leave a group's place alone.
 		if !l.Rule.Shadow {
@@ -149,6 +176,9 @@ func (s *Store) decideSlots(ctx context.Context, c rueidis.Client, req *limit.Re
 		s.decideCall(sc, req)
 		return s.decideOne(ctx, c, req, sc)
 	}
+	// One budget for the whole decision, as for a decision of one call.
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
 	token := s.token + strconv.FormatUint(s.seq.Add(1), 36)
 	first, rest := gs[0], gs[1:]
 	s.decideGroup(ctx, c, first, token)
@@ -213,16 +243,15 @@ func (g *group) place(res *limit.Result) {
 	}
 }
 
-// decideGroup decides g's limits in one call and keeps the call's
-// arguments, which a give-back sends again.
+// decideGroup decides g's limits in one call, within ctx's deadline, and
+// keeps the call's arguments, which a give-back sends again.
 func (s *Store) decideGroup(ctx context.Context, c rueidis.Client, g *group, token string) {
 	g.sc = calls.Get().(*scriptCall)
-	s.decideCall(g.sc, &g.req)
+	g.sc.keys = append(g.sc.keys[:0], g.keys...)
+	s.decideArgs(g.sc, &g.req)
 	// Every group of a request has the request's token: it names the
 	// give-back's marker and, as in any call, the sliding-window members.
 	g.sc.args[2] = token
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
 	v, err := decideScript.Exec(ctx, c, g.sc.keys, g.sc.args).ToArray()
 	switch {
 	case err != nil:
