@@ -31,7 +31,9 @@ import (
 //  2. The other groups are decided together, each by its own node.
 //  3. If one of them rejects the request, or fails, every group that
 //     admitted it gives back what it took (mode r of decide.lua), once,
-//     however often the give-back were sent.
+//     however often the give-back were sent. The give-back runs before
+//     the answer, so that a caller that asks again sees the quota back,
+//     and has a budget of its own: the decision's may be spent.
 //
 // Between the take and the give-back, a rejected request holds quota that
 // others may be refused for: on a cluster the guarantee is "never more than
