@@ -38,33 +38,9 @@ func flushCluster(t testing.TB, cl *testredis.Cluster) {
 
 func TestClusterConformance(t *testing.T) {
 	cl := testredis.StartCluster(t, 3)
-	ctx := context.Background()
 	limittest.Run(t, func(t *testing.T, realTime bool) *limittest.Harness {
 		flushCluster(t, cl)
-		s := openCluster(t, cl)
-		h := &limittest.Harness{
-			Store: s,
-			Now: func() time.Time {
-				now, err := s.Now(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return now
-			},
-			Set:       func(when time.Time) { at(t, s, when) },
-			Tolerance: 50 * time.Millisecond,
-			CheckExpiry: func(tb testing.TB) {
-				for _, n := range cl.Nodes() {
-					checkExpiry(tb, n)
-				}
-			},
-			SlotGroups: true,
-		}
-		if realTime {
-			h.Set = func(time.Time) { t.Fatal("Set on a real-time harness") }
-			warmUp(t, s)
-		}
-		return h
+		return harness(t, openCluster(t, cl), realTime, cl.Nodes())
 	})
 }
 

@@ -13,29 +13,39 @@ import (
 
 func TestConformance(t *testing.T) {
 	srv := testredis.Start(t)
-	ctx := context.Background()
 	limittest.Run(t, func(t *testing.T, realTime bool) *limittest.Harness {
 		srv.Do(t, "FLUSHALL")
-		s := open(t, srv)
-		h := &limittest.Harness{
-			Store: s,
-			Now: func() time.Time {
-				now, err := s.Now(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return now
-			},
-			Set:         func(when time.Time) { at(t, s, when) },
-			Tolerance:   50 * time.Millisecond,
-			CheckExpiry: func(tb testing.TB) { checkExpiry(tb, srv) },
-		}
-		if realTime {
-			h.Set = func(time.Time) { t.Fatal("Set on a real-time harness") }
-			warmUp(t, s)
-		}
-		return h
+		return harness(t, open(t, srv), realTime, []*testredis.Server{srv})
 	})
+}
+
+// harness is the conformance suite's view of s, whose state lives on
+// nodes.
+func harness(t *testing.T, s *Store, realTime bool, nodes []*testredis.Server) *limittest.Harness {
+	ctx := context.Background()
+	h := &limittest.Harness{
+		Store: s,
+		Now: func() time.Time {
+			now, err := s.Now(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return now
+		},
+		Set:       func(when time.Time) { at(t, s, when) },
+		Tolerance: 50 * time.Millisecond,
+		CheckExpiry: func(tb testing.TB) {
+			for _, n := range nodes {
+				checkExpiry(tb, n)
+			}
+		},
+		SlotGroups: s.mode == Cluster,
+	}
+	if realTime {
+		h.Set = func(time.Time) { t.Fatal("Set on a real-time harness") }
+		warmUp(t, s)
+	}
+	return h
 }
 
 // warmUp loads the script and opens the store's connections before an

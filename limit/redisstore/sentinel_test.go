@@ -15,11 +15,7 @@ import (
 // go on at the new master, with the counts the old one replicated.
 func TestSentinelFollowsFailover(t *testing.T) {
 	sn := testredis.StartSentinel(t, 1, 1)
-	s, err := New(Options{Mode: Sentinel, Addrs: sn.Addrs(), MasterName: testredis.MasterName, Timeout: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openSentinel(t, sn)
 	ctx := context.Background()
 	r := valid(t, &limit.Rule{Name: "user", Algorithm: limit.FixedWindow, Align: limit.AlignFirst, Rate: limit.Rate{Count: 100, Period: time.Hour}})
 	l := limit.Limit{Rule: r, Key: limit.StringKey("u")}
@@ -64,11 +60,7 @@ func TestSentinelFollowsFailover(t *testing.T) {
 // A switchover (the master steps down while it runs) moves the store too.
 func TestSentinelFollowsSwitchover(t *testing.T) {
 	sn := testredis.StartSentinel(t, 1, 1)
-	s, err := New(Options{Mode: Sentinel, Addrs: sn.Addrs(), MasterName: testredis.MasterName, Timeout: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openSentinel(t, sn)
 	ctx := context.Background()
 	r := valid(t, &limit.Rule{Name: "user", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 1000, Period: time.Second}})
 	l := limit.Limit{Rule: r, Key: limit.StringKey("u")}
@@ -84,4 +76,16 @@ func TestSentinelFollowsSwitchover(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// openSentinel returns a store on sn's master that the test closes when
+// it ends.
+func openSentinel(t *testing.T, sn *testredis.Sentinel) *Store {
+	t.Helper()
+	s, err := New(Options{Mode: Sentinel, Addrs: sn.Addrs(), MasterName: testredis.MasterName, Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
