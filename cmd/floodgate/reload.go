@@ -110,6 +110,8 @@ func (r *reloader) warnRestart(cfg *config.Config) {
 	changed("server.max_header_bytes", r.started.Server.MaxHeaderBytes, cfg.Server.MaxHeaderBytes)
 	changed("admin.listen", r.started.Admin.Listen, cfg.Admin.Listen)
 	changed("rls.listen", r.started.RLS.Listen, cfg.RLS.Listen)
+	// The rate-limit service watches the directory it started with.
+	changed("rls.config_dir", r.started.RLS.ConfigDir, cfg.RLS.ConfigDir)
 }
 
 // stop refuses every later reload and waits for a running one to finish,
