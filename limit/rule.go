@@ -113,7 +113,7 @@ type Rule struct {
 	once sync.Once
 	err  error
 	p    params
-	ext  atomic.Pointer[extension]
+	ext  atomic.Pointer[[]extension] // never changed in place: replaced whole
 }
 
 // params are the rule in microseconds, derived once.
@@ -280,17 +280,48 @@ func (r *Rule) StateID() string {
 	return "x"
 }
 
+// maxExt is how many owners a rule keeps values for: a rule meets a few
+// stores at most (the Redis store, the memory store, the gateway's local
+// fallback), and the oldest value goes when a further owner asks.
+const maxExt = 4
+
 // Ext returns the value a store derived from this rule for itself, building
 // it with build the first time owner asks. It lets a store cache, for
 // example, formatted script arguments without a map keyed by rules that
-// would outlive them.
+// would outlive them. Owners do not evict each other, so a rule used by two
+// stores in turn builds each value once; callers that race on a first ask
+// may each build one, and all get the one that was kept.
 func (r *Rule) Ext(owner any, build func(*Rule) any) any {
-	if e := r.ext.Load(); e != nil && e.owner == owner {
-		return e.value
+	if v, ok := find(r.ext.Load(), owner); ok {
+		return v
 	}
 	v := build(r)
-	r.ext.Store(&extension{owner: owner, value: v})
-	return v
+	for {
+		old := r.ext.Load()
+		if kept, ok := find(old, owner); ok {
+			return kept
+		}
+		var es []extension
+		if old != nil {
+			es = append(es, (*old)[max(len(*old)-maxExt+1, 0):]...)
+		}
+		es = append(es, extension{owner: owner, value: v})
+		if r.ext.CompareAndSwap(old, &es) {
+			return v
+		}
+	}
+}
+
+func find(es *[]extension, owner any) (any, bool) {
+	if es == nil {
+		return nil, false
+	}
+	for _, e := range *es {
+		if e.owner == owner {
+			return e.value, true
+		}
+	}
+	return nil, false
 }
 
 // zoneOffset is how far the rule's windows are shifted from the epoch at t, in µs.
