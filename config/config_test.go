@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-gw/floodgate/internal/wantlines"
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
@@ -19,7 +20,7 @@ func mustParse(t *testing.T, src string) *Config {
 	t.Helper()
 	c, err := Parse("test.yaml", []byte(src))
 	if err != nil {
-		t.Fatalf("Parse: %v\nsource:\n%s", err, numbered(src))
+		t.Fatalf("Parse: %v\nsource:\n%s", err, wantlines.Numbered(src))
 	}
 	return c
 }

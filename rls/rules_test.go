@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/floodgate-gw/floodgate/internal/wantlines"
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
@@ -45,7 +47,7 @@ func mustParse(t testing.TB, src string) *Rules {
 	t.Helper()
 	r, err := Parse("test.yaml", []byte(src))
 	if err != nil {
-		t.Fatalf("Parse: %v\nsource:\n%s", err, numbered(src))
+		t.Fatalf("Parse: %v\nsource:\n%s", err, wantlines.Numbered(src))
 	}
 	return r
 }
@@ -504,58 +506,29 @@ descriptors:
 	}
 }
 
-var wantRE = regexp.MustCompile(`#want: (.*)$`)
-
 // checkErrors parses src and checks that it fails with exactly the errors
-// its "#want: TEXT" comments name: one error at the comment's line whose
-// message contains TEXT (" | " separates several on one line).
+// its "#want: TEXT" comments name (wantlines.Check), each in test.yaml.
 func checkErrors(t *testing.T, src string) {
 	t.Helper()
-	type wantErr struct {
-		line int
-		text string
-	}
-	var wants []wantErr
-	for i, l := range strings.Split(src, "\n") {
-		if m := wantRE.FindStringSubmatch(l); m != nil {
-			for _, text := range strings.Split(m[1], " | ") {
-				wants = append(wants, wantErr{i + 1, strings.TrimSpace(text)})
-			}
-		}
-	}
-	if len(wants) == 0 {
-		t.Fatal("the case has no #want: comment")
-	}
 	r, err := Parse("test.yaml", []byte(src))
 	if err == nil {
-		t.Fatalf("Parse succeeded (%v), want errors:\n%v", r.Domains(), wants)
+		t.Fatalf("Parse succeeded (%v), want errors", r.Domains())
 	}
 	if r != nil {
 		t.Errorf("Parse returned Rules with an error")
 	}
-	errs := unjoin(err)
-	used := make([]bool, len(errs))
-	for _, w := range wants {
-		prefix := fmt.Sprintf("test.yaml:%d: ", w.line)
-		found := false
-		for i, e := range errs {
-			if !used[i] && strings.HasPrefix(e, prefix) && strings.Contains(e, w.text) {
-				used[i], found = true, true
-				break
-			}
+	var got []wantlines.Problem
+	for _, e := range unjoin(err) {
+		rest, ok := strings.CutPrefix(e, "test.yaml:")
+		ln, msg, _ := strings.Cut(rest, ": ")
+		line, lerr := strconv.Atoi(ln)
+		if !ok || lerr != nil {
+			t.Errorf("error %q is not test.yaml:LINE: message", e)
+			continue
 		}
-		if !found {
-			t.Errorf("no error at line %d containing %q", w.line, w.text)
-		}
+		got = append(got, wantlines.Problem{Line: line, Msg: msg})
 	}
-	for i, e := range errs {
-		if !used[i] {
-			t.Errorf("unexpected error: %v", e)
-		}
-	}
-	if t.Failed() {
-		t.Logf("all errors:\n%v\nsource:\n%s", err, numbered(src))
-	}
+	wantlines.Check(t, src, got, err)
 }
 
 // unjoin returns the messages of an errors.Join.
@@ -568,14 +541,6 @@ func unjoin(err error) []string {
 		return msgs
 	}
 	return []string{err.Error()}
-}
-
-func numbered(src string) string {
-	var b strings.Builder
-	for i, l := range strings.Split(src, "\n") {
-		fmt.Fprintf(&b, "%3d  %s\n", i+1, l)
-	}
-	return b.String()
 }
 
 func TestValidationErrors(t *testing.T) {
