@@ -23,10 +23,7 @@ func TestBatchSameAnswersAsReference(t *testing.T) {
 	srv := testredis.Start(t)
 	t.Cleanup(func() { checkExpiry(t, srv) })
 	s := open(t, srv)
-	shanghai, err := time.LoadLocation("Asia/Shanghai")
-	if err != nil {
-		t.Fatal(err)
-	}
+	shanghai := shanghai(t)
 	rules := []*limit.Rule{
 		valid(t, &limit.Rule{Name: "fixed", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 9, Period: time.Second}}),
 		valid(t, &limit.Rule{Name: "fixed-zone", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 12, Period: time.Hour}, Location: shanghai}),

@@ -114,15 +114,6 @@ func TestClusterGivesBack(t *testing.T) {
 	}
 }
 
-func shanghai(t *testing.T) *time.Location {
-	t.Helper()
-	loc, err := time.LoadLocation("Asia/Shanghai")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return loc
-}
-
 // A give-back happens once, however often it is sent: the marker in the
 // limit's slot remembers it.
 func TestClusterGiveBackOnce(t *testing.T) {

@@ -66,3 +66,14 @@ func checkExpiry(t testing.TB, srv *testredis.Server) {
 		}
 	}
 }
+
+// shanghai is a zone whose days start at 16:00 UTC, for zone-aligned
+// windows.
+func shanghai(t *testing.T) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation("Asia/Shanghai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loc
+}

@@ -55,10 +55,7 @@ func TestSameAnswersAsReference(t *testing.T) {
 	srv := testredis.Start(t)
 	t.Cleanup(func() { checkExpiry(t, srv) })
 	s := open(t, srv)
-	shanghai, err := time.LoadLocation("Asia/Shanghai")
-	if err != nil {
-		t.Fatal(err)
-	}
+	shanghai := shanghai(t)
 	rules := []*limit.Rule{
 		{Name: "fixed", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 5, Period: time.Second}},
 		{Name: "fixed-zone", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 7, Period: time.Hour}, Location: shanghai},
