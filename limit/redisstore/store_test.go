@@ -560,14 +560,22 @@ func settled(t *testing.T, base int) {
 // machine, to make its first connection inside a short timeout).
 func eventually(t *testing.T, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
+	within(t, 2*time.Second, f)
+}
+
+// within retries f until it succeeds, for up to d: what real servers do in
+// their own time (a pause ending, a restart, a failover) is waited for,
+// never slept on.
+func within(t *testing.T, d time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for {
 		err := f()
 		if err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("still failing after 2 s: %v", err)
+			t.Fatalf("still failing after %v: %v", d, err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
