@@ -109,6 +109,9 @@ func New(o Options) (func(http.Handler) http.Handler, error) {
 	}, nil
 }
 
+// globalKey is the one key of a limit without a key function.
+var globalKey = limit.StringKey("")
+
 type preparedLimit struct {
 	Limit
 	answer *Answer
@@ -131,7 +134,7 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 	req := &limit.Request{Now: m.o.Now()}
 	applied := make([]int, 0, len(m.limits)) // the limits' places in m.limits
 	for i, l := range m.limits {
-		k := limit.StringKey("")
+		k := globalKey
 		if l.Key != nil {
 			v, ok := l.Key(r)
 			if !ok {

@@ -266,8 +266,10 @@ func (s *Store) DecideCommand(ctx context.Context, req *limit.Request) ([]string
 	if err := limit.ValidateRequest(req); err != nil {
 		return nil, err
 	}
-	if n := len(s.groups(req)); s.mode == Cluster && n > 1 {
-		return nil, fmt.Errorf("redisstore: the limits' keys are in %d slots, which a cluster decides by several commands", n)
+	if s.mode == Cluster {
+		if n := len(s.groups(req)); n > 1 {
+			return nil, fmt.Errorf("redisstore: the limits' keys are in %d slots, which a cluster decides by several commands", n)
+		}
 	}
 	c, err := s.get("decide")
 	if err != nil {
