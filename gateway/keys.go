@@ -89,8 +89,9 @@ func (x *exchange) value(p keyPart) string {
 	return v
 }
 
-// resolve builds the key of parts for this request. It fails when any
-// part is missing.
+// resolve builds the key of parts for this request and appends the parts'
+// values to values. It fails when any part is missing; values may then
+// hold some of them.
 func (x *exchange) resolve(parts []keyPart, fallback bool, values []string) (limit.Key, []string, bool) {
 	var buf [4]limit.Part
 	ps := buf[:0]

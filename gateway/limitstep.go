@@ -87,47 +87,63 @@ type verdict struct {
 	missing bool
 }
 
+// stepBuffers hold what the limit step of a request with up to
+// stepLimits limits makes, in one allocation instead of one per slice;
+// a route with more limits grows the slices as usual.
+type stepBuffers struct {
+	specs  [stepLimits]*limitSpec
+	limits [stepLimits]limit.Limit
+	values [stepLimits][]string
+	parts  [2 * stepLimits]string
+	req    limit.Request
+}
+
+const stepLimits = 6
+
 // decide runs the limit step of one request: every limit that applies,
 // global ones first, decided together in one store call.
 func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchange, ids *httplimit.IDSource) (verdict, error) {
 	v := verdict{reason: -1}
-	n := len(rte.limits)
-	if n == 0 {
+	if len(rte.limits) == 0 {
 		return v, nil
 	}
-	v.specs = make([]*limitSpec, 0, n)
-	v.limits = make([]limit.Limit, 0, n)
-	v.values = make([][]string, 0, n)
-	{
-		for _, l := range rte.limits {
-			key, values, ok := x.resolve(l.key, false, nil)
-			if !ok && len(l.fallback) > 0 {
-				key, values, ok = x.resolve(l.fallback, true, nil)
-			}
-			if !ok {
-				if l.allowMissing {
-					continue
-				}
-				v.missing = true
-				v.reject = rt.keyRequired
-				return v, nil
-			}
-			rule := l.rule
-			for i := range l.overrides {
-				if l.overrides[i].matches(x, values) {
-					rule = l.overrides[i].rule
-					break
-				}
-			}
-			v.specs = append(v.specs, l)
-			v.limits = append(v.limits, limit.Limit{Rule: rule, Key: key})
-			v.values = append(v.values, values)
+	b := new(stepBuffers)
+	v.specs, v.limits, v.values = b.specs[:0], b.limits[:0], b.values[:0]
+	all := b.parts[:0] // every limit's key values, one after the other
+	for _, l := range rte.limits {
+		from := len(all)
+		var key limit.Key
+		var ok bool
+		key, all, ok = x.resolve(l.key, false, all)
+		if !ok && len(l.fallback) > 0 {
+			key, all, ok = x.resolve(l.fallback, true, all[:from])
 		}
+		if !ok {
+			all = all[:from]
+			if l.allowMissing {
+				continue
+			}
+			v.missing = true
+			v.reject = rt.keyRequired
+			return v, nil
+		}
+		values := all[from:len(all):len(all)]
+		rule := l.rule
+		for i := range l.overrides {
+			if l.overrides[i].matches(x, values) {
+				rule = l.overrides[i].rule
+				break
+			}
+		}
+		v.specs = append(v.specs, l)
+		v.limits = append(v.limits, limit.Limit{Rule: rule, Key: key})
+		v.values = append(v.values, values)
 	}
 	if len(v.limits) == 0 {
 		return v, nil
 	}
-	req := &limit.Request{Limits: v.limits, Now: time.Now()}
+	req := &b.req
+	*req = limit.Request{Limits: v.limits, Now: time.Now()}
 	for _, l := range v.limits {
 		if l.Rule.Algorithm == limit.Concurrency {
 			v.lease = ids.Next()

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -48,11 +49,16 @@ type batcher struct {
 }
 
 // waiter is a queued decision. done gets one value when res and err are
-// set. A waiter whose context ends leaves without them; the batch that
-// holds it may still decide it, as a call that timed out may have run.
+// set, at the latest at by: a batch's call ends at its first waiter's by,
+// and a waiter whose by has passed when its batch forms is answered
+// unavailable without being sent. So a queued decision takes no timer of
+// its own. A waiter whose context ends leaves without its answer; the
+// batch that holds it may still decide it, as a call that timed out may
+// have run.
 type waiter struct {
 	req  *limit.Request
 	sc   *scriptCall // the request's keys (and mode d arguments)
+	by   time.Time   // when it was queued, plus the store's timeout
 	res  limit.Result
 	err  error
 	done chan struct{}
@@ -73,12 +79,10 @@ func (s *Store) coalesce(ctx context.Context, c rueidis.Client, req *limit.Reque
 		return res, err
 	}
 	w := waiters.Get().(*waiter)
-	w.req, w.sc = req, sc
+	w.req, w.sc, w.by = req, sc, time.Now().Add(s.timeout)
 	b.queue = append(b.queue, w)
 	b.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
 	select {
 	case <-w.done:
 		res, err := w.res, w.err
@@ -90,11 +94,30 @@ func (s *Store) coalesce(ctx context.Context, c rueidis.Client, req *limit.Reque
 	}
 }
 
+// errQueued answers the waiters whose time ran out in the queue.
+var errQueued = unavailable("decide", fmt.Errorf("queued for a call: %w", context.DeadlineExceeded))
+
 // next is called when a call returns: what queued meanwhile goes out as
 // one batch, which takes over the call's place in flight.
 func (s *Store) next(c rueidis.Client) {
 	b := &s.batch
 	b.mu.Lock()
+	// The queue is in the order of by; the waiters whose time is up have
+	// their answer now.
+	now := time.Now()
+	late := 0
+	for late < len(b.queue) && !now.Before(b.queue[late].by) {
+		w := b.queue[late]
+		w.sc.put()
+		w.sc, w.err = nil, errQueued
+		w.done <- struct{}{}
+		late++
+	}
+	if late > 0 {
+		rest := copy(b.queue, b.queue[late:])
+		clear(b.queue[rest:])
+		b.queue = b.queue[:rest]
+	}
 	if len(b.queue) == 0 {
 		b.flying--
 		b.mu.Unlock()
@@ -122,7 +145,7 @@ func (s *Store) next(c rueidis.Client) {
 func (s *Store) decideBatch(c rueidis.Client, ws []*waiter) {
 	sc := calls.Get().(*scriptCall)
 	limits := s.batchCall(sc, ws)
-	ctx, cancel := context.WithTimeout(s.life, s.timeout)
+	ctx, cancel := context.WithDeadline(s.life, ws[0].by)
 	v, err := decideScript.Exec(ctx, c, sc.keys, sc.args).ToArray()
 	cancel()
 	sc.put()

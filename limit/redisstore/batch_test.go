@@ -59,7 +59,7 @@ func TestBatchSameAnswersAsReference(t *testing.T) {
 				if sc.args[0] != "d" {
 					t.Fatalf("a request of distinct fixed windows has mode %q", sc.args[0])
 				}
-				ws[i] = &waiter{req: req, sc: sc, done: make(chan struct{}, 1)}
+				ws[i] = &waiter{req: req, sc: sc, by: time.Now().Add(s.timeout), done: make(chan struct{}, 1)}
 			}
 			s.batch.mu.Lock()
 			s.batch.flying++ // decideBatch hands its place in flight on
@@ -216,4 +216,54 @@ func TestBatchesWhenRedisFails(t *testing.T) {
 	if s.batch.flying != 0 || len(s.batch.queue) != 0 {
 		t.Fatalf("after the load: %d calls in flight, %d decisions queued", s.batch.flying, len(s.batch.queue))
 	}
+}
+
+// TestQueuedPastTimeout: a decision whose time ran out while it waited in
+// the queue is answered unavailable when the next call returns, and is not
+// sent: its limit counts nothing. The one behind it, still in time, is
+// decided.
+func TestQueuedPastTimeout(t *testing.T) {
+	srv := testredis.Start(t)
+	s := open(t, srv)
+	c, err := s.get("decide")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := valid(t, &limit.Rule{Name: "fixed", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 10, Period: time.Hour}})
+	queue := func(key string, by time.Time) *waiter {
+		req := &limit.Request{Now: time.Now(), Limits: []limit.Limit{{Rule: r, Key: limit.StringKey(key)}}}
+		sc := calls.Get().(*scriptCall)
+		s.decideCall(sc, req)
+		return &waiter{req: req, sc: sc, by: by, done: make(chan struct{}, 1)}
+	}
+	late, inTime := queue("late", time.Now().Add(-time.Millisecond)), queue("in-time", time.Now().Add(time.Minute))
+	s.batch.mu.Lock()
+	s.batch.flying++ // the call whose return sends the queue
+	s.batch.queue = append(s.batch.queue, late, inTime)
+	s.batch.mu.Unlock()
+	s.next(c)
+	for _, w := range []*waiter{late, inTime} {
+		select {
+		case <-w.done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("a queued decision was not answered")
+		}
+	}
+	if !errors.Is(late.err, limit.ErrStoreUnavailable) || !errors.Is(late.err, context.DeadlineExceeded) {
+		t.Fatalf("the late decision: %v, want unavailable and the deadline", late.err)
+	}
+	if inTime.err != nil || !inTime.res.Allowed || inTime.res.Decisions[0].Remaining != 9 {
+		t.Fatalf("the decision in time: %+v, %v; want admitted with 9 left", inTime.res, inTime.err)
+	}
+	if n := srv.Do(t, "EXISTS", limit.StoredKey(s.prefix, r, limit.StringKey("late"))); n != "0" {
+		t.Fatalf("the late decision's key exists (%v): it was sent", n)
+	}
+	eventually(t, func() error {
+		s.batch.mu.Lock()
+		defer s.batch.mu.Unlock()
+		if s.batch.flying != 0 || len(s.batch.queue) != 0 {
+			return fmt.Errorf("%d calls in flight, %d decisions queued", s.batch.flying, len(s.batch.queue))
+		}
+		return nil
+	})
 }
