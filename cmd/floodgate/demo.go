@@ -31,6 +31,7 @@ import (
 const (
 	demoCapacity = 500
 	demoAPIRate  = 450 // what the gateway lets through: below the capacity
+	demoBurst    = 25
 )
 
 const demoConfig = `
@@ -59,7 +60,7 @@ routes:
         key: [route]
         algorithm: token_bucket
         rate: %d/s
-        burst: 25
+        burst: %d
         reject: {status: 429, code: system_busy, message: "Too busy, try again later"}
       - name: ip
         key: [ip]
@@ -148,7 +149,7 @@ func demo(ctx context.Context, out io.Writer, redisAddr string, duration time.Du
 	if redisAddr != "" {
 		store = fmt.Sprintf(`{type: redis, redis: {addrs: [%q], timeout: 100ms}}`, redisAddr)
 	}
-	yaml := fmt.Sprintf(demoConfig, gwL.Addr(), adL.Addr(), store, upL.Addr(), demoAPIRate)
+	yaml := fmt.Sprintf(demoConfig, gwL.Addr(), adL.Addr(), store, upL.Addr(), demoAPIRate, demoBurst)
 	cfg, err := config.Parse("demo.yaml", []byte(yaml))
 	if err != nil {
 		return err
@@ -213,7 +214,16 @@ func demo(ctx context.Context, out io.Writer, redisAddr string, duration time.Du
 	t := res.Total
 	fmt.Fprintf(out, "\nsent %d (retries %d): admitted %d, 429 %d, 503 %d, other %d, dropped by the generator %d; p99 %s\n",
 		t.Sent, t.Retries, t.OK, t.TooMany, t.Unavailable, t.Other, t.Dropped, ms(t.P99))
-	fmt.Fprintf(out, "the coupon API saw at most %d requests in a second (capacity %d): floodgate held the flood back\n", peakReached, demoCapacity)
+	if peakReached <= demoCapacity {
+		fmt.Fprintf(out, "the coupon API saw at most %d requests in a second (capacity %d): floodgate held the flood back\n", peakReached, demoCapacity)
+		return nil
+	}
+	// The token bucket lets at most rate + burst through in any second;
+	// more in one second of the API's means admissions that waited for a
+	// core between the gateway and the API and arrived together.
+	fmt.Fprintf(out, "the coupon API saw at most %d requests in a second, over its capacity of %d; the gateway admits at most %d in any second,\n"+
+		"so admitted requests reached it late and together: this machine was too busy to keep up (p99 above)\n",
+		peakReached, demoCapacity, demoAPIRate+demoBurst)
 	return nil
 }
 
