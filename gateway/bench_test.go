@@ -6,20 +6,28 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"testing"
+
+	"github.com/floodgate-gw/floodgate/internal/testredis"
 )
 
 // BenchmarkServeHTTP measures the gateway's handler on one request, from
 // routing to the end of the upstream exchange, with a real upstream over
 // loopback and an in-memory response writer: the gateway's own cost,
-// without the client's.
+// without the client's. The limits are the seeds' four, on the memory
+// store and on a Redis started for the run, with users varied per request.
 func BenchmarkServeHTTP(b *testing.B) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok")
 	}))
 	defer up.Close()
+	srv := testredis.Start(b)
 	for _, tc := range []struct{ name, limits string }{
 		{"no_limits", ""},
 		{"four_fixed_memory", `
+global_limits: [{name: global, key: [global], rate: 100000000/s}]
+`},
+		{"four_fixed_redis", `
+store: {type: redis, redis: {addrs: ["` + srv.Addr() + `"]}}
 global_limits: [{name: global, key: [global], rate: 100000000/s}]
 `},
 	} {
