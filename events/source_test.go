@@ -21,6 +21,10 @@ func TestSource(t *testing.T) {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
 			c, o, read := sc.setup(t)
+			// As in TestRecordDelivered: a sink slower than 40 ms on a
+			// loaded machine sends part of a batch through the spool
+			// again, with the same ids; this test is about replay.
+			o.directTimeout = deliverTimeout
 			r := newTestRecorder(t, c, o)
 			var want []string // the ids of route A's breaker events, in order
 			for i := range 30 {
@@ -41,7 +45,10 @@ func TestSource(t *testing.T) {
 					want = append(want, e.ID)
 				}
 			}
-			waitFor(t, "delivery", func() bool { return len(read()) == 30 })
+			waitFor(t, "delivery", func() bool { return len(read()) >= 30 })
+			if n := len(read()); n != 30 {
+				t.Fatalf("%d events in the sink, want the 30 recorded", n)
+			}
 			r.Close()
 
 			ctx := context.Background()
