@@ -192,13 +192,15 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 		}
 	}
 
-	r.Header["X-Forwarded-For"] = []string{rt.ips.ForwardedFor(clientip.Peer(r.RemoteAddr), trusted, xff)}
+	// The three values share one array, each slice capped at its own.
 	proto := "http"
 	if r.TLS != nil {
 		proto = "https"
 	}
-	r.Header["X-Forwarded-Proto"] = []string{proto}
-	r.Header["X-Forwarded-Host"] = []string{r.Host}
+	fw := &[3]string{rt.ips.ForwardedFor(clientip.Peer(r.RemoteAddr), trusted, xff), proto, r.Host}
+	r.Header["X-Forwarded-For"] = fw[0:1:1]
+	r.Header["X-Forwarded-Proto"] = fw[1:2:2]
+	r.Header["X-Forwarded-Host"] = fw[2:3:3]
 
 	o := rte.upstream.forward(w, r, path, v.setHeaders)
 	if o.written || o.status == statusClientClosed {
