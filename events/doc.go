@@ -22,7 +22,10 @@
 // event is recorded once the sink has accepted it: no disk is touched.
 // Otherwise — the sink is down or slow (it has 40 ms), or earlier events
 // still wait — the batch is appended to the spool, so that the order
-// holds: a directory of append-only segment files holding length-prefixed
+// holds. A sink that was too slow gets no batch straight away for a
+// while (1 s, doubling up to a minute while it stays slow): one that is
+// healthy but slower than 40 ms would otherwise time out, and take part
+// of a batch twice, every time the spool drains. The spool is a directory of append-only segment files holding length-prefixed
 // records with a CRC-32C, each record the event's JSON with its id and type
 // in front. The writer group-commits: one write and one fsync per batch,
 // and only then does it answer every Record waiting on that batch. Under

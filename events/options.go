@@ -34,8 +34,13 @@ type Options struct {
 	RedisTLS      *tls.Config
 
 	// directTimeout replaces the package's directTimeout when not zero
-	// (tests that must not see a slow machine spool an event).
+	// (tests that must not see a slow machine spool an event),
+	// directBackoff the first wait after a direct delivery fell short, and
+	// recordWait the longest Record waits (tests of a direct timeout
+	// longer than it).
 	directTimeout time.Duration
+	directBackoff time.Duration
+	recordWait    time.Duration
 }
 
 // StoreOptions returns the Options that point the redis sink (and replay)

@@ -62,7 +62,25 @@ type Recorder struct {
 	down   atomic.Pointer[error] // why the sink is down; nil while it is up
 	drops  dropLog
 	direct time.Duration // directTimeout, or the Options' own
+	wait   time.Duration // recordWait, or the Options' own
+
+	// After a batch the sink did not take within the direct timeout,
+	// batches go through the spool until directAfter, a wait that starts
+	// at directBackoff and doubles while the sink stays slow: a sink that
+	// is healthy but slower than the timeout would otherwise see every
+	// batch sent straight to it time out, and part of it sent twice, each
+	// time the spool drains. The writer alone uses these.
+	directWait    time.Duration
+	directAfter   time.Time
+	directBackoff time.Duration
+	directs       atomic.Int64 // batches sent straight to the sink
 }
+
+// The first wait after a direct delivery that fell short, and the longest.
+const (
+	directBackoff    = time.Second
+	maxDirectBackoff = time.Minute
+)
 
 // pending is one event between Record and the writer's verdict.
 type pending struct {
@@ -84,9 +102,18 @@ func NewRecorder(c config.Events, o Options) (*Recorder, error) {
 		log:     log.With("component", "events"),
 		metrics: newMetrics(o.Registerer),
 		direct:  directTimeout,
+		wait:    recordWait,
+
+		directBackoff: directBackoff,
 	}
 	if o.directTimeout > 0 {
 		r.direct = o.directTimeout
+	}
+	if o.directBackoff > 0 {
+		r.directBackoff = o.directBackoff
+	}
+	if o.recordWait > 0 {
+		r.wait = o.recordWait
 	}
 	r.drops.log = r.log
 	if c.Sink == config.SinkNone || c.Sink == "" {
@@ -169,7 +196,7 @@ func (r *Recorder) Record(ctx context.Context, e *Event) bool {
 		r.drop(e.Type, errQueueFull)
 		return false
 	}
-	t := time.NewTimer(recordWait)
+	t := time.NewTimer(r.wait)
 	defer t.Stop()
 	select {
 	case <-p.done:
@@ -307,7 +334,7 @@ func (r *Recorder) commit(batch []*pending) {
 		// spool, so the order holds. The writer is the only one adding to
 		// the spool, so pending == 0 here means every spooled event is
 		// delivered.
-		if r.spool.pending.Load() == 0 && r.down.Load() == nil {
+		if r.spool.pending.Load() == 0 && r.down.Load() == nil && !time.Now().Before(r.directAfter) {
 			delivered = r.deliverFirst(batch)
 		}
 		if rest := batch[delivered:]; len(rest) > 0 {
@@ -350,9 +377,23 @@ const directTimeout = 40 * time.Millisecond
 // more: those are spooled and delivered again, with the same ids. A failure
 // here does not mark the sink down (it may only have been slow): the
 // events it leaves go to the spool, whose forwarder judges the sink from
-// then on, and nothing goes straight to the sink until the spool is empty.
+// then on, and nothing goes straight to the sink until the spool is empty
+// and the wait that a shortfall starts (directAfter) has passed.
 func (r *Recorder) deliverFirst(batch []*pending) int {
-	n, _ := r.deliver(batch, r.direct)
+	r.directs.Add(1)
+	n, err := r.deliver(batch, r.direct)
+	if n == len(batch) {
+		r.directWait = 0
+		return n
+	}
+	r.directWait = min(max(2*r.directWait, r.directBackoff), maxDirectBackoff)
+	r.directAfter = time.Now().Add(r.directWait)
+	why := "timed out"
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		why = err.Error()
+	}
+	r.log.Info("events: the sink did not take a batch straight away; batches go through the spool for a while",
+		"timeout", r.direct.String(), "error", why, "for", r.directWait.String())
 	return n
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -643,5 +644,63 @@ func TestHealthySinkBypassesTheSpool(t *testing.T) {
 		if n := r.total(TypeBreakerRejected, result) + r.total(TypeRateLimited, result); n != 200 {
 			t.Errorf("%s %v, want 200", result, n)
 		}
+	}
+}
+
+// TestSlowSinkBacksOff: a batch the sink does not take within the direct
+// timeout goes to the spool, and so do the batches after it for a while,
+// even once the spool has drained; then batches go straight to the sink
+// again. Nothing is lost, and only the batch that timed out may arrive
+// twice.
+func TestSlowSinkBacksOff(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	c := baseEvents(config.SinkRedis)
+	c.SpoolDir = t.TempDir()
+	const timeout, backoff = time.Second, 5 * time.Second
+	r := newTestRecorder(t, c, Options{StoreRedis: []string{srv.Addr()}, directTimeout: timeout, directBackoff: backoff, recordWait: 2 * waitTimeout})
+	read := func() []stored { return redisStream(t, srv.Addr(), c.Redis.Stream) }
+	drained := func() bool { return r.spool.pending.Load() == 0 }
+
+	want := recordAll(t, r, 0, 1)
+	if n := r.directs.Load(); n != 1 {
+		t.Fatalf("%d batches sent straight to a healthy sink, want 1", n)
+	}
+	// Writes wait in Redis longer than the direct timeout, then run.
+	srv.Do(t, "CLIENT", "PAUSE", strconv.Itoa(int(timeout.Milliseconds())+500), "WRITE")
+	slow := time.Now()
+	want = append(want, recordAll(t, r, 1, 2)...)
+	if n := r.directs.Load(); n != 2 {
+		t.Fatalf("%d batches sent straight to the sink, want 2", n)
+	}
+	if !strings.Contains(r.log.String(), "batches go through the spool") {
+		t.Errorf("the slow sink was not reported; log:\n%s", r.log.String())
+	}
+	waitFor(t, "the spool drained", drained)
+
+	// The backoff runs until at least slow + timeout + backoff.
+	want = append(want, recordAll(t, r, 2, 3)...)
+	if time.Since(slow) < timeout+backoff {
+		if n := r.directs.Load(); n != 2 {
+			t.Fatalf("a batch went straight to the sink %v after it was too slow, within the backoff", time.Since(slow))
+		}
+	} else {
+		t.Logf("the machine took %v to drain the spool: the backoff had passed, nothing to check", time.Since(slow))
+	}
+	// Then straight to the sink again.
+	for i := 3; r.directs.Load() == 2; i++ {
+		if time.Since(slow) > timeout+backoff+waitTimeout {
+			t.Fatalf("no batch went straight to the sink %v after the backoff began", time.Since(slow))
+		}
+		waitFor(t, "the spool drained", drained)
+		want = append(want, recordAll(t, r, i, i+1)...)
+		time.Sleep(100 * time.Millisecond)
+	}
+	if took := time.Since(slow); took < backoff {
+		t.Fatalf("straight to the sink again after %v, before the backoff of %v", took, backoff)
+	}
+	waitFor(t, "every event in the sink", func() bool { return len(read()) >= len(want) })
+	if dups := checkDelivered(t, read(), want); dups > 1 {
+		t.Errorf("%d duplicates, want at most the event that timed out", dups)
 	}
 }
