@@ -704,3 +704,34 @@ func TestSlowSinkBacksOff(t *testing.T) {
 		t.Errorf("%d duplicates, want at most the event that timed out", dups)
 	}
 }
+
+// TestFileSinkCutsATornLine: a file sink whose file ends in a line that a
+// crash left half written (never fsynced, so never acknowledged) cuts it
+// when it opens, and the next event starts on a line of its own; whole
+// lines before it stay. The torn line is longer than the 64 KiB the sink
+// reads back at a time.
+func TestFileSinkCutsATornLine(t *testing.T) {
+	t.Parallel()
+	for _, torn := range []string{`{"id":"half`, `{"id":"long","body":"` + strings.Repeat("x", 100_000)} {
+		c := baseEvents(config.SinkFile)
+		c.File.Path = filepath.Join(t.TempDir(), "events.jsonl")
+		first := newTestRecorder(t, c, Options{})
+		want := recordAll(t, first, 0, 2)
+		first.Close()
+		f, err := os.OpenFile(c.File.Path, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString(torn); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+
+		r := newTestRecorder(t, c, Options{})
+		want = append(want, recordAll(t, r, 2, 3)...)
+		got := fileLines(t, c.File.Path) // fails on a line that is not an event
+		if dups := checkDelivered(t, got, want); dups != 0 || len(got) != len(want) {
+			t.Fatalf("torn line of %d bytes: %d lines with %d duplicates, want %d", len(torn), len(got), dups, len(want))
+		}
+	}
+}
