@@ -278,6 +278,39 @@ func TestStreaming(t *testing.T) {
 	}
 }
 
+// TestTrailers: an upstream's trailers reach the client after the body, and
+// a client's "TE: trailers" reaches the upstream (gRPC over HTTP/1.1
+// proxies need it) while any other TE value, hop-by-hop, does not.
+func TestTrailers(t *testing.T) {
+	var te atomic.Value
+	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		te.Store(strings.Join(r.Header["Te"], ","))
+		w.Header().Set("Trailer", "X-Checksum")
+		io.WriteString(w, "body")
+		w.(http.Flusher).Flush()
+		w.Header().Set("X-Checksum", "sum-1")
+	})
+	h := newHarness(t, basic, up)
+	for _, tc := range []struct{ sent, want string }{
+		{"trailers", "trailers"},
+		{"gzip, trailers", "trailers"},
+		{"gzip", ""},
+	} {
+		resp := h.do("GET", "/api/x", map[string]string{"TE": tc.sent}, nil)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(body) != "body" {
+			t.Fatalf("TE %q: body %q, %v", tc.sent, body, err)
+		}
+		if got := resp.Trailer.Get("X-Checksum"); got != "sum-1" {
+			t.Errorf("TE %q: trailer X-Checksum %q, want sum-1 (trailers %v)", tc.sent, got, resp.Trailer)
+		}
+		if got := te.Load(); got != tc.want {
+			t.Errorf("TE %q reached the upstream as %q, want %q", tc.sent, got, tc.want)
+		}
+	}
+}
+
 func TestIdleTimeout(t *testing.T) {
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "partial")
