@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -167,29 +168,54 @@ func (s *Store) decideBatch(c rueidis.Client, ws []*waiter) {
 	s.next(c)
 }
 
+// argSet is one distinct set of a limit's arguments in a batch: most
+// requests of a batch share their rules, costs and zone offsets, so each
+// set is sent once and the requests refer to it.
+type argSet struct {
+	a          *ruleArgs
+	cost, zone string
+}
+
 // batchCall fills c with the keys and arguments of mode b for ws, puts
 // the waiters' own calls back, and returns the number of limits.
 func (s *Store) batchCall(c *scriptCall, ws []*waiter) int {
-	c.keys = c.keys[:0]
-	c.args = append(c.args[:0], "b", s.offsetArg(), strconv.Itoa(len(ws)))
-	index := make(map[string]int, 2*len(ws))
+	c.keys, c.more, c.sets = c.keys[:0], c.more[:0], c.sets[:0]
+	if c.index == nil {
+		c.index = make(map[string]int, 2*maxBatch)
+	}
 	limits := 0
 	for _, w := range ws {
 		limits += len(w.req.Limits)
-		c.args = append(c.args, strconv.Itoa(len(w.req.Limits)))
+		c.more = append(c.more, strconv.Itoa(len(w.req.Limits)))
 		for i, l := range w.req.Limits {
 			k := w.sc.keys[i]
-			x, ok := index[k]
+			x, ok := c.index[k]
 			if !ok {
 				c.keys = append(c.keys, k)
 				x = len(c.keys)
-				index[k] = x
+				c.index[k] = x
 			}
-			c.args = append(c.args, strconv.Itoa(x))
-			c.args = argsOf(l.Rule).appendTo(c.args, l.Rule, w.req.Hits, w.req.Now)
+			set := argSet{a: argsOf(l.Rule), zone: "0"}
+			set.cost = set.a.costArg(w.req.Hits)
+			if set.a.zone {
+				set.zone = set.a.zoneArg(l.Rule, w.req.Now)
+			}
+			// A batch holds few distinct sets: a scan costs less than
+			// a map.
+			t := slices.Index(c.sets, set)
+			if t < 0 {
+				c.sets = append(c.sets, set)
+				t = len(c.sets) - 1
+			}
+			c.more = append(c.more, strconv.Itoa(x), strconv.Itoa(t+1))
 		}
 		w.sc.put()
 		w.sc = nil
 	}
+	c.args = append(c.args[:0], "b", s.offsetArg(), strconv.Itoa(len(ws)), strconv.Itoa(len(c.sets)))
+	for _, set := range c.sets {
+		c.args = append(append(c.args, set.a.head[:]...), set.cost, set.zone)
+	}
+	c.args = append(c.args, c.more...)
 	return limits
 }

@@ -27,6 +27,9 @@ func TestBatchSameAnswersAsReference(t *testing.T) {
 	rules := []*limit.Rule{
 		valid(t, &limit.Rule{Name: "fixed", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 9, Period: time.Second}}),
 		valid(t, &limit.Rule{Name: "fixed-zone", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 12, Period: time.Hour}, Location: shanghai}),
+		// A day in Shanghai ends at 16:00 UTC, not at midnight: only the
+		// zone offset tells them apart.
+		valid(t, &limit.Rule{Name: "fixed-zone-day", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 20, Period: 24 * time.Hour}, Location: shanghai}),
 		valid(t, &limit.Rule{Name: "fixed-first", Algorithm: limit.FixedWindow, Align: limit.AlignFirst, Rate: limit.Rate{Count: 5, Period: 700 * time.Millisecond}}),
 		valid(t, &limit.Rule{Name: "fixed-cost", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 10, Period: 2 * time.Second}, Cost: 3}),
 		valid(t, &limit.Rule{Name: "shadow", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 3, Period: time.Second}, Shadow: true}),

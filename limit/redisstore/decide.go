@@ -84,19 +84,28 @@ func buildArgs(r *limit.Rule) any {
 const maxCost = 1 << 53
 
 func (a *ruleArgs) appendTo(args []string, r *limit.Rule, hits int64, now time.Time) []string {
-	cost := a.costS
-	if hits > 1 {
-		c := int64(maxCost)
-		if hits < maxCost/a.cost {
-			c = a.cost * hits
-		}
-		cost = strconv.FormatInt(c, 10)
-	}
-	args = append(append(args, a.head[:]...), cost)
+	args = append(append(args, a.head[:]...), a.costArg(hits))
 	if a.zone {
-		return append(args, strconv.FormatInt(r.ZoneOffset(now), 10))
+		return append(args, a.zoneArg(r, now))
 	}
 	return append(args, a.tail...)
+}
+
+// costArg is the cost argument of a request of hits.
+func (a *ruleArgs) costArg(hits int64) string {
+	if hits <= 1 {
+		return a.costS
+	}
+	c := int64(maxCost)
+	if hits < maxCost/a.cost {
+		c = a.cost * hits
+	}
+	return strconv.FormatInt(c, 10)
+}
+
+// zoneArg is the zone offset argument of algorithm z at now.
+func (a *ruleArgs) zoneArg(r *limit.Rule, now time.Time) string {
+	return strconv.FormatInt(r.ZoneOffset(now), 10)
 }
 
 func (s *Store) offsetArg() string {
@@ -109,7 +118,12 @@ func (s *Store) offsetArg() string {
 // scriptCall is the keys and arguments of one decide.lua call. They are
 // pooled: rueidis copies both into its command, so they are free again
 // once the command is built.
-type scriptCall struct{ keys, args []string }
+type scriptCall struct {
+	keys, args []string
+	more       []string       // a batch's per-request arguments, before they join args
+	sets       []argSet       // a batch's distinct limit arguments
+	index      map[string]int // a batch's key indexes
+}
 
 var calls = sync.Pool{New: func() any { return new(scriptCall) }}
 
@@ -168,6 +182,9 @@ func repeats(keys []string) bool {
 func (c *scriptCall) put() {
 	clear(c.keys)
 	clear(c.args)
+	clear(c.more)
+	clear(c.sets)
+	clear(c.index)
 	calls.Put(c)
 }
 

@@ -130,30 +130,42 @@ local nk = #KEYS
 -- Mode b decides a batch of requests of mode d, one after the other, as
 -- that many calls of mode d at the same time would: every request sees the
 -- admissions of the ones before it. KEYS are the distinct keys of the
--- batch; ARGV 3 is the number of requests, and each request is the number
--- of its limits, then per limit the index of its key in KEYS and the
--- arguments of a limit of mode d. The reply is the time, then three
--- numbers per limit of every request, in order, as mode d gives them.
+-- batch. ARGV 3 is the number of requests and ARGV 4 the number of
+-- distinct limit arguments in the batch, each six values from ARGV 5 on:
+-- those of a limit of mode d, the zone offset always there ("0" but for
+-- algorithm z). Then each request is the number of its limits, and per
+-- limit the index of its key in KEYS and of its arguments. The reply is
+-- the time, then three numbers per limit of every request, in order, as
+-- mode d gives them.
 --
 -- Keys that many requests share (a global limit, a route's) are read once
--- and written once per batch, and the script is called once: a batch
--- costs Redis much less than its requests one by one.
+-- and written once per batch, the arguments that many requests share are
+-- sent and converted once, and the script is called once: a batch costs
+-- Redis much less than its requests one by one.
 if ARGV[1] == 'b' then
   local fv = redis.call('MGET', unpack(KEYS))
+  -- Per argument index: the algorithm, whether it is shadow, n, window
+  -- and cost as numbers, and where its six values start in ARGV.
+  local A, H, N, W, K, J = {}, {}, {}, {}, {}, {}
+  local j = 5
+  for t = 1, tonumber(ARGV[4]) do
+    A[t], H[t], J[t] = ARGV[j], ARGV[j + 1] == '1', j
+    N[t], W[t], K[t] = tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4])
+    j = j + 6
+  end
   -- Per key index: the window's start and count as the batch has made
   -- them, whether the key holds that window (else its SET opens it), the
   -- PX of a window this batch opened, and the keys to write, in order.
   local S, C, L, P, dirty, order, nd = {}, {}, {}, {}, {}, {}, 0
   local out = {now}
-  local j = 4
   for _ = 1, tonumber(ARGV[3]) do
     local m, b = tonumber(ARGV[j]), #out
     j = j + 1
     local first, admit = j, true
     for i = 1, m do
-      local k, alg = tonumber(ARGV[j]), ARGV[j + 1]
-      local n, w, cost = tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4]), tonumber(ARGV[j + 5])
-      if not S[k] then S[k], C[k], L[k] = fixed(fv[k], alg, w, j + 1) end
+      local k, t = tonumber(ARGV[j]), tonumber(ARGV[j + 1])
+      local n, w, cost = N[t], W[t], K[t]
+      if not S[k] then S[k], C[k], L[k] = fixed(fv[k], A[t], w, J[t]) end
       -- The same judgement as mode d's, inline there and here: a shared
       -- function measured 1-2 µs more Redis CPU per decision.
       local cur, reset, o = C[k], S[k] + w - now, b + 3 * i - 2
@@ -163,20 +175,20 @@ if ARGV[1] == 'b' then
         local retry = reset
         if cost > n then retry = w end
         out[o], out[o + 1], out[o + 2] = max(n - cur, 0), reset, -1 - retry
-        if ARGV[j + 2] ~= '1' then admit = false end
+        if not H[t] then admit = false end
       end
-      if alg == 'z' then j = j + 7 else j = j + 6 end
+      j = j + 2
     end
     -- Record the admission, or give back what a rejected request's
     -- admitting limits reported as consumed, as mode d does.
     j = first
     for i = 1, m do
-      local k, alg, cost = tonumber(ARGV[j]), ARGV[j + 1], tonumber(ARGV[j + 5])
-      local o = b + 3 * i - 2
+      local k, t = tonumber(ARGV[j]), tonumber(ARGV[j + 1])
+      local alg, cost, o = A[t], K[t], b + 3 * i - 2
       if out[o + 2] >= 0 then
         if admit then
           if not L[k] then
-            local w = tonumber(ARGV[j + 4])
+            local w = W[t]
             P[k], L[k] = life(alg, S[k] + w - now, w), true
           end
           C[k] = C[k] + cost
@@ -189,7 +201,7 @@ if ARGV[1] == 'b' then
           if alg == 'F' and not L[k] then out[o + 1] = 0 end
         end
       end
-      if alg == 'z' then j = j + 7 else j = j + 6 end
+      j = j + 2
     end
   end
   for x = 1, nd do
