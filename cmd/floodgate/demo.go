@@ -30,8 +30,8 @@ import (
 // third second, with users who retry at once.
 const (
 	demoCapacity = 500
-	demoAPIRate  = 450 // what the gateway lets through: below the capacity
-	demoBurst    = 25
+	demoAPIRate  = 400 // what the gateway lets through: 80 % of the capacity, room for admissions that arrive together
+	demoBurst    = 20
 )
 
 const demoConfig = `
