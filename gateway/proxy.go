@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -119,11 +120,18 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	if out.ContentLength == 0 {
 		out.Body = nil // a retry of a bodiless request must not find a spent body
 	}
+	upgrade := upgradeType(out.Header)
 	if te := out.Header["Te"]; len(te) > 0 && hasToken(te, "trailers") {
 		removeHopHeaders(out.Header)
 		out.Header["Te"] = []string{"trailers"}
 	} else {
 		removeHopHeaders(out.Header)
+	}
+	if upgrade != "" {
+		// A protocol switch (WebSocket, say) is asked for hop by hop;
+		// the upstream is asked for the same.
+		out.Header["Connection"] = []string{"Upgrade"}
+		out.Header["Upgrade"] = []string{upgrade}
 	}
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = nil // do not let the client add Go's
@@ -138,6 +146,9 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	}
 	took := time.Since(start)
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return switchProtocols(w, resp, upgrade, head, took)
+	}
 
 	removeHopHeaders(resp.Header)
 	h := w.Header()
@@ -170,6 +181,69 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	for k, vv := range resp.Trailer {
 		h[http.TrailerPrefix+k] = vv
 	}
+	return o
+}
+
+// upgradeType is the protocol a request asks to switch to ("Connection:
+// upgrade" and "Upgrade: websocket", say), or "".
+func upgradeType(h http.Header) string {
+	if !hasToken(h["Connection"], "upgrade") {
+		return ""
+	}
+	return h.Get("Upgrade")
+}
+
+// switchProtocols answers a 101 from the upstream: the client's
+// connection is taken from the server, the 101 goes to it with the
+// gateway's headers, and the two connections are joined until either side
+// closes. The handler returns then, so a concurrency limit's lease is held
+// for the life of the connection. An upgraded connection has no idle
+// bound (its protocol has its own: WebSocket pings), and a graceful
+// shutdown does not wait for it.
+func switchProtocols(w http.ResponseWriter, resp *http.Response, asked string, head func(http.Header), took time.Duration) outcome {
+	o := outcome{status: http.StatusSwitchingProtocols, exchanged: true, took: took}
+	back, ok := resp.Body.(io.ReadWriteCloser)
+	if got := upgradeType(resp.Header); asked == "" || !ok || !strings.EqualFold(got, asked) {
+		o.status, o.failed = http.StatusBadGateway, true
+		o.err = fmt.Errorf("the upstream switched to %q; the client asked for %q", got, asked)
+		return o
+	}
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		o.status, o.err = http.StatusInternalServerError, err
+		return o
+	}
+	defer conn.Close()
+	o.written = true
+	// The server's read and write deadlines were for one request.
+	conn.SetDeadline(time.Time{})
+	h := w.Header()
+	for k, vv := range resp.Header {
+		h[k] = vv
+	}
+	head(h)
+	resp.Header, resp.Body = h, nil
+	if err := resp.Write(brw); err == nil {
+		err = brw.Flush()
+	}
+	if err != nil {
+		o.aborted = true
+		return o
+	}
+	// Each direction ends when its source does; the first to end closes
+	// both connections, which ends the other.
+	done := make(chan struct{}, 2)
+	var once sync.Once
+	stop := func() { once.Do(func() { conn.Close(); back.Close() }) }
+	pipe := func(dst io.Writer, src io.Reader) {
+		io.Copy(dst, src)
+		stop()
+		done <- struct{}{}
+	}
+	go pipe(back, brw.Reader) // brw holds what the client sent after its request
+	go pipe(conn, back)
+	<-done
+	<-done
 	return o
 }
 

@@ -1,0 +1,154 @@
+package gateway
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// echoUpgrade is an upstream that switches to the "echo" protocol, or to
+// answer if set, and then sends back every byte it reads until the client
+// closes; closed receives when it has.
+func echoUpgrade(t *testing.T, answer string, closed chan<- struct{}) *backend {
+	return newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		if !strings.EqualFold(r.Header.Get("Connection"), "upgrade") || r.Header.Get("Upgrade") != "echo" {
+			http.Error(w, "upgrade to echo expected", http.StatusUpgradeRequired)
+			return
+		}
+		if answer == "" {
+			answer = "echo"
+		}
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + answer + "\r\nX-Up: 1\r\n\r\n")
+		brw.Flush()
+		io.Copy(conn, brw)
+		if closed != nil {
+			closed <- struct{}{}
+		}
+	})
+}
+
+// dialUpgrade sends an upgrade request to the gateway over a raw
+// connection and returns it with the response head.
+func dialUpgrade(t *testing.T, h *harness, path, proto string) (net.Conn, *bufio.Reader, *http.Response) {
+	t.Helper()
+	u, _ := url.Parse(h.srv.URL)
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(conn, "GET "+path+" HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: "+proto+"\r\nX-User-Id: u1\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn, br, resp
+}
+
+// TestUpgrade: a request that asks to switch protocols (WebSocket's
+// handshake, say) gets the upstream's 101 with the gateway's headers, and
+// then the two connections are one: bytes flow both ways until the client
+// closes, which closes the upstream's side too.
+func TestUpgrade(t *testing.T) {
+	closed := make(chan struct{}, 1)
+	h := newHarness(t, `
+admin: {listen: ""}
+routes:
+  - id: api
+    match: {path: /api/**}
+    upstream: {targets: ["{{UP}}"]}
+    limits:
+      - {name: user, key: ["header:X-User-Id"], rate: 100/min}
+`, echoUpgrade(t, "", closed))
+	conn, br, resp := dialUpgrade(t, h, "/api/ws", "echo")
+	if resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Upgrade") != "echo" || resp.Header.Get("X-Up") != "1" {
+		t.Fatalf("answer %d, headers %v; want 101 with the upstream's Upgrade and X-Up", resp.StatusCode, resp.Header)
+	}
+	if resp.Header.Get("RateLimit") == "" || resp.Header.Get("X-Request-Id") == "" {
+		t.Errorf("the 101 lacks the gateway's headers: %v", resp.Header)
+	}
+	for _, msg := range []string{"hello", "and again"} {
+		io.WriteString(conn, msg)
+		buf := make([]byte, len(msg))
+		if _, err := io.ReadFull(br, buf); err != nil || string(buf) != msg {
+			t.Fatalf("echo of %q: %q, %v", msg, buf, err)
+		}
+	}
+	conn.Close()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream's side stayed open after the client closed")
+	}
+	// The handler counts the exchange once both directions have ended.
+	deadline := time.Now().Add(10 * time.Second)
+	for counterValue(t, h, "gateway_http_requests_total", map[string]string{"route": "api", "code": "101"}) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the 101 was not counted in gateway_http_requests_total")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestUpgradeHeldByConcurrency: an upgraded connection holds its
+// concurrency lease until it closes, so a concurrency limit bounds the
+// open connections.
+func TestUpgradeHeldByConcurrency(t *testing.T) {
+	h := newHarness(t, `
+admin: {listen: ""}
+routes:
+  - id: api
+    match: {path: /api/**}
+    upstream: {targets: ["{{UP}}"]}
+    limits:
+      - {name: sockets, key: [route], algorithm: concurrency, limit: 1}
+`, echoUpgrade(t, "", nil))
+	first, _, resp := dialUpgrade(t, h, "/api/ws", "echo")
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("first: %d, want 101", resp.StatusCode)
+	}
+	_, _, resp = dialUpgrade(t, h, "/api/ws", "echo")
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("second while the first is open: %d, want 429", resp.StatusCode)
+	}
+	first.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, _, resp = dialUpgrade(t, h, "/api/ws", "echo")
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the first closed: still %d", resp.StatusCode)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestUpgradeRefused: an upstream that switches to another protocol than
+// the one asked for is a bad gateway; one that does not switch answers as
+// usual, without the hop-by-hop Upgrade.
+func TestUpgradeRefused(t *testing.T) {
+	h := newHarness(t, basic, echoUpgrade(t, "other", nil))
+	_, _, resp := dialUpgrade(t, h, "/api/ws", "echo")
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("an upstream that switched to another protocol: %d, want 502", resp.StatusCode)
+	}
+	_, _, resp = dialUpgrade(t, h, "/api/ws", "nope")
+	if resp.StatusCode != http.StatusUpgradeRequired || resp.Header.Get("Upgrade") != "" {
+		t.Fatalf("an upstream that did not switch: %d %v, want its 426 without Upgrade", resp.StatusCode, resp.Header)
+	}
+}
