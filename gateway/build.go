@@ -120,6 +120,7 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 			client:      g.client(u),
 			stripPrefix: u.StripPrefix,
 			idle:        u.IdleTimeout,
+			upgrades:    &g.upgrades,
 		}
 		for _, lc := range cfg.GlobalLimits {
 			r.limits = append(r.limits, g.limitSpec(cfg, rc.ID, lc))
@@ -303,6 +304,9 @@ func (g *Gateway) Store() limit.Store { return g.rt.Load().store }
 func (g *Gateway) Close() error {
 	g.closeOnce.Do(func() { close(g.stop) })
 	g.bg.Wait()
+	// Joined connections end here, and their handlers release their
+	// leases while the store is still open.
+	g.upgrades.close(upgradeCloseWait)
 	rt := g.rt.Load()
 	if rt.store != limit.Store(g.local) {
 		rt.store.Close()

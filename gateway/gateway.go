@@ -49,7 +49,12 @@ type Gateway struct {
 	stop      chan struct{}
 	closeOnce sync.Once
 	bg        sync.WaitGroup
+	upgrades  upgrades // requests that switched protocols
 }
+
+// upgradeCloseWait bounds how long Close waits for the handlers of joined
+// connections to release their leases.
+const upgradeCloseWait = 5 * time.Second
 
 // runtime is one configuration, built and ready to serve.
 type runtime struct {
@@ -80,6 +85,11 @@ func (rt *runtime) localShare() float64 {
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rt := g.rt.Load()
+	if r.Header["Upgrade"] != nil && g.upgrades.enter() {
+		// Counted until every deferred step, lease release included,
+		// has run.
+		defer g.upgrades.leave()
+	}
 
 	rid := ""
 	if vv := r.Header[rt.ridHeader]; len(vv) == 1 && httplimit.WellFormedID(vv[0]) {

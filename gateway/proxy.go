@@ -23,6 +23,7 @@ type upstream struct {
 	client      *h1.Client
 	stripPrefix string
 	idle        time.Duration // longest silence while a response body streams
+	upgrades    *upgrades     // the gateway's joined connections
 }
 
 // upstreamOptions configure the http.Transport a route's client falls back to.
@@ -147,7 +148,7 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	took := time.Since(start)
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusSwitchingProtocols {
-		return switchProtocols(w, resp, upgrade, head, took)
+		return u.switchProtocols(w, resp, upgrade, head, took)
 	}
 
 	removeHopHeaders(resp.Header)
@@ -200,7 +201,7 @@ func upgradeType(h http.Header) string {
 // for the life of the connection. An upgraded connection has no idle
 // bound (its protocol has its own: WebSocket pings), and a graceful
 // shutdown does not wait for it.
-func switchProtocols(w http.ResponseWriter, resp *http.Response, asked string, head func(http.Header), took time.Duration) outcome {
+func (u *upstream) switchProtocols(w http.ResponseWriter, resp *http.Response, asked string, head func(http.Header), took time.Duration) outcome {
 	o := outcome{status: http.StatusSwitchingProtocols, exchanged: true, took: took}
 	back, ok := resp.Body.(io.ReadWriteCloser)
 	if got := upgradeType(resp.Header); asked == "" || !ok || !strings.EqualFold(got, asked) {
@@ -231,10 +232,16 @@ func switchProtocols(w http.ResponseWriter, resp *http.Response, asked string, h
 		return o
 	}
 	// Each direction ends when its source does; the first to end closes
-	// both connections, which ends the other.
+	// both connections, which ends the other. So does the gateway's
+	// Close.
 	done := make(chan struct{}, 2)
 	var once sync.Once
 	stop := func() { once.Do(func() { conn.Close(); back.Close() }) }
+	j := &joined{stop: stop}
+	if !u.upgrades.add(j) {
+		return o
+	}
+	defer u.upgrades.remove(j)
 	pipe := func(dst io.Writer, src io.Reader) {
 		io.Copy(dst, src)
 		stop()

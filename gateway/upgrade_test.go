@@ -2,13 +2,21 @@ package gateway
 
 import (
 	"bufio"
+	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/floodgate-gw/floodgate/config"
 )
 
 // echoUpgrade is an upstream that switches to the "echo" protocol, or to
@@ -150,5 +158,53 @@ func TestUpgradeRefused(t *testing.T) {
 	_, _, resp = dialUpgrade(t, h, "/api/ws", "nope")
 	if resp.StatusCode != http.StatusUpgradeRequired || resp.Header.Get("Upgrade") != "" {
 		t.Fatalf("an upstream that did not switch: %d %v, want its 426 without Upgrade", resp.StatusCode, resp.Header)
+	}
+}
+
+// TestUpgradeEndsOnClose: a server's graceful shutdown does not wait for
+// connections it handed over, so the gateway's Close ends them, and
+// returns only once their handlers have finished (their leases released,
+// the exchange counted).
+func TestUpgradeEndsOnClose(t *testing.T) {
+	closed := make(chan struct{}, 1)
+	up := echoUpgrade(t, "", closed)
+	cfg, err := config.Parse("test.yaml", []byte(strings.ReplaceAll(`
+admin: {listen: ""}
+routes:
+  - id: api
+    match: {path: /api/**}
+    upstream: {targets: ["{{UP}}"]}
+    limits:
+      - {name: sockets, key: [route], algorithm: concurrency, limit: 1}
+`, "{{UP}}", up.URL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, reg: prometheus.NewRegistry(), log: &syncWriter{b: &strings.Builder{}}}
+	h.gw, err = New(cfg, Options{Logger: slog.New(slog.NewJSONHandler(h.log, nil)), Registerer: h.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.srv = httptest.NewServer(h.gw)
+	defer h.srv.Close()
+
+	conn, br, resp := dialUpgrade(t, h, "/api/ws", "echo")
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("%d, want 101", resp.StatusCode)
+	}
+	if err := h.gw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := counterValue(t, h, "gateway_http_requests_total", map[string]string{"route": "api", "code": "101"}); got != 1 {
+		t.Errorf("when Close returned the exchange was not counted (%v): its handler had not finished", got)
+	}
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := br.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the client's connection is open after Close (read %q, %v)", n, err)
+	}
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream's side stayed open after Close")
 	}
 }
