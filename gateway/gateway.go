@@ -116,7 +116,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	o := g.serveRoute(w, r, rt, rte, rid, path, host)
 	rte.metrics.count(o.status)
-	rte.metrics.duration.Observe(time.Since(start).Seconds())
+	// A connection joined after a switch of protocols counts until the
+	// switch, not for its life.
+	rte.metrics.duration.Observe((time.Since(start) - o.joined).Seconds())
 	if o.aborted {
 		// Closing the connection is the only way left to tell the client
 		// that the body it is reading is incomplete.
@@ -137,8 +139,10 @@ func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *runtime
 			return g.refuse(w, r, rt, rte, rid, path, host, err)
 		}
 	}
-	o := g.limitAndForward(w, r, rt, rte, rid, path, host)
-	if done != nil {
+	report := func(o outcome) {
+		if done == nil {
+			return
+		}
 		// Requests the limit step refused, and clients that went away,
 		// say nothing about the upstream: they free a trial slot without
 		// counting.
@@ -147,13 +151,20 @@ func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *runtime
 			Duration:  o.took,
 			Cancelled: o.cancelled(),
 		}, time.Now())
+		done = nil
 	}
+	o := g.limitAndForward(w, r, rt, rte, rid, path, host, report)
+	report(o)
 	return o
 }
 
 // limitAndForward runs the limit step and, if the request is admitted, the
 // upstream exchange.
-func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *runtime, rte *route, rid, path, host string) outcome {
+//
+// report tells the breaker how the exchange went; it is called here when
+// the exchange switched protocols (the switch is its outcome, not the
+// life of the connection after it), and by the caller otherwise.
+func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *runtime, rte *route, rid, path, host string, report func(outcome)) outcome {
 	xff := r.Header["X-Forwarded-For"]
 	client, trusted := rt.ips.Client(r.RemoteAddr, xff)
 	x := exchange{r: r, route: rte.id, path: path, host: host, client: client, ips: rt.ips}
@@ -213,6 +224,12 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 	r.Header["X-Forwarded-Host"] = fw[2:3:3]
 
 	o := rte.upstream.forward(w, r, path, v.setHeaders)
+	if o.join != nil {
+		report(o)
+		start := time.Now()
+		o.join()
+		o.joined = time.Since(start)
+	}
 	if o.written || o.status == statusClientClosed {
 		return o
 	}

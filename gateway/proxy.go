@@ -64,6 +64,10 @@ type outcome struct {
 	// the upstream took to answer with its head (or to fail).
 	exchanged bool
 	took      time.Duration
+	// join, after a switch of protocols, joins the client's connection
+	// to the upstream's until either closes; joined is how long it ran.
+	join   func()
+	joined time.Duration
 }
 
 // cancelled reports an exchange that says nothing about the upstream: it
@@ -146,10 +150,10 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		return o
 	}
 	took := time.Since(start)
-	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		return u.switchProtocols(w, resp, upgrade, head, took)
 	}
+	defer resp.Body.Close()
 
 	removeHopHeaders(resp.Header)
 	h := w.Header()
@@ -195,26 +199,28 @@ func upgradeType(h http.Header) string {
 }
 
 // switchProtocols answers a 101 from the upstream: the client's
-// connection is taken from the server, the 101 goes to it with the
-// gateway's headers, and the two connections are joined until either side
-// closes. The handler returns then, so a concurrency limit's lease is held
-// for the life of the connection. An upgraded connection has no idle
-// bound (its protocol has its own: WebSocket pings), and a graceful
-// shutdown does not wait for it.
+// connection is taken from the server and the 101 goes to it with the
+// gateway's headers. It owns resp.Body, the upstream's connection. The
+// outcome's join then joins the two connections until either side closes;
+// the handler runs it after reporting the switch to the breaker, and
+// holds a concurrency limit's lease meanwhile. An upgraded connection has
+// no idle bound (its protocol has its own: WebSocket pings); the server's
+// graceful shutdown does not wait for it, and the gateway's Close ends it.
 func (u *upstream) switchProtocols(w http.ResponseWriter, resp *http.Response, asked string, head func(http.Header), took time.Duration) outcome {
 	o := outcome{status: http.StatusSwitchingProtocols, exchanged: true, took: took}
 	back, ok := resp.Body.(io.ReadWriteCloser)
 	if got := upgradeType(resp.Header); asked == "" || !ok || !strings.EqualFold(got, asked) {
+		resp.Body.Close()
 		o.status, o.failed = http.StatusBadGateway, true
 		o.err = fmt.Errorf("the upstream switched to %q; the client asked for %q", got, asked)
 		return o
 	}
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
+		back.Close()
 		o.status, o.err = http.StatusInternalServerError, err
 		return o
 	}
-	defer conn.Close()
 	o.written = true
 	// The server's read and write deadlines were for one request.
 	conn.SetDeadline(time.Time{})
@@ -228,29 +234,34 @@ func (u *upstream) switchProtocols(w http.ResponseWriter, resp *http.Response, a
 		err = brw.Flush()
 	}
 	if err != nil {
+		conn.Close()
+		back.Close()
 		o.aborted = true
 		return o
 	}
-	// Each direction ends when its source does; the first to end closes
-	// both connections, which ends the other. So does the gateway's
-	// Close.
-	done := make(chan struct{}, 2)
-	var once sync.Once
-	stop := func() { once.Do(func() { conn.Close(); back.Close() }) }
-	j := &joined{stop: stop}
-	if !u.upgrades.add(j) {
-		return o
+	o.join = func() {
+		// Each direction ends when its source does; the first to end
+		// closes both connections, which ends the other. So does the
+		// gateway's Close.
+		var once sync.Once
+		stop := func() { once.Do(func() { conn.Close(); back.Close() }) }
+		defer stop()
+		j := &joined{stop: stop}
+		if !u.upgrades.add(j) {
+			return
+		}
+		defer u.upgrades.remove(j)
+		done := make(chan struct{}, 2)
+		pipe := func(dst io.Writer, src io.Reader) {
+			io.Copy(dst, src)
+			stop()
+			done <- struct{}{}
+		}
+		go pipe(back, brw.Reader) // brw holds what the client sent after its request
+		go pipe(conn, back)
+		<-done
+		<-done
 	}
-	defer u.upgrades.remove(j)
-	pipe := func(dst io.Writer, src io.Reader) {
-		io.Copy(dst, src)
-		stop()
-		done <- struct{}{}
-	}
-	go pipe(back, brw.Reader) // brw holds what the client sent after its request
-	go pipe(conn, back)
-	<-done
-	<-done
 	return o
 }
 

@@ -208,3 +208,43 @@ routes:
 		t.Fatal("the upstream's side stayed open after Close")
 	}
 }
+
+// TestUpgradeAsBreakerTrial: a switch of protocols is judged when it
+// happens, not when its connection ends: a half-open breaker whose trial
+// is an upgrade closes as soon as the upstream answers 101, while the
+// connection stays open.
+func TestUpgradeAsBreakerTrial(t *testing.T) {
+	up := echoUpgrade(t, "", nil)
+	h := newHarness(t, `
+admin: {listen: ""}
+routes:
+  - id: api
+    match: {path: /api/**}
+    upstream: {targets: ["{{UP}}"]}
+    breaker: {enabled: true, window: 10s, min_calls: 1, failure_rate: 0.5, open_for: 100ms, half_open_calls: 1, failure_statuses: [426]}
+`, up)
+	// The upstream answers 426 to a plain request, a failure here.
+	resp := h.do("GET", "/api/plain", nil, nil)
+	resp.Body.Close()
+	state := func() string { return h.gw.Breakers()[0].State }
+	if state() != "OPEN" {
+		t.Fatalf("after a failure: %s, want OPEN", state())
+	}
+	time.Sleep(150 * time.Millisecond) // open_for
+	conn, br, resp := dialUpgrade(t, h, "/api/ws", "echo")
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("the trial: %d, want 101", resp.StatusCode)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for state() != "CLOSED" {
+		if time.Now().After(deadline) {
+			t.Fatalf("with the trial's connection open: %s, want CLOSED once it switched", state())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	io.WriteString(conn, "still open")
+	buf := make([]byte, len("still open"))
+	if _, err := io.ReadFull(br, buf); err != nil {
+		t.Fatalf("the connection after the breaker closed: %v", err)
+	}
+}
