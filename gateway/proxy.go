@@ -230,7 +230,7 @@ func (u *upstream) switchProtocols(w http.ResponseWriter, resp *http.Response, a
 	}
 	head(h)
 	resp.Header, resp.Body = h, nil
-	if err := resp.Write(brw); err == nil {
+	if err = resp.Write(brw); err == nil {
 		err = brw.Flush()
 	}
 	if err != nil {
