@@ -4,19 +4,13 @@ import (
 	"bufio"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/floodgate-gw/floodgate/config"
 )
 
 // echoUpgrade is an upstream that switches to the "echo" protocol, or to
@@ -66,21 +60,38 @@ func dialUpgrade(t *testing.T, h *harness, path, proto string) (net.Conn, *bufio
 	return conn, br, resp
 }
 
+// switched dials an upgrade to "echo" on /api/ws and fails the test
+// unless the gateway switched.
+func switched(t *testing.T, h *harness) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, br, resp := dialUpgrade(t, h, "/api/ws", "echo")
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %d, want 101", resp.StatusCode)
+	}
+	return conn, br
+}
+
+// upgradeRoute is a config of one route, /api/**, to the test's upstream,
+// with extra (its limits or breaker) added to the route.
+func upgradeRoute(extra string) string {
+	return `
+admin: {listen: ""}
+routes:
+  - id: api
+    match: {path: /api/**}
+    upstream: {targets: ["{{UP}}"]}
+` + extra
+}
+
 // TestUpgrade: a request that asks to switch protocols (WebSocket's
 // handshake, say) gets the upstream's 101 with the gateway's headers, and
 // then the two connections are one: bytes flow both ways until the client
 // closes, which closes the upstream's side too.
 func TestUpgrade(t *testing.T) {
 	closed := make(chan struct{}, 1)
-	h := newHarness(t, `
-admin: {listen: ""}
-routes:
-  - id: api
-    match: {path: /api/**}
-    upstream: {targets: ["{{UP}}"]}
-    limits:
-      - {name: user, key: ["header:X-User-Id"], rate: 100/min}
-`, echoUpgrade(t, "", closed))
+	h := newHarness(t, upgradeRoute(`
+    limits: [{name: user, key: ["header:X-User-Id"], rate: 100/min}]
+`), echoUpgrade(t, "", closed))
 	conn, br, resp := dialUpgrade(t, h, "/api/ws", "echo")
 	if resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Upgrade") != "echo" || resp.Header.Get("X-Up") != "1" {
 		t.Fatalf("answer %d, headers %v; want 101 with the upstream's Upgrade and X-Up", resp.StatusCode, resp.Header)
@@ -115,20 +126,11 @@ routes:
 // concurrency lease until it closes, so a concurrency limit bounds the
 // open connections.
 func TestUpgradeHeldByConcurrency(t *testing.T) {
-	h := newHarness(t, `
-admin: {listen: ""}
-routes:
-  - id: api
-    match: {path: /api/**}
-    upstream: {targets: ["{{UP}}"]}
-    limits:
-      - {name: sockets, key: [route], algorithm: concurrency, limit: 1}
-`, echoUpgrade(t, "", nil))
-	first, _, resp := dialUpgrade(t, h, "/api/ws", "echo")
-	if resp.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("first: %d, want 101", resp.StatusCode)
-	}
-	_, _, resp = dialUpgrade(t, h, "/api/ws", "echo")
+	h := newHarness(t, upgradeRoute(`
+    limits: [{name: sockets, key: [route], algorithm: concurrency, limit: 1}]
+`), echoUpgrade(t, "", nil))
+	first, _ := switched(t, h)
+	_, _, resp := dialUpgrade(t, h, "/api/ws", "echo")
 	if resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("second while the first is open: %d, want 429", resp.StatusCode)
 	}
@@ -167,31 +169,11 @@ func TestUpgradeRefused(t *testing.T) {
 // the exchange counted).
 func TestUpgradeEndsOnClose(t *testing.T) {
 	closed := make(chan struct{}, 1)
-	up := echoUpgrade(t, "", closed)
-	cfg, err := config.Parse("test.yaml", []byte(strings.ReplaceAll(`
-admin: {listen: ""}
-routes:
-  - id: api
-    match: {path: /api/**}
-    upstream: {targets: ["{{UP}}"]}
-    limits:
-      - {name: sockets, key: [route], algorithm: concurrency, limit: 1}
-`, "{{UP}}", up.URL)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{t: t, reg: prometheus.NewRegistry(), log: &syncWriter{b: &strings.Builder{}}}
-	h.gw, err = New(cfg, Options{Logger: slog.New(slog.NewJSONHandler(h.log, nil)), Registerer: h.reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.srv = httptest.NewServer(h.gw)
-	defer h.srv.Close()
-
-	conn, br, resp := dialUpgrade(t, h, "/api/ws", "echo")
-	if resp.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("%d, want 101", resp.StatusCode)
-	}
+	// Close twice (here and in the harness's cleanup) is harmless.
+	h := newHarness(t, upgradeRoute(`
+    limits: [{name: sockets, key: [route], algorithm: concurrency, limit: 1}]
+`), echoUpgrade(t, "", closed))
+	conn, br := switched(t, h)
 	if err := h.gw.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -214,15 +196,9 @@ routes:
 // is an upgrade closes as soon as the upstream answers 101, while the
 // connection stays open.
 func TestUpgradeAsBreakerTrial(t *testing.T) {
-	up := echoUpgrade(t, "", nil)
-	h := newHarness(t, `
-admin: {listen: ""}
-routes:
-  - id: api
-    match: {path: /api/**}
-    upstream: {targets: ["{{UP}}"]}
+	h := newHarness(t, upgradeRoute(`
     breaker: {enabled: true, window: 10s, min_calls: 1, failure_rate: 0.5, open_for: 100ms, half_open_calls: 1, failure_statuses: [426]}
-`, up)
+`), echoUpgrade(t, "", nil))
 	// The upstream answers 426 to a plain request, a failure here.
 	resp := h.do("GET", "/api/plain", nil, nil)
 	resp.Body.Close()
@@ -231,10 +207,7 @@ routes:
 		t.Fatalf("after a failure: %s, want OPEN", state())
 	}
 	time.Sleep(150 * time.Millisecond) // open_for
-	conn, br, resp := dialUpgrade(t, h, "/api/ws", "echo")
-	if resp.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("the trial: %d, want 101", resp.StatusCode)
-	}
+	conn, br := switched(t, h)         // the trial
 	deadline := time.Now().Add(10 * time.Second)
 	for state() != "CLOSED" {
 		if time.Now().After(deadline) {
