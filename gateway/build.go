@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -117,6 +118,7 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 		u := rc.Upstream
 		r.upstream = &upstream{
 			targets:     u.Targets,
+			down:        make([]atomic.Int64, len(u.Targets)),
 			client:      g.client(u),
 			stripPrefix: u.StripPrefix,
 			idle:        u.IdleTimeout,

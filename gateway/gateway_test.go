@@ -254,6 +254,46 @@ routes:
 	answerOf(t, h.do("GET", "/dead", nil, nil), 502, "upstream_unavailable")
 }
 
+// TestDeadTarget: of two targets, one refuses connections. A request
+// without a body that meets it goes on to the other; one with a body
+// (which may be spent) is answered 502; and round robin then passes over
+// the refusing target, so what follows reaches the live one at once.
+func TestDeadTarget(t *testing.T) {
+	live := newBackend(t, nil)
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+	cfg := `
+admin: {listen: ""}
+routes:
+  - id: api
+    match: {path: /api/**}
+    upstream: {targets: ["` + deadURL + `", "{{UP}}"]}
+`
+	// Round robin starts at the first target, the dead one.
+	h := newHarness(t, cfg, live)
+	for i := range 10 {
+		resp := h.do("GET", "/api/x", nil, nil)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %d: %d, want 200 from the live target", i, resp.StatusCode)
+		}
+	}
+	if n := live.hits.Load(); n != 10 {
+		t.Fatalf("the live target saw %d of 10 requests", n)
+	}
+
+	h = newHarness(t, cfg, live)
+	answerOf(t, h.do("POST", "/api/x", nil, strings.NewReader("body")), 502, "upstream_unavailable")
+	for i := range 5 {
+		resp := h.do("POST", "/api/x", nil, strings.NewReader("body"))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST %d after the dead target refused: %d, want 200 (it is passed over)", i, resp.StatusCode)
+		}
+	}
+}
+
 func TestStreaming(t *testing.T) {
 	release := make(chan struct{})
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {

@@ -19,6 +19,7 @@ import (
 // upstream is a route's targets and the client that reaches them.
 type upstream struct {
 	targets     []*url.URL
+	down        []atomic.Int64 // per target: until when (Unix ns) round robin passes it over
 	next        atomic.Uint64
 	client      *h1.Client
 	stripPrefix string
@@ -110,16 +111,8 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 // with its URL and headers, and a copy (as httputil.ReverseProxy makes)
 // costs a dozen allocations per request.
 func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, head func(http.Header)) outcome {
-	target := u.targets[0]
-	if len(u.targets) > 1 {
-		target = u.targets[(u.next.Add(1)-1)%uint64(len(u.targets))]
-	}
 	out := r
-	out.URL.Scheme = target.Scheme
-	out.URL.Host = target.Host
 	out.URL.Opaque = ""
-	out.URL.Path, out.URL.RawPath = UpstreamPath(target, u.stripPrefix, path)
-	out.Host = target.Host
 	out.RequestURI = ""
 	out.Close = false
 	if out.ContentLength == 0 {
@@ -143,7 +136,29 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	}
 
 	start := time.Now()
-	resp, err := u.client.Do(out, u.idle)
+	// A target that refuses the connection has seen nothing of the
+	// request, so a request without a body (whose body cannot have been
+	// spent) tries the next one; with a body it is answered 502.
+	tries := 1
+	if out.Body == nil {
+		tries = len(u.targets)
+	}
+	var resp *http.Response
+	var err error
+	for try := 1; ; try++ {
+		i := u.pick()
+		target := u.targets[i]
+		out.URL.Scheme, out.URL.Host, out.Host = target.Scheme, target.Host, target.Host
+		out.URL.Path, out.URL.RawPath = UpstreamPath(target, u.stripPrefix, path)
+		resp, err = u.client.Do(out, u.idle)
+		if err == nil || !isDial(err) {
+			break
+		}
+		u.eject(i)
+		if try >= tries || r.Context().Err() != nil {
+			break
+		}
+	}
 	if err != nil {
 		o := classify(r.Context(), err)
 		o.err, o.exchanged, o.took = err, true, time.Since(start)
@@ -187,6 +202,34 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		h[http.TrailerPrefix+k] = vv
 	}
 	return o
+}
+
+// ejectFor is how long round robin passes over a target that refused a
+// connection, so that the requests after it do not pay for the refusal.
+const ejectFor = 2 * time.Second
+
+// pick returns the index of the next target in round robin, passing over
+// the targets that refused a connection lately, unless all of them did.
+func (u *upstream) pick() int {
+	n := len(u.targets)
+	if n == 1 {
+		return 0
+	}
+	first := int((u.next.Add(1) - 1) % uint64(n))
+	now := time.Now().UnixNano()
+	for k := range n {
+		if i := (first + k) % n; u.down[i].Load() <= now {
+			return i
+		}
+	}
+	return first
+}
+
+// eject passes over target i for ejectFor.
+func (u *upstream) eject(i int) {
+	if len(u.targets) > 1 {
+		u.down[i].Store(time.Now().Add(ejectFor).UnixNano())
+	}
 }
 
 // upgradeType is the protocol a request asks to switch to ("Connection:
