@@ -308,17 +308,12 @@ func (v *verdict) setHeaders(h http.Header) {
 	if len(v.res.Decisions) == 0 {
 		return
 	}
-	if i := reported(v.specs, v.res.Decisions, v.reason); i >= 0 {
+	reportable := func(i int) bool { return v.specs[i].reportable() }
+	if i := httplimit.Reported(v.res.Decisions, v.reason, reportable); i >= 0 {
 		httplimit.SetHeaders(h, v.specs[i].name, &v.res.Decisions[i])
 	}
 	if v.reject != nil && v.reason >= 0 {
-		var wait time.Duration
-		for i, d := range v.res.Decisions {
-			if !d.Allowed && !v.specs[i].rule.Shadow {
-				wait = max(wait, d.RetryAfter)
-			}
-		}
-		httplimit.SetRetryAfter(h, wait)
+		httplimit.SetRetryAfter(h, httplimit.RetryAfter(v.res.Decisions))
 	}
 }
 

@@ -65,6 +65,44 @@ func SetHeaders(h http.Header, name string, d *limit.Decision) {
 	h["X-Ratelimit-Reset"] = v[4:5:5]
 }
 
+// Reported returns which of a request's decisions the rate-limit headers
+// report (SPEC §4.3): on a rejection the one that gave the status,
+// rejectedBy; on an admission (rejectedBy < 0) the one with the smallest
+// remaining share of its quota, the first on a tie, leaving out limits a
+// cluster never asked. reportable says which limits may be reported at
+// all (not those with headers off, nor concurrency limits); -1 means none.
+func Reported(ds []limit.Decision, rejectedBy int, reportable func(i int) bool) int {
+	if rejectedBy >= 0 {
+		if reportable(rejectedBy) {
+			return rejectedBy
+		}
+		return -1
+	}
+	best, share := -1, 2.0
+	for i := range ds {
+		d := &ds[i]
+		if !reportable(i) || d.Limit <= 0 || d.Undecided {
+			continue
+		}
+		if s := float64(d.Remaining) / float64(d.Limit); s < share {
+			best, share = i, s
+		}
+	}
+	return best
+}
+
+// RetryAfter is how long a rejected request should wait: the longest wait
+// among the limits that rejected it, shadow limits aside.
+func RetryAfter(ds []limit.Decision) time.Duration {
+	var wait time.Duration
+	for i := range ds {
+		if d := &ds[i]; !d.Allowed && !d.Rule.Shadow {
+			wait = max(wait, d.RetryAfter)
+		}
+	}
+	return wait
+}
+
 // SetRetryAfter sets Retry-After to d rounded up, at least one second.
 func SetRetryAfter(h http.Header, d time.Duration) {
 	h["Retry-After"] = []string{strconv.FormatInt(max(ceilSeconds(d), 1), 10)}

@@ -173,37 +173,22 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 		defer store.Release(context.WithoutCancel(r.Context()), req.Lease, req.Limits...)
 	}
 
-	h := w.Header()
-	if !res.Allowed {
-		first := -1
-		var wait time.Duration
-		for j, d := range res.Decisions {
-			if d.Allowed || d.Rule.Shadow {
-				continue
-			}
-			if first < 0 {
-				first = j
-			}
-			wait = max(wait, d.RetryAfter)
-		}
-		l := &m.limits[applied[first]]
-		if m.reportable(l) {
-			SetHeaders(h, l.Rule.Name, &res.Decisions[first])
-		}
-		SetRetryAfter(h, wait)
-		l.answer.Write(w, id, "")
-		return
-	}
-	best, share := -1, 2.0
+	first := -1 // the limit that rejected the request and gives the answer
 	for j, d := range res.Decisions {
-		if l := &m.limits[applied[j]]; m.reportable(l) && d.Limit > 0 && !d.Undecided {
-			if s := float64(d.Remaining) / float64(d.Limit); s < share {
-				best, share = j, s
-			}
+		if !d.Allowed && !d.Rule.Shadow {
+			first = j
+			break
 		}
 	}
-	if best >= 0 {
-		SetHeaders(h, res.Decisions[best].Rule.Name, &res.Decisions[best])
+	h := w.Header()
+	reportable := func(j int) bool { return m.reportable(&m.limits[applied[j]]) }
+	if j := Reported(res.Decisions, first, reportable); j >= 0 {
+		SetHeaders(h, res.Decisions[j].Rule.Name, &res.Decisions[j])
+	}
+	if first >= 0 {
+		SetRetryAfter(h, RetryAfter(res.Decisions))
+		m.limits[applied[first]].answer.Write(w, id, "")
+		return
 	}
 	if res.Delay > 0 {
 		// A token bucket with a queue admitted the request against a
