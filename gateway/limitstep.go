@@ -170,6 +170,9 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 	for i, d := range res.Decisions {
 		l := v.specs[i]
 		switch {
+		case d.Undecided:
+			// Never asked (on a cluster, a limit asked before it
+			// rejected the request): no decision to count.
 		case d.Allowed:
 			l.metrics.allowed.Inc()
 		case l.rule.Shadow:

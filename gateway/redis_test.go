@@ -267,3 +267,38 @@ routes:
 		t.Fatalf("upstream saw %d requests, want 2", up.hits.Load())
 	}
 }
+
+// TestClusterUndecidedNotCounted: on a cluster, a request that the user
+// limit (asked first, alone) rejects never reaches the route's limit in
+// another slot, and the route's limit counts no decision for it.
+func TestClusterUndecidedNotCounted(t *testing.T) {
+	t.Parallel() // most of a cluster's start is waiting
+	cl := testredis.StartCluster(t, 3)
+	h := newHarness(t, `
+admin: {listen: ""}
+store: {type: redis, redis: {mode: cluster, addrs: ["`+strings.Join(cl.Addrs(), `", "`)+`"], timeout: 1s}}
+routes:
+  - id: sale
+    match: {path: /sale}
+    upstream: {targets: ["{{UP}}"]}
+    limits:
+      - {name: api, key: [route], rate: 100000/s}
+      - {name: user, key: ["header:X-User-Id"], rate: 1/min}
+`, newBackend(t, nil))
+	for i, want := range []int{200, 429} {
+		resp := h.do("GET", "/sale", map[string]string{"X-User-Id": "u1"}, nil)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("request %d: %d, want %d", i, resp.StatusCode, want)
+		}
+	}
+	decisions := func(limit, result string) float64 {
+		return counterValue(t, h, "gateway_ratelimit_decisions_total", map[string]string{"route": "sale", "limit": limit, "result": result})
+	}
+	if got := decisions("api", "allowed"); got != 1 {
+		t.Errorf("the route's limit counted %v admissions, want 1: the rejected request never asked it", got)
+	}
+	if got := decisions("user", "rejected"); got != 1 {
+		t.Errorf("the user limit counted %v rejections, want 1", got)
+	}
+}
