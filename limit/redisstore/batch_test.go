@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 	"github.com/floodgate-gw/floodgate/limit"
@@ -51,31 +54,15 @@ func TestBatchSameAnswersAsReference(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ws := make([]*waiter, 1+rng.IntN(12))
-			for i := range ws {
-				req := &limit.Request{Now: now, Hits: int64(rng.IntN(3))}
+			reqs := make([]*limit.Request, 1+rng.IntN(12))
+			for i := range reqs {
+				reqs[i] = &limit.Request{Now: now, Hits: int64(rng.IntN(3))}
 				for _, j := range rng.Perm(len(rules) * len(keys))[:1+rng.IntN(4)] {
-					req.Limits = append(req.Limits, limit.Limit{Rule: rules[j%len(rules)], Key: keys[j/len(rules)]})
+					reqs[i].Limits = append(reqs[i].Limits, limit.Limit{Rule: rules[j%len(rules)], Key: keys[j/len(rules)]})
 				}
-				sc := calls.Get().(*scriptCall)
-				s.decideCall(sc, req)
-				if sc.args[0] != "d" {
-					t.Fatalf("a request of distinct fixed windows has mode %q", sc.args[0])
-				}
-				ws[i] = &waiter{req: req, sc: sc, by: time.Now().Add(s.timeout), done: make(chan struct{}, 1)}
 			}
-			s.batch.mu.Lock()
-			s.batch.flying++ // decideBatch hands its place in flight on
-			s.batch.mu.Unlock()
-			s.decideBatch(c, ws)
+			ws := batch(t, s, c, reqs)
 			for i, w := range ws {
-				<-w.done
-				if w.err != nil {
-					t.Fatal(w.err)
-				}
-				if i > 0 && !w.res.Time.Equal(ws[0].res.Time) {
-					t.Fatalf("one batch, two times: %v and %v", ws[0].res.Time, w.res.Time)
-				}
 				decided++
 				if w.res.Allowed {
 					admitted++
@@ -89,6 +76,103 @@ func TestBatchSameAnswersAsReference(t *testing.T) {
 	}
 	if s.batch.flying != 0 {
 		t.Fatalf("%d calls left in flight", s.batch.flying)
+	}
+}
+
+// batch decides reqs, each of them fixed windows on distinct keys, as one
+// call of mode b on c, and returns their waiters, answered.
+func batch(t *testing.T, s *Store, c rueidis.Client, reqs []*limit.Request) []*waiter {
+	t.Helper()
+	ws := make([]*waiter, len(reqs))
+	for i, req := range reqs {
+		sc := calls.Get().(*scriptCall)
+		s.decideCall(sc, req)
+		if sc.args[0] != "d" {
+			t.Fatalf("a request of distinct fixed windows has mode %q", sc.args[0])
+		}
+		ws[i] = &waiter{req: req, sc: sc, by: time.Now().Add(s.timeout), done: make(chan struct{}, 1)}
+	}
+	s.batch.mu.Lock()
+	s.batch.flying++ // decideBatch hands its place in flight on
+	s.batch.mu.Unlock()
+	s.decideBatch(c, ws)
+	for i, w := range ws {
+		<-w.done
+		if w.err != nil {
+			t.Fatal(w.err)
+		}
+		if i > 0 && !w.res.Time.Equal(ws[0].res.Time) {
+			t.Fatalf("one batch, two times: %v and %v", ws[0].res.Time, w.res.Time)
+		}
+	}
+	return ws
+}
+
+// TestBatchExpiries: the windows one batch opens get the expiry a single
+// decision would give them, per rule (they share it when they share the
+// rule), and a window already open keeps its own.
+func TestBatchExpiries(t *testing.T) {
+	srv := testredis.Start(t)
+	t.Cleanup(func() { checkExpiry(t, srv) })
+	s := open(t, srv)
+	c, err := s.get("decide")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shanghai := shanghai(t)
+	aligned := valid(t, &limit.Rule{Name: "aligned", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 9, Period: 10 * time.Second}})
+	first := valid(t, &limit.Rule{Name: "first", Algorithm: limit.FixedWindow, Align: limit.AlignFirst, Rate: limit.Rate{Count: 9, Period: 7 * time.Second}})
+	zoned := valid(t, &limit.Rule{Name: "zoned", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 9, Period: time.Hour}, Location: shanghai})
+	k := limit.StringKey
+	// The aligned window of 10 s began at t0-1ms; "old" opens it at
+	// t0+1s, and the batch comes 3 s later, within it.
+	at(t, s, t0.Add(time.Second))
+	if res, err := s.Decide(context.Background(), &limit.Request{Now: time.Now(), Limits: []limit.Limit{{Rule: aligned, Key: k("old")}}}); err != nil || !res.Allowed {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	pttl := func(r *limit.Rule, key string) time.Duration {
+		ms, err := strconv.Atoi(srv.Do(t, "PTTL", limit.StoredKey(DefaultPrefix, r, k(key))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(ms) * time.Millisecond
+	}
+	start := time.Now()
+	oldTTL := pttl(aligned, "old")
+	at(t, s, t0.Add(4*time.Second))
+	ws := batch(t, s, c, []*limit.Request{
+		{Now: time.Now(), Limits: []limit.Limit{{Rule: aligned, Key: k("old")}, {Rule: first, Key: k("a")}}},
+		{Now: time.Now(), Limits: []limit.Limit{{Rule: aligned, Key: k("n1")}, {Rule: first, Key: k("b")}, {Rule: zoned, Key: k("x")}}},
+		{Now: time.Now(), Limits: []limit.Limit{{Rule: zoned, Key: k("y")}, {Rule: aligned, Key: k("n2")}}},
+	})
+	now := ws[0].res.Time
+	// life in decide.lua: a first-aligned window lives as long as it
+	// lasts; a clock-aligned one until its end plus now mod min(window,
+	// 60 s), in whole milliseconds rounded up.
+	us := func(d time.Duration) int64 { return d.Microseconds() }
+	aligns := func(w time.Duration, end time.Time) time.Duration {
+		v := us(end.Sub(now)) + now.UnixMicro()%us(min(w, time.Minute))
+		return time.Duration((v+999)/1000) * time.Millisecond
+	}
+	_, zoneOff := now.In(shanghai).Zone()
+	hourEnd := now.Add(time.Duration(zoneOff) * time.Second).Truncate(time.Hour).Add(time.Hour).Add(-time.Duration(zoneOff) * time.Second)
+	for _, tc := range []struct {
+		rule *limit.Rule
+		key  string
+		want time.Duration
+	}{
+		{aligned, "old", oldTTL},
+		{aligned, "n1", aligns(10*time.Second, t0.Add(10*time.Second-time.Millisecond))},
+		{aligned, "n2", aligns(10*time.Second, t0.Add(10*time.Second-time.Millisecond))},
+		{first, "a", 7 * time.Second},
+		{first, "b", 7 * time.Second},
+		{zoned, "x", aligns(time.Hour, hourEnd)},
+		{zoned, "y", aligns(time.Hour, hourEnd)},
+	} {
+		got := pttl(tc.rule, tc.key)
+		if elapsed := time.Since(start); got > tc.want || got < tc.want-elapsed-2*time.Millisecond {
+			t.Errorf("%s %s: PTTL %v, want %v (less up to %v)", tc.rule.Name, tc.key, got, tc.want, elapsed)
+		}
 	}
 }
 

@@ -156,14 +156,24 @@ if ARGV[1] == 'b' then
   -- Per key index: the window's start and count as the batch has made
   -- them, whether the key holds that window (else its SET opens it), the
   -- PX of a window this batch opened, and the keys to write, in order.
+  -- The windows a batch opens for one argument index start at the same
+  -- time, so they share their PX: X holds it, made for the start in XS.
   local S, C, L, P, dirty, order, nd = {}, {}, {}, {}, {}, {}, 0
+  local X, XS = {}, {}
+  -- Per limit of the batch, in order: its key and argument indexes, which
+  -- the second pass reads here rather than converting ARGV again. The
+  -- indexes are this script's own arguments, numbers for sure, so
+  -- arithmetic converts them, which costs Redis less than tonumber.
+  local KX, TX, x = {}, {}, 0
   local out = {now}
-  for _ = 1, tonumber(ARGV[3]) do
-    local m, b = tonumber(ARGV[j]), #out
+  for _ = 1, ARGV[3] + 0 do
+    local m, b = ARGV[j] + 0, #out
     j = j + 1
-    local first, admit = j, true
+    local first, admit = x, true
     for i = 1, m do
-      local k, t = tonumber(ARGV[j]), tonumber(ARGV[j + 1])
+      local k, t = ARGV[j] + 0, ARGV[j + 1] + 0
+      x = x + 1
+      KX[x], TX[x] = k, t
       local n, w, cost = N[t], W[t], K[t]
       if not S[k] then S[k], C[k], L[k] = fixed(fv[k], A[t], w, J[t]) end
       -- The same judgement as mode d's, inline there and here: a shared
@@ -181,15 +191,20 @@ if ARGV[1] == 'b' then
     end
     -- Record the admission, or give back what a rejected request's
     -- admitting limits reported as consumed, as mode d does.
-    j = first
+    x = first
     for i = 1, m do
-      local k, t = tonumber(ARGV[j]), tonumber(ARGV[j + 1])
+      x = x + 1
+      local k, t = KX[x], TX[x]
       local alg, cost, o = A[t], K[t], b + 3 * i - 2
       if out[o + 2] >= 0 then
         if admit then
           if not L[k] then
-            local w = W[t]
-            P[k], L[k] = life(alg, S[k] + w - now, w), true
+            local st = S[k]
+            if XS[t] ~= st then
+              local w = W[t]
+              X[t], XS[t] = life(alg, st + w - now, w), st
+            end
+            P[k], L[k] = X[t], true
           end
           C[k] = C[k] + cost
           if not dirty[k] then
@@ -201,7 +216,6 @@ if ARGV[1] == 'b' then
           if alg == 'F' and not L[k] then out[o + 1] = 0 end
         end
       end
-      j = j + 2
     end
   end
   for x = 1, nd do
