@@ -194,6 +194,11 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 	if len(calls) > 0 {
 		store := s.store()
 		for c, r := range calls {
+			if c > 0 && !results[c-1].Allowed {
+				// Envoy turns the request away: the calls left would
+				// count a request that never happens.
+				break
+			}
 			r.Now = now
 			res, err := store.Decide(ctx, r)
 			if err != nil {
@@ -227,15 +232,24 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 			}
 			continue
 		}
-		if over && m.lim != nil && m.lim.Rule != nil && !isReplaced(m.lim, replaced) {
-			// Not asked: reported with its limit, its remaining unknown.
+		counted := m.lim != nil && m.lim.Rule != nil && !isReplaced(m.lim, replaced)
+		var d limit.Decision
+		asked := false
+		if counted && m.at >= 0 {
+			if r := results[byHits[m.hits]]; r.Decisions != nil {
+				d = r.Decisions[m.at]
+				asked = !d.Undecided
+			}
+		}
+		if counted && !asked {
+			// Not asked, because another limit rejected the request
+			// first: reported with its limit, its remaining unknown.
 			st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: m.lim.Name, RequestsPerUnit: m.lim.RequestsPerUnit, Unit: m.lim.Unit}
 			continue
 		}
 		if m.at < 0 {
 			continue
 		}
-		d := results[byHits[m.hits]].Decisions[m.at]
 		st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{
 			Name:            m.lim.Name,
 			RequestsPerUnit: m.lim.RequestsPerUnit,

@@ -170,6 +170,59 @@ func TestOverOneLimitConsumesNoOther(t *testing.T) {
 	}
 }
 
+// notAsked fails t unless st reports a limit of perUnit that was never
+// asked: OK, with its limit and neither a remaining count nor a reset.
+func notAsked(t *testing.T, st *rlsv3.RateLimitResponse_DescriptorStatus, perUnit uint32) {
+	t.Helper()
+	if st.Code != rlsv3.RateLimitResponse_OK || st.CurrentLimit.GetRequestsPerUnit() != perUnit || st.LimitRemaining != 0 || st.DurationUntilReset != nil {
+		t.Fatalf("a limit never asked: %v, want OK, its limit %d, no remaining, no reset", st, perUnit)
+	}
+}
+
+// A request whose limits take two store calls (two hits_addend values):
+// the first call's rejection ends it, and the second counts nothing.
+func TestOverInOneCallConsumesNoOther(t *testing.T) {
+	c := serve(t, memory.New(memory.Options{}))
+	login, addr := desc("path", "/login"), desc("remote_address", "10.9.9.9")
+	for range 2 {
+		ask(t, c, "edge", login)
+	}
+	addr.HitsAddend = wrapperspb.UInt64(2)
+	resp := ask(t, c, "edge", login, addr)
+	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].Code != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("over the login limit: %v", resp)
+	}
+	notAsked(t, resp.Statuses[1], 3)
+	if resp := ask(t, c, "edge", desc("remote_address", "10.9.9.9")); resp.Statuses[0].LimitRemaining != 2 {
+		t.Fatalf("the address limit has %d left after a request the login limit rejected, want 2", resp.Statuses[0].LimitRemaining)
+	}
+}
+
+// On Redis Cluster the store asks the most selective limit first, and
+// another slot's limits not at all when it rejects: they are reported as
+// not asked, not as a limit with nothing left.
+func TestClusterNotAsked(t *testing.T) {
+	cl := testredis.StartCluster(t, 3)
+	s, err := redisstore.New(redisstore.Options{Mode: redisstore.Cluster, Addrs: cl.Addrs()[:1], Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	c := serve(t, s)
+	login, addr := desc("path", "/login"), desc("remote_address", "10.9.9.9")
+	for range 2 {
+		ask(t, c, "edge", login)
+	}
+	resp := ask(t, c, "edge", addr, login)
+	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || resp.Statuses[1].Code != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("over the login limit: %v", resp)
+	}
+	notAsked(t, resp.Statuses[0], 3)
+	if resp := ask(t, c, "edge", addr); resp.Statuses[0].LimitRemaining != 2 {
+		t.Fatalf("the address limit has %d left after a request the login limit rejected, want 2", resp.Statuses[0].LimitRemaining)
+	}
+}
+
 func TestShadowReplacesAndHits(t *testing.T) {
 	c := serve(t, memory.New(memory.Options{}))
 	// shadow_mode: decided and reported, never enforced.
