@@ -52,12 +52,14 @@ func runEvents(args []string, stdout, stderr io.Writer) int {
 const replayBodyLimit = 1 << 20
 
 func runReplay(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("events replay", "-c FILE --route ID [--rate 50/s] [--dry-run]",
+	fs := newFlagSet("events replay", "-c FILE --route ID [--rate 50/s] [--parallel 1] [--dry-run]",
 		"Re-send the requests an open breaker turned away on a route, as recorded in the configured\n"+
 			"events sink, to the route's upstream targets at a steady pace, each with the header\n"+
-			"Idempotency-Key: <event id>.\n\n"+
-			"Each event is marked done in the sink once handled, so a replay that stops (Ctrl-C, a crash)\n"+
-			"resumes where it was and sends again at most the request that was in flight:\n"+
+			"Idempotency-Key: <event id>. One request is in flight at a time unless --parallel says\n"+
+			"more: a slow upstream then holds the pace below --rate, and the run says so.\n\n"+
+			"Each event is marked done in the sink once handled, in the order the events were recorded,\n"+
+			"so a replay that stops (Ctrl-C, a crash) resumes where it was and sends again at most the\n"+
+			"requests that were in flight (--parallel of them):\n"+
 			"  - a 2xx answer counts as succeeded; any other answer as failed; both are marked done,\n"+
 			"    so a replay always ends (the idempotency key makes a later manual retry safe);\n"+
 			"  - an event whose body was truncated is skipped (it cannot be sent as it was), said so,\n"+
@@ -65,10 +67,11 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 			"  - an upstream that does not answer at all stops the replay with exit 1, leaving that\n"+
 			"    event for the next run.\n"+
 			"The last line is: succeeded N, failed N, skipped N, remaining N (remaining: not handled).\n"+
-			"Ctrl-C lets the request in flight finish, then stops.")
+			"Ctrl-C lets the requests in flight finish, then stops.")
 	file := fs.String("c", "floodgate.yaml", "the configuration `FILE`")
 	routeID := fs.String("route", "", "the `ID` of the route whose events to replay (required)")
 	rateFlag := fs.String("rate", "50/s", "the pace, as a `RATE` like 50/s or 600/min")
+	parallel := fs.Int("parallel", 1, "the most requests `N` in flight at once")
 	dryRun := fs.Bool("dry-run", false, "list what would be sent, send nothing and mark nothing done")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
@@ -85,6 +88,9 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 			err = fmt.Errorf("rate %q: the count must be positive", *rateFlag)
 		}
 		return usageError(fs, stderr, "--rate: %v", err)
+	}
+	if *parallel < 1 {
+		return usageError(fs, stderr, "--parallel: %d: want 1 or more", *parallel)
 	}
 
 	cfg, _, err := loadConfig(*file)
@@ -122,8 +128,9 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	rp := &replayer{
 		route:    route,
 		reqIDHdr: cfg.Server.RequestIDHeader,
-		client:   replayClient(route.Upstream),
+		client:   replayClient(route.Upstream, *parallel),
 		interval: rate.Period / time.Duration(rate.Count),
+		parallel: *parallel,
 		stdout:   stdout,
 	}
 	if *dryRun {
@@ -138,20 +145,30 @@ type replayer struct {
 	reqIDHdr string
 	client   *http.Client
 	interval time.Duration
+	parallel int
 	stdout   io.Writer
 	next     int // round robin over the targets
 
 	succeeded, failed, skipped int
 }
 
-func replayClient(u config.Upstream) *http.Client {
+// job is one event on its way: sent by a goroutine of its own, and marked
+// done by run in the order the events came, once its answer is in.
+type job struct {
+	e      *events.Event
+	status int
+	err    error         // no answer
+	done   chan struct{} // closed when status or err is set
+}
+
+func replayClient(u config.Upstream, parallel int) *http.Client {
 	return &http.Client{
 		Transport: &http.Transport{
 			DialContext:           (&net.Dialer{Timeout: u.ConnectTimeout}).DialContext,
 			ResponseHeaderTimeout: u.Timeout,
 			IdleConnTimeout:       u.IdleTimeout,
 			TLSHandshakeTimeout:   u.ConnectTimeout,
-			MaxIdleConnsPerHost:   4,
+			MaxIdleConnsPerHost:   max(parallel, 4),
 		},
 		// A redirect is the upstream's answer, not a reason to send the
 		// request somewhere else.
@@ -171,7 +188,7 @@ func (rp *replayer) dryRun(ctx context.Context, src events.Source, stderr io.Wri
 			fmt.Fprintf(rp.stdout, "would skip truncated event %s\n", e.ID)
 			return true
 		}
-		req, err := rp.request(context.Background(), e)
+		req, err := rp.request(context.Background(), e, rp.target())
 		if err != nil {
 			fmt.Fprintf(rp.stdout, "would fail event %s: %v\n", e.ID, err)
 			return true
@@ -195,11 +212,58 @@ func (rp *replayer) run(ctx context.Context, src events.Source, stderr io.Writer
 		fmt.Fprintf(stderr, "floodgate events replay: "+format+"\n", args...)
 		code = exitFailure
 	}
-	// The sink is still used after Ctrl-C, to mark the request in flight
+	// The sink is still used after Ctrl-C, to mark the requests in flight
 	// done and count what is left.
 	bg := context.WithoutCancel(ctx)
+
+	// line holds the jobs not yet marked done, in the order of Next: at
+	// most rp.parallel, so a run that stops sends again at most that many.
+	var line []*job
+	// settle marks done the jobs at the head of the line whose answer is
+	// in, waiting for the head while the line is longer than keep. It
+	// reports false when the run must stop: an event without an answer
+	// stays, and so do the ones after it.
+	settle := func(keep int) bool {
+		for len(line) > 0 {
+			j := line[0]
+			if len(line) > keep {
+				<-j.done
+			} else {
+				select {
+				case <-j.done:
+				default:
+					return true
+				}
+			}
+			if j.err != nil {
+				fail("event %s: %v (the upstream did not answer; the event is left for the next run)", j.e.ID, j.err)
+				return false
+			}
+			if err := src.Done(bg, j.e); err != nil {
+				fail("%v", err)
+				return false
+			}
+			line = line[1:]
+			switch {
+			case j.e.Truncated:
+				rp.skipped++
+				fmt.Fprintf(rp.stdout, "skipped truncated event %s\n", j.e.ID)
+			case j.status/100 == 2:
+				rp.succeeded++
+			default:
+				rp.failed++
+				fmt.Fprintf(rp.stdout, "failed event %s: status %d\n", j.e.ID, j.status)
+			}
+		}
+		return true
+	}
+	var first time.Time
+	sent := 0
 loop:
 	for ctx.Err() == nil {
+		if !settle(rp.parallel - 1) {
+			break
+		}
 		e, err := src.Next(ctx)
 		if errors.Is(err, io.EOF) {
 			finished = true
@@ -211,13 +275,10 @@ loop:
 			}
 			break
 		}
+		j := &job{e: e, done: make(chan struct{})}
+		line = append(line, j)
 		if e.Truncated {
-			fmt.Fprintf(rp.stdout, "skipped truncated event %s\n", e.ID)
-			if err := src.Done(bg, e); err != nil {
-				fail("%v", err)
-				break
-			}
-			rp.skipped++
+			close(j.done) // skipped, in its turn
 			continue
 		}
 		// A steady pace: one request per interval, without a burst to
@@ -228,29 +289,39 @@ loop:
 			case <-t.C:
 			case <-ctx.Done():
 				t.Stop()
+				line = line[:len(line)-1] // not sent: it stays
 				break loop
 			}
 		}
 		next = time.Now().Add(rp.interval)
-		status, err := rp.send(bg, e)
-		if err != nil {
-			// No answer: the event stays, for the next run.
-			fail("event %s: %v (the upstream did not answer; the event is left for the next run)", e.ID, err)
-			break
+		if sent == 0 {
+			first = time.Now()
 		}
-		if err := src.Done(bg, e); err != nil {
-			fail("%v", err)
-			break
-		}
-		if status/100 == 2 {
-			rp.succeeded++
-		} else {
-			rp.failed++
-			fmt.Fprintf(rp.stdout, "failed event %s: status %d\n", e.ID, status)
+		sent++
+		req, rerr := rp.request(bg, e, rp.target())
+		go func() {
+			defer close(j.done)
+			if rerr != nil {
+				j.err = rerr
+				return
+			}
+			j.status, j.err = rp.send(req)
+		}()
+	}
+	ok := settle(0)
+	for _, j := range line {
+		<-j.done // after a failure: sent, but not marked done; the next run sends it again
+	}
+	if ok && sent >= 10 {
+		// A pace the upstream held down is said, not left to be guessed.
+		took := time.Since(first)
+		if asked, got := float64(time.Second)/float64(rp.interval), float64(sent)/took.Seconds(); got < asked*0.8 {
+			fmt.Fprintf(rp.stdout, "pace: %d requests in %v, %.0f/s of the %.0f/s asked: the upstream's answers held it down (--parallel %d)\n",
+				sent, took.Round(time.Millisecond), got, asked, rp.parallel)
 		}
 	}
 	remaining := 0
-	if !finished {
+	if !finished || !ok {
 		cctx, cancel := context.WithTimeout(bg, 30*time.Second)
 		err := src.Pending(cctx, func(*events.Event) bool { remaining++; return true })
 		cancel()
@@ -262,16 +333,12 @@ loop:
 	return code
 }
 
-// send replays e and returns the upstream's status.
-func (rp *replayer) send(ctx context.Context, e *events.Event) (int, error) {
+// send sends req and returns the upstream's status.
+func (rp *replayer) send(req *http.Request) (int, error) {
 	u := rp.route.Upstream
-	ctx, cancel := context.WithTimeout(ctx, u.ConnectTimeout+u.Timeout+u.IdleTimeout)
+	ctx, cancel := context.WithTimeout(req.Context(), u.ConnectTimeout+u.Timeout+u.IdleTimeout)
 	defer cancel()
-	req, err := rp.request(ctx, e)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := rp.client.Do(req)
+	resp, err := rp.client.Do(req.WithContext(ctx))
 	if err != nil {
 		return 0, err
 	}
@@ -288,16 +355,21 @@ var hopHeaders = map[string]bool{
 	"Upgrade": true, "Content-Length": true, "Host": true,
 }
 
+// target is the index of the next target in turn.
+func (rp *replayer) target() int {
+	rp.next++
+	return rp.next - 1
+}
+
 // request builds the upstream request for e as the gateway would have sent
-// it: the next target in turn, strip_prefix applied, the recorded query,
-// headers and body, and the event's id as the idempotency key.
-func (rp *replayer) request(ctx context.Context, e *events.Event) (*http.Request, error) {
+// it: target n (of the round robin), strip_prefix applied, the recorded
+// query, headers and body, and the event's id as the idempotency key.
+func (rp *replayer) request(ctx context.Context, e *events.Event, n int) (*http.Request, error) {
 	targets := rp.route.Upstream.Targets
 	if len(targets) == 0 {
 		return nil, errors.New("the route has no upstream target")
 	}
-	target := targets[rp.next%len(targets)]
-	rp.next++
+	target := targets[n%len(targets)]
 	out := &url.URL{Scheme: target.Scheme, Host: target.Host, RawQuery: e.Query}
 	out.Path, out.RawPath = gateway.UpstreamPath(target, rp.route.Upstream.StripPrefix, e.Path)
 	method := e.Method

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,22 +38,50 @@ type received struct {
 type replayUpstream struct {
 	*httptest.Server
 	status int
+	delay  time.Duration // before each answer
+	mute   string        // the X-User-Id whose requests get no answer: the connection is closed
 
-	mu   sync.Mutex
-	reqs []received
+	mu                  sync.Mutex
+	reqs                []received
+	inFlight, mostInFly int
 }
 
-func newReplayUpstream(t *testing.T, status int) *replayUpstream {
+func newReplayUpstream(t *testing.T, status int, opts ...func(*replayUpstream)) *replayUpstream {
 	u := &replayUpstream{status: status}
+	for _, o := range opts {
+		o(u)
+	}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		u.mu.Lock()
 		u.reqs = append(u.reqs, received{time.Now(), r.Method, r.URL.RequestURI(), r.Header.Clone(), string(body)})
+		u.inFlight++
+		u.mostInFly = max(u.mostInFly, u.inFlight)
 		u.mu.Unlock()
+		defer func() {
+			u.mu.Lock()
+			u.inFlight--
+			u.mu.Unlock()
+		}()
+		time.Sleep(u.delay)
+		if u.mute != "" && r.Header.Get("X-User-Id") == u.mute {
+			c, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				c.Close()
+			}
+			return
+		}
 		w.WriteHeader(u.status)
 	}))
 	t.Cleanup(u.Close)
 	return u
+}
+
+// mostInFlight is the most requests the upstream held at once.
+func (u *replayUpstream) mostInFlight() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.mostInFly
 }
 
 func (u *replayUpstream) received() []received {
@@ -282,6 +311,76 @@ func TestEventsReplayFailures(t *testing.T) {
 	}
 }
 
+// TestEventsReplayParallel: --parallel N keeps up to N requests in flight,
+// and a run that one unanswered request stops marks done what came before
+// it, so the next run sends again at most N; one at a time against a slow
+// upstream, the run says that the upstream held the pace down.
+func TestEventsReplayParallel(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	c := eventsBlock(config.SinkFile)
+	c.File.Path = path
+	want := recordEvents(t, c, events.Options{}, 40)
+	yaml := fmt.Sprintf("  sink: file\n  file: {path: %q}", path)
+
+	// Event 25 gets no answer: the run stops there.
+	slow := newReplayUpstream(t, http.StatusOK, func(u *replayUpstream) {
+		u.delay, u.mute = 60*time.Millisecond, "user-25"
+	})
+	stdout, stderr, code := floodgate(t, "events", "replay", "-c", replayConfig(t, slow.URL, yaml), "--route", "lucky-meal", "--rate", "1000/s", "--parallel", "4")
+	if code != exitFailure || !strings.Contains(stderr, "did not answer") {
+		t.Fatalf("with event 25 unanswered: exit %d, stderr:\n%s", code, stderr)
+	}
+	if n := slow.mostInFlight(); n < 2 || n > 4 {
+		t.Errorf("the upstream held %d requests at once, want 2 to 4 (--parallel 4)", n)
+	}
+	m := summaryLine.FindStringSubmatch(stdout)
+	// Events 0 to 24: 23 sent (0 and 10 and 20 truncated) and marked,
+	// the rest left.
+	if m == nil || m[0] != "succeeded 22, failed 0, skipped 3, remaining 15" {
+		t.Fatalf("summary %q, want \"succeeded 22, failed 0, skipped 3, remaining 15\"; stdout:\n%s", m, stdout)
+	}
+
+	up := newReplayUpstream(t, http.StatusOK)
+	stdout, stderr, code = floodgate(t, "events", "replay", "-c", replayConfig(t, up.URL, yaml), "--route", "lucky-meal", "--rate", "1000/s", "--parallel", "4")
+	if code != exitOK {
+		t.Fatalf("resumed replay: exit %d; stderr:\n%s", code, stderr)
+	}
+	if m := summaryLine.FindString(stdout); m != "succeeded 14, failed 0, skipped 1, remaining 0" {
+		t.Errorf("resumed replay: summary %q; stdout:\n%s", m, stdout)
+	}
+	// Every sendable event reached an upstream; the ones that reached
+	// both were in flight when the first run stopped.
+	first := map[string]bool{}
+	for _, r := range slow.received() {
+		first[r.header.Get("Idempotency-Key")] = true
+	}
+	again := 0
+	for _, r := range up.received() {
+		if first[r.header.Get("Idempotency-Key")] {
+			again++
+		}
+	}
+	if again < 1 || again > 4 {
+		t.Errorf("%d events sent by both runs, want 1 (event 25) to 4 (--parallel 4)", again)
+	}
+	for _, e := range want {
+		if !e.Truncated && !first[e.ID] && !slices.ContainsFunc(up.received(), func(r received) bool { return r.header.Get("Idempotency-Key") == e.ID }) {
+			t.Errorf("event %s (%s) was never sent", e.ID, e.RequestID)
+		}
+	}
+
+	// One at a time against a slow upstream: said.
+	path2 := filepath.Join(t.TempDir(), "events.jsonl")
+	c.File.Path = path2
+	recordEvents(t, c, events.Options{}, 12)
+	slow.mute = ""
+	stdout, _, code = floodgate(t, "events", "replay", "-c", replayConfig(t, slow.URL, fmt.Sprintf("  sink: file\n  file: {path: %q}", path2)), "--route", "lucky-meal", "--rate", "1000/s")
+	if code != exitOK || !strings.Contains(stdout, "the upstream's answers held it down (--parallel 1)") {
+		t.Errorf("one at a time against a 60 ms upstream at 1000/s: exit %d, stdout:\n%s", code, stdout)
+	}
+}
+
 // TestEventsReplayDryRun lists without sending or consuming.
 func TestEventsReplayDryRun(t *testing.T) {
 	t.Parallel()
@@ -370,6 +469,7 @@ func TestEventsUsage(t *testing.T) {
 		{[]string{"events", "replay", "--route", "x", "--rate", "fast"}, exitUsage, "--rate"},
 		{[]string{"events", "replay", "--route", "x", "--rate", "0/s"}, exitUsage, "--rate"},
 		{[]string{"events", "replay", "--route", "x", "extra"}, exitUsage, `unexpected argument "extra"`},
+		{[]string{"events", "replay", "--route", "x", "--parallel", "0"}, exitUsage, "--parallel"},
 		{[]string{"events", "replay", "--bogus"}, exitUsage, "bogus"},
 		{[]string{"events", "replay", "-c", "/nonexistent/floodgate.yaml", "--route", "x"}, exitFailure, "cannot read"},
 	}
