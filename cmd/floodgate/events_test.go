@@ -144,6 +144,16 @@ func recordEvents(t *testing.T, c config.Events, o events.Options, n int) []*eve
 	return out
 }
 
+// fileEvents records n events as recordEvents does into a new events
+// file, and returns them and the events block that names the file.
+func fileEvents(t *testing.T, n int) ([]*events.Event, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	c := eventsBlock(config.SinkFile)
+	c.File.Path = path
+	return recordEvents(t, c, events.Options{}, n), fmt.Sprintf("  sink: file\n  file: {path: %q}", path)
+}
+
 // replayConfig writes a config whose lucky-meal route goes to upstream
 // and whose events block is eventsYAML.
 func replayConfig(t *testing.T, upstream, eventsYAML string) string {
@@ -280,11 +290,7 @@ func TestEventsReplayFile(t *testing.T) {
 // answer at all stops replay with exit 1 and leaves the event.
 func TestEventsReplayFailures(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "events.jsonl")
-	c := eventsBlock(config.SinkFile)
-	c.File.Path = path
-	recordEvents(t, c, events.Options{}, 5)
-	yaml := fmt.Sprintf("  sink: file\n  file: {path: %q}", path)
+	_, yaml := fileEvents(t, 5)
 
 	dead := newReplayUpstream(t, http.StatusOK)
 	dead.Close()
@@ -317,11 +323,7 @@ func TestEventsReplayFailures(t *testing.T) {
 // upstream, the run says that the upstream held the pace down.
 func TestEventsReplayParallel(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "events.jsonl")
-	c := eventsBlock(config.SinkFile)
-	c.File.Path = path
-	want := recordEvents(t, c, events.Options{}, 40)
-	yaml := fmt.Sprintf("  sink: file\n  file: {path: %q}", path)
+	want, yaml := fileEvents(t, 40)
 
 	// Event 25 gets no answer: the run stops there.
 	slow := newReplayUpstream(t, http.StatusOK, func(u *replayUpstream) {
@@ -371,11 +373,9 @@ func TestEventsReplayParallel(t *testing.T) {
 	}
 
 	// One at a time against a slow upstream: said.
-	path2 := filepath.Join(t.TempDir(), "events.jsonl")
-	c.File.Path = path2
-	recordEvents(t, c, events.Options{}, 12)
+	_, yaml = fileEvents(t, 12)
 	slow.mute = ""
-	stdout, _, code = floodgate(t, "events", "replay", "-c", replayConfig(t, slow.URL, fmt.Sprintf("  sink: file\n  file: {path: %q}", path2)), "--route", "lucky-meal", "--rate", "1000/s")
+	stdout, _, code = floodgate(t, "events", "replay", "-c", replayConfig(t, slow.URL, yaml), "--route", "lucky-meal", "--rate", "1000/s")
 	if code != exitOK || !strings.Contains(stdout, "the upstream's answers held it down (--parallel 1)") {
 		t.Errorf("one at a time against a 60 ms upstream at 1000/s: exit %d, stdout:\n%s", code, stdout)
 	}
@@ -384,12 +384,9 @@ func TestEventsReplayParallel(t *testing.T) {
 // TestEventsReplayDryRun lists without sending or consuming.
 func TestEventsReplayDryRun(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "events.jsonl")
-	c := eventsBlock(config.SinkFile)
-	c.File.Path = path
-	want := recordEvents(t, c, events.Options{}, 3)
+	want, yaml := fileEvents(t, 3)
 	up := newReplayUpstream(t, http.StatusOK)
-	file := replayConfig(t, up.URL, fmt.Sprintf("  sink: file\n  file: {path: %q}", path))
+	file := replayConfig(t, up.URL, yaml)
 	for range 2 {
 		stdout, stderr, code := floodgate(t, "events", "replay", "-c", file, "--route", "lucky-meal", "--dry-run")
 		if code != exitOK {
@@ -412,12 +409,9 @@ func TestEventsReplayDryRun(t *testing.T) {
 // reports what remains, and the next run sends the rest, none twice.
 func TestEventsReplayInterrupted(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "events.jsonl")
-	c := eventsBlock(config.SinkFile)
-	c.File.Path = path
-	want := recordEvents(t, c, events.Options{}, 20)
+	want, yaml := fileEvents(t, 20)
 	up := newReplayUpstream(t, http.StatusOK)
-	file := replayConfig(t, up.URL, fmt.Sprintf("  sink: file\n  file: {path: %q}", path))
+	file := replayConfig(t, up.URL, yaml)
 
 	var out syncBuffer
 	cmd := exec.Command(floodgateBin, "events", "replay", "-c", file, "--route", "lucky-meal", "--rate", "20/s")
