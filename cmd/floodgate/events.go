@@ -60,8 +60,9 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 			"Each event is marked done in the sink once handled, in the order the events were recorded,\n"+
 			"so a replay that stops (Ctrl-C, a crash) resumes where it was and sends again at most the\n"+
 			"requests that were in flight (--parallel of them):\n"+
-			"  - a 2xx answer counts as succeeded; any other answer as failed; both are marked done,\n"+
-			"    so a replay always ends (the idempotency key makes a later manual retry safe);\n"+
+			"  - a 2xx answer counts as succeeded; any other answer, or an event that makes no valid\n"+
+			"    request, as failed; all are marked done, so a replay always ends (the idempotency\n"+
+			"    key makes a later manual retry safe);\n"+
 			"  - an event whose body was truncated is skipped (it cannot be sent as it was), said so,\n"+
 			"    and marked done;\n"+
 			"  - an upstream that does not answer at all stops the replay with exit 1, leaving that\n"+
@@ -157,6 +158,7 @@ type replayer struct {
 type job struct {
 	e      *events.Event
 	status int
+	bad    error         // the request cannot be built from the event: failed, not sent
 	err    error         // no answer
 	done   chan struct{} // closed when status or err is set
 }
@@ -248,6 +250,9 @@ func (rp *replayer) run(ctx context.Context, src events.Source, stderr io.Writer
 			case j.e.Truncated:
 				rp.skipped++
 				fmt.Fprintf(rp.stdout, "skipped truncated event %s\n", j.e.ID)
+			case j.bad != nil:
+				rp.failed++
+				fmt.Fprintf(rp.stdout, "failed event %s: %v\n", j.e.ID, j.bad)
 			case j.status/100 == 2:
 				rp.succeeded++
 			default:
@@ -277,8 +282,12 @@ loop:
 		}
 		j := &job{e: e, done: make(chan struct{})}
 		line = append(line, j)
-		if e.Truncated {
-			close(j.done) // skipped, in its turn
+		var req *http.Request
+		if !e.Truncated {
+			req, j.bad = rp.request(bg, e, rp.target())
+		}
+		if e.Truncated || j.bad != nil {
+			close(j.done) // skipped or failed, in its turn
 			continue
 		}
 		// A steady pace: one request per interval, without a burst to
@@ -298,13 +307,8 @@ loop:
 			first = time.Now()
 		}
 		sent++
-		req, rerr := rp.request(bg, e, rp.target())
 		go func() {
 			defer close(j.done)
-			if rerr != nil {
-				j.err = rerr
-				return
-			}
 			j.status, j.err = rp.send(req)
 		}()
 	}

@@ -381,6 +381,43 @@ func TestEventsReplayParallel(t *testing.T) {
 	}
 }
 
+// An event that makes no valid request (a method with a space in it) is
+// failed, said so and marked done: it does not stop the replay.
+func TestEventsReplayBadEvent(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	c := eventsBlock(config.SinkFile)
+	c.File.Path = path
+	r, err := events.NewRecorder(c, events.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var es []*events.Event
+	for i := 1; i <= 3; i++ {
+		e := replayEvent(i)
+		if i == 2 {
+			e.Method = "BAD METHOD"
+		}
+		if !r.Record(context.Background(), e) {
+			t.Fatalf("Record(%d) = false", i)
+		}
+		es = append(es, e)
+	}
+	r.Close()
+	up := newReplayUpstream(t, http.StatusOK)
+	file := replayConfig(t, up.URL, fmt.Sprintf("  sink: file\n  file: {path: %q}", path))
+	stdout, stderr, code := floodgate(t, "events", "replay", "-c", file, "--route", "lucky-meal", "--rate", "1000/s", "--parallel", "2")
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	if m := summaryLine.FindString(stdout); m != "succeeded 2, failed 1, skipped 0, remaining 0" || !strings.Contains(stdout, "failed event "+es[1].ID+": ") {
+		t.Errorf("summary %q; stdout:\n%s", m, stdout)
+	}
+	if n := len(up.received()); n != 2 {
+		t.Errorf("the upstream got %d requests, want 2", n)
+	}
+}
+
 // TestEventsReplayDryRun lists without sending or consuming.
 func TestEventsReplayDryRun(t *testing.T) {
 	t.Parallel()
