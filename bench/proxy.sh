@@ -124,13 +124,14 @@ pids+=($!)
 "$tmp/refproxy" -mode bare -listen "127.0.0.1:$BARE" -upstream "http://127.0.0.1:$UP" 2>"$tmp/bare.log" &
 pids+=($!)
 
-# Users and client IPs drawn from 100,000 values per request.
+# Users and client IPs each drawn from 100,000 values per request, as the
+# open-loop phase's floodgate load --users 100000 --ips 100000 draws them.
 cat >"$tmp/vary.lua" <<'LUA'
 math.randomseed(os.time())
 request = function()
-  local u = math.random(1, 100000)
-  wrk.headers["X-User-Id"] = tostring(u)
-  wrk.headers["X-Forwarded-For"] = string.format("10.%d.%d.%d", u % 200, math.random(0, 250), math.random(1, 250))
+  local u, j = math.random(1, 100000), math.random(1, 100000)
+  wrk.headers["X-User-Id"] = "u" .. u
+  wrk.headers["X-Forwarded-For"] = string.format("10.%d.%d.%d", math.floor(j / 65536) % 256, math.floor(j / 256) % 256, j % 256)
   return wrk.format(nil, "/api/activities/lucky-meal/receive")
 end
 LUA
