@@ -18,6 +18,12 @@ type Rate struct {
 // Lua number in a Redis script) holds exactly.
 const MaxCount = 1_000_000_000
 
+// MaxCost bounds what one request takes, its rule's cost times its hits:
+// a larger product saturates here. It is far above every count (MaxCount),
+// so such a request is rejected, never wrapped around into an admission,
+// and a Lua number holds it exactly.
+const MaxCost = 1 << 53
+
 // MinPeriod is the shortest window or period a rate may have.
 const MinPeriod = time.Millisecond
 

@@ -2,6 +2,7 @@ package limittest
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -342,6 +343,15 @@ func testHits(t *testing.T, h *Harness) {
 	}
 	if res := decide(t, h, 3, "", l); res.Allowed || res.Decisions[0].Remaining != 1 {
 		t.Fatalf("4th request of 3 hits: %+v, want rejected with 1 remaining", res.Decisions[0])
+	}
+	// Hits so many that hits × cost would not fit in an int64 (the
+	// Envoy rate-limit service takes them from its client): rejected,
+	// taking nothing, as any request above the limit.
+	huge := rule(t, &limit.Rule{Name: "t:hits", Algorithm: limit.FixedWindow, Rate: rate(10, 10*time.Second), Cost: 3})
+	for _, hits := range []int64{math.MaxInt64, math.MaxInt64/3 + 1, limit.MaxCost} {
+		if res := decide(t, h, hits, "", limit.Limit{Rule: huge, Key: l.Key}); res.Allowed || res.Decisions[0].Remaining != 1 {
+			t.Fatalf("%d hits of cost 3: %+v, want rejected with 1 remaining", hits, res.Decisions[0])
+		}
 	}
 	if res := decide(t, h, 1, "", l); !res.Allowed || res.Decisions[0].Remaining != 0 {
 		t.Fatalf("1 hit: %+v, want the last slot", res.Decisions[0])

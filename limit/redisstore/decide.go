@@ -79,9 +79,10 @@ func buildArgs(r *limit.Rule) any {
 	return a
 }
 
-// maxCost keeps cost × hits exact in a Lua double. Any cost this large is
-// above every limit (limit.MaxCount), so it is rejected all the same.
-const maxCost = 1 << 53
+// maxCost keeps cost × hits exact in a Lua double, as the Go algorithms
+// bound it. Any cost this large is above every limit (limit.MaxCount), so
+// it is rejected all the same.
+const maxCost = limit.MaxCost
 
 func (a *ruleArgs) appendTo(args []string, r *limit.Rule, hits int64, now time.Time) []string {
 	args = append(append(args, a.head[:]...), a.costArg(hits))
