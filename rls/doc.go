@@ -18,11 +18,10 @@
 // another is over its limit, a request that one limit rejects consumes
 // nothing from the others. shadow_mode limits are counted and reported but
 // never reject; replaces drops the named limits when both match;
-// hits_addend, the request's or a descriptor's own, is the cost
-// (descriptors with different costs are decided in one call per cost,
-// each all or nothing, in turn: a call that rejects ends the request, and
-// the calls after it count nothing, but what the calls before it took
-// stays taken). A store
+// hits_addend, the request's or a descriptor's own, is the cost:
+// descriptors of different costs are still decided in one call, all or
+// nothing, and hits above a limit's count reject the request at once,
+// counting nothing anywhere. A store
 // that fails answers UNAVAILABLE, and Envoy's failure_mode_deny decides.
 //
 // requests_per_unit: 0 rejects every request, as in envoyproxy/ratelimit,

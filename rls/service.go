@@ -164,52 +164,53 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		}
 	}
 
-	// A limit of 0 rejects the request before anything is counted: the
-	// request's other limits are not asked, so they consume nothing.
+	// A limit of 0, or one asked for more hits than its count, rejects the
+	// request before anything is counted: the request's other limits are
+	// not asked, so they consume nothing.
 	over := false
 	for i := range ms {
-		over = over || blocked(ms[i].lim, replaced) && !ms[i].lim.Shadow
+		over = over || blocked(&ms[i], replaced) && !ms[i].lim.Shadow
 	}
 
-	// The limits to decide, one store call per number of hits (nearly
-	// always one call): a call has one hits count for all its limits.
-	var calls []*limit.Request
-	byHits := map[int64]int{}
+	// The limits to decide, in one store call, so that the request is
+	// admitted or rejected by all of them at once. A call has one hits
+	// count; descriptors whose own hits_addend differ are each counted
+	// under a copy of their rule that costs their hits (the copy shares
+	// the rule's counters: they depend on its name and window, not its
+	// cost).
+	call := &limit.Request{}
 	for i, d := range ds {
 		m := &ms[i]
-		if over || m.lim == nil || m.lim.Rule == nil || isReplaced(m.lim, replaced) {
-			continue // nothing to count: no limit, unlimited, replaced, or a limit of 0
+		if over || m.lim == nil || m.lim.Rule == nil || isReplaced(m.lim, replaced) || blocked(m, replaced) {
+			continue // nothing to count: no limit, unlimited, replaced, or blocked
 		}
-		c, ok := byHits[m.hits]
-		if !ok {
-			c = len(calls)
-			byHits[m.hits] = c
-			calls = append(calls, &limit.Request{Hits: m.hits})
+		if call.Hits == 0 {
+			call.Hits = m.hits
 		}
-		m.at = len(calls[c].Limits)
-		calls[c].Limits = append(calls[c].Limits, limit.Limit{Rule: m.lim.Rule, Key: key(d.GetEntries())})
+		m.at = len(call.Limits)
+		call.Limits = append(call.Limits, limit.Limit{Rule: m.lim.Rule, Key: key(d.GetEntries())})
+	}
+	for i := range ms {
+		if m := &ms[i]; m.at >= 0 && m.hits != call.Hits {
+			if err := costed(call, ms); err != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "%v", err)
+			}
+			break
+		}
 	}
 	now := s.now()
-	results := make([]limit.Result, len(calls))
-	if len(calls) > 0 {
-		store := s.store()
-		for c, r := range calls {
-			if c > 0 && !results[c-1].Allowed {
-				// Envoy turns the request away: the calls left would
-				// count a request that never happens.
-				break
+	var res limit.Result
+	if len(call.Limits) > 0 {
+		call.Now = now
+		var err error
+		res, err = s.store().Decide(ctx, call)
+		if err != nil {
+			// One line a second at most: while the store is down,
+			// every call fails.
+			if sec := time.Now().Unix(); s.errLogged.Swap(sec) != sec {
+				s.log.Warn("rate-limit store failed; ShouldRateLimit answers UNAVAILABLE", "domain", domain, "error", err.Error())
 			}
-			r.Now = now
-			res, err := store.Decide(ctx, r)
-			if err != nil {
-				// One line a second at most: while the store is down,
-				// every call fails.
-				if sec := time.Now().Unix(); s.errLogged.Swap(sec) != sec {
-					s.log.Warn("rate-limit store failed; ShouldRateLimit answers UNAVAILABLE", "domain", domain, "error", err.Error())
-				}
-				return nil, status.Errorf(codes.Unavailable, "rate-limit store: %v", err)
-			}
-			results[c] = res
+			return nil, status.Errorf(codes.Unavailable, "rate-limit store: %v", err)
 		}
 	}
 
@@ -221,10 +222,10 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		m := &ms[i]
 		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 		resp.Statuses[i] = st
-		if blocked(m.lim, replaced) {
-			// requests_per_unit 0: every request is over, until the end
-			// of a window that never admits anything.
-			st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: m.lim.Name, Unit: m.lim.Unit}
+		if blocked(m, replaced) {
+			// requests_per_unit 0, or fewer than the hits: over, until
+			// the end of the window at least; what remains is not asked.
+			st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: m.lim.Name, RequestsPerUnit: m.lim.RequestsPerUnit, Unit: m.lim.Unit}
 			st.DurationUntilReset = durationpb.New(m.lim.Period - time.Duration(now.UnixNano()%int64(m.lim.Period)))
 			if !m.lim.Shadow {
 				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -236,10 +237,8 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		var d limit.Decision
 		asked := false
 		if counted && m.at >= 0 {
-			if r := results[byHits[m.hits]]; r.Decisions != nil {
-				d = r.Decisions[m.at]
-				asked = !d.Undecided
-			}
+			d = res.Decisions[m.at]
+			asked = !d.Undecided
 		}
 		if counted && !asked {
 			// Not asked, because another limit rejected the request
@@ -266,6 +265,26 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 	return resp, nil
 }
 
+// costed makes req count every limit at its descriptor's own hits: req
+// counts one hit, and a limit of other hits (at most its count: more are
+// blocked) gets a copy of its rule that costs them.
+func costed(req *limit.Request, ms []matched) error {
+	req.Hits = 1
+	for i := range ms {
+		m := &ms[i]
+		if m.at < 0 || m.hits == 1 {
+			continue
+		}
+		r := m.lim.Rule
+		c := &limit.Rule{Name: r.Name, Algorithm: r.Algorithm, Align: r.Align, Rate: r.Rate, Shadow: r.Shadow, Cost: m.hits}
+		if err := c.Validate(); err != nil {
+			return err
+		}
+		req.Limits[m.at].Rule = c
+	}
+	return nil
+}
+
 // key is the counter of one descriptor: every entry's key and value, so
 // that a rule that matches any value counts each value apart, as
 // envoyproxy/ratelimit does.
@@ -277,10 +296,15 @@ func key(es []*rlsv3ext.RateLimitDescriptor_Entry) limit.Key {
 	return limit.NewKey(parts...)
 }
 
-// blocked reports whether l is a limit of 0, which rejects every request,
-// and not replaced by another.
-func blocked(l *Limit, replaced map[string]bool) bool {
-	return l != nil && !l.Unlimited && l.Rule == nil && l.Period > 0 && !isReplaced(l, replaced)
+// blocked reports whether m's limit rejects the request whatever it has
+// counted, and is not replaced by another: a limit of 0, or hits above the
+// limit's count.
+func blocked(m *matched, replaced map[string]bool) bool {
+	l := m.lim
+	if l == nil || l.Unlimited || l.Period <= 0 || isReplaced(l, replaced) {
+		return false
+	}
+	return l.Rule == nil || m.hits > int64(l.RequestsPerUnit)
 }
 
 // isReplaced reports whether another limit of the request replaces l.

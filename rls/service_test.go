@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"math"
 	"net"
 	"strings"
 	"sync"
@@ -179,9 +180,9 @@ func notAsked(t *testing.T, st *rlsv3.RateLimitResponse_DescriptorStatus, perUni
 	}
 }
 
-// A request whose limits take two store calls (two hits_addend values):
-// the first call's rejection ends it, and the second counts nothing.
-func TestOverInOneCallConsumesNoOther(t *testing.T) {
+// Descriptors with their own hits_addend are decided together, each at
+// its own hits: all of them admit the request, or none takes anything.
+func TestMixedHitsAllOrNothing(t *testing.T) {
 	c := serve(t, memory.New(memory.Options{}))
 	login, addr := desc("path", "/login"), desc("remote_address", "10.9.9.9")
 	for range 2 {
@@ -189,12 +190,31 @@ func TestOverInOneCallConsumesNoOther(t *testing.T) {
 	}
 	addr.HitsAddend = wrapperspb.UInt64(2)
 	resp := ask(t, c, "edge", login, addr)
-	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].Code != rlsv3.RateLimitResponse_OVER_LIMIT {
-		t.Fatalf("over the login limit: %v", resp)
+	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].Code != rlsv3.RateLimitResponse_OVER_LIMIT ||
+		resp.Statuses[1].Code != rlsv3.RateLimitResponse_OK || resp.Statuses[1].LimitRemaining != 3 {
+		t.Fatalf("over the login limit, with 2 hits on the address: %v; want the address reported with its 3 left", resp)
 	}
-	notAsked(t, resp.Statuses[1], 3)
 	if resp := ask(t, c, "edge", desc("remote_address", "10.9.9.9")); resp.Statuses[0].LimitRemaining != 2 {
 		t.Fatalf("the address limit has %d left after a request the login limit rejected, want 2", resp.Statuses[0].LimitRemaining)
+	}
+	// Admitted: each descriptor takes its own hits.
+	other, free := desc("remote_address", "10.8.8.8"), desc("tenant", "t9", "plan", "free")
+	other.HitsAddend = wrapperspb.UInt64(2)
+	resp = ask(t, c, "edge", other, free)
+	if resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != 1 || resp.Statuses[1].LimitRemaining != 0 {
+		t.Fatalf("2 hits of 3 and 1 of 1: %v", resp)
+	}
+	// More hits than a limit's count: over at once, and nothing counted,
+	// however large (2^64-1 would not fit the store's arithmetic).
+	other.HitsAddend = wrapperspb.UInt64(math.MaxUint64)
+	third := desc("remote_address", "10.7.7.7")
+	resp = ask(t, c, "edge", other, third)
+	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].Code != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("hits_addend 2^64-1: %v", resp)
+	}
+	notAsked(t, resp.Statuses[1], 3)
+	if resp := ask(t, c, "edge", third); resp.Statuses[0].LimitRemaining != 2 {
+		t.Fatalf("an address asked alongside 2^64-1 hits has %d left after, want 2", resp.Statuses[0].LimitRemaining)
 	}
 }
 
