@@ -180,6 +180,14 @@ func notAsked(t *testing.T, st *rlsv3.RateLimitResponse_DescriptorStatus, perUni
 	}
 }
 
+// wantLeft fails t unless d's limit, asked alone, has n left after it.
+func wantLeft(t *testing.T, c rlsv3.RateLimitServiceClient, d *rlsv3ext.RateLimitDescriptor, n uint32, after string) {
+	t.Helper()
+	if resp := ask(t, c, "edge", d); resp.Statuses[0].LimitRemaining != n {
+		t.Fatalf("%v has %d left after %s, want %d", d.GetEntries(), resp.Statuses[0].LimitRemaining, after, n)
+	}
+}
+
 // Descriptors with their own hits_addend are decided together, each at
 // its own hits: all of them admit the request, or none takes anything.
 func TestMixedHitsAllOrNothing(t *testing.T) {
@@ -194,9 +202,7 @@ func TestMixedHitsAllOrNothing(t *testing.T) {
 		resp.Statuses[1].Code != rlsv3.RateLimitResponse_OK || resp.Statuses[1].LimitRemaining != 3 {
 		t.Fatalf("over the login limit, with 2 hits on the address: %v; want the address reported with its 3 left", resp)
 	}
-	if resp := ask(t, c, "edge", desc("remote_address", "10.9.9.9")); resp.Statuses[0].LimitRemaining != 2 {
-		t.Fatalf("the address limit has %d left after a request the login limit rejected, want 2", resp.Statuses[0].LimitRemaining)
-	}
+	wantLeft(t, c, desc("remote_address", "10.9.9.9"), 2, "a request the login limit rejected")
 	// Admitted: each descriptor takes its own hits.
 	other, free := desc("remote_address", "10.8.8.8"), desc("tenant", "t9", "plan", "free")
 	other.HitsAddend = wrapperspb.UInt64(2)
@@ -213,9 +219,7 @@ func TestMixedHitsAllOrNothing(t *testing.T) {
 		t.Fatalf("hits_addend 2^64-1: %v", resp)
 	}
 	notAsked(t, resp.Statuses[1], 3)
-	if resp := ask(t, c, "edge", third); resp.Statuses[0].LimitRemaining != 2 {
-		t.Fatalf("an address asked alongside 2^64-1 hits has %d left after, want 2", resp.Statuses[0].LimitRemaining)
-	}
+	wantLeft(t, c, third, 2, "a request with 2^64-1 hits")
 }
 
 // On Redis Cluster the store asks the most selective limit first, and
@@ -238,9 +242,7 @@ func TestClusterNotAsked(t *testing.T) {
 		t.Fatalf("over the login limit: %v", resp)
 	}
 	notAsked(t, resp.Statuses[0], 3)
-	if resp := ask(t, c, "edge", addr); resp.Statuses[0].LimitRemaining != 2 {
-		t.Fatalf("the address limit has %d left after a request the login limit rejected, want 2", resp.Statuses[0].LimitRemaining)
-	}
+	wantLeft(t, c, addr, 2, "a request the login limit rejected")
 }
 
 func TestShadowReplacesAndHits(t *testing.T) {
