@@ -11,21 +11,23 @@ import (
 
 // Source reads back, in the order they were recorded, the breaker_rejected
 // events of one route from the configured sink, for replay. It is used by
-// one goroutine, one event at a time: Next, handle the event, Done.
+// one goroutine: Next, handle the event, Done, with Done called in the
+// order Next returned the events; several may be taken before the first is
+// done (events replay --parallel).
 //
 // Progress is kept in the sink's own terms, so that a replay that stops
-// (Ctrl-C, a crash) resumes where it was and sends again at most the event
+// (Ctrl-C, a crash) resumes where it was and sends again at most the events
 // it was handling:
 //
 //   - redis: a consumer group "floodgate-replay-ROUTE" on the stream,
 //     created at the stream's start; Done is XACK. The events of other
 //     routes and types are acknowledged in passing, in this route's group
 //     only. A restart first takes back the entries it read but did not
-//     acknowledge (the one in flight).
+//     acknowledge (the ones in flight).
 //   - nats: a durable pull consumer "floodgate-replay-ROUTE" on the stream
 //     that captures the subject; Done is an acknowledgement the server
 //     confirms. A restart resets the consumer to its acknowledgement floor,
-//     so the one in flight comes again at once.
+//     so the ones in flight come again at once.
 //   - file: the offset of the next line, in the file
 //     "<path>.replay-ROUTE.offset", replaced atomically on Done.
 //

@@ -15,7 +15,8 @@ import (
 
 // replayAckWait is how long the server waits for the acknowledgement of a
 // replayed event before it offers it again. It covers one request to the
-// upstream, since the source fetches one event at a time.
+// upstream and the wait behind the few in flight before it (events replay
+// --parallel), since the source fetches one event at a time.
 const replayAckWait = 2 * time.Minute
 
 type natsSource struct {

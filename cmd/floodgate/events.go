@@ -51,6 +51,11 @@ func runEvents(args []string, stdout, stderr io.Writer) int {
 // (and discards) so the connection can be reused.
 const replayBodyLimit = 1 << 20
 
+// maxParallel bounds --parallel: a replay is a steady trickle to a
+// downstream that has just recovered, and each event in flight holds a
+// sink's acknowledgement open (events.Source).
+const maxParallel = 64
+
 func runReplay(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("events replay", "-c FILE --route ID [--rate 50/s] [--parallel 1] [--dry-run]",
 		"Re-send the requests an open breaker turned away on a route, as recorded in the configured\n"+
@@ -90,8 +95,8 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		}
 		return usageError(fs, stderr, "--rate: %v", err)
 	}
-	if *parallel < 1 {
-		return usageError(fs, stderr, "--parallel: %d: want 1 or more", *parallel)
+	if *parallel < 1 || *parallel > maxParallel {
+		return usageError(fs, stderr, "--parallel: %d: want 1 to %d", *parallel, maxParallel)
 	}
 
 	cfg, _, err := loadConfig(*file)

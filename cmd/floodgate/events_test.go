@@ -501,6 +501,7 @@ func TestEventsUsage(t *testing.T) {
 		{[]string{"events", "replay", "--route", "x", "--rate", "0/s"}, exitUsage, "--rate"},
 		{[]string{"events", "replay", "--route", "x", "extra"}, exitUsage, `unexpected argument "extra"`},
 		{[]string{"events", "replay", "--route", "x", "--parallel", "0"}, exitUsage, "--parallel"},
+		{[]string{"events", "replay", "--route", "x", "--parallel", "65"}, exitUsage, "want 1 to 64"},
 		{[]string{"events", "replay", "--bogus"}, exitUsage, "bogus"},
 		{[]string{"events", "replay", "-c", "/nonexistent/floodgate.yaml", "--route", "x"}, exitFailure, "cannot read"},
 	}
