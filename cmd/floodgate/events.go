@@ -60,8 +60,8 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("events replay", "-c FILE --route ID [--rate 50/s] [--parallel 1] [--dry-run]",
 		"Re-send the requests an open breaker turned away on a route, as recorded in the configured\n"+
 			"events sink, to the route's upstream targets at a steady pace, each with the header\n"+
-			"Idempotency-Key: <event id>. One request is in flight at a time unless --parallel says\n"+
-			"more: a slow upstream then holds the pace below --rate, and the run says so.\n\n"+
+			"Idempotency-Key: <event id>. One request is in flight at a time unless --parallel allows\n"+
+			"more; when the upstream answers too slowly for --rate, the run says so.\n\n"+
 			"Each event is marked done in the sink once handled, in the order the events were recorded,\n"+
 			"so a replay that stops (Ctrl-C, a crash) resumes where it was and sends again at most the\n"+
 			"requests that were in flight (--parallel of them):\n"+
@@ -71,7 +71,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 			"  - an event whose body was truncated is skipped (it cannot be sent as it was), said so,\n"+
 			"    and marked done;\n"+
 			"  - an upstream that does not answer at all stops the replay with exit 1, leaving that\n"+
-			"    event for the next run.\n"+
+			"    event (and any sent after it) for the next run.\n"+
 			"The last line is: succeeded N, failed N, skipped N, remaining N (remaining: not handled).\n"+
 			"Ctrl-C lets the requests in flight finish, then stops.")
 	file := fs.String("c", "floodgate.yaml", "the configuration `FILE`")
