@@ -276,7 +276,7 @@ func costed(req *limit.Request, ms []matched) error {
 			continue
 		}
 		r := m.lim.Rule
-		c := &limit.Rule{Name: r.Name, Algorithm: r.Algorithm, Align: r.Align, Rate: r.Rate, Shadow: r.Shadow, Cost: m.hits}
+		c := &limit.Rule{Name: r.Name, Algorithm: r.Algorithm, Align: r.Align, Location: r.Location, Rate: r.Rate, Shadow: r.Shadow, Cost: m.hits}
 		if err := c.Validate(); err != nil {
 			return err
 		}
