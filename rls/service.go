@@ -96,6 +96,10 @@ func (s *Service) SetRules(r *Rules) {
 // Rules returns the rules in use.
 func (s *Service) Rules() *Rules { return s.rules.Load().Rules }
 
+// MaxDescriptors bounds the descriptors of one request: they are decided
+// in one store call, whose size must stay bounded (Envoy sends a handful).
+const MaxDescriptors = 256
+
 // matched is one descriptor's limit and what the decision said of it.
 type matched struct {
 	lim  *Limit
@@ -134,6 +138,9 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 	ds := req.GetDescriptors()
 	if len(ds) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	}
+	if len(ds) > MaxDescriptors {
+		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors: at most %d in one request", len(ds), MaxDescriptors)
 	}
 	rules := s.rules.Load()
 	hits := int64(req.GetHitsAddend())

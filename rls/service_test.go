@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net"
 	"strings"
@@ -282,6 +283,10 @@ func TestBadRequests(t *testing.T) {
 	c := serve(t, memory.New(memory.Options{}))
 	neg := desc("remote_address", "x")
 	neg.IsNegativeHits = true
+	many := make([]*rlsv3ext.RateLimitDescriptor, MaxDescriptors+1)
+	for i := range many {
+		many[i] = desc("remote_address", fmt.Sprint("10.0.0.", i))
+	}
 	for _, tc := range []struct {
 		req  *rlsv3.RateLimitRequest
 		want string
@@ -289,6 +294,7 @@ func TestBadRequests(t *testing.T) {
 		{&rlsv3.RateLimitRequest{Descriptors: []*rlsv3ext.RateLimitDescriptor{desc("a", "b")}}, "domain"},
 		{&rlsv3.RateLimitRequest{Domain: "edge"}, "descriptor"},
 		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlsv3ext.RateLimitDescriptor{neg}}, "negative"},
+		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: many}, "at most 256"},
 	} {
 		_, err := c.ShouldRateLimit(context.Background(), tc.req)
 		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
@@ -299,6 +305,10 @@ func TestBadRequests(t *testing.T) {
 	resp := ask(t, c, "edge", desc("remote_address", strings.Repeat("{}\n", 100_000)))
 	if resp.OverallCode != rlsv3.RateLimitResponse_OK {
 		t.Fatalf("huge value: %v", resp)
+	}
+	// As many descriptors as allowed: decided.
+	if resp := ask(t, c, "edge", many[:MaxDescriptors]...); resp.OverallCode != rlsv3.RateLimitResponse_OK || len(resp.Statuses) != MaxDescriptors {
+		t.Fatalf("%d descriptors: %v", MaxDescriptors, resp.OverallCode)
 	}
 }
 
@@ -340,6 +350,14 @@ func TestExactOnRedis(t *testing.T) {
 	// The address limit (3 an hour) took only the 2 admissions.
 	if resp := ask(t, clients[0], "edge", desc("remote_address", "hot")); resp.Statuses[0].LimitRemaining != 0 || resp.OverallCode != rlsv3.RateLimitResponse_OK {
 		t.Fatalf("address limit after the run: %v", resp)
+	}
+	// The most descriptors a request may have, in one script call.
+	many := make([]*rlsv3ext.RateLimitDescriptor, MaxDescriptors)
+	for i := range many {
+		many[i] = desc("remote_address", fmt.Sprint("10.1.0.", i))
+	}
+	if resp := ask(t, clients[1], "edge", many...); resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[MaxDescriptors-1].LimitRemaining != 2 {
+		t.Fatalf("%d descriptors on Redis: %v", MaxDescriptors, resp.OverallCode)
 	}
 }
 
