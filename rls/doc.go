@@ -26,5 +26,6 @@
 //
 // requests_per_unit: 0 rejects every request, as in envoyproxy/ratelimit,
 // without a store call. Not supported: a descriptor's own limit override
-// (the rule's limit applies) and negative hits (InvalidArgument).
+// (the rule's limit applies), negative hits, and more than MaxDescriptors
+// descriptors in one request (InvalidArgument).
 package rls
