@@ -33,7 +33,7 @@ func (e *Entry) Live(now int64) bool { return e.Expires > now }
 // Check judges one request of hits against e at now without changing
 // anything but expired state. Call Validate on r first.
 func (r *Rule) Check(e *Entry, now int64, hits int64, off int64) Decision {
-	cost := r.costOf(hits)
+	cost := r.CostOf(hits)
 	d := Decision{Rule: r, Limit: r.p.n}
 	switch r.Algorithm {
 	case FixedWindow:
@@ -122,9 +122,9 @@ func (r *Rule) Check(e *Entry, now int64, hits int64, off int64) Decision {
 // refilled to 0.9999999999 tokens by exact arithmetic still yields its token.
 const tokenEpsilon = 1e-9
 
-// costOf is what a request of hits takes from r, at most MaxCost (the
-// rule's own cost is at most its count).
-func (r *Rule) costOf(hits int64) int64 {
+// CostOf is what a request of hits takes from r, at most MaxCost (the
+// rule's own cost is at most its count). Call Validate on r first.
+func (r *Rule) CostOf(hits int64) int64 {
 	c := r.p.cost
 	if hits > 1 {
 		if hits > MaxCost/c {
@@ -137,7 +137,7 @@ func (r *Rule) costOf(hits int64) int64 {
 
 // Commit applies an admission that Check allowed at the same now.
 func (r *Rule) Commit(e *Entry, now int64, hits int64, off int64, lease string) {
-	cost := r.costOf(hits)
+	cost := r.CostOf(hits)
 	switch r.Algorithm {
 	case FixedWindow:
 		start, cur := r.fixedWindow(e, now, off)

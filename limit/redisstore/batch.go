@@ -196,7 +196,7 @@ func (s *Store) batchCall(c *scriptCall, ws []*waiter) int {
 				c.index[k] = x
 			}
 			set := argSet{a: argsOf(l.Rule), zone: "0"}
-			set.cost = set.a.costArg(w.req.Hits)
+			set.cost = set.a.costArg(l.Rule, w.req.Hits)
 			if set.a.zone {
 				set.zone = set.a.zoneArg(l.Rule, w.req.Now)
 			}

@@ -33,7 +33,6 @@ type ruleArgs struct {
 	head  [4]string // algorithm, shadow, n, window or lease ttl
 	tail  []string  // after the cost: tokens per µs and queue (token bucket)
 	n     int64
-	cost  int64
 	costS string
 	zone  bool // fixed window aligned on a Location's day or hour: its offset is per call
 
@@ -48,7 +47,7 @@ func argsOf(r *limit.Rule) *ruleArgs { return r.Ext(owner{}, buildArgs).(*ruleAr
 
 func buildArgs(r *limit.Rule) any {
 	n, window, cost, queue, lease := r.Params()
-	a := &ruleArgs{n: n, cost: cost, costS: strconv.FormatInt(cost, 10)}
+	a := &ruleArgs{n: n, costS: strconv.FormatInt(cost, 10)}
 	alg, w := "", window
 	switch r.Algorithm {
 	case limit.FixedWindow:
@@ -79,29 +78,21 @@ func buildArgs(r *limit.Rule) any {
 	return a
 }
 
-// maxCost keeps cost × hits exact in a Lua double, as the Go algorithms
-// bound it. Any cost this large is above every limit (limit.MaxCount), so
-// it is rejected all the same.
-const maxCost = limit.MaxCost
-
 func (a *ruleArgs) appendTo(args []string, r *limit.Rule, hits int64, now time.Time) []string {
-	args = append(append(args, a.head[:]...), a.costArg(hits))
+	args = append(append(args, a.head[:]...), a.costArg(r, hits))
 	if a.zone {
 		return append(args, a.zoneArg(r, now))
 	}
 	return append(args, a.tail...)
 }
 
-// costArg is the cost argument of a request of hits.
-func (a *ruleArgs) costArg(hits int64) string {
+// costArg is the cost argument of a request of hits on r: r.CostOf, at
+// most limit.MaxCost, which a Lua double holds exactly.
+func (a *ruleArgs) costArg(r *limit.Rule, hits int64) string {
 	if hits <= 1 {
 		return a.costS
 	}
-	c := int64(maxCost)
-	if hits < maxCost/a.cost {
-		c = a.cost * hits
-	}
-	return strconv.FormatInt(c, 10)
+	return strconv.FormatInt(r.CostOf(hits), 10)
 }
 
 // zoneArg is the zone offset argument of algorithm z at now.
