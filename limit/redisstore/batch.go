@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strconv"
@@ -177,16 +178,18 @@ type argSet struct {
 }
 
 // batchCall fills c with the keys and arguments of mode b for ws, puts
-// the waiters' own calls back, and returns the number of limits.
+// the waiters' own calls back, and returns the number of limits. The
+// requests' part is one string of 16-bit numbers (doc.go), which Redis
+// and the script read for much less than one argument per number.
 func (s *Store) batchCall(c *scriptCall, ws []*waiter) int {
-	c.keys, c.more, c.sets = c.keys[:0], c.more[:0], c.sets[:0]
+	c.keys, c.reqs, c.sets = c.keys[:0], c.reqs[:0], c.sets[:0]
 	if c.index == nil {
 		c.index = make(map[string]int, 2*maxBatch)
 	}
 	limits := 0
 	for _, w := range ws {
 		limits += len(w.req.Limits)
-		c.more = append(c.more, strconv.Itoa(len(w.req.Limits)))
+		c.reqs = binary.BigEndian.AppendUint16(c.reqs, uint16(len(w.req.Limits)))
 		for i, l := range w.req.Limits {
 			k := w.sc.keys[i]
 			x, ok := c.index[k]
@@ -207,7 +210,7 @@ func (s *Store) batchCall(c *scriptCall, ws []*waiter) int {
 				c.sets = append(c.sets, set)
 				t = len(c.sets) - 1
 			}
-			c.more = append(c.more, strconv.Itoa(x), strconv.Itoa(t+1))
+			c.reqs = binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(c.reqs, uint16(x)), uint16(t+1))
 		}
 		w.sc.put()
 		w.sc = nil
@@ -216,6 +219,6 @@ func (s *Store) batchCall(c *scriptCall, ws []*waiter) int {
 	for _, set := range c.sets {
 		c.args = append(append(c.args, set.a.head[:]...), set.cost, set.zone)
 	}
-	c.args = append(c.args, c.more...)
+	c.args = append(c.args, string(c.reqs))
 	return limits
 }

@@ -79,6 +79,46 @@ func TestBatchSameAnswersAsReference(t *testing.T) {
 	}
 }
 
+// TestBatchPastOneByte: a batch's request part is 16-bit numbers. One
+// request of 256 limits (every key and argument index, and its count of
+// limits, past 255) and one after it that shares a key and a rule with it
+// and adds its own get the answers they would get alone.
+func TestBatchPastOneByte(t *testing.T) {
+	srv := testredis.Start(t)
+	t.Cleanup(func() { checkExpiry(t, srv) })
+	s := open(t, srv)
+	c, err := s.get("decide")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at(t, s, time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	now, err := s.Now(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each rule its own count, so that each is its own argument set.
+	rules := make([]*limit.Rule, maxBatchLimits+1)
+	for i := range rules {
+		rules[i] = valid(t, &limit.Rule{Name: fmt.Sprint("r", i), Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: int64(2 + i), Period: time.Hour}})
+	}
+	big := &limit.Request{Now: now}
+	for i := range maxBatchLimits {
+		big.Limits = append(big.Limits, limit.Limit{Rule: rules[i], Key: limit.StringKey(fmt.Sprint("k", i))})
+	}
+	small := &limit.Request{Now: now, Limits: []limit.Limit{
+		{Rule: rules[maxBatchLimits-1], Key: limit.StringKey(fmt.Sprint("k", maxBatchLimits-1))},
+		{Rule: rules[0], Key: limit.StringKey("new")},
+		{Rule: rules[maxBatchLimits], Key: limit.StringKey("last")},
+	}}
+	ref := reference{}
+	for i, w := range batch(t, s, c, []*limit.Request{big, small}) {
+		if !w.res.Allowed {
+			t.Fatalf("request %d rejected: %+v", i, w.res)
+		}
+		ref.same(t, w.req, w.res, fmt.Sprint("request ", i))
+	}
+}
+
 // batch decides reqs, each of them fixed windows on distinct keys, as one
 // call of mode b on c, and returns their waiters, answered.
 func batch(t *testing.T, s *Store, c rueidis.Client, reqs []*limit.Request) []*waiter {
@@ -130,15 +170,15 @@ func TestBatchExpiries(t *testing.T) {
 	if res, err := s.Decide(context.Background(), &limit.Request{Now: time.Now(), Limits: []limit.Limit{{Rule: aligned, Key: k("old")}}}); err != nil || !res.Allowed {
 		t.Fatalf("%+v, %v", res, err)
 	}
-	pttl := func(r *limit.Rule, key string) time.Duration {
-		ms, err := strconv.Atoi(srv.Do(t, "PTTL", limit.StoredKey(DefaultPrefix, r, k(key))))
+	// PEXPIRETIME: a key's expiry as a Unix time in ms, by Redis's clock.
+	expiry := func(r *limit.Rule, key string) int64 {
+		ms, err := strconv.ParseInt(srv.Do(t, "PEXPIRETIME", limit.StoredKey(DefaultPrefix, r, k(key))), 10, 64)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return time.Duration(ms) * time.Millisecond
+		return ms
 	}
-	start := time.Now()
-	oldTTL := pttl(aligned, "old")
+	oldExpiry := expiry(aligned, "old")
 	at(t, s, t0.Add(4*time.Second))
 	ws := batch(t, s, c, []*limit.Request{
 		{Now: time.Now(), Limits: []limit.Limit{{Rule: aligned, Key: k("old")}, {Rule: first, Key: k("a")}}},
@@ -146,32 +186,32 @@ func TestBatchExpiries(t *testing.T) {
 		{Now: time.Now(), Limits: []limit.Limit{{Rule: zoned, Key: k("y")}, {Rule: aligned, Key: k("n2")}}},
 	})
 	now := ws[0].res.Time
-	// life in decide.lua: a first-aligned window lives as long as it
-	// lasts; a clock-aligned one until its end plus now mod min(window,
-	// 60 s), in whole milliseconds rounded up.
-	us := func(d time.Duration) int64 { return d.Microseconds() }
-	aligns := func(w time.Duration, end time.Time) time.Duration {
-		v := us(end.Sub(now)) + now.UnixMicro()%us(min(w, time.Minute))
-		return time.Duration((v+999)/1000) * time.Millisecond
+	// pxat and life in decide.lua: a window lives until the first whole
+	// millisecond of Redis's clock (the store's less its offset) at or
+	// after its end, a first-aligned one; a clock-aligned one that much
+	// plus now mod min(window, 60 s).
+	clock := now.UnixMicro() - s.Offset().Microseconds()
+	pxat := func(us int64) int64 { return (clock + us + 999) / 1000 }
+	aligns := func(w time.Duration, end time.Time) int64 {
+		return pxat(end.Sub(now).Microseconds() + now.UnixMicro()%min(w, time.Minute).Microseconds())
 	}
 	_, zoneOff := now.In(shanghai).Zone()
 	hourEnd := now.Add(time.Duration(zoneOff) * time.Second).Truncate(time.Hour).Add(time.Hour).Add(-time.Duration(zoneOff) * time.Second)
 	for _, tc := range []struct {
 		rule *limit.Rule
 		key  string
-		want time.Duration
+		want int64
 	}{
-		{aligned, "old", oldTTL},
+		{aligned, "old", oldExpiry},
 		{aligned, "n1", aligns(10*time.Second, t0.Add(10*time.Second-time.Millisecond))},
 		{aligned, "n2", aligns(10*time.Second, t0.Add(10*time.Second-time.Millisecond))},
-		{first, "a", 7 * time.Second},
-		{first, "b", 7 * time.Second},
+		{first, "a", pxat((7 * time.Second).Microseconds())},
+		{first, "b", pxat((7 * time.Second).Microseconds())},
 		{zoned, "x", aligns(time.Hour, hourEnd)},
 		{zoned, "y", aligns(time.Hour, hourEnd)},
 	} {
-		got := pttl(tc.rule, tc.key)
-		if elapsed := time.Since(start); got > tc.want || got < tc.want-elapsed-2*time.Millisecond {
-			t.Errorf("%s %s: PTTL %v, want %v (less up to %v)", tc.rule.Name, tc.key, got, tc.want, elapsed)
+		if got := expiry(tc.rule, tc.key); got != tc.want {
+			t.Errorf("%s %s: expires at %d ms, want %d (%+d ms)", tc.rule.Name, tc.key, got, tc.want, got-tc.want)
 		}
 	}
 }

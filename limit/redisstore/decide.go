@@ -112,7 +112,7 @@ func (s *Store) offsetArg() string {
 // once the command is built.
 type scriptCall struct {
 	keys, args []string
-	more       []string       // a batch's per-request arguments, before they join args
+	reqs       []byte         // a batch's requests, before they join args
 	sets       []argSet       // a batch's distinct limit arguments
 	index      map[string]int // a batch's key indexes
 }
@@ -174,7 +174,7 @@ func repeats(keys []string) bool {
 func (c *scriptCall) put() {
 	clear(c.keys)
 	clear(c.args)
-	clear(c.more)
+	c.reqs = c.reqs[:0]
 	clear(c.sets)
 	clear(c.index)
 	calls.Put(c)
@@ -201,7 +201,7 @@ func (s *Store) Decide(ctx context.Context, req *limit.Request) (limit.Result, e
 	}
 	sc := calls.Get().(*scriptCall)
 	s.decideCall(sc, req)
-	if sc.args[0] == "d" {
+	if sc.args[0] == "d" && n <= maxBatchLimits {
 		return s.coalesce(ctx, c, req, sc)
 	}
 	return s.decideOne(ctx, c, req, sc)

@@ -23,11 +23,12 @@
 -- prints them exactly) or into strings with %d, never through tostring
 -- (%.14g).
 
-local find, sub, format = string.find, string.sub, string.format
+local byte, find, sub, format = string.byte, string.find, string.sub, string.format
 local ceil, floor, fmod, max, min = math.ceil, math.floor, math.fmod, math.max, math.min
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local clock = now -- Redis's own, which it reads a PXAT against
 if ARGV[2] ~= '0' then now = now + tonumber(ARGV[2]) end
 
 -- px is the PX of a key for state that matters for us more µs: whole
@@ -39,7 +40,15 @@ local function px(us)
   return format('%d', m)
 end
 
--- life is the PX of a fixed window's key whose window ends in reset µs.
+-- pxat is the PXAT of a key for state that matters for us more µs: the
+-- first whole millisecond of Redis's clock at or after then, and after now.
+-- A PX counts from Redis's current millisecond, rounded down, so a window
+-- could expire up to 1 ms before its end and lose its count; this cannot.
+local function pxat(us)
+  return format('%d', ceil((clock + max(us, 1)) / 1000))
+end
+
+-- life is the PXAT of a fixed window's key whose window ends in reset µs.
 -- Windows aligned to the clock end at the same instant for every key of a
 -- limit — every user's, say — and if their keys expired together, Redis
 -- would spend up to 25 ms of one expire cycle deleting them while every
@@ -48,8 +57,8 @@ end
 -- time of the SET, which spreads their expiry over that span. A key that
 -- outlives its window is harmless: its start no longer matches.
 local function life(alg, reset, w)
-  if alg == 'F' then return px(reset) end
-  return px(reset + fmod(now, min(w, 60000000)))
+  if alg == 'F' then return pxat(reset) end
+  return pxat(reset + fmod(now, min(w, 60000000)))
 end
 
 -- fixed returns the current fixed window's start and count, and whether
@@ -133,8 +142,9 @@ local nk = #KEYS
 -- batch. ARGV 3 is the number of requests and ARGV 4 the number of
 -- distinct limit arguments in the batch, each six values from ARGV 5 on:
 -- those of a limit of mode d, the zone offset always there ("0" but for
--- algorithm z). Then each request is the number of its limits, and per
--- limit the index of its key in KEYS and of its arguments. The reply is
+-- algorithm z). The last argument holds the requests, as 16-bit numbers,
+-- high byte first: per request the number of its limits, and per limit the
+-- index of its key in KEYS and of its arguments. The reply is
 -- the time, then three numbers per limit of every request, in order, as
 -- mode d gives them.
 --
@@ -155,23 +165,25 @@ if ARGV[1] == 'b' then
   end
   -- Per key index: the window's start and count as the batch has made
   -- them, whether the key holds that window (else its SET opens it), the
-  -- PX of a window this batch opened, and the keys to write, in order.
+  -- PXAT of a window this batch opened, and the keys to write, in order.
   -- The windows a batch opens for one argument index start at the same
-  -- time, so they share their PX: X holds it, made for the start in XS.
+  -- time, so they share their PXAT: X holds it, made for the start in XS.
   local S, C, L, P, dirty, order, nd = {}, {}, {}, {}, {}, {}, 0
   local X, XS = {}, {}
   -- Per limit of the batch, in order: its key and argument indexes, which
-  -- the second pass reads here rather than converting ARGV again. The
-  -- indexes are this script's own arguments, numbers for sure, so
-  -- arithmetic converts them, which costs Redis less than tonumber.
+  -- the second pass reads here rather than decoding them again.
   local KX, TX, x = {}, {}, 0
   local out = {now}
+  local R, p = ARGV[j], 1
   for _ = 1, ARGV[3] + 0 do
-    local m, b = ARGV[j] + 0, #out
-    j = j + 1
+    local mh, ml = byte(R, p, p + 1)
+    local m, b = mh * 256 + ml, #out
+    p = p + 2
     local first, admit = x, true
     for i = 1, m do
-      local k, t = ARGV[j] + 0, ARGV[j + 1] + 0
+      local kh, kl, th, tl = byte(R, p, p + 3)
+      local k, t = kh * 256 + kl, th * 256 + tl
+      p = p + 4
       x = x + 1
       KX[x], TX[x] = k, t
       local n, w, cost = N[t], W[t], K[t]
@@ -187,7 +199,6 @@ if ARGV[1] == 'b' then
         out[o], out[o + 1], out[o + 2] = max(n - cur, 0), reset, -1 - retry
         if not H[t] then admit = false end
       end
-      j = j + 2
     end
     -- Record the admission, or give back what a rejected request's
     -- admitting limits reported as consumed, as mode d does.
@@ -222,7 +233,7 @@ if ARGV[1] == 'b' then
     local k = order[x]
     local v = format('%d:%d', S[k], C[k])
     if P[k] then
-      redis.call('SET', KEYS[k], v, 'PX', P[k])
+      redis.call('SET', KEYS[k], v, 'PXAT', P[k])
     else
       redis.call('SET', KEYS[k], v, 'KEEPTTL')
     end
@@ -377,7 +388,7 @@ for i = 1, nk do
     local reset = start + w - now
     if cur + cost <= n then
       out[o], out[o + 1], out[o + 2] = n - cur - cost, reset, 0
-      -- The value to write and its PX, or false for a window already
+      -- The value to write and its PXAT, or false for a window already
       -- stored: its key has carried the window's end as its expiry since
       -- the SET that opened the window, and KEEPTTL keeps it.
       st[2 * i - 1], st[2 * i] = format('%d:%d', start, cur + cost), not live and life(alg, reset, w)
@@ -496,7 +507,7 @@ for i = 1, nk do
         v, ttl = format('%d:%d', start, cur + tonumber(ARGV[j + 4])), not live and life(alg, start + w - now, w)
       end
       if ttl then
-        redis.call('SET', key, v, 'PX', ttl)
+        redis.call('SET', key, v, 'PXAT', ttl)
       else
         redis.call('SET', key, v, 'KEEPTTL')
       end

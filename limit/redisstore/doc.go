@@ -77,10 +77,12 @@
 // In "b" mode KEYS are the distinct keys of the batch, ARGV 3 is the
 // number of requests and ARGV 4 the number of distinct sets of limit
 // arguments, which follow, six values each: the arguments of a limit as in
-// "d", with the zone offset "0" for every algorithm but z. Then each
-// request follows as the number of its limits and, per limit, the index of
-// its key in KEYS and of its arguments; the reply is the time and then the
-// three numbers of every limit of every request, in order.
+// "d", with the zone offset "0" for every algorithm but z. The last
+// argument holds the requests as 16-bit numbers, high byte first: each
+// request's number of limits and, per limit, the index of its key in KEYS
+// and of its arguments (a batch holds at most 256 limits). The reply is the
+// time and then the three numbers of every limit of every request, in
+// order.
 //
 // # Failures
 //
