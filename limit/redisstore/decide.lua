@@ -229,9 +229,23 @@ if ARGV[1] == 'b' then
       end
     end
   end
+  -- A value is "start:count", and a batch's windows share few starts and
+  -- few counts (the new ones hold the cost): each is formatted once, as a
+  -- sprintf costs Redis more than the rest of a SET's value.
+  local SF, CF = {}, {}
   for x = 1, nd do
     local k = order[x]
-    local v = format('%d:%d', S[k], C[k])
+    local st, c = S[k], C[k]
+    local sf, cf = SF[st], CF[c]
+    if not sf then
+      sf = format('%d:', st)
+      SF[st] = sf
+    end
+    if not cf then
+      cf = format('%d', c)
+      CF[c] = cf
+    end
+    local v = sf .. cf
     if P[k] then
       redis.call('SET', KEYS[k], v, 'PXAT', P[k])
     else
