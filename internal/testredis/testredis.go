@@ -68,6 +68,9 @@ type options struct {
 	// replication writes one for each full sync, and a restarted server
 	// would load it, although persistence is off.
 	dropRDB bool
+
+	// wrapper runs redis-server under another program (WithWrapper).
+	wrapper []string
 }
 
 // WithArgs appends extra redis-server command-line arguments, for example
@@ -77,6 +80,15 @@ type options struct {
 // authenticate with that password.
 func WithArgs(extra ...string) Option {
 	return func(o *options) { o.args = append(o.args, extra...) }
+}
+
+// WithWrapper runs redis-server under another program, which is given
+// redis-server's path and arguments after its own: for example
+// WithWrapper("valgrind", "--tool=callgrind") to count the instructions
+// the server executes. Pid is then the wrapper's process, which for
+// valgrind is the server's.
+func WithWrapper(cmd ...string) Option {
+	return func(o *options) { o.wrapper = cmd }
 }
 
 // Server is one redis-server process owned by a test.
@@ -91,6 +103,7 @@ type Server struct {
 	password string
 	init     []string
 	dropRDB  bool
+	wrapper  []string
 
 	mu    sync.Mutex
 	proc  *process // nil while stopped
@@ -133,6 +146,7 @@ func start(tb testing.TB, o options) *Server {
 		password: passwordFrom(o.args),
 		init:     o.init,
 		dropRDB:  o.dropRDB,
+		wrapper:  o.wrapper,
 	}
 	if o.sentinel {
 		s.kind = "sentinel"
@@ -271,6 +285,9 @@ func (s *Server) launch(deadline time.Time) error {
 		return err
 	}
 	cmd := exec.Command(s.bin, s.argv...)
+	if len(s.wrapper) > 0 {
+		cmd = exec.Command(s.wrapper[0], append(append(s.wrapper[1:len(s.wrapper):len(s.wrapper)], s.bin), s.argv...)...)
+	}
 	cmd.Dir = s.dir
 	// An *os.File is handed to the child as its fd; any other io.Writer
 	// would make os/exec run a copying goroutine per stream.
@@ -370,6 +387,16 @@ func (s *Server) probe(pid int) error {
 // across Stop and Restart.
 func (s *Server) Addr() string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+}
+
+// Pid returns the running server's process id, or 0 while it is stopped.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.cmd.Process.Pid
 }
 
 // Stop terminates the server (SIGTERM, then SIGKILL if it does not exit

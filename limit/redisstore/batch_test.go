@@ -121,7 +121,7 @@ func TestBatchPastOneByte(t *testing.T) {
 
 // batch decides reqs, each of them fixed windows on distinct keys, as one
 // call of mode b on c, and returns their waiters, answered.
-func batch(t *testing.T, s *Store, c rueidis.Client, reqs []*limit.Request) []*waiter {
+func batch(t testing.TB, s *Store, c rueidis.Client, reqs []*limit.Request) []*waiter {
 	t.Helper()
 	ws := make([]*waiter, len(reqs))
 	for i, req := range reqs {

@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -170,4 +174,86 @@ func BenchmarkSeedDesignFourEvals(b *testing.B) {
 		}
 		return nil
 	})
+}
+
+// BenchmarkRedisInstructions counts the instructions Redis executes per
+// decision of the seeds' four limits (users and IPs drawn from 100,000
+// each), decided by the store's batch calls of 1, 6 and 64 requests, with
+// redis-server run under valgrind's callgrind. Unlike CPU time, the count
+// does not depend on what else the machine is doing, so two builds compare
+// on a busy machine. It counts the server's own work, not the kernel's
+// (system calls, the network). bench/redis-instructions.sh runs it; it is
+// skipped without valgrind.
+func BenchmarkRedisInstructions(b *testing.B) {
+	for _, tool := range []string{"valgrind", "callgrind_control"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			b.Skipf("needs %s (apt-get install valgrind)", tool)
+		}
+	}
+	out := filepath.Join(b.TempDir(), "callgrind.out")
+	srv := testredis.Start(b, testredis.WithWrapper("valgrind", "--tool=callgrind", "--callgrind-out-file="+out))
+	s := open(b, srv)
+	c, err := s.get("decide")
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := newFourLimits(b)
+	rng := rand.New(rand.NewPCG(1, 2))
+	requests := func(n int) []*limit.Request {
+		reqs := make([]*limit.Request, n)
+		for i := range reqs {
+			reqs[i] = &limit.Request{Now: time.Now(), Limits: []limit.Limit{
+				{Rule: f.global, Key: f.globalKey},
+				{Rule: f.api, Key: f.apiKey},
+				{Rule: f.user, Key: f.users[rng.IntN(len(f.users))]},
+				{Rule: f.ip, Key: f.ips[rng.IntN(len(f.ips))]},
+			}}
+		}
+		return reqs
+	}
+	callgrind := func(b *testing.B, op string) {
+		if out, err := exec.Command("callgrind_control", op, strconv.Itoa(srv.Pid())).CombinedOutput(); err != nil {
+			b.Fatalf("callgrind_control %s: %v: %s", op, err, out)
+		}
+	}
+	for _, n := range []int{1, 6, 64} {
+		b.Run(fmt.Sprintf("batch%d", n), func(b *testing.B) {
+			batch(b, s, c, requests(n)) // the script loaded, the shared keys made
+			callgrind(b, "-z")
+			for b.Loop() {
+				batch(b, s, c, requests(n))
+			}
+			callgrind(b, "-d")
+			b.ReportMetric(float64(dumped(b, out))/float64(b.N*n), "redis-instr/decision")
+		})
+	}
+}
+
+// dumped reads the instruction count of callgrind's newest dump of out
+// (out.1, out.2, ...): its "summary:" line.
+func dumped(b *testing.B, out string) int64 {
+	parts, err := filepath.Glob(out + ".*")
+	if err != nil || len(parts) == 0 {
+		b.Fatalf("no callgrind dump next to %s (%v)", out, err)
+	}
+	newest := slices.MaxFunc(parts, func(x, y string) int {
+		nx, _ := strconv.Atoi(strings.TrimPrefix(x, out+"."))
+		ny, _ := strconv.Atoi(strings.TrimPrefix(y, out+"."))
+		return nx - ny
+	})
+	data, err := os.ReadFile(newest)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, "summary: "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				b.Fatalf("%s: %q: %v", newest, line, err)
+			}
+			return n
+		}
+	}
+	b.Fatalf("%s has no summary line", newest)
+	return 0
 }
