@@ -38,10 +38,7 @@ func TestBatchSameAnswersAsReference(t *testing.T) {
 		valid(t, &limit.Rule{Name: "shadow", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 3, Period: time.Second}, Shadow: true}),
 	}
 	keys := []limit.Key{limit.StringKey("a"), limit.StringKey("b"), limit.StringKey("c")}
-	c, err := s.get("decide")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := client(t, s)
 	for seed := range uint64(3) {
 		srv.Do(t, "FLUSHALL")
 		rng := rand.New(rand.NewPCG(seed, 7))
@@ -87,10 +84,7 @@ func TestBatchPastOneByte(t *testing.T) {
 	srv := testredis.Start(t)
 	t.Cleanup(func() { checkExpiry(t, srv) })
 	s := open(t, srv)
-	c, err := s.get("decide")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := client(t, s)
 	at(t, s, time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	now, err := s.Now(context.Background())
 	if err != nil {
@@ -155,10 +149,7 @@ func TestBatchExpiries(t *testing.T) {
 	srv := testredis.Start(t)
 	t.Cleanup(func() { checkExpiry(t, srv) })
 	s := open(t, srv)
-	c, err := s.get("decide")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := client(t, s)
 	shanghai := shanghai(t)
 	aligned := valid(t, &limit.Rule{Name: "aligned", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 9, Period: 10 * time.Second}})
 	first := valid(t, &limit.Rule{Name: "first", Algorithm: limit.FixedWindow, Align: limit.AlignFirst, Rate: limit.Rate{Count: 9, Period: 7 * time.Second}})
@@ -352,10 +343,7 @@ func TestBatchesWhenRedisFails(t *testing.T) {
 func TestQueuedPastTimeout(t *testing.T) {
 	srv := testredis.Start(t)
 	s := open(t, srv)
-	c, err := s.get("decide")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := client(t, s)
 	r := valid(t, &limit.Rule{Name: "fixed", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 10, Period: time.Hour}})
 	queue := func(key string, by time.Time) *waiter {
 		req := &limit.Request{Now: time.Now(), Limits: []limit.Limit{{Rule: r, Key: limit.StringKey(key)}}}

@@ -193,10 +193,7 @@ func BenchmarkRedisInstructions(b *testing.B) {
 	out := filepath.Join(b.TempDir(), "callgrind.out")
 	srv := testredis.Start(b, testredis.WithWrapper("valgrind", "--tool=callgrind", "--callgrind-out-file="+out))
 	s := open(b, srv)
-	c, err := s.get("decide")
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := client(b, s)
 	f := newFourLimits(b)
 	rng := rand.New(rand.NewPCG(1, 2))
 	requests := func(n int) []*limit.Request {

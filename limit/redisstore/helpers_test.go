@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 )
 
@@ -76,4 +78,15 @@ func shanghai(t *testing.T) *time.Location {
 		t.Fatal(err)
 	}
 	return loc
+}
+
+// client is the rueidis client s decides with, for tests that make its
+// calls themselves.
+func client(t testing.TB, s *Store) rueidis.Client {
+	t.Helper()
+	c, err := s.get("decide")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
