@@ -174,15 +174,32 @@ func (s *Store) decideBatch(c rueidis.Client, ws []*waiter) {
 // set is sent once and the requests refer to it.
 type argSet struct {
 	a          *ruleArgs
-	cost, zone string
+	cost, zone int64
+}
+
+// zoneBias is added to a zone offset in a batch, where every number is
+// unsigned (doc.go): offsets are within a day of 0, far below it.
+const zoneBias = 1 << 47
+
+// appendSet appends set's 30 bytes: the algorithm and shadow flag as
+// their characters, then count, window, cost and zone offset + zoneBias
+// as 56-bit numbers, high byte first. Every one is below 2^53, so a Lua
+// double holds it exactly.
+func appendSet(b []byte, set argSet) []byte {
+	b = append(b, set.a.head[0][0], set.a.head[1][0])
+	for _, v := range [4]int64{set.a.n, set.a.w, set.cost, set.zone + zoneBias} {
+		b = append(b, byte(v>>48), byte(v>>40), byte(v>>32), byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+	}
+	return b
 }
 
 // batchCall fills c with the keys and arguments of mode b for ws, puts
 // the waiters' own calls back, and returns the number of limits. The
-// requests' part is one string of 16-bit numbers (doc.go), which Redis
-// and the script read for much less than one argument per number.
+// requests and the argument sets are two strings of numbers (doc.go),
+// which Redis and the script read for much less than one argument per
+// number.
 func (s *Store) batchCall(c *scriptCall, ws []*waiter) int {
-	c.keys, c.reqs, c.sets = c.keys[:0], c.reqs[:0], c.sets[:0]
+	c.keys, c.reqs, c.setb, c.sets = c.keys[:0], c.reqs[:0], c.setb[:0], c.sets[:0]
 	if c.index == nil {
 		c.index = make(map[string]int, 2*maxBatch)
 	}
@@ -198,16 +215,16 @@ func (s *Store) batchCall(c *scriptCall, ws []*waiter) int {
 				x = len(c.keys)
 				c.index[k] = x
 			}
-			set := argSet{a: argsOf(l.Rule), zone: "0"}
-			set.cost = set.a.costArg(l.Rule, w.req.Hits)
+			set := argSet{a: argsOf(l.Rule), cost: l.Rule.CostOf(w.req.Hits)}
 			if set.a.zone {
-				set.zone = set.a.zoneArg(l.Rule, w.req.Now)
+				set.zone = l.Rule.ZoneOffset(w.req.Now)
 			}
 			// A batch holds few distinct sets: a scan costs less than
 			// a map.
 			t := slices.Index(c.sets, set)
 			if t < 0 {
 				c.sets = append(c.sets, set)
+				c.setb = appendSet(c.setb, set)
 				t = len(c.sets) - 1
 			}
 			c.reqs = binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(c.reqs, uint16(x)), uint16(t+1))
@@ -215,10 +232,6 @@ func (s *Store) batchCall(c *scriptCall, ws []*waiter) int {
 		w.sc.put()
 		w.sc = nil
 	}
-	c.args = append(c.args[:0], "b", s.offsetArg(), strconv.Itoa(len(ws)), strconv.Itoa(len(c.sets)))
-	for _, set := range c.sets {
-		c.args = append(append(c.args, set.a.head[:]...), set.cost, set.zone)
-	}
-	c.args = append(c.args, string(c.reqs))
+	c.args = append(c.args[:0], "b", s.offsetArg(), strconv.Itoa(len(ws)), strconv.Itoa(len(c.sets)), string(c.setb), string(c.reqs))
 	return limits
 }

@@ -33,6 +33,8 @@ func TestBatchSameAnswersAsReference(t *testing.T) {
 		// A day in Shanghai ends at 16:00 UTC, not at midnight: only the
 		// zone offset tells them apart.
 		valid(t, &limit.Rule{Name: "fixed-zone-day", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 20, Period: 24 * time.Hour}, Location: shanghai}),
+		// West of UTC the zone offset is negative.
+		valid(t, &limit.Rule{Name: "fixed-zone-west", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 15, Period: 24 * time.Hour}, Location: time.FixedZone("UTC-5", -5*3600)}),
 		valid(t, &limit.Rule{Name: "fixed-first", Algorithm: limit.FixedWindow, Align: limit.AlignFirst, Rate: limit.Rate{Count: 5, Period: 700 * time.Millisecond}}),
 		valid(t, &limit.Rule{Name: "fixed-cost", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 10, Period: 2 * time.Second}, Cost: 3}),
 		valid(t, &limit.Rule{Name: "shadow", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 3, Period: time.Second}, Shadow: true}),
@@ -76,10 +78,12 @@ func TestBatchSameAnswersAsReference(t *testing.T) {
 	}
 }
 
-// TestBatchPastOneByte: a batch's request part is 16-bit numbers. One
-// request of 256 limits (every key and argument index, and its count of
-// limits, past 255) and one after it that shares a key and a rule with it
-// and adds its own get the answers they would get alone.
+// TestBatchPastOneByte: a batch's requests are 16-bit numbers and its
+// argument sets 56-bit ones. One request of 256 limits (every key and
+// argument index, and its count of limits, past 255), one after it that
+// shares a key and a rule with it and adds its own, and two on the largest
+// count, one of them with hits whose cost saturates at limit.MaxCost, get
+// the answers they would get alone.
 func TestBatchPastOneByte(t *testing.T) {
 	srv := testredis.Start(t)
 	t.Cleanup(func() { checkExpiry(t, srv) })
@@ -104,10 +108,13 @@ func TestBatchPastOneByte(t *testing.T) {
 		{Rule: rules[0], Key: limit.StringKey("new")},
 		{Rule: rules[maxBatchLimits], Key: limit.StringKey("last")},
 	}}
+	most := valid(t, &limit.Rule{Name: "most", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: limit.MaxCount, Period: 7 * 24 * time.Hour}})
+	some := &limit.Request{Now: now, Hits: 3, Limits: []limit.Limit{{Rule: most, Key: limit.StringKey("m")}}}
+	huge := &limit.Request{Now: now, Hits: 1 << 62, Limits: []limit.Limit{{Rule: most, Key: limit.StringKey("m")}}}
 	ref := reference{}
-	for i, w := range batch(t, s, c, []*limit.Request{big, small}) {
-		if !w.res.Allowed {
-			t.Fatalf("request %d rejected: %+v", i, w.res)
+	for i, w := range batch(t, s, c, []*limit.Request{big, small, some, huge}) {
+		if w.res.Allowed != (w.req != huge) {
+			t.Fatalf("request %d: allowed %v: %+v", i, w.res.Allowed, w.res)
 		}
 		ref.same(t, w.req, w.res, fmt.Sprint("request ", i))
 	}

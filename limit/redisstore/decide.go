@@ -32,7 +32,7 @@ const base = 4
 type ruleArgs struct {
 	head  [4]string // algorithm, shadow, n, window or lease ttl
 	tail  []string  // after the cost: tokens per µs and queue (token bucket)
-	n     int64
+	n, w  int64     // count, and window or lease ttl in µs
 	costS string
 	zone  bool // fixed window aligned on a Location's day or hour: its offset is per call
 
@@ -74,6 +74,7 @@ func buildArgs(r *limit.Rule) any {
 	if r.Shadow {
 		shadow = "1"
 	}
+	a.w = w
 	a.head = [4]string{alg, shadow, strconv.FormatInt(n, 10), strconv.FormatInt(w, 10)}
 	return a
 }
@@ -112,7 +113,7 @@ func (s *Store) offsetArg() string {
 // once the command is built.
 type scriptCall struct {
 	keys, args []string
-	reqs       []byte         // a batch's requests, before they join args
+	reqs, setb []byte         // a batch's requests and argument sets, before they join args
 	sets       []argSet       // a batch's distinct limit arguments
 	index      map[string]int // a batch's key indexes
 }
@@ -174,7 +175,7 @@ func repeats(keys []string) bool {
 func (c *scriptCall) put() {
 	clear(c.keys)
 	clear(c.args)
-	c.reqs = c.reqs[:0]
+	c.reqs, c.setb = c.reqs[:0], c.setb[:0]
 	clear(c.sets)
 	clear(c.index)
 	calls.Put(c)

@@ -76,13 +76,13 @@
 //
 // In "b" mode KEYS are the distinct keys of the batch, ARGV 3 is the
 // number of requests and ARGV 4 the number of distinct sets of limit
-// arguments, which follow, six values each: the arguments of a limit as in
-// "d", with the zone offset "0" for every algorithm but z. The last
-// argument holds the requests as 16-bit numbers, high byte first: each
-// request's number of limits and, per limit, the index of its key in KEYS
-// and of its arguments (a batch holds at most 256 limits). The reply is the
-// time and then the three numbers of every limit of every request, in
-// order.
+// arguments. ARGV 5 holds the sets, 30 bytes each: the algorithm's and the
+// shadow flag's characters as in "d", then n, window, cost and the zone
+// offset plus 2^47 as 56-bit numbers, high byte first. ARGV 6 holds the
+// requests as 16-bit numbers, high byte first: each request's number of
+// limits and, per limit, the index of its key in KEYS and of its argument
+// set (a batch holds at most 256 limits). The reply is the time and then
+// the three numbers of every limit of every request, in order.
 //
 // # Failures
 //
