@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Instructions Redis executes per decision of the seeds' four limits, as the
-# store's batch calls of 1, 6 and 64 requests make them: a count, not a time,
-# so that it holds on a busy machine.
+# store makes them alone (one call per decision, as at moderate load) and in
+# batch calls of 1, 6 and 64 requests: a count, not a time, so that it holds
+# on a busy machine.
 #
 #   bench/redis-instructions.sh [CALLS]
 #   BASE=REV bench/redis-instructions.sh [CALLS]
 #
 # Needs valgrind and redis-server (apt-get install valgrind redis-server).
 # Runs BenchmarkRedisInstructions (limit/redisstore/bench_test.go): a
-# redis-server under callgrind, CALLS calls per batch size (default 100),
+# redis-server under callgrind, CALLS calls per kind (default 100),
 # counters zeroed after a first call. The count is the server's user-space
 # work (Lua, commands, parsing, replies); the kernel's (system calls, the
 # loopback network) is not in it.

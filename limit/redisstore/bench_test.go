@@ -178,8 +178,9 @@ func BenchmarkSeedDesignFourEvals(b *testing.B) {
 
 // BenchmarkRedisInstructions counts the instructions Redis executes per
 // decision of the seeds' four limits (users and IPs drawn from 100,000
-// each), decided by the store's batch calls of 1, 6 and 64 requests, with
-// redis-server run under valgrind's callgrind. Unlike CPU time, the count
+// each), decided alone (a call of mode d, as every decision is while few
+// are in flight) and by the store's batch calls of 1, 6 and 64 requests,
+// with redis-server run under valgrind's callgrind. Unlike CPU time, the count
 // does not depend on what else the machine is doing, so two builds compare
 // on a busy machine. It counts the server's own work, not the kernel's
 // (system calls, the network). bench/redis-instructions.sh runs it; it is
@@ -213,6 +214,20 @@ func BenchmarkRedisInstructions(b *testing.B) {
 			b.Fatalf("callgrind_control %s: %v: %s", op, err, out)
 		}
 	}
+	b.Run("alone", func(b *testing.B) {
+		decide := func() {
+			if res, err := s.Decide(context.Background(), requests(1)[0]); err != nil || !res.Allowed {
+				b.Fatalf("%+v, %v", res, err)
+			}
+		}
+		decide()
+		callgrind(b, "-z")
+		for b.Loop() {
+			decide()
+		}
+		callgrind(b, "-d")
+		b.ReportMetric(float64(dumped(b, out))/float64(b.N), "redis-instr/decision")
+	})
 	for _, n := range []int{1, 6, 64} {
 		b.Run(fmt.Sprintf("batch%d", n), func(b *testing.B) {
 			batch(b, s, c, requests(n)) // the script loaded, the shared keys made
