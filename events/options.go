@@ -33,14 +33,17 @@ type Options struct {
 	RedisDB       int
 	RedisTLS      *tls.Config
 
+	// RecordWait is the longest Record waits for an event to become
+	// durable. Zero: 100 ms, the bound a request that is being answered
+	// can afford; a caller that records outside a request's path (a
+	// backfill, a test's fixture) may wait longer.
+	RecordWait time.Duration
+
 	// directTimeout replaces the package's directTimeout when not zero
-	// (tests that must not see a slow machine spool an event),
-	// directBackoff the first wait after a direct delivery fell short, and
-	// recordWait the longest Record waits (tests of a direct timeout
-	// longer than it).
+	// (tests that must not see a slow machine spool an event), and
+	// directBackoff the first wait after a direct delivery fell short.
 	directTimeout time.Duration
 	directBackoff time.Duration
-	recordWait    time.Duration
 }
 
 // StoreOptions returns the Options that point the redis sink (and replay)

@@ -112,8 +112,8 @@ func NewRecorder(c config.Events, o Options) (*Recorder, error) {
 	if o.directBackoff > 0 {
 		r.directBackoff = o.directBackoff
 	}
-	if o.recordWait > 0 {
-		r.wait = o.recordWait
+	if o.RecordWait > 0 {
+		r.wait = o.RecordWait
 	}
 	r.drops.log = r.log
 	if c.Sink == config.SinkNone || c.Sink == "" {

@@ -658,7 +658,7 @@ func TestSlowSinkBacksOff(t *testing.T) {
 	c := baseEvents(config.SinkRedis)
 	c.SpoolDir = t.TempDir()
 	const timeout, backoff = time.Second, 5 * time.Second
-	r := newTestRecorder(t, c, Options{StoreRedis: []string{srv.Addr()}, directTimeout: timeout, directBackoff: backoff, recordWait: 2 * waitTimeout})
+	r := newTestRecorder(t, c, Options{StoreRedis: []string{srv.Addr()}, directTimeout: timeout, directBackoff: backoff, RecordWait: 2 * waitTimeout})
 	read := func() []stored { return redisStream(t, srv.Addr(), c.Redis.Stream) }
 	drained := func() bool { return r.spool.pending.Load() == 0 }
 

@@ -117,6 +117,8 @@ func replayEvent(i int) *events.Event {
 // ones in order.
 func recordEvents(t *testing.T, c config.Events, o events.Options, n int) []*events.Event {
 	t.Helper()
+	// A fixture, not a request: it may wait for a busy machine's fsync.
+	o.RecordWait = waitTimeout
 	r, err := events.NewRecorder(c, o)
 	if err != nil {
 		t.Fatal(err)
@@ -388,7 +390,7 @@ func TestEventsReplayBadEvent(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.jsonl")
 	c := eventsBlock(config.SinkFile)
 	c.File.Path = path
-	r, err := events.NewRecorder(c, events.Options{})
+	r, err := events.NewRecorder(c, events.Options{RecordWait: waitTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
