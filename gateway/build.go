@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -164,6 +165,12 @@ func (g *Gateway) limitSpec(cfg *config.Config, route string, lc *config.Limit) 
 	}
 	for _, p := range lc.Key {
 		l.key = append(l.key, keyPartOf(p))
+	}
+	// A key of global and route parts only is the same for every request
+	// of the route: it is made once, here.
+	if !slices.ContainsFunc(l.key, func(p keyPart) bool { return p.src != srcGlobal && p.src != srcRoute }) {
+		x := exchange{route: route}
+		l.constKey, l.constValues, _ = x.resolve(l.key, false, nil)
 	}
 	for _, p := range lc.Fallback {
 		l.fallback = append(l.fallback, keyPartOf(p))

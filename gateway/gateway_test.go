@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -404,5 +405,50 @@ func TestBodyOnGet(t *testing.T) {
 	resp := h.do("GET", "/api/x", nil, strings.NewReader("hello"))
 	if body := drain(resp); body != "GET 5" {
 		t.Fatalf("GET with a body: %q", body)
+	}
+}
+
+// TestConstantKeys: a key of global and route parts, made once per route
+// rather than per request, counts per route where it has a route part and
+// is the key the admin API reads.
+func TestConstantKeys(t *testing.T) {
+	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {})
+	h := newHarness(t, `
+global_limits:
+  - {name: perroute, key: [route], rate: 2/h}
+routes:
+  - id: a
+    match: {path: /a/**}
+    upstream: {targets: ["{{UP}}"]}
+    limits:
+      - {name: all, key: [global], rate: 5/h}
+  - id: b
+    match: {path: /b/**}
+    upstream: {targets: ["{{UP}}"]}
+`, up)
+	for i, want := range []int{200, 200, 429} {
+		for _, route := range []string{"a", "b"} {
+			resp := h.do("GET", "/"+route+"/x", nil, nil)
+			if drain(resp); resp.StatusCode != want {
+				t.Fatalf("route %s, request %d: %d, want %d", route, i+1, resp.StatusCode, want)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		route, name, value string
+		remaining          int64
+	}{
+		{"global", "perroute", "a", 0},
+		{"global", "perroute", "b", 0},
+		{"global", "perroute", "c", 2},
+		{"a", "all", "-", 3},
+	} {
+		st, err := h.gw.LimitState(context.Background(), tc.route, tc.name, []string{tc.value}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Remaining != tc.remaining {
+			t.Errorf("%s/%s %s: %d remaining, want %d", tc.route, tc.name, tc.value, st.Remaining, tc.remaining)
+		}
 	}
 }

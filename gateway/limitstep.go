@@ -28,6 +28,8 @@ type limitSpec struct {
 	rule         *limit.Rule
 	key          []keyPart
 	fallback     []keyPart
+	constKey     limit.Key // the key, when its parts are the same for every request ("" else)
+	constValues  []string  // and their values
 	allowMissing bool
 	headers      bool
 	onError      onError
@@ -114,7 +116,11 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 		from := len(all)
 		var key limit.Key
 		var ok bool
-		key, all, ok = x.resolve(l.key, false, all)
+		if l.constKey != "" {
+			key, all, ok = l.constKey, append(all, l.constValues...), true
+		} else {
+			key, all, ok = x.resolve(l.key, false, all)
+		}
 		if !ok && len(l.fallback) > 0 {
 			key, all, ok = x.resolve(l.fallback, true, all[:from])
 		}
