@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -37,6 +38,30 @@ type ruleArgs struct {
 	zone  bool // fixed window aligned on a Location's day or hour: its offset is per call
 
 	rejections rejections // on a cluster, how often the rule rejects (slots.go)
+
+	first atomic.Pointer[storedKey] // the first key decided on the rule (storedKey)
+}
+
+// storedKey is where a store with prefix keeps a rule's state for key.
+type storedKey struct {
+	prefix string
+	key    limit.Key
+	stored string
+}
+
+// storedKey is limit.StoredKey for l. A rule keeps the first key it is
+// decided on, so that a rule whose key never changes (a global limit, a
+// route's) makes no string per decision; a rule of many keys compares one.
+func (s *Store) storedKey(l limit.Limit) string {
+	a := argsOf(l.Rule)
+	if k := a.first.Load(); k != nil && k.key == l.Key && k.prefix == s.prefix {
+		return k.stored
+	}
+	stored := limit.StoredKey(s.prefix, l.Rule, l.Key)
+	if a.first.Load() == nil {
+		a.first.CompareAndSwap(nil, &storedKey{prefix: s.prefix, key: l.Key, stored: stored})
+	}
+	return stored
 }
 
 // owner is the key of this package's values in limit.Rule.Ext. The
@@ -124,7 +149,7 @@ var calls = sync.Pool{New: func() any { return new(scriptCall) }}
 func (s *Store) decideCall(c *scriptCall, req *limit.Request) {
 	c.keys = c.keys[:0]
 	for _, l := range req.Limits {
-		c.keys = append(c.keys, limit.StoredKey(s.prefix, l.Rule, l.Key))
+		c.keys = append(c.keys, s.storedKey(l))
 	}
 	s.decideArgs(c, req)
 }

@@ -635,3 +635,40 @@ func TestDecideCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestStoresShareRules: a rule keeps the first key it is decided on
+// (storedKey), and two stores with their own prefixes that share the rule
+// still keep their own counters, as does every other key of the rule.
+func TestStoresShareRules(t *testing.T) {
+	srv := testredis.Start(t)
+	t.Cleanup(func() { checkExpiry(t, srv) })
+	a := open(t, srv, func(o *Options) { o.Prefix = "a:" })
+	b := open(t, srv, func(o *Options) { o.Prefix = "b:" })
+	rule := valid(t, &limit.Rule{Name: "once", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: time.Hour}})
+	decide := func(s *Store, key string) bool {
+		t.Helper()
+		res, err := s.Decide(context.Background(), &limit.Request{Now: time.Now(), Limits: []limit.Limit{{Rule: rule, Key: limit.StringKey(key)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Allowed
+	}
+	for _, step := range []struct {
+		s    *Store
+		key  string
+		want bool
+	}{
+		{a, "x", true}, {a, "x", false}, {b, "x", true}, {b, "x", false}, {a, "y", true}, {b, "y", true}, {a, "y", false},
+	} {
+		if got := decide(step.s, step.key); got != step.want {
+			t.Fatalf("store %s, key %s: allowed %v, want %v", step.s.prefix, step.key, got, step.want)
+		}
+	}
+	for _, p := range []string{"a:", "b:"} {
+		for _, k := range []string{"x", "y"} {
+			if got := srv.Do(t, "EXISTS", limit.StoredKey(p, rule, limit.StringKey(k))); got != "1" {
+				t.Errorf("%s: EXISTS %s", limit.StoredKey(p, rule, limit.StringKey(k)), got)
+			}
+		}
+	}
+}
