@@ -50,7 +50,8 @@ end
 -- A PX counts from Redis's current millisecond, rounded down, so a window
 -- could expire up to 1 ms before its end and lose its count; this cannot.
 local function pxat(us)
-  return format('%d', ceil((clock + max(us, 1)) / 1000))
+  if us < 1 then us = 1 end
+  return format('%d', ceil((clock + us) / 1000))
 end
 
 -- life is the PXAT of a fixed window's key whose window ends in reset µs.
