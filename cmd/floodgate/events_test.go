@@ -117,12 +117,7 @@ func replayEvent(i int) *events.Event {
 // ones in order.
 func recordEvents(t *testing.T, c config.Events, o events.Options, n int) []*events.Event {
 	t.Helper()
-	// A fixture, not a request: it may wait for a busy machine's fsync.
-	o.RecordWait = waitTimeout
-	r, err := events.NewRecorder(c, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := fixtureRecorder(t, c, o)
 	defer r.Close()
 	var out []*events.Event
 	for i := range n {
@@ -144,6 +139,19 @@ func recordEvents(t *testing.T, c config.Events, o events.Options, n int) []*eve
 	// Close delivers what is still spooled before it returns.
 	r.Close()
 	return out
+}
+
+// fixtureRecorder is a recorder that fills a test's fixture: not a
+// request's, so Record waits for a busy machine's fsync instead of giving
+// up after a request's 100 ms.
+func fixtureRecorder(t *testing.T, c config.Events, o events.Options) *events.Recorder {
+	t.Helper()
+	o.RecordWait = waitTimeout
+	r, err := events.NewRecorder(c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // fileEvents records n events as recordEvents does into a new events
@@ -390,10 +398,7 @@ func TestEventsReplayBadEvent(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.jsonl")
 	c := eventsBlock(config.SinkFile)
 	c.File.Path = path
-	r, err := events.NewRecorder(c, events.Options{RecordWait: waitTimeout})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := fixtureRecorder(t, c, events.Options{})
 	var es []*events.Event
 	for i := 1; i <= 3; i++ {
 		e := replayEvent(i)
