@@ -146,27 +146,89 @@ func (s *Store) next(c rueidis.Client) {
 // hands its place in flight on.
 func (s *Store) decideBatch(c rueidis.Client, ws []*waiter) {
 	sc := calls.Get().(*scriptCall)
-	limits := s.batchCall(sc, ws)
+	want := s.batchCall(sc, ws)
 	ctx, cancel := context.WithDeadline(s.life, ws[0].by)
 	v, err := decideScript.Exec(ctx, c, sc.keys, sc.args).ToArray()
 	cancel()
 	sc.put()
-	if err == nil && len(v) != 1+3*limits {
-		err = fmt.Errorf("script returned %d values for %d limits", len(v), limits)
+	if err == nil && len(v) != want {
+		err = fmt.Errorf("script returned %d values where a batch of %d requests has %d", len(v), len(ws), want)
 	}
 	s.batch.batched.Add(int64(len(ws)))
+	var now int64
+	if err == nil {
+		now, err = v[0].AsInt64()
+	}
 	o := 1
 	for _, w := range ws {
 		if err != nil {
 			w.err = unavailable("decide", err)
 		} else {
-			n := 3 * len(w.req.Limits)
-			w.res, w.err = result(w.req, v[0], v[o:o+n])
-			o += n
+			w.res, o, w.err = batchResult(w.req, now, v, o)
 		}
 		w.done <- struct{}{}
 	}
 	s.next(c)
+}
+
+// replyLen is how many numbers mode b answers for a limit on a: three
+// for a window aligned to its first admission, one for a window aligned
+// to the clock, whose reset and retry batchResult works out.
+func replyLen(a *ruleArgs) int {
+	if a.head[0] == "F" {
+		return 3
+	}
+	return 1
+}
+
+// batchResult is req's answer from a batch's reply v, whose time is now
+// (µs), reading from v[o]; it returns where the next request's numbers
+// start. A window aligned to the clock has one number, the remaining
+// count, or -1 - the remaining count where the limit rejects; its window
+// is the one that holds now, as in the script, so its reset is that
+// window's end, and its retry the reset, or the whole window for a cost
+// above the limit.
+func batchResult(req *limit.Request, now int64, v []rueidis.RedisMessage, o int) (limit.Result, int, error) {
+	res := limit.Result{
+		Allowed:   true,
+		Decisions: make([]limit.Decision, len(req.Limits)),
+		Time:      time.UnixMicro(now),
+	}
+	for i, l := range req.Limits {
+		a := argsOf(l.Rule)
+		if replyLen(a) == 3 {
+			d, err := decision(l, v[o:o+3])
+			if err != nil {
+				return limit.Result{}, o, err
+			}
+			add(&res, i, d)
+			o += 3
+			continue
+		}
+		x, err := v[o].AsInt64()
+		if err != nil {
+			return limit.Result{}, o, unavailable("decide", err)
+		}
+		o++
+		var off int64
+		if a.zone {
+			off = l.Rule.ZoneOffset(req.Now)
+		}
+		m := (now + off) % a.w
+		if m < 0 {
+			m += a.w
+		}
+		d := limit.Decision{Rule: l.Rule, Key: l.Key, Allowed: x >= 0, Limit: a.n, Remaining: x, ResetAfter: us(a.w - m)}
+		if !d.Allowed {
+			d.Remaining = -1 - x
+			d.RetryAfter = d.ResetAfter
+			if l.Rule.CostOf(req.Hits) > a.n {
+				d.RetryAfter = us(a.w)
+			}
+		}
+		add(&res, i, d)
+	}
+	return res, o, nil
 }
 
 // argSet is one distinct set of a limit's arguments in a batch: most
@@ -194,7 +256,7 @@ func appendSet(b []byte, set argSet) []byte {
 }
 
 // batchCall fills c with the keys and arguments of mode b for ws, puts
-// the waiters' own calls back, and returns the number of limits. The
+// the waiters' own calls back, and returns the length of the reply. The
 // requests and the argument sets are two strings of numbers (doc.go),
 // which Redis and the script read for much less than one argument per
 // number.
@@ -203,9 +265,8 @@ func (s *Store) batchCall(c *scriptCall, ws []*waiter) int {
 	if c.index == nil {
 		c.index = make(map[string]int, 2*maxBatch)
 	}
-	limits := 0
+	want := 1
 	for _, w := range ws {
-		limits += len(w.req.Limits)
 		c.reqs = binary.BigEndian.AppendUint16(c.reqs, uint16(len(w.req.Limits)))
 		for i, l := range w.req.Limits {
 			k := w.sc.keys[i]
@@ -216,6 +277,7 @@ func (s *Store) batchCall(c *scriptCall, ws []*waiter) int {
 				c.index[k] = x
 			}
 			set := argSet{a: argsOf(l.Rule), cost: l.Rule.CostOf(w.req.Hits)}
+			want += replyLen(set.a)
 			if set.a.zone {
 				set.zone = l.Rule.ZoneOffset(w.req.Now)
 			}
@@ -233,5 +295,5 @@ func (s *Store) batchCall(c *scriptCall, ws []*waiter) int {
 		w.sc = nil
 	}
 	c.args = append(c.args[:0], "b", s.offsetArg(), strconv.Itoa(len(ws)), strconv.Itoa(len(c.sets)), string(c.setb), string(c.reqs))
-	return limits
+	return want
 }

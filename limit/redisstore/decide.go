@@ -251,45 +251,62 @@ func (s *Store) decideOne(ctx context.Context, c rueidis.Client, req *limit.Requ
 // result is req's answer from the script's reply: the time, and v, three
 // numbers per limit.
 func result(req *limit.Request, now rueidis.RedisMessage, v []rueidis.RedisMessage) (limit.Result, error) {
-	var bad error
-	num := func(m rueidis.RedisMessage) int64 {
-		x, err := m.AsInt64()
-		if err != nil && bad == nil {
-			bad = err
-		}
-		return x
+	t, err := now.AsInt64()
+	if err != nil {
+		return limit.Result{}, unavailable("decide", err)
 	}
 	res := limit.Result{
 		Allowed:   true,
 		Decisions: make([]limit.Decision, len(req.Limits)),
-		Time:      time.UnixMicro(num(now)),
+		Time:      time.UnixMicro(t),
 	}
 	for i, l := range req.Limits {
-		o := 3 * i
-		// The third number is the delay of a limit that admits the
-		// request, and -1 - retry after of one that rejects it.
-		x := num(v[o+2])
-		d := limit.Decision{
-			Rule:       l.Rule,
-			Key:        l.Key,
-			Allowed:    x >= 0,
-			Limit:      argsOf(l.Rule).n,
-			Remaining:  num(v[o]),
-			ResetAfter: us(num(v[o+1])),
+		d, err := decision(l, v[3*i:3*i+3])
+		if err != nil {
+			return limit.Result{}, err
 		}
-		if d.Allowed {
-			d.Delay = us(x)
-			res.Delay = max(res.Delay, d.Delay)
-		} else {
-			d.RetryAfter = us(-1 - x)
-			res.Allowed = res.Allowed && l.Rule.Shadow
-		}
-		res.Decisions[i] = d
-	}
-	if bad != nil {
-		return limit.Result{}, unavailable("decide", bad)
+		add(&res, i, d)
 	}
 	return res, nil
+}
+
+// add sets res's decision i to d and folds it into res: the longest delay
+// of the limits that admit, and a rejection by any that is not shadow.
+func add(res *limit.Result, i int, d limit.Decision) {
+	res.Decisions[i] = d
+	if d.Allowed {
+		res.Delay = max(res.Delay, d.Delay)
+	} else {
+		res.Allowed = res.Allowed && d.Rule.Shadow
+	}
+}
+
+// decision is l's answer from the script's three numbers: the remaining
+// count, the reset, and the delay of a limit that admits the request or
+// -1 - retry after of one that rejects it, all in µs.
+func decision(l limit.Limit, v []rueidis.RedisMessage) (limit.Decision, error) {
+	var n [3]int64
+	for i := range n {
+		x, err := v[i].AsInt64()
+		if err != nil {
+			return limit.Decision{}, unavailable("decide", err)
+		}
+		n[i] = x
+	}
+	d := limit.Decision{
+		Rule:       l.Rule,
+		Key:        l.Key,
+		Allowed:    n[2] >= 0,
+		Limit:      argsOf(l.Rule).n,
+		Remaining:  n[0],
+		ResetAfter: us(n[1]),
+	}
+	if d.Allowed {
+		d.Delay = us(n[2])
+	} else {
+		d.RetryAfter = us(-1 - n[2])
+	}
+	return d, nil
 }
 
 // DecideCommand returns the command that Decide sends Redis for req:

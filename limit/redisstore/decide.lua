@@ -205,35 +205,53 @@ if ARGV[1] == 'b' then
     local mh, ml = byte(R, p, p + 1)
     local m, b = mh * 256 + ml, #out
     p = p + 2
-    local first, admit = x, true
-    for i = 1, m do
+    local first, admit, o = x, true, b + 1
+    for _ = 1, m do
       local kh, kl, th, tl = byte(R, p, p + 3)
       local k, t = kh * 256 + kl, th * 256 + tl
       p = p + 4
       x = x + 1
       KX[x], TX[x] = k, t
-      local n, w, cost = N[t], W[t], K[t]
-      if not S[k] then S[k], C[k], L[k] = fixed(fv[k], A[t], w, nil, Z[t]) end
+      local n, cost = N[t], K[t]
+      if not S[k] then S[k], C[k], L[k] = fixed(fv[k], A[t], W[t], nil, Z[t]) end
       -- The same judgement as mode d's, inline there and here: a shared
-      -- function measured 1-2 µs more Redis CPU per decision.
-      local cur, reset, o = C[k], S[k] + w - now, b + 3 * i - 2
-      if cur + cost <= n then
-        out[o], out[o + 1], out[o + 2] = n - cur - cost, reset, 0
+      -- function measured 1-2 µs more Redis CPU per decision. A window
+      -- aligned to the clock answers with one number, as the store works
+      -- out its reset and retry from the time (doc.go).
+      local cur = C[k]
+      if A[t] == 'F' then
+        local w = W[t]
+        local reset = S[k] + w - now
+        if cur + cost <= n then
+          out[o], out[o + 1], out[o + 2] = n - cur - cost, reset, 0
+        else
+          local retry = reset
+          if cost > n then retry = w end
+          out[o], out[o + 1], out[o + 2] = max(n - cur, 0), reset, -1 - retry
+          if not H[t] then admit = false end
+        end
+        o = o + 3
       else
-        local retry = reset
-        if cost > n then retry = w end
-        out[o], out[o + 1], out[o + 2] = max(n - cur, 0), reset, -1 - retry
-        if not H[t] then admit = false end
+        if cur + cost <= n then
+          out[o] = n - cur - cost
+        else
+          out[o] = -1 - max(n - cur, 0)
+          if not H[t] then admit = false end
+        end
+        o = o + 1
       end
     end
     -- Record the admission, or give back what a rejected request's
     -- admitting limits reported as consumed, as mode d does.
-    x = first
-    for i = 1, m do
+    x, o = first, b + 1
+    for _ = 1, m do
       x = x + 1
       local k, t = KX[x], TX[x]
-      local alg, cost, o = A[t], K[t], b + 3 * i - 2
-      if out[o + 2] >= 0 then
+      local alg, cost = A[t], K[t]
+      local aligned = alg ~= 'F'
+      local took
+      if aligned then took = out[o] >= 0 else took = out[o + 2] >= 0 end
+      if took then
         if admit then
           if not L[k] then
             local st = S[k]
@@ -249,10 +267,11 @@ if ARGV[1] == 'b' then
             dirty[k], order[nd] = true, k
           end
         else
-          out[o], out[o + 2] = out[o] + cost, 0
-          if alg == 'F' and not L[k] then out[o + 1] = 0 end
+          out[o] = out[o] + cost
+          if not aligned and not L[k] then out[o + 1] = 0 end
         end
       end
+      if aligned then o = o + 1 else o = o + 3 end
     end
   end
   -- A value is "start:count", and a batch's windows share few starts and

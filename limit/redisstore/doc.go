@@ -81,8 +81,14 @@
 // offset plus 2^47 as 56-bit numbers, high byte first. ARGV 6 holds the
 // requests as 16-bit numbers, high byte first: each request's number of
 // limits and, per limit, the index of its key in KEYS and of its argument
-// set (a batch holds at most 256 limits). The reply is the time and then
-// the three numbers of every limit of every request, in order.
+// set (a batch holds at most 256 limits). The reply is the time and then,
+// for every limit of every request in order, the three numbers of "d" for
+// a window aligned to its first admission (F), and one for a window
+// aligned to the clock (f, z): the remaining count where the limit admits
+// the request, -1 - the remaining count where it rejects it. Those
+// windows' reset and retry follow from the time, the window and the zone
+// offset, so the store works them out as the script would (about 500
+// instructions of Redis's per number it does not send back).
 //
 // # Failures
 //
