@@ -189,11 +189,13 @@ if ARGV[1] == 'b' then
     N[t], W[t], K[t], Z[t] = num(q + 2), num(q + 9), num(q + 16), num(q + 23) - 140737488355328
   end
   -- Per key index: the window's start and count as the batch has made
-  -- them, whether the key holds that window (else its SET opens it), the
-  -- PXAT of a window this batch opened, and the keys to write, in order.
-  -- The windows a batch opens for one argument index start at the same
-  -- time, so they share their PXAT: X holds it, made for the start in XS.
-  local S, C, L, P, dirty, order, nd = room(), room(), room(), room(), room(), room(), 0
+  -- them, and in L what the key holds: nil for no live window (the SET of
+  -- the first admission opens one), 0 for the live window unchanged, 1
+  -- for it with admissions to write, or the PXAT of the window this batch
+  -- opened. The windows a batch opens for one argument index start at the
+  -- same time, so they share their PXAT: X holds it, made for the start in
+  -- XS.
+  local S, C, L = room(), room(), room()
   local X, XS = room(), room()
   -- Per limit of the batch, in order: its key and argument indexes, which
   -- the second pass reads here rather than decoding them again.
@@ -213,7 +215,11 @@ if ARGV[1] == 'b' then
       x = x + 1
       KX[x], TX[x] = k, t
       local n, cost = N[t], K[t]
-      if not S[k] then S[k], C[k], L[k] = fixed(fv[k], A[t], W[t], nil, Z[t]) end
+      if not S[k] then
+        local live
+        S[k], C[k], live = fixed(fv[k], A[t], W[t], nil, Z[t])
+        if live then L[k] = 0 end
+      end
       -- The same judgement as mode d's, inline there and here: a shared
       -- function measured 1-2 µs more Redis CPU per decision. A window
       -- aligned to the clock answers with one number, as the store works
@@ -253,19 +259,18 @@ if ARGV[1] == 'b' then
       if aligned then took = out[o] >= 0 else took = out[o + 2] >= 0 end
       if took then
         if admit then
-          if not L[k] then
+          local l = L[k]
+          if not l then
             local st = S[k]
             if XS[t] ~= st then
               local w = W[t]
               X[t], XS[t] = life(alg, st + w - now, w), st
             end
-            P[k], L[k] = X[t], true
+            L[k] = X[t]
+          elseif l == 0 then
+            L[k] = 1
           end
           C[k] = C[k] + cost
-          if not dirty[k] then
-            nd = nd + 1
-            dirty[k], order[nd] = true, k
-          end
         else
           out[o] = out[o] + cost
           if not aligned and not L[k] then out[o + 1] = 0 end
@@ -278,23 +283,24 @@ if ARGV[1] == 'b' then
   -- few counts (the new ones hold the cost): each is formatted once, as a
   -- sprintf costs Redis more than the rest of a SET's value.
   local SF, CF = {}, {}
-  for x = 1, nd do
-    local k = order[x]
-    local st, c = S[k], C[k]
-    local sf, cf = SF[st], CF[c]
-    if not sf then
-      sf = format('%d:', st)
-      SF[st] = sf
-    end
-    if not cf then
-      cf = format('%d', c)
-      CF[c] = cf
-    end
-    local v = sf .. cf
-    if P[k] then
-      redis.call('SET', KEYS[k], v, 'PXAT', P[k])
-    else
-      redis.call('SET', KEYS[k], v, 'KEEPTTL')
+  for k = 1, nk do
+    local l = L[k]
+    if l and l ~= 0 then
+      local st, c = S[k], C[k]
+      local sf, cf = SF[st], CF[c]
+      if not sf then
+        sf = format('%d:', st)
+        SF[st] = sf
+      end
+      if not cf then
+        cf = format('%d', c)
+        CF[c] = cf
+      end
+      if l == 1 then
+        redis.call('SET', KEYS[k], sf .. cf, 'KEEPTTL')
+      else
+        redis.call('SET', KEYS[k], sf .. cf, 'PXAT', l)
+      end
     end
   end
   return out
