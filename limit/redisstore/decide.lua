@@ -36,15 +36,6 @@ local now = t[1] * 1000000 + t[2]
 local clock = now -- Redis's own, which it reads a PXAT against
 if ARGV[2] ~= '0' then now = now + tonumber(ARGV[2]) end
 
--- px is the PX of a key for state that matters for us more µs: whole
--- milliseconds, at least 1 (0 would be an error), formatted here because
--- %d costs less than Redis printing a Lua number with %.17g.
-local function px(us)
-  local m = ceil(us / 1000)
-  if m < 1 then m = 1 end
-  return format('%d', m)
-end
-
 -- pxat is the PXAT of a key for state that matters for us more µs: the
 -- first whole millisecond of Redis's clock at or after then, and after now.
 -- A PX counts from Redis's current millisecond, rounded down, so a window
@@ -101,8 +92,17 @@ end
 -- The helpers of the other algorithms are made only for the requests that
 -- may need them (not mode d): every closure made costs every call.
 local EPS = 1e-9 -- limit.tokenEpsilon
-local fill, bucket, logged, leases, score
+local px, fill, bucket, logged, leases, score
 if ARGV[1] ~= 'd' and ARGV[1] ~= 'b' then
+  -- px is the PX of a key for state that matters for us more µs: whole
+  -- milliseconds, at least 1 (0 would be an error), formatted here
+  -- because %d costs less than Redis printing a Lua number with %.17g.
+  function px(us)
+    local m = ceil(us / 1000)
+    if m < 1 then m = 1 end
+    return format('%d', m)
+  end
+
   -- fill is how long a bucket holding tokens takes to be full, in µs.
   function fill(n, per, tokens)
     local missing = n - tokens
@@ -175,18 +175,20 @@ if ARGV[1] == 'b' then
     return {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
   end
   local fv = redis.call('MGET', unpack(KEYS))
-  -- Per argument set: the algorithm, whether it is shadow, n, window,
-  -- cost and zone offset.
+  -- Per argument set: the algorithm, n, window and cost. Whether it is
+  -- shadow, which only a rejection asks, and its zone offset, which only
+  -- a key the batch has not read yet on a zone's window needs, are read
+  -- from SB when they are.
   local SB = ARGV[5]
   local function num(q)
     local a, b, c, d, e, f, g = byte(SB, q, q + 6)
     return (((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f) * 256 + g
   end
-  local A, H, N, W, K, Z = room(), room(), room(), room(), room(), room()
+  local function shadow(t) return byte(SB, 30 * t - 28) == 49 end -- '1'
+  local A, N, W, K = room(), room(), room(), room()
   for t = 1, ARGV[4] + 0 do
     local q = 30 * t - 29
-    A[t], H[t] = sub(SB, q, q), byte(SB, q + 1) == 49 -- '1'
-    N[t], W[t], K[t], Z[t] = num(q + 2), num(q + 9), num(q + 16), num(q + 23) - 140737488355328
+    A[t], N[t], W[t], K[t] = sub(SB, q, q), num(q + 2), num(q + 9), num(q + 16)
   end
   -- Per key index: the window's start and count as the batch has made
   -- them, and in L what the key holds: nil for no live window (the SET of
@@ -216,8 +218,9 @@ if ARGV[1] == 'b' then
       KX[x], TX[x] = k, t
       local n, cost = N[t], K[t]
       if not S[k] then
-        local live
-        S[k], C[k], live = fixed(fv[k], A[t], W[t], nil, Z[t])
+        local alg, off, live = A[t], 0
+        if alg == 'z' then off = num(30 * t - 6) - 140737488355328 end
+        S[k], C[k], live = fixed(fv[k], alg, W[t], nil, off)
         if live then L[k] = 0 end
       end
       -- The same judgement as mode d's, inline there and here: a shared
@@ -234,7 +237,7 @@ if ARGV[1] == 'b' then
           local retry = reset
           if cost > n then retry = w end
           out[o], out[o + 1], out[o + 2] = max(n - cur, 0), reset, -1 - retry
-          if not H[t] then admit = false end
+          if not shadow(t) then admit = false end
         end
         o = o + 3
       else
@@ -242,7 +245,7 @@ if ARGV[1] == 'b' then
           out[o] = n - cur - cost
         else
           out[o] = -1 - max(n - cur, 0)
-          if not H[t] then admit = false end
+          if not shadow(t) then admit = false end
         end
         o = o + 1
       end
