@@ -14,6 +14,12 @@
 # work (Lua, commands, parsing, replies); the kernel's (system calls, the
 # loopback network) is not in it.
 #
+# With KEEP=DIR (an existing directory), the callgrind dump of each kind is
+# kept there as NAME.callgrind (this tree's, not BASE's), for
+# callgrind_annotate --inclusive=yes to show where the instructions went
+# (Debian's redis-server has no symbols for Lua's own functions, but has
+# Redis's and the commands').
+#
 # With BASE=REV the same benchmark also runs on the store as it was at git
 # revision REV (a temporary worktree, with this tree's test files of
 # limit/redisstore and internal/testredis laid over it), and the report
@@ -27,11 +33,11 @@ done
 tmp=$(mktemp -d)
 trap 'git worktree remove --force "$tmp/rev" >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
 
-run() { # dir -> "size instructions" lines
-	(cd "$1" && go test -run '^$' -bench BenchmarkRedisInstructions -benchtime "${CALLS}x" ./limit/redisstore) |
+run() { # dir [keep-dir] -> "size instructions" lines
+	(cd "$1" && FLOODGATE_CALLGRIND_KEEP=${2:-} go test -run '^$' -bench BenchmarkRedisInstructions -benchtime "${CALLS}x" ./limit/redisstore) |
 		awk '/^BenchmarkRedisInstructions\// { split($1, a, "/"); sub(/-[0-9]+$/, "", a[2]); for (i = 1; i <= NF; i++) if ($i == "redis-instr/decision") print a[2], $(i-1) }'
 }
-run . >"$tmp/head"
+run . "${KEEP:+$(realpath "$KEEP")}" >"$tmp/head"
 if [ -n "${BASE:-}" ]; then
 	git worktree add --detach "$tmp/rev" "$BASE" >/dev/null 2>&1 || { echo "cannot check out $BASE" >&2; exit 1; }
 	cp limit/redisstore/*_test.go "$tmp/rev/limit/redisstore/"

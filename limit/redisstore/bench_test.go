@@ -257,6 +257,13 @@ func dumped(b *testing.B, out string) int64 {
 	if err != nil {
 		b.Fatal(err)
 	}
+	if dir := os.Getenv("FLOODGATE_CALLGRIND_KEEP"); dir != "" {
+		// For callgrind_annotate: where the instructions went.
+		keep := filepath.Join(dir, strings.ReplaceAll(b.Name(), "/", "_")+".callgrind")
+		if err := os.WriteFile(keep, data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
 	for line := range strings.Lines(string(data)) {
 		if v, ok := strings.CutPrefix(line, "summary: "); ok {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
