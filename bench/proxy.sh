@@ -23,7 +23,10 @@
 #              is measured against what it changes in the same run
 # Each round runs wrk -t2 -c64 against each proxy in turn (interleaved, so
 # that the machine's noise falls on all of them); the report gives every
-# round's requests/s and the median of the per-round ratios to nginx.
+# round's requests/s and the median of the per-round ratios to nginx, and
+# the CPU fg-limits and its Redis spent per request in its runs (from
+# /proc/PID/stat): steadier than requests/s on a shared machine, and it
+# says which side a change moved.
 #
 # Then the limit step's cost in latency, open loop: floodgate load offers
 # OPEN_LOOP_RATE requests/s (default 5000) to fg-plain and fg-limits in
@@ -84,6 +87,7 @@ ngx up "$UP" 'location / { return 200 "ok"; }'
 ngx px "$NGX" 'location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }'
 
 redis-server --port "$RED" --bind 127.0.0.1 --save "" --appendonly no --daemonize no >"$tmp/redis.log" 2>&1 &
+redis_pid=$!
 pids+=($!)
 
 cat >"$tmp/plain.yaml" <<YAML
@@ -112,6 +116,7 @@ YAML
 "$tmp/floodgate" serve -c "$tmp/plain.yaml" 2>"$tmp/plain.log" &
 pids+=($!)
 "$tmp/floodgate" serve -c "$tmp/limits.yaml" 2>"$tmp/limits.log" &
+lim_pid=$!
 pids+=($!)
 if [ -n "$BASE" ]; then
 	sed -e "s/127.0.0.1:$LIM/127.0.0.1:$BLIM/" -e "s/127.0.0.1:$ADM2/127.0.0.1:$ADM3/" "$tmp/limits.yaml" >"$tmp/base.yaml"
@@ -148,18 +153,26 @@ run() { # port -> requests/s
 	if grep -q 'Non-2xx' "$tmp/wrk.out"; then echo "non-2xx answers on port $1:" >&2; cat "$tmp/wrk.out" >&2; exit 1; fi
 }
 
-echo "round  nginx req/s  go-stock  go-bare  fg-plain req/s (p99)  fg-limits req/s (p99)  stock/nginx  bare/nginx  plain/nginx  limits/nginx${BASE:+  base-limits req/s  base/nginx}"
-plain_r=(); lim_r=(); stock_r=(); bare_r=(); base_r=()
+# cpu PID: the process's user and system CPU so far, in clock ticks.
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# perreq TICKS REQ/S: µs of CPU per request over one run of SECS.
+perreq() { awk -v t="$1" -v r="$2" -v s="$SECS" -v hz="$(getconf CLK_TCK)" 'BEGIN{printf "%.1f", t * 1e6 / hz / (r * s)}'; }
+
+echo "round  nginx req/s  go-stock  go-bare  fg-plain req/s (p99)  fg-limits req/s (p99)  stock/nginx  bare/nginx  plain/nginx  limits/nginx  fg-limits CPU µs/req: gateway redis${BASE:+  base-limits req/s  base/nginx}"
+plain_r=(); lim_r=(); stock_r=(); bare_r=(); base_r=(); lgw=(); lred=()
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", a/b}'; }
 for i in $(seq "$ROUNDS"); do
 	n=$(run $NGX)
 	st=$(run $STOCK)
 	ba=$(run $BARE)
 	p=$(run $PLAIN); pp=$(cat "$tmp/p99")
+	g0=$(cpu $lim_pid); r0=$(cpu $redis_pid)
 	l=$(run $LIM); lp=$(cat "$tmp/p99")
+	g=$(perreq $(($(cpu $lim_pid) - g0)) "$l"); r=$(perreq $(($(cpu $redis_pid) - r0)) "$l")
+	lgw+=("$g"); lred+=("$r")
 	rp=$(ratio "$p" "$n"); rl=$(ratio "$l" "$n"); rs=$(ratio "$st" "$n"); rb=$(ratio "$ba" "$n")
 	plain_r+=("$rp"); lim_r+=("$rl"); stock_r+=("$rs"); bare_r+=("$rb")
-	printf "%5d  %11s  %8s  %7s  %14s (%s)  %15s (%s)  %11s  %10s  %11s  %12s" "$i" "$n" "$st" "$ba" "$p" "$pp" "$l" "$lp" "$rs" "$rb" "$rp" "$rl"
+	printf "%5d  %11s  %8s  %7s  %14s (%s)  %15s (%s)  %11s  %10s  %11s  %12s  %28s %5s" "$i" "$n" "$st" "$ba" "$p" "$pp" "$l" "$lp" "$rs" "$rb" "$rp" "$rl" "$g" "$r"
 	if [ -n "$BASE" ]; then
 		b=$(run $BLIM); rB=$(ratio "$b" "$n"); base_r+=("$rB")
 		printf "  %17s  %10s" "$b" "$rB"
@@ -169,6 +182,7 @@ done
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END{print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 echo "median ratio to nginx: go-stock $(median "${stock_r[@]}"), go-bare $(median "${bare_r[@]}"), fg-plain $(median "${plain_r[@]}"), fg-limits $(median "${lim_r[@]}")${BASE:+, base-limits ($BASE) $(median "${base_r[@]}")}"
 echo "(where the issue was measured: go-stock 0.31, go-bare 0.5)"
+echo "fg-limits CPU per request, median: gateway $(median "${lgw[@]}") µs, Redis $(median "${lred[@]}") µs"
 
 # The open-loop phase: latency from each request's scheduled send time.
 p99() { # port -> p99 in ms
