@@ -210,6 +210,13 @@ func (r *Rule) Renew(e *Entry, now int64, lease string) {
 	}
 }
 
+// WindowStart is the start of the fixed window aligned to the clock
+// (not AlignFirst) that holds now, in µs, for the zone offset off
+// (ZoneOffset, 0 in UTC). Call Validate on r first.
+func (r *Rule) WindowStart(now, off int64) int64 {
+	return floorDiv(now+off, r.p.window)*r.p.window - off
+}
+
 // fixedWindow is the current window's start and count.
 func (r *Rule) fixedWindow(e *Entry, now, off int64) (start, count int64) {
 	if r.Align == AlignFirst {
@@ -218,7 +225,7 @@ func (r *Rule) fixedWindow(e *Entry, now, off int64) (start, count int64) {
 		}
 		return now, 0
 	}
-	start = floorDiv(now+off, r.p.window)*r.p.window - off
+	start = r.WindowStart(now, off)
 	if e.Live(now) && e.start == start {
 		return start, e.count
 	}

@@ -214,11 +214,8 @@ func batchResult(req *limit.Request, now int64, v []rueidis.RedisMessage, o int)
 		if a.zone {
 			off = l.Rule.ZoneOffset(req.Now)
 		}
-		m := (now + off) % a.w
-		if m < 0 {
-			m += a.w
-		}
-		d := limit.Decision{Rule: l.Rule, Key: l.Key, Allowed: x >= 0, Limit: a.n, Remaining: x, ResetAfter: us(a.w - m)}
+		reset := us(l.Rule.WindowStart(now, off) + a.w - now)
+		d := limit.Decision{Rule: l.Rule, Key: l.Key, Allowed: x >= 0, Limit: a.n, Remaining: x, ResetAfter: reset}
 		if !d.Allowed {
 			d.Remaining = -1 - x
 			d.RetryAfter = d.ResetAfter
