@@ -333,6 +333,17 @@ func (r *Rule) zoneOffset(t time.Time) int64 {
 	return int64(off) * 1e6
 }
 
+// WithCost returns a new rule with r's settings and Cost cost: it shares
+// r's counters, which depend on the name, algorithm, window and alignment,
+// not on the cost (the Envoy rate-limit service counts a descriptor's own
+// hits_addend this way).
+func (r *Rule) WithCost(cost int64) *Rule {
+	return &Rule{
+		Name: r.Name, Algorithm: r.Algorithm, Rate: r.Rate, Burst: r.Burst, Cost: cost, Queue: r.Queue,
+		Align: r.Align, Location: r.Location, Shadow: r.Shadow, LeaseTTL: r.LeaseTTL,
+	}
+}
+
 // ZoneOffset is how far the rule's fixed windows are shifted from multiples
 // of the window since the epoch at t, in microseconds: the UTC offset of the
 // rule's Location, for windows that begin at local midnight or on the hour.

@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -94,6 +95,50 @@ func TestExt(t *testing.T) {
 	for _, v := range got {
 		if v != got[0] {
 			t.Fatal("racing first asks got different values")
+		}
+	}
+}
+
+// TestWithCost: the copy has every setting of the rule, but its cost, and
+// none of its state; a setting added to Rule and not copied fails here.
+func TestWithCost(t *testing.T) {
+	r := &Rule{}
+	v := reflect.ValueOf(r).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if !v.Type().Field(i).IsExported() {
+			continue
+		}
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString("x")
+		case reflect.Int, reflect.Int64:
+			f.SetInt(int64(i + 2))
+		case reflect.Uint8:
+			f.SetUint(uint64(i + 2))
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Struct:
+			f.Set(reflect.ValueOf(Rate{Count: 7, Period: time.Minute}))
+		case reflect.Pointer:
+			f.Set(reflect.ValueOf(time.FixedZone("x", 3600)))
+		default:
+			t.Fatalf("field %s of kind %s: teach this test to set it", v.Type().Field(i).Name, f.Kind())
+		}
+	}
+	c := r.WithCost(99)
+	cv := reflect.ValueOf(c).Elem()
+	for i := range v.NumField() {
+		name := v.Type().Field(i).Name
+		if !v.Type().Field(i).IsExported() {
+			continue
+		}
+		got, want := cv.Field(i).Interface(), v.Field(i).Interface()
+		if name == "Cost" {
+			want = int64(99)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("WithCost: %s = %v, want %v", name, got, want)
 		}
 	}
 }

@@ -282,8 +282,7 @@ func costed(req *limit.Request, ms []matched) error {
 		if m.at < 0 || m.hits == 1 {
 			continue
 		}
-		r := m.lim.Rule
-		c := &limit.Rule{Name: r.Name, Algorithm: r.Algorithm, Align: r.Align, Location: r.Location, Rate: r.Rate, Shadow: r.Shadow, Cost: m.hits}
+		c := m.lim.Rule.WithCost(m.hits)
 		if err := c.Validate(); err != nil {
 			return err
 		}
