@@ -812,6 +812,11 @@ func TestNewValidates(t *testing.T) {
 	if _, err := New(settings()); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
+	largest := settings()
+	largest.Window, largest.HalfOpenCalls = MaxWindow, MaxHalfOpenCalls
+	if _, err := New(largest); err != nil {
+		t.Fatalf("the largest window and half_open_calls: %v", err)
+	}
 	for _, tt := range []struct {
 		change func(*Settings)
 		want   string
@@ -824,7 +829,9 @@ func TestNewValidates(t *testing.T) {
 		{func(s *Settings) { s.SlowCallDuration = -time.Second }, "SlowCallDuration -1s is negative"},
 		{func(s *Settings) { s.SlowCallRate = -0.1 }, "SlowCallRate -0.1 is outside (0,1]"},
 		{func(s *Settings) { s.OpenFor = 0 }, "OpenFor 0s must be positive"},
-		{func(s *Settings) { s.HalfOpenCalls = 0 }, "HalfOpenCalls 0 must be at least 1"},
+		{func(s *Settings) { s.Window = 2000000 * time.Hour }, "Window 2000000h0m0s is longer than 1h0m0s"},
+		{func(s *Settings) { s.HalfOpenCalls = 0 }, "HalfOpenCalls 0 is outside 1..10000"},
+		{func(s *Settings) { s.HalfOpenCalls = MaxHalfOpenCalls + 1 }, "HalfOpenCalls 10001 is outside 1..10000"},
 		{func(s *Settings) { s.TrialTimeout = 0 }, "TrialTimeout 0s must be positive"},
 	} {
 		s := settings()

@@ -11,8 +11,9 @@ import (
 // responses count as failures is the caller's judgement and not a setting
 // here.
 type Settings struct {
-	// Window is the sliding window, a whole number of seconds, at least
-	// 1s. It is kept as a ring of one-second buckets.
+	// Window is the sliding window, a whole number of seconds from 1s to
+	// MaxWindow. It is kept as a ring of one-second buckets, made when the
+	// Breaker is.
 	Window time.Duration
 
 	// MinCalls is the fewest calls in the window that allow a decision; at
@@ -35,7 +36,7 @@ type Settings struct {
 	OpenFor time.Duration
 
 	// HalfOpenCalls is the number of trial calls whose outcomes decide
-	// between CLOSED and OPEN; at least 1.
+	// between CLOSED and OPEN; from 1 to MaxHalfOpenCalls.
 	HalfOpenCalls int
 
 	// TrialTimeout is how long a trial call may go unreported before it
@@ -53,6 +54,15 @@ type Settings struct {
 	OnTransition func(from, to State, at time.Time)
 }
 
+// The largest Window and HalfOpenCalls: a breaker holds a bucket per second
+// of its window and a slot per trial call from the start, so these bound
+// its memory (about 100 KB) where a typing slip ("2000000h") would
+// otherwise stop the process when the breaker is made.
+const (
+	MaxWindow        = time.Hour
+	MaxHalfOpenCalls = 10000
+)
+
 // validate returns every problem, each naming its field and value, joined.
 func (s *Settings) validate() error {
 	var errs []error
@@ -64,6 +74,8 @@ func (s *Settings) validate() error {
 		bad("Window", s.Window, "is shorter than 1s")
 	case s.Window%time.Second != 0:
 		bad("Window", s.Window, "is not a whole number of seconds (the window is kept in 1s buckets)")
+	case s.Window > MaxWindow:
+		bad("Window", s.Window, "is longer than "+MaxWindow.String())
 	}
 	if s.MinCalls < 1 {
 		bad("MinCalls", s.MinCalls, "must be at least 1")
@@ -80,8 +92,8 @@ func (s *Settings) validate() error {
 	if s.OpenFor <= 0 {
 		bad("OpenFor", s.OpenFor, "must be positive")
 	}
-	if s.HalfOpenCalls < 1 {
-		bad("HalfOpenCalls", s.HalfOpenCalls, "must be at least 1")
+	if s.HalfOpenCalls < 1 || s.HalfOpenCalls > MaxHalfOpenCalls {
+		bad("HalfOpenCalls", s.HalfOpenCalls, fmt.Sprintf("is outside 1..%d", MaxHalfOpenCalls))
 	}
 	if s.TrialTimeout <= 0 {
 		bad("TrialTimeout", s.TrialTimeout, "must be positive (a trial that never reports would hold the breaker HALF_OPEN)")

@@ -339,11 +339,15 @@ routes:
       slow_call_duration: -1s #want: routes[0].breaker.slow_call_duration: -1s is negative
       failure_statuses: [500, 99, 600] #want: routes[0].breaker.failure_statuses[1]: 99 is not an HTTP status | routes[0].breaker.failure_statuses[2]: 600 is not an HTTP status
       open_for: 0s #want: routes[0].breaker.open_for: 0s must be positive
-      half_open_calls: 0 #want: routes[0].breaker.half_open_calls: 0 must be at least 1
+      half_open_calls: 0 #want: routes[0].breaker.half_open_calls: 0 is outside 1..10000
   - id: s
     match: {path: /s}
     upstream: {targets: ["http://x"]}
     breaker: {window: 1500ms, failure_rate: -0.5} #want: routes[1].breaker.window: 1.5s is not a whole number of seconds | routes[1].breaker.failure_rate: -0.5 is outside (0,1]
+  - id: t
+    match: {path: /t}
+    upstream: {targets: ["http://x"]}
+    breaker: {window: 2000000h, half_open_calls: 10001} #want: routes[2].breaker.window: 2000000h0m0s is longer than 1h0m0s | routes[2].breaker.half_open_calls: 10001 is outside 1..10000
 `},
 		{"fallback", `
 routes:

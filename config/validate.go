@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/floodgate-gw/floodgate/breaker"
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
@@ -483,6 +484,8 @@ func (v *validator) breaker(b *Breaker, p string) {
 		v.errorf(p+".window", "%v is shorter than 1s", b.Window)
 	} else if b.Window%time.Second != 0 {
 		v.errorf(p+".window", "%v is not a whole number of seconds (the window is kept in 1s buckets)", b.Window)
+	} else if b.Window > breaker.MaxWindow {
+		v.errorf(p+".window", "%v is longer than %v", b.Window, breaker.MaxWindow)
 	}
 	if b.MinCalls < 1 {
 		v.errorf(p+".min_calls", "%d must be at least 1", b.MinCalls)
@@ -498,8 +501,8 @@ func (v *validator) breaker(b *Breaker, p string) {
 		}
 	}
 	v.positive(p+".open_for", b.OpenFor)
-	if b.HalfOpenCalls < 1 {
-		v.errorf(p+".half_open_calls", "%d must be at least 1", b.HalfOpenCalls)
+	if b.HalfOpenCalls < 1 || b.HalfOpenCalls > breaker.MaxHalfOpenCalls {
+		v.errorf(p+".half_open_calls", "%d is outside 1..%d", b.HalfOpenCalls, breaker.MaxHalfOpenCalls)
 	}
 }
 
