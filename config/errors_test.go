@@ -230,6 +230,15 @@ routes:
       - name: h
         key: [cookie:"sid"] #want: cookie name
         rate: 1/s
+      - name: i
+        key: [bogus1, bogus2] #want: routes[0].limits[8].key[0]: unknown key source "bogus1" | routes[0].limits[8].key[1]: unknown key source "bogus2"
+        rate: 1/s
+      - name: j
+        key: [header:X-A, header:x-a] #want: routes[0].limits[9].key[1]: header:x-a is already part 1 of the key
+        rate: 1/s
+      - name: k # cookie and query names have case
+        key: [cookie:a, cookie:A, query:q, query:Q]
+        rate: 1/s
 `},
 		{"targets", `
 routes:

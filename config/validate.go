@@ -512,14 +512,25 @@ func (v *validator) ratio(p string, r float64) {
 	}
 }
 
-// keyParts checks a key or fallback list.
+// keyParts checks a key or fallback list for a part given twice. Header
+// names are compared without case, as requests carry them; a part that did
+// not decode has its own error and is not compared.
 func (v *validator) keyParts(p string, parts []KeyPart) {
 	seen := map[KeyPart]int{}
 	for i, k := range parts {
-		if j, dup := seen[k]; dup {
-			v.errorf(fmt.Sprintf("%s[%d]", p, i), "%s is already part %d of the key", k, j+1)
+		at := fmt.Sprintf("%s[%d]", p, i)
+		if v.failed(at) {
+			continue
 		}
-		seen[k] = i
+		same := k
+		if k.Source == SourceHeader {
+			same.Name = strings.ToLower(k.Name)
+		}
+		if j, dup := seen[same]; dup {
+			v.errorf(at, "%s is already part %d of the key", k, j+1)
+			continue
+		}
+		seen[same] = i
 	}
 }
 
