@@ -283,7 +283,7 @@ routes:
       methods: [post, Get]
       host: Coupons.Example.COM
     upstream:
-      targets: ["http://127.0.0.1:9000", "https://user:pw@coupons.internal:8443/base"]
+      targets: ["http://127.0.0.1:9000", "https://coupons.internal:8443/base"]
       connect_timeout: 500ms
       timeout: 2s
       idle_timeout: 30s
@@ -512,7 +512,6 @@ func TestRoundTrip(t *testing.T) {
 		"  token_env: FG_TEST_ADMIN_TOKEN\n", "",
 		"    password_env: FG_TEST_REDIS_PASSWORD\n", "",
 		"events:secretpw@", "",
-		"user:pw@", "",
 	).Replace(fullConfig)
 	c1 := mustParse(t, src)
 	j1, err := json.Marshal(c1.Redacted())
@@ -553,7 +552,7 @@ func TestRedacted(t *testing.T) {
 	}
 	for _, want := range []string{
 		`"token":"***"`, `"token_env":"FG_TEST_ADMIN_TOKEN"`, `"password":"***"`, `"password_env":"FG_TEST_REDIS_PASSWORD"`,
-		`"url":"nats://events:***@10.0.0.5:4222"`, `"https://user:***@coupons.internal:8443/base"`,
+		`"url":"nats://events:***@10.0.0.5:4222"`,
 		`"shutdown_timeout":"15s"`, `"rate":"1/10s"`, `"algorithm":"token_bucket"`, `"tz":"Asia/Shanghai"`,
 		`"trusted_proxies":["10.0.0.0/8","192.168.1.7/32","2001:db8::/32","10.1.1.1/32"]`,
 		`"key":["header:X-User-Id","path"]`, `"local_share":"0.25"`,

@@ -364,14 +364,33 @@ func parsePrefix(s string) (netip.Prefix, error) {
 }
 
 // parseTarget reads an upstream target: an absolute http or https URL with
-// a host.
+// a host, a port if any in 1..65535, and an optional base path. Errors
+// print it with any password hidden.
 func parseTarget(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" || u.Opaque != "" {
+		if strings.Contains(s, "@") {
+			s = redactURL(s)
+		}
 		return nil, fmt.Errorf("%q is not an absolute http(s) URL (write it as http://127.0.0.1:9000)", s)
 	}
+	shown := redactedURL(u)
 	if u.Fragment != "" || strings.Contains(s, "#") {
-		return nil, fmt.Errorf("target %q: a fragment is never sent to a server", s)
+		return nil, fmt.Errorf("target %q: a fragment is never sent to a server", shown)
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("target %q: port %s is outside 1..65535", shown, port)
+		}
+	} else if strings.HasSuffix(u.Host, ":") {
+		return nil, fmt.Errorf("target %q: the port after : is missing", shown)
+	}
+	// The gateway would send neither; refusing them says so.
+	if u.User != nil {
+		return nil, fmt.Errorf("target %q: credentials in a target are not sent to it; remove them", shown)
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		return nil, fmt.Errorf("target %q: a target has no query; the request's own query is passed on", shown)
 	}
 	return u, nil
 }

@@ -251,6 +251,13 @@ routes:
         - /relative #want: targets[2]: "/relative" is not an absolute
         - http:// #want: targets[3]: "http://" is not an absolute
         - "http://x#frag" #want: targets[4]: target "http://x#frag": a fragment
+        - http://127.0.0.1:99999 #want: targets[5]: target "http://127.0.0.1:99999": port 99999 is outside 1..65535
+        - http://127.0.0.1:0 #want: targets[6]: target "http://127.0.0.1:0": port 0 is outside 1..65535
+        - "http://u:secret@h:1/base" #want: targets[7]: target "http://u:***@h:1/base": credentials
+        - http://h:1/base?q=1 #want: targets[8]: target "http://h:1/base?q=1": a target has no query
+        - "http://h:" #want: targets[9]: target "http://h:": the port after : is missing
+        - "http://[::1]:8080/base"
+        - https://h.example
   - id: b
     match: {path: /b}
     upstream: {strip_prefix: /b} #want: routes[1].upstream.targets: a route needs at least one target
