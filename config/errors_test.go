@@ -297,6 +297,21 @@ routes:
       methods: [get, "PO ST", "G(E)T"] #want: routes[8].match.methods[1]: "PO ST" is not an HTTP method | routes[8].match.methods[2]: "G(E)T" is not an HTTP method
       host: example.com:8080 #want: routes[8].match.host: "example.com:8080": a host to match has no port
     upstream: {targets: ["http://x"]}
+  - id: j
+    match: {path: /a%7Eb} #want: routes[9].match.path: "/a%7Eb" is not a clean path (requests are matched as "/a~b")
+    upstream: {targets: ["http://x"]}
+  - id: k
+    match: {path: /c%2Fd/**} #want: routes[10].match.path: "/c%2Fd/**" can never match: a request with such a path is answered 400 (encoded slash (%2F))
+    upstream: {targets: ["http://x"]}
+  - id: l
+    match: {path: "/a b"} #want: routes[11].match.path: "/a b" is not a clean path (requests are matched as "/a%20b")
+    upstream: {targets: ["http://x"]}
+  - id: m
+    match: {path: "/x/../**"} #want: routes[12].match.path: "/x/../**" is not a clean path (requests are matched as "/**")
+    upstream: {targets: ["http://x"]}
+  - id: n
+    match: {path: "/a%20b/**"}
+    upstream: {targets: ["http://x"]}
 `},
 		{"unreachable routes", `
 routes:

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/floodgate-gw/floodgate/breaker"
+	"github.com/floodgate-gw/floodgate/gateway/pathclean"
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
@@ -415,10 +416,19 @@ func (v *validator) match(m *Match, p string) {
 			v.errorf(pp, `%q: "**" may only end a path, as "/**", and "*" has no other use`, m.Path)
 		case strings.ContainsAny(base, "?#"):
 			v.errorf(pp, "%q: a path to match has no query or fragment", m.Path)
-		case base != "" && path.Clean(base) != base:
+		case base != "":
 			// Requests are matched after cleaning (SPEC §4.1), so an
 			// unclean pattern would never match anything.
-			v.errorf(pp, "%q is not a clean path (requests are matched as %q)", m.Path, cleanPattern(m.Path))
+			c, err := pathclean.Clean(base)
+			switch {
+			case err != nil:
+				v.errorf(pp, "%q can never match: a request with such a path is answered 400 (%s)", m.Path, strings.TrimPrefix(err.Error(), pathclean.ErrBadPath.Error()+": "))
+			case c != base:
+				if prefix {
+					c = strings.TrimSuffix(c, "/") + "/**"
+				}
+				v.errorf(pp, "%q is not a clean path (requests are matched as %q)", m.Path, c)
+			}
 		}
 	}
 	for i, meth := range m.Methods {
@@ -442,17 +452,6 @@ func (v *validator) match(m *Match, p string) {
 			m.Host = strings.ToLower(m.Host)
 		}
 	}
-}
-
-func cleanPattern(p string) string {
-	if base, ok := strings.CutSuffix(p, "/**"); ok {
-		c := path.Clean("/" + base)
-		if c == "/" {
-			return "/**"
-		}
-		return c + "/**"
-	}
-	return path.Clean(p)
 }
 
 func (v *validator) upstream(u *Upstream, m *Match, p string) {
