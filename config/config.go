@@ -21,6 +21,11 @@ type Config struct {
 	// Summary print it.
 	File string `yaml:"-"`
 
+	// Warnings are what Parse found probably wrong in a valid config (a
+	// route no request can reach), each at its line, as errors are.
+	// check and serve print them; nothing else depends on them.
+	Warnings Errors `yaml:"-" json:"-"`
+
 	// Server, Admin, RLS and Store are the blocks of the same names; a
 	// block the file leaves out holds its defaults.
 	Server Server `yaml:"server"`

@@ -31,6 +31,12 @@ func (e Error) Error() string {
 	return e.File + ":" + strconv.Itoa(e.Line) + ": " + e.Msg
 }
 
+// Warning formats the problem as a warning: "FILE:LINE: warning: message".
+func (e Error) Warning() string {
+	e.Msg = "warning: " + e.Msg
+	return e.Error()
+}
+
 // Unwrap returns the cause of the problem, if it has one.
 func (e Error) Unwrap() error { return e.err }
 

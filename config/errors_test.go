@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/floodgate-gw/floodgate/internal/wantlines"
@@ -311,27 +312,6 @@ routes:
     upstream: {targets: ["http://x"]}
   - id: n
     match: {path: "/a%20b/**"}
-    upstream: {targets: ["http://x"]}
-`},
-		{"unreachable routes", `
-routes:
-  - id: all-api
-    match: {path: /api/**}
-    upstream: {targets: ["http://x"]}
-  - id: orders
-    match: {path: /api/orders, methods: [POST]} #want: routes[1].match: unreachable: route "all-api" (line 3)
-    upstream: {targets: ["http://x"]}
-  - id: get-only
-    match: {path: /b, methods: [GET]}
-    upstream: {targets: ["http://x"]}
-  - id: post-b # not covered: the earlier route takes GET only
-    match: {path: /b, methods: [POST]}
-    upstream: {targets: ["http://x"]}
-  - id: other-host # not covered: the earlier route takes any host, but this one is a different path
-    match: {path: /apix, host: a.example}
-    upstream: {targets: ["http://x"]}
-  - id: post-b-again
-    match: {path: /b, methods: [post]} #want: routes[5].match: unreachable: route "post-b" (line 12)
     upstream: {targets: ["http://x"]}
 `},
 		{"strip prefix", `
@@ -710,5 +690,48 @@ routes:
 	t.Setenv("FG_TEST_TOKEN", "t")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { checkErrors(t, tt.src) })
+	}
+}
+
+// A route that an earlier one hides is accepted, with a warning at its
+// line: first match wins, as in other gateways.
+func TestUnreachableRoutesWarn(t *testing.T) {
+	c, err := Parse("test.yaml", []byte(`
+routes:
+  - id: all-api
+    match: {path: /api/**}
+    upstream: {targets: ["http://x"]}
+  - id: orders
+    match: {path: /api/orders, methods: [POST]}
+    upstream: {targets: ["http://x"]}
+  - id: get-only
+    match: {path: /b, methods: [GET]}
+    upstream: {targets: ["http://x"]}
+  - id: post-b # not covered: the earlier route takes GET only
+    match: {path: /b, methods: [POST]}
+    upstream: {targets: ["http://x"]}
+  - id: other-host # not covered: the earlier route takes any host, but this one is a different path
+    match: {path: /apix, host: a.example}
+    upstream: {targets: ["http://x"]}
+  - id: post-b-again
+    match: {path: /b, methods: [post]}
+    upstream: {targets: ["http://x"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range c.Warnings {
+		got = append(got, w.Error())
+	}
+	want := []string{
+		`test.yaml:7: routes[1].match: unreachable: route "all-api" (line 3) takes every request this route matches (the first match wins)`,
+		`test.yaml:19: routes[5].match: unreachable: route "post-b" (line 12) takes every request this route matches (the first match wins)`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(mustParse(t, okRoute).Warnings) != 0 {
+		t.Error("a config without problems has warnings")
 	}
 }

@@ -52,6 +52,7 @@ func Parse(filename string, data []byte) (*Config, error) {
 		return nil, errs.sort()
 	}
 	cfg.messages = v.messages
+	cfg.Warnings = v.warns.sort()
 	return cfg, nil
 }
 

@@ -38,6 +38,7 @@ type validator struct {
 	bad       map[string]bool
 	lookupEnv func(string) (string, bool)
 	errs      Errors
+	warns     Errors
 
 	messages map[string]string
 }
@@ -100,6 +101,16 @@ func (v *validator) failedAny(p string, fields ...string) bool {
 
 func (v *validator) errorf(p, format string, args ...any) {
 	v.errorAt(v.line(p), p, format, args...)
+}
+
+// warnf records something that is probably a mistake but leaves the
+// config valid: Parse accepts the file and Config.Warnings lists it.
+func (v *validator) warnf(p, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if p != "" {
+		msg = p + ": " + msg
+	}
+	v.warns = append(v.warns, Error{File: v.file, Line: v.line(p), Msg: msg})
 }
 
 func (v *validator) errorAt(line int, p, format string, args ...any) {
@@ -751,11 +762,14 @@ func (v *validator) override(l *Limit, o *Override, p string) (ok bool) {
 	return len(v.errs) == before && !v.failedAny(p, "rate", "limit", "window", "burst")
 }
 
+// unreachable warns of a route that an earlier one hides. It is not an
+// error: first match wins (SPEC §4.1), as in other gateways, and a route
+// may be parked behind another on purpose.
 func (v *validator) unreachable(routes []*Route) {
 	for j, later := range routes {
 		for _, earlier := range routes[:j] {
 			if covers(&earlier.Match, &later.Match) {
-				v.errorf(fmt.Sprintf("routes[%d].match", j), "unreachable: route %q (line %d) takes every request this route matches (the first match wins)", earlier.ID, earlier.Line)
+				v.warnf(fmt.Sprintf("routes[%d].match", j), "unreachable: route %q (line %d) takes every request this route matches (the first match wins)", earlier.ID, earlier.Line)
 				break
 			}
 		}

@@ -3,3 +3,7 @@ package gateway
 // ReloadFailed counts a reload that never reached Reload because the new
 // configuration did not load or validate.
 func (g *Gateway) ReloadFailed() { g.metrics.reloads.WithLabelValues("error").Inc() }
+
+// ReloadUnchanged counts a reload of a file identical to the one the
+// running configuration came from: it succeeded, with nothing to rebuild.
+func (g *Gateway) ReloadUnchanged() { g.metrics.reloads.WithLabelValues("ok").Inc() }

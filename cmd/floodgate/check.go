@@ -14,7 +14,8 @@ import (
 func runCheck(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check", "[-c FILE]",
 		"Validate a configuration file without starting anything. Print a one-line summary and exit 0,\n"+
-			"or print every problem as FILE:LINE: message and exit 1.")
+			"or print every problem as FILE:LINE: message and exit 1. Warnings (a valid config that is\n"+
+			"probably not what was meant) go to stderr as FILE:LINE: warning: message.")
 	file := fs.String("c", "floodgate.yaml", "the configuration `FILE`")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
@@ -33,6 +34,9 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, e)
 		}
 		return exitFailure
+	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintln(stderr, w.Warning())
 	}
 	var rules *rls.Rules
 	if cfg.RLS.Listen != "" {

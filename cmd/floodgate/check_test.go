@@ -52,6 +52,31 @@ routes:
 	}
 }
 
+// A valid config with a route that an earlier one hides passes, with a
+// warning on stderr at the hidden route's line.
+func TestCheckWarnings(t *testing.T) {
+	t.Parallel()
+	path := writeConfig(t, "fg.yaml", `
+routes:
+  - id: all
+    match: {path: /api/**}
+    upstream: {targets: ["http://127.0.0.1:9000"]}
+  - id: orders
+    match: {path: /api/orders}
+    upstream: {targets: ["http://127.0.0.1:9001"]}
+`)
+	stdout, stderr, code := floodgate(t, "check", "-c", path)
+	if code != exitOK {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitOK, stderr)
+	}
+	if !strings.HasPrefix(stdout, path+": ok: 2 routes") {
+		t.Errorf("stdout %q", stdout)
+	}
+	if want := path + `:7: warning: routes[1].match: unreachable: route "all" (line 3) takes every request this route matches (the first match wins)` + "\n"; stderr != want {
+		t.Errorf("stderr %q, want %q", stderr, want)
+	}
+}
+
 // Every shipped example passes check.
 func TestCheckExamples(t *testing.T) {
 	t.Parallel()

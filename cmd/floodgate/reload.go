@@ -74,8 +74,10 @@ func (r *reloader) reload(trigger string) error {
 	cfg, sum, err := loadConfig(r.path)
 	if err == nil && sum == r.sum {
 		// An editor that saves twice, a touch, or SIGHUP sent "just in
-		// case": nothing to rebuild, and nothing worth an INFO line.
-		r.log.Debug("config file unchanged; reload skipped", "trigger", trigger, "file", r.path)
+		// case": the running config is the file's, so nothing is
+		// rebuilt, but the reload happened and says so.
+		r.gw.ReloadUnchanged()
+		r.log.Info("config reloaded; the file is unchanged", "trigger", trigger, "file", r.path)
 		return nil
 	}
 	if err != nil {
@@ -93,8 +95,17 @@ func (r *reloader) reload(trigger string) error {
 	r.sum = sum
 	r.log.Info("config reloaded", "trigger", trigger, "file", r.path,
 		"routes", len(cfg.Routes), "limits", limitCount(cfg))
+	logWarnings(r.log, cfg)
 	r.warnRestart(cfg)
 	return nil
+}
+
+// logWarnings logs what config.Parse found probably wrong in a valid
+// config, one WARN line each.
+func logWarnings(log *slog.Logger, cfg *config.Config) {
+	for _, w := range cfg.Warnings {
+		log.Warn("config warning", "file", w.File, "line", w.Line, "warning", w.Msg)
+	}
 }
 
 // warnRestart says which of cfg's settings the running process cannot

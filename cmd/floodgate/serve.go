@@ -93,6 +93,7 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 	}
 	s.gw = gw
 	s.reloader = &reloader{path: s.file, gw: gw, log: s.log, started: cfg, sum: sum}
+	logWarnings(s.log, cfg)
 
 	// Bind before serving, so that an address in use is a clean exit 1
 	// rather than a goroutine's error.

@@ -543,6 +543,17 @@ func TestServeAdminReload(t *testing.T) {
 	if n := p.reloads("error"); n != 1 {
 		t.Errorf(`gateway_config_reloads_total{result="error"} = %d, want 1`, n)
 	}
+
+	// The same file again: nothing to rebuild, but the reload is answered,
+	// logged and counted like any other.
+	ok := p.reloads("ok")
+	if r := p.admin("POST", "/admin/reload"); r.code != 200 || r.json(t)["status"] != "reloaded" {
+		t.Fatalf("POST /admin/reload with the file unchanged: %d %s, want 200 {\"status\":\"reloaded\"}", r.code, r.body)
+	}
+	p.waitLog(`"msg":"config reloaded; the file is unchanged","trigger":"admin API"`)
+	if n := p.reloads("ok"); n != ok+1 {
+		t.Errorf(`gateway_config_reloads_total{result="ok"} = %d after an unchanged reload, want %d`, n, ok+1)
+	}
 }
 
 func TestServeSIGHUP(t *testing.T) {
