@@ -2,14 +2,15 @@ package gateway
 
 import (
 	"context"
-
 	"errors"
-	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/floodgate-gw/floodgate/breaker"
 	"github.com/floodgate-gw/floodgate/config"
@@ -158,6 +159,38 @@ func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *runtime
 	return o
 }
 
+// forwardedProto is the scheme a trusted proxy passed on in vv, the
+// request's X-Forwarded-Proto lines: the first entry, the one the proxy
+// nearest the client set, if it is http or https; else own.
+func forwardedProto(vv []string, own string) string {
+	if len(vv) == 0 {
+		return own
+	}
+	first, _, _ := strings.Cut(vv[0], ",")
+	switch first = strings.TrimSpace(first); {
+	case strings.EqualFold(first, "https"):
+		return "https"
+	case strings.EqualFold(first, "http"):
+		return "http"
+	}
+	return own
+}
+
+// forwardedHost is the host a trusted proxy passed on in vv, the request's
+// X-Forwarded-Host lines: the first entry if it is a plausible host[:port],
+// else own.
+func forwardedHost(vv []string, own string) string {
+	if len(vv) == 0 {
+		return own
+	}
+	first, _, _ := strings.Cut(vv[0], ",")
+	first = strings.TrimSpace(first)
+	if first == "" || len(first) > 255 || strings.ContainsAny(first, " \t/\\?#@\"") {
+		return own
+	}
+	return first
+}
+
 // limitAndForward runs the limit step and, if the request is admitted, the
 // upstream exchange.
 //
@@ -213,12 +246,22 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 		}
 	}
 
-	// The three values share one array, each slice capped at its own.
-	proto := "http"
+	// The three values share one array, each slice capped at its own. A
+	// trusted proxy in front saw the client's scheme and host, which the
+	// gateway did not; from any other peer they are the gateway's own, and
+	// a Forwarded header (RFC 7239), which the gateway does not rewrite,
+	// goes too, so that nothing the client wrote passes as a proxy's word.
+	proto, fhost := "http", r.Host
 	if r.TLS != nil {
 		proto = "https"
 	}
-	fw := &[3]string{rt.ips.ForwardedFor(clientip.Peer(r.RemoteAddr), trusted, xff), proto, r.Host}
+	if trusted {
+		proto = forwardedProto(r.Header["X-Forwarded-Proto"], proto)
+		fhost = forwardedHost(r.Header["X-Forwarded-Host"], fhost)
+	} else {
+		delete(r.Header, "Forwarded")
+	}
+	fw := &[3]string{rt.ips.ForwardedFor(clientip.Peer(r.RemoteAddr), trusted, xff), proto, fhost}
 	r.Header["X-Forwarded-For"] = fw[0:1:1]
 	r.Header["X-Forwarded-Proto"] = fw[1:2:2]
 	r.Header["X-Forwarded-Host"] = fw[2:3:3]

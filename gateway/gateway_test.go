@@ -166,6 +166,61 @@ routes:
     upstream: {targets: ["{{UP}}"], strip_prefix: /svc}
 `
 
+// The scheme and host a trusted proxy passes on reach the upstream; from
+// any other peer the gateway's own replace them, and a Forwarded header is
+// dropped. The upstream's own request id never replaces the gateway's.
+func TestForwardedHeaders(t *testing.T) {
+	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Request-Id", "upstream-id")
+		io.WriteString(w, "ok")
+	})
+	in := map[string]string{
+		"X-Forwarded-Proto": "https",
+		"X-Forwarded-Host":  "shop.example",
+		"Forwarded":         "for=6.6.6.6;proto=https",
+		"X-Request-Id":      "client-id",
+	}
+	for _, tt := range []struct {
+		name, trusted          string
+		proto, host, forwarded string
+	}{
+		{"untrusted peer", "[]", "http", "", ""},
+		{"trusted peer", "[127.0.0.1]", "https", "shop.example", "for=6.6.6.6;proto=https"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, "server: {trusted_proxies: "+tt.trusted+"}\n"+basic, up)
+			resp := h.do("GET", "/api/x", in, nil)
+			drain(resp)
+			got := up.lastRequest()
+			host := tt.host
+			if host == "" {
+				host = h.srv.Listener.Addr().String() // what the client asked for
+			}
+			if p, hh, f := got.Header.Get("X-Forwarded-Proto"), got.Header.Get("X-Forwarded-Host"), got.Header.Get("Forwarded"); p != tt.proto || hh != host || f != tt.forwarded {
+				t.Errorf("upstream got X-Forwarded-Proto %q, X-Forwarded-Host %q, Forwarded %q; want %q, %q, %q", p, hh, f, tt.proto, host, tt.forwarded)
+			}
+			if id := resp.Header.Get("X-Request-Id"); id != "client-id" {
+				t.Errorf("client got X-Request-Id %q, want the gateway's %q", id, "client-id")
+			}
+		})
+	}
+	// What a trusted proxy says is believed only when it is plausible.
+	for _, tt := range []struct{ in, want string }{
+		{"HTTPS, http", "https"}, {"ftp", "http"}, {"", "http"},
+	} {
+		if got := forwardedProto([]string{tt.in}, "http"); got != tt.want {
+			t.Errorf("forwardedProto(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	for _, tt := range []struct{ in, want string }{
+		{"a.example:8443, b.example", "a.example:8443"}, {"evil/path", "own"}, {"a b", "own"}, {"", "own"},
+	} {
+		if got := forwardedHost([]string{tt.in}, "own"); got != tt.want {
+			t.Errorf("forwardedHost(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
 func TestProxy(t *testing.T) {
 	up := newBackend(t, nil)
 	h := newHarness(t, basic, up)

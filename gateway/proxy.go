@@ -172,9 +172,7 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 
 	removeHopHeaders(resp.Header)
 	h := w.Header()
-	for k, vv := range resp.Header {
-		h[k] = vv
-	}
+	copyHeader(h, resp.Header)
 	if len(resp.Trailer) > 0 {
 		keys := make([]string, 0, len(resp.Trailer))
 		for k := range resp.Trailer {
@@ -202,6 +200,18 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		h[http.TrailerPrefix+k] = vv
 	}
 	return o
+}
+
+// copyHeader copies the upstream's response headers to the client's, but
+// not over a header the gateway set before the upstream answered (the
+// request id, SPEC §4.1): the gateway's own values win, as its rate-limit
+// headers do.
+func copyHeader(h, up http.Header) {
+	for k, vv := range up {
+		if _, own := h[k]; !own {
+			h[k] = vv
+		}
+	}
 }
 
 // ejectFor is how long round robin passes over a target that refused a
@@ -268,9 +278,7 @@ func (u *upstream) switchProtocols(w http.ResponseWriter, resp *http.Response, a
 	// The server's read and write deadlines were for one request.
 	conn.SetDeadline(time.Time{})
 	h := w.Header()
-	for k, vv := range resp.Header {
-		h[k] = vv
-	}
+	copyHeader(h, resp.Header)
 	head(h)
 	resp.Header, resp.Body = h, nil
 	if err = resp.Write(brw); err == nil {
