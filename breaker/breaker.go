@@ -419,6 +419,32 @@ func (b *Breaker) Force(m Mode, now time.Time) {
 	}
 }
 
+// Resume makes b, a breaker new from New, carry on from old, another
+// breaker of the same calls whose settings differ (a reload changed them),
+// so that a change of settings neither closes an open breaker nor lifts an
+// operator's force. A forced breaker stays forced in its state. One that
+// is OPEN or HALF_OPEN on its own is OPEN here since old opened, its trials
+// due after b's OpenFor from then (at the next Allow if that has passed):
+// the trials of old in flight are old's. A CLOSED one stays CLOSED, with
+// an empty window, as its buckets may not fit b's. Nothing is reported to
+// OnTransition: as far as the calls can tell, the state has not changed.
+func (b *Breaker) Resume(old *Breaker, now time.Time) {
+	old.mu.Lock()
+	state, forced, openedAt := old.state, old.forced, old.openedAt
+	old.mu.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case forced:
+		b.transition(state, true, now)
+	case state == Open || state == HalfOpen:
+		b.transition(Open, false, openedAt)
+	default:
+		return
+	}
+	b.pending = b.pending[:0]
+}
+
 // State returns the state. An OPEN breaker whose OpenFor has passed stays
 // OPEN until the next Allow starts its trials.
 func (b *Breaker) State() State { return b.ph.Load().state }

@@ -1181,3 +1181,55 @@ func BenchmarkOpen(b *testing.B) {
 		}
 	})
 }
+
+// Resume carries a breaker's state over to one with other settings, and
+// reports no transition.
+func TestResume(t *testing.T) {
+	longer := settings()
+	longer.OpenFor = time.Minute
+	for _, tt := range []struct {
+		name      string
+		prepare   func(b *Breaker) // at(0)..at(40s)
+		state     State
+		forced    bool
+		nextTrial time.Time
+	}{
+		{"closed", func(b *Breaker) { run(t, b, at(0), 5, failed) }, Closed, false, time.Time{}},
+		{"open", func(b *Breaker) { run(t, b, at(0), 20, failed) }, Open, false, at(time.Minute)},
+		{"half open", func(b *Breaker) {
+			run(t, b, at(0), 20, failed)
+			if _, err := b.Allow(at(31 * time.Second)); err != nil { // a trial, never reported
+				t.Fatal(err)
+			}
+		}, Open, false, at(time.Minute)},
+		{"forced open", func(b *Breaker) { b.Force(ForceOpen, at(time.Second)) }, Open, true, time.Time{}},
+		{"forced closed", func(b *Breaker) {
+			run(t, b, at(0), 20, failed)
+			b.Force(ForceClosed, at(time.Second))
+		}, Closed, true, time.Time{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			old, _ := newBreaker(t, settings())
+			tt.prepare(old)
+			b, r := newBreaker(t, longer)
+			b.Resume(old, at(40*time.Second))
+			s := b.Snapshot(at(40 * time.Second))
+			if s.State != tt.state || s.Forced != tt.forced || !s.NextTrial.Equal(tt.nextTrial) || s.Calls != 0 {
+				t.Errorf("after Resume: %+v; want %v forced %v, next trial %v, an empty window", s, tt.state, tt.forced, tt.nextTrial.Sub(t0))
+			}
+			if ev := r.list(); len(ev) != 0 {
+				t.Errorf("Resume reported transitions %v", ev)
+			}
+			// The resumed breaker runs on: an open one starts its
+			// trials at its own open_for after old opened.
+			if tt.state == Open && !tt.forced {
+				if _, err := b.Allow(at(59 * time.Second)); err == nil {
+					t.Error("admitted a call before the new open_for had passed")
+				}
+				if _, err := b.Allow(at(time.Minute)); err != nil {
+					t.Errorf("no trial once the new open_for had passed: %v", err)
+				}
+			}
+		})
+	}
+}

@@ -28,7 +28,8 @@ func (rb *routeBreaker) failed(o outcome) bool {
 // breakerFor returns the breaker of a route, the same one across reloads
 // that leave the route's breaker settings and upstream timeout as they
 // were, so that a reload neither closes an open breaker nor forgets the
-// window of a closed one.
+// window of a closed one. A reload that changes them makes a new breaker
+// that resumes the old one's state (breaker.Resume).
 func (g *Gateway) breakerFor(rc *config.Route) (*routeBreaker, error) {
 	if !rc.Breaker.Enabled {
 		g.mu.Lock()
@@ -39,8 +40,9 @@ func (g *Gateway) breakerFor(rc *config.Route) (*routeBreaker, error) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if rb := g.breakers[rc.ID]; rb != nil && sameBreaker(rb.settings, rc.Breaker) && rb.timeout == rc.Upstream.Timeout {
-		return rb, nil
+	old := g.breakers[rc.ID]
+	if old != nil && sameBreaker(old.settings, rc.Breaker) && old.timeout == rc.Upstream.Timeout {
+		return old, nil
 	}
 	c := rc.Breaker
 	route := rc.ID
@@ -58,7 +60,13 @@ func (g *Gateway) breakerFor(rc *config.Route) (*routeBreaker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("route %s: %w", route, err)
 	}
-	state.Set(0)
+	if old != nil {
+		// New settings: the new breaker carries on from the old one's
+		// state, so that lengthening open_for during an outage does not
+		// close the breaker in front of the failing upstream.
+		b.Resume(old.b, time.Now())
+	}
+	state.Set(float64(b.State()))
 	rb := &routeBreaker{b: b, settings: c, timeout: rc.Upstream.Timeout}
 	for _, s := range c.FailureStatuses {
 		if s >= 0 && s < len(rb.failing) {
