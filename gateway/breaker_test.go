@@ -259,6 +259,41 @@ func TestBreakerStateSurvivesNewSettings(t *testing.T) {
 	}
 }
 
+// A trial whose answer's head comes in time is judged by it, however long
+// its body then streams: the upstream timeout counts to the head.
+func TestBreakerTrialStreamsPastTimeout(t *testing.T) {
+	up := newFlaky(t)
+	h := newHarness(t, strings.Replace(breakerConfig, "half_open_calls: 3", "half_open_calls: 1", 1), up.backend)
+	user := map[string]string{"X-User-Id": "u1"}
+	up.mode.Store("fail")
+	for range 10 {
+		drain(h.do("GET", "/coupon", user, nil))
+	}
+	answerOf(t, h.do("GET", "/coupon", user, nil), 503, "coupon_busy")
+	time.Sleep(350 * time.Millisecond) // open_for
+	up.backend.handler = func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(200)
+		for range 5 { // 500 ms, past the 300 ms timeout
+			io.WriteString(w, "x")
+			w.(http.Flusher).Flush()
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	resp := h.do("GET", "/coupon", user, nil)
+	if body := drain(resp); resp.StatusCode != 200 || body != "xxxxx" {
+		t.Fatalf("the trial: %d %q", resp.StatusCode, body)
+	}
+	if b := h.gw.Breakers(); len(b) != 1 || b[0].State != "CLOSED" {
+		t.Fatalf("breakers %+v after a good trial that streamed past the timeout, want CLOSED", b)
+	}
+	if resp := h.do("GET", "/coupon", user, nil); drain(resp) != "xxxxx" {
+		t.Errorf("after the trial: %d", resp.StatusCode)
+	}
+	if n := counterValue(t, h, "gateway_circuit_breaker_transitions_total", map[string]string{"route": "coupon", "from": "HALF_OPEN", "to": "OPEN"}); n != 0 {
+		t.Errorf("HALF_OPEN→OPEN counted %v times", n)
+	}
+}
+
 func gaugeValue(t *testing.T, h *harness, name, route string) float64 {
 	t.Helper()
 	mfs, err := h.reg.Gather()

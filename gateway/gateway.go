@@ -134,11 +134,17 @@ func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *runtime
 	// An open breaker answers before anything else is decided: the request
 	// consumes no quota and costs no store round trip (SPEC §3.2, §6).
 	var done func(breaker.Outcome, time.Time)
+	trial := false
 	if rte.breaker != nil {
 		var err error
 		if done, err = rte.breaker.b.Allow(time.Now()); err != nil {
 			return g.refuse(w, r, rt, rte, rid, path, host, err)
 		}
+		// A trial call is judged when its answer's head arrives, by its
+		// status and how long the head took, as the trial's timeout (the
+		// upstream timeout) counts to the head: a body that streams for
+		// longer must not fail it.
+		trial = rte.breaker.b.State() == breaker.HalfOpen
 	}
 	report := func(o outcome) {
 		if done == nil {
@@ -154,7 +160,7 @@ func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *runtime
 		}, time.Now())
 		done = nil
 	}
-	o := g.limitAndForward(w, r, rt, rte, rid, path, host, report)
+	o := g.limitAndForward(w, r, rt, rte, rid, path, host, report, trial)
 	report(o)
 	return o
 }
@@ -196,8 +202,9 @@ func forwardedHost(vv []string, own string) string {
 //
 // report tells the breaker how the exchange went; it is called here when
 // the exchange switched protocols (the switch is its outcome, not the
-// life of the connection after it), and by the caller otherwise.
-func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *runtime, rte *route, rid, path, host string, report func(outcome)) outcome {
+// life of the connection after it) or, with atHead, as soon as the
+// upstream's answer has its head, and by the caller otherwise.
+func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *runtime, rte *route, rid, path, host string, report func(outcome), atHead bool) outcome {
 	xff := r.Header["X-Forwarded-For"]
 	client, trusted := rt.ips.Client(r.RemoteAddr, xff)
 	x := exchange{r: r, route: rte.id, path: path, host: host, client: client, ips: rt.ips}
@@ -266,7 +273,11 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 	r.Header["X-Forwarded-Proto"] = fw[1:2:2]
 	r.Header["X-Forwarded-Host"] = fw[2:3:3]
 
-	o := rte.upstream.forward(w, r, path, v.setHeaders)
+	var answered func(outcome)
+	if atHead {
+		answered = report
+	}
+	o := rte.upstream.forward(w, r, path, v.setHeaders, answered)
 	if o.join != nil {
 		report(o)
 		start := time.Now()

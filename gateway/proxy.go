@@ -105,12 +105,14 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 
 // forward sends r to the next target with the cleaned path and copies the
 // answer to w. head adds the gateway's own response headers after the
-// upstream's, so that they replace any of the same name.
+// upstream's, so that they replace any of the same name; answered, if not
+// nil, is told the outcome as far as the head once it is sent, before the
+// body is copied.
 //
 // The incoming request is reused as the outgoing one: the server is done
 // with its URL and headers, and a copy (as httputil.ReverseProxy makes)
 // costs a dozen allocations per request.
-func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, head func(http.Header)) outcome {
+func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, head func(http.Header), answered func(outcome)) outcome {
 	out := r
 	out.URL.Opaque = ""
 	out.RequestURI = ""
@@ -183,6 +185,9 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	head(h)
 	w.WriteHeader(resp.StatusCode)
 	o := outcome{status: resp.StatusCode, written: true, exchanged: true, took: took}
+	if answered != nil {
+		answered(o)
+	}
 
 	if err := u.copyBody(w, resp); err != nil {
 		// The status is sent, so the client can only learn that the body
