@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -410,5 +411,52 @@ func TestHeadersTooLarge(t *testing.T) {
 	drain(resp)
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge || up.hits.Load() != 0 {
 		t.Fatalf("status %d, upstream hits %d", resp.StatusCode, up.hits.Load())
+	}
+}
+
+// The admin view of a key reads it as a request would: an override by key
+// value has its own counters, an IPv6 address is grouped by its prefix,
+// and a host is lowercased without its port.
+func TestLimitStateAsRequestsSeeIt(t *testing.T) {
+	up := newBackend(t, nil)
+	h := newHarness(t, `
+admin: {listen: ""}
+server: {trusted_proxies: [127.0.0.1]}
+routes:
+  - id: api
+    match: {path: /api}
+    upstream: {targets: ["{{UP}}"]}
+    limits:
+      - name: ip
+        key: [ip]
+        rate: 100/min
+        overrides: [{values: ["10.0.0.1"], rate: 2/min}]
+      - {name: host, key: [host], rate: 100/min}
+`, up)
+	ctx := context.Background()
+	for range 2 {
+		drain(h.do("GET", "/api", map[string]string{"X-Forwarded-For": "10.0.0.1", "Host": "Shop.Example:8080"}, nil))
+	}
+	answerOf(t, h.do("GET", "/api", map[string]string{"X-Forwarded-For": "10.0.0.1"}, nil), 429, "rate_limited")
+	st, err := h.gw.LimitState(ctx, "api", "ip", []string{"10.0.0.1"}, false)
+	if err != nil || st.Limit != 2 || st.Remaining != 0 {
+		t.Errorf("the overridden key: %+v %v, want limit 2, remaining 0", st, err)
+	}
+	if st, _ := h.gw.LimitState(ctx, "api", "host", []string{"SHOP.example:9999"}, false); st.Remaining != 98 {
+		t.Errorf("the host key: %+v, want remaining 98", st)
+	}
+	if err := h.gw.ResetLimit(ctx, "api", "ip", []string{"10.0.0.1"}, false); err != nil {
+		t.Fatal(err)
+	}
+	if resp := h.do("GET", "/api", map[string]string{"X-Forwarded-For": "10.0.0.1"}, nil); drain(resp) == "" || resp.StatusCode != 200 {
+		t.Errorf("after the reset: %d", resp.StatusCode)
+	}
+
+	drain(h.do("GET", "/api", map[string]string{"X-Forwarded-For": "2001:db8:1:2::5"}, nil))
+	if st, _ := h.gw.LimitState(ctx, "api", "ip", []string{"2001:db8:1:2::9"}, false); st.Limit != 100 || st.Remaining != 99 {
+		t.Errorf("an address of the same /64: %+v, want remaining 99", st)
+	}
+	if st, _ := h.gw.LimitState(ctx, "api", "ip", []string{"2001:db8:1:2::/64"}, false); st.Remaining != 99 {
+		t.Errorf("the /64 as the key holds it: %+v, want remaining 99", st)
 	}
 }

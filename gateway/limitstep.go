@@ -60,6 +60,12 @@ func (o *override) matches(x *exchange, values []string) bool {
 		}
 		return false
 	}
+	return o.matchesValues(values)
+}
+
+// matchesValues reports whether the resolved key values are among the
+// override's (never, for an override by header).
+func (o *override) matchesValues(values []string) bool {
 next:
 	for _, want := range o.values {
 		if len(want) != len(values) {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
 
 	"github.com/floodgate-gw/floodgate/limit"
 )
@@ -12,8 +15,12 @@ import (
 var ErrNoLimit = errors.New("no such route or limit")
 
 // lookup finds a limit by route ("global" for global limits) and name and
-// builds the key of values, one per key part (or fallback part) in order.
-func (rt *runtime) lookup(route, name string, values []string, fallback bool) (*limitSpec, limit.Key, error) {
+// builds the key of values, one per key part (or fallback part) in order,
+// each read as a request's would be: an address as the ip part groups it,
+// a host lowercased and without port. The rule is the limit's, or that of
+// the first override by key value the values match, whose counters are
+// its own (an override by header cannot be told from values alone).
+func (rt *runtime) lookup(route, name string, values []string, fallback bool) (*limit.Rule, limit.Key, error) {
 	var spec *limitSpec
 	for _, r := range rt.routes {
 		if route != "global" && r.id != route {
@@ -44,14 +51,29 @@ func (rt *runtime) lookup(route, name string, values []string, fallback bool) (*
 		return nil, "", fmt.Errorf("limit %q has %d key parts; %d values given", name, len(parts), len(values))
 	}
 	ps := make([]limit.Part, len(parts))
+	vs := make([]string, len(parts))
 	for i, p := range parts {
 		v := values[i]
-		if p.src == srcGlobal {
+		switch p.src {
+		case srcGlobal:
 			v = "-"
+		case srcIP:
+			if ip, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(v, "["), "]")); err == nil {
+				v = rt.ips.Key(ip)
+			}
+		case srcHost:
+			v = hostOf(&http.Request{Host: v})
 		}
-		ps[i] = limit.Part{Kind: p.kind, Value: v, Fallback: fallback}
+		ps[i], vs[i] = limit.Part{Kind: p.kind, Value: v, Fallback: fallback}, v
 	}
-	return spec, limit.NewKey(ps...), nil
+	rule := spec.rule
+	for i := range spec.overrides {
+		if o := &spec.overrides[i]; o.header == "" && o.matchesValues(vs) {
+			rule = o.rule
+			break
+		}
+	}
+	return rule, limit.NewKey(ps...), nil
 }
 
 // LimitState reads the state of one key of a limit without consuming it.
@@ -59,21 +81,21 @@ func (rt *runtime) lookup(route, name string, values []string, fallback bool) (*
 // value per part of the limit's key (of its fallback key with fallback).
 func (g *Gateway) LimitState(ctx context.Context, route, name string, values []string, fallback bool) (limit.State, error) {
 	rt := g.rt.Load()
-	spec, key, err := rt.lookup(route, name, values, fallback)
+	rule, key, err := rt.lookup(route, name, values, fallback)
 	if err != nil {
 		return limit.State{}, err
 	}
-	return rt.store.Peek(ctx, timeNow(), spec.rule, key)
+	return rt.store.Peek(ctx, timeNow(), rule, key)
 }
 
 // ResetLimit forgets the state of one key of a limit.
 func (g *Gateway) ResetLimit(ctx context.Context, route, name string, values []string, fallback bool) error {
 	rt := g.rt.Load()
-	spec, key, err := rt.lookup(route, name, values, fallback)
+	rule, key, err := rt.lookup(route, name, values, fallback)
 	if err != nil {
 		return err
 	}
-	return rt.store.Reset(ctx, spec.rule, key)
+	return rt.store.Reset(ctx, rule, key)
 }
 
 // Ready reports whether the gateway can decide: its store answers, or a
