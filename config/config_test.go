@@ -473,9 +473,10 @@ func TestFullConfig(t *testing.T) {
 		t.Errorf("first = %+v", first)
 	}
 	conc := lm.Limits[4]
-	// queue (0) + connect_timeout 500ms + timeout 2s + 5s.
-	if conc.Rule.LeaseTTL != 7500*time.Millisecond || conc.Rule.Rate.Count != 50 || conc.Overrides[0].Rule.Rate.Count != 80 ||
-		conc.Overrides[0].Rule.LeaseTTL != 7500*time.Millisecond || conc.Rule.Algorithm != limit.Concurrency {
+	// The route's longest queue (its token bucket's 250ms) + connect_timeout
+	// 500ms + timeout 2s + 5s: a request holds its lease while it waits.
+	if conc.Rule.LeaseTTL != 7750*time.Millisecond || conc.Rule.Rate.Count != 50 || conc.Overrides[0].Rule.Rate.Count != 80 ||
+		conc.Overrides[0].Rule.LeaseTTL != 7750*time.Millisecond || conc.Rule.Algorithm != limit.Concurrency {
 		t.Errorf("conc rule %+v, override %+v", conc.Rule, conc.Overrides[0].Rule)
 	}
 

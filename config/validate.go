@@ -139,10 +139,11 @@ func (v *validator) config(c *Config) {
 	}
 
 	// A global concurrency lease must outlive the slowest route's
-	// exchange, since any route's request may hold it.
-	longest := 2*time.Second + 3*time.Second
+	// exchange, queue included, since any route's request may hold it.
+	gq := longestQueue(c.GlobalLimits)
+	longest := 2*time.Second + 3*time.Second + gq
 	for _, r := range c.Routes {
-		longest = max(longest, r.Upstream.ConnectTimeout+r.Upstream.Timeout)
+		longest = max(longest, r.Upstream.ConnectTimeout+r.Upstream.Timeout+max(gq, longestQueue(r.Limits)))
 	}
 	global := map[string]string{}
 	for i, l := range c.GlobalLimits {
@@ -381,7 +382,7 @@ func (v *validator) route(c *Config, r *Route, p string, ids, global map[string]
 	v.upstream(&r.Upstream, &r.Match, p+".upstream")
 
 	own := map[string]string{}
-	lease := r.Upstream.ConnectTimeout + r.Upstream.Timeout + leaseSlack
+	lease := longestQueue(c.GlobalLimits, r.Limits) + r.Upstream.ConnectTimeout + r.Upstream.Timeout + leaseSlack
 	for i, l := range r.Limits {
 		lp := fmt.Sprintf("%s.limits[%d]", p, i)
 		if v.bad[lp] {
@@ -601,6 +602,20 @@ func (v *validator) rate(p string, alg limit.Algorithm, r *limit.Rate, lim *int6
 // that Rule.Validate reports what the config checks cannot (a burst below
 // the cost, a sliding count above its maximum) and not the echo of an error
 // already reported; build is false when the rule's name would be invalid.
+// longestQueue is the longest queue of the limits: how long a request may
+// wait for a token after it is admitted, holding its leases.
+func longestQueue(lists ...[]*Limit) time.Duration {
+	var q time.Duration
+	for _, ls := range lists {
+		for _, l := range ls {
+			if l != nil {
+				q = max(q, l.Queue)
+			}
+		}
+	}
+	return q
+}
+
 func (v *validator) limit(l *Limit, p, ruleName string, lease time.Duration, build bool) {
 	if len(l.Key) == 0 && !v.failed(p+".key") {
 		v.errorf(p, "a limit needs a key, such as [ip], [route] or [header:X-User-Id]")
