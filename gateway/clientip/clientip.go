@@ -116,6 +116,15 @@ func (r *Resolver) walk(peer netip.Addr, xff []string) netip.Addr {
 			if len(entry) > maxEntryLen {
 				return last
 			}
+			if blank(entry) {
+				// An empty list element is no element (RFC 9110
+				// §5.6.1): "a, , b" and "a,b," list a and b.
+				if comma < 0 {
+					break
+				}
+				line = line[:comma]
+				continue
+			}
 			ip, ok := parseEntry(entry)
 			if !ok {
 				return last
@@ -131,6 +140,16 @@ func (r *Resolver) walk(peer netip.Addr, xff []string) netip.Addr {
 		}
 	}
 	return last
+}
+
+// blank reports whether s holds nothing but spaces and tabs.
+func blank(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] != ' ' && s[i] != '\t' {
+			return false
+		}
+	}
+	return true
 }
 
 // parseEntry reads one address as proxies write it: "192.0.2.1",

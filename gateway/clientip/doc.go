@@ -19,8 +19,10 @@
 //     it was written by a trusted proxy that saw it connect;
 //   - if every entry is trusted, the left-most is the client (the request
 //     came from inside the trusted network);
-//   - an entry that does not parse — garbage, an empty entry, "unknown" or
-//     an RFC 7239 obfuscated identifier such as "_hidden" — ends the walk,
+//   - an empty entry is no entry ("a, , b" and "a, b," list a and b, as
+//     RFC 9110 §5.6.1 has recipients read lists);
+//   - an entry that does not parse — garbage, "unknown" or an RFC 7239
+//     obfuscated identifier such as "_hidden" — ends the walk,
 //     and the last good address is used, which may be the peer's. What lies
 //     beyond an entry the gateway cannot read is not attributable to a
 //     trusted proxy, so the answer errs towards grouping more clients under
