@@ -167,7 +167,8 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 	res, err := rt.store.Decide(ctx, req)
 	g.metrics.storeDuration.Observe(time.Since(start).Seconds())
 	v.store = rt.store
-	if err != nil {
+	failed := err != nil
+	if failed {
 		if !errors.Is(err, limit.ErrStoreUnavailable) {
 			return v, err
 		}
@@ -179,25 +180,35 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 		}
 	}
 	v.res = res
+	// Each limit's decision is counted once: by its result, or, when the
+	// store failed, as an error (decideLocally counted it).
+	counted := failed
 	for i, d := range res.Decisions {
 		l := v.specs[i]
 		switch {
 		case d.Undecided:
 			// Never asked (on a cluster, a limit asked before it
-			// rejected the request): no decision to count.
+			// rejected the request; on a store failure, a limit that
+			// on_error allow dropped): no decision to count.
 		case d.Allowed:
-			l.metrics.allowed.Inc()
+			if !counted {
+				l.metrics.allowed.Inc()
+			}
 		case l.rule.Shadow:
-			l.metrics.shadow.Inc()
+			if !counted {
+				l.metrics.shadow.Inc()
+			}
 		default:
-			l.metrics.rejected.Inc()
+			if !counted {
+				l.metrics.rejected.Inc()
+			}
 			if v.reason < 0 {
 				v.reason = i
 				v.reject = l.reject
 				l.metrics.rateLimited.Inc()
 			}
 		}
-		if d.Allowed && res.Allowed && d.Rule.Algorithm == limit.Concurrency {
+		if d.Allowed && !d.Undecided && res.Allowed && d.Rule.Algorithm == limit.Concurrency {
 			v.leases = append(v.leases, v.limits[i])
 		}
 	}
@@ -244,13 +255,19 @@ var errStoreDenied = errors.New("store unavailable and on_error is deny")
 // request, local decides it in the process's own memory store with a share
 // of the limit, so that a fleet in fallback does not multiply each limit
 // by its size.
+//
+// Every limit of the request counts one decision with result "error". A
+// limit that allow drops is Undecided: it has no state to report, so no
+// header shows it.
 func (g *Gateway) decideLocally(ctx context.Context, rt *runtime, v *verdict, req *limit.Request, cause error) (limit.Result, error) {
+	for _, l := range v.specs {
+		l.metrics.errored.Inc()
+	}
 	local := &limit.Request{Now: req.Now, Lease: req.Lease}
 	var idx []int
 	for i, l := range v.specs {
 		switch l.onError {
 		case errDeny:
-			l.metrics.errored.Inc()
 			return limit.Result{}, errStoreDenied
 		case errLocal:
 			local.Limits = append(local.Limits, limit.Limit{Rule: rt.localRule(req.Limits[i].Rule), Key: req.Limits[i].Key})
@@ -259,9 +276,8 @@ func (g *Gateway) decideLocally(ctx context.Context, rt *runtime, v *verdict, re
 	}
 	g.logStoreError(cause)
 	res := limit.Result{Allowed: true, Time: req.Now, Decisions: make([]limit.Decision, len(v.specs))}
-	for i, l := range v.specs {
-		l.metrics.errored.Inc()
-		res.Decisions[i] = limit.Decision{Rule: req.Limits[i].Rule, Key: req.Limits[i].Key, Allowed: true, Limit: req.Limits[i].Rule.Limit(), Remaining: req.Limits[i].Rule.Limit()}
+	for i := range v.specs {
+		res.Decisions[i] = limit.Decision{Rule: req.Limits[i].Rule, Key: req.Limits[i].Key, Allowed: true, Undecided: true}
 	}
 	if len(local.Limits) == 0 {
 		return res, nil

@@ -135,8 +135,15 @@ routes:
 	srv.Stop()
 	answerOf(t, h.do("GET", "/deny", nil, nil), 503, "limiter_unavailable")
 	for range 3 {
-		if resp := h.do("GET", "/allow", nil, nil); drain(resp) == "" || resp.StatusCode != 200 {
+		resp := h.do("GET", "/allow", nil, nil)
+		if drain(resp) == "" || resp.StatusCode != 200 {
 			t.Fatalf("on_error allow: %d", resp.StatusCode)
+		}
+		// A limit dropped by on_error allow has no state to show.
+		for _, name := range []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit", "X-RateLimit-Remaining"} {
+			if v := resp.Header.Get(name); v != "" {
+				t.Errorf("on_error allow: %s: %s", name, v)
+			}
 		}
 	}
 	for i := range 2 {
@@ -147,6 +154,22 @@ routes:
 	answerOf(t, h.do("GET", "/local", nil, nil), 429, "rate_limited")
 	if n := counterValue(t, h, "gateway_ratelimit_store_errors_total", nil); n < 6 {
 		t.Errorf("store errors counted %v", n)
+	}
+	// Each decision is counted once, as an error, whatever on_error made
+	// of it; a local rejection is still a rejection of the request.
+	for _, tt := range []struct {
+		route                  string
+		errors, allowed, local float64
+	}{{"deny", 1, 1, 0}, {"allow", 3, 0, 0}, {"local", 3, 0, 1}} {
+		count := func(result string) float64 {
+			return counterValue(t, h, "gateway_ratelimit_decisions_total", map[string]string{"route": tt.route, "limit": "l", "result": result})
+		}
+		if e, a, r := count("error"), count("allowed"), count("rejected"); e != tt.errors || a != tt.allowed || r != 0 {
+			t.Errorf("route %s: decisions error %v, allowed %v, rejected %v; want %v, %v (before Redis stopped), 0", tt.route, e, a, r, tt.errors, tt.allowed)
+		}
+		if n := counterValue(t, h, "gateway_rate_limited_total", map[string]string{"route": tt.route, "limit": "l"}); n != tt.local {
+			t.Errorf("route %s: rate limited %v, want %v", tt.route, n, tt.local)
+		}
 	}
 }
 
