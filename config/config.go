@@ -52,6 +52,21 @@ type Config struct {
 
 	// messages resolves every code the gateway may answer with; see Message.
 	messages map[string]string
+	// lines holds the line of each value the file gives; see Line.
+	lines map[string]int
+}
+
+// Line returns the line of the file that gives the value at path, written
+// as errors write it ("rls.config_dir", "routes[0].upstream"), or of the
+// nearest enclosing value the file gives; 0 for a Config not from Parse.
+// It lets a caller that checks a setting further (the rule files of
+// rls.config_dir, say) report its problem where the setting is.
+func (c *Config) Line(path string) int {
+	if c.lines == nil {
+		return 0
+	}
+	v := &validator{lines: c.lines}
+	return v.line(path)
 }
 
 // Server is the proxy's listener and request handling.

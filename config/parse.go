@@ -51,7 +51,7 @@ func Parse(filename string, data []byte) (*Config, error) {
 	if len(errs) > 0 {
 		return nil, errs.sort()
 	}
-	cfg.messages = v.messages
+	cfg.messages, cfg.lines = v.messages, d.lines
 	cfg.Warnings = v.warns.sort()
 	return cfg, nil
 }

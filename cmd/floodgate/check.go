@@ -41,7 +41,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	var rules *rls.Rules
 	if cfg.RLS.Listen != "" {
 		// serve would refuse rules that do not load; so does check.
-		if rules, err = loadRules(cfg.RLS); err != nil {
+		if rules, err = loadRules(cfg); err != nil {
 			for _, line := range errorLines(err) {
 				fmt.Fprintln(stderr, line)
 			}

@@ -77,6 +77,24 @@ routes:
 	}
 }
 
+// A rule directory that is not there is reported at the line of
+// rls.config_dir, like the config file's other problems.
+func TestCheckMissingRulesDir(t *testing.T) {
+	t.Parallel()
+	path := writeConfig(t, "fg.yaml", `
+rls:
+  listen: "127.0.0.1:0"
+  config_dir: /nonexistent/floodgate-rules
+`)
+	_, stderr, code := floodgate(t, "check", "-c", path)
+	if code != exitFailure {
+		t.Fatalf("exit %d, want %d", code, exitFailure)
+	}
+	if want := path + `:4: rls.config_dir: "/nonexistent/floodgate-rules" cannot be read: no such file or directory` + "\n"; stderr != want {
+		t.Errorf("stderr %q, want %q", stderr, want)
+	}
+}
+
 // Every shipped example passes check.
 func TestCheckExamples(t *testing.T) {
 	t.Parallel()

@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -20,11 +23,22 @@ import (
 
 // loadRules reads the rate-limit service's rule files; no directory means
 // no rules.
-func loadRules(c config.RLS) (*rls.Rules, error) {
-	if c.ConfigDir == "" {
+func loadRules(cfg *config.Config) (*rls.Rules, error) {
+	dir := cfg.RLS.ConfigDir
+	if dir == "" {
 		return &rls.Rules{}, nil
 	}
-	return rls.LoadDir(c.ConfigDir)
+	// A directory that is not there is a problem of the config file, and
+	// is reported at its line like the file's others.
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		why := "is not a directory"
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			why = "cannot be read: " + pe.Err.Error()
+		}
+		return nil, config.Errors{{File: cfg.File, Line: cfg.Line("rls.config_dir"), Msg: fmt.Sprintf("rls.config_dir: %q %s", dir, why)}}
+	}
+	return rls.LoadDir(dir)
 }
 
 // errorLines splits an error made by errors.Join into its lines.
@@ -44,7 +58,7 @@ type rlsServer struct {
 
 // startRLS binds rls.listen and loads the rules; Serve starts answering.
 func startRLS(cfg *config.Config, gw *gateway.Gateway, reg prometheus.Registerer, log *slog.Logger, watch bool) (*rlsServer, error) {
-	rules, err := loadRules(cfg.RLS)
+	rules, err := loadRules(cfg)
 	if err != nil {
 		return nil, err
 	}
