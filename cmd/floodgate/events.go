@@ -269,9 +269,10 @@ func (rp *replayer) run(ctx context.Context, src events.Source, stderr io.Writer
 	}
 	var first time.Time
 	sent := 0
+	ok := true // no answer was missing
 loop:
 	for ctx.Err() == nil {
-		if !settle(rp.parallel - 1) {
+		if ok = settle(rp.parallel - 1); !ok {
 			break
 		}
 		e, err := src.Next(ctx)
@@ -317,7 +318,8 @@ loop:
 			j.status, j.err = rp.send(req)
 		}()
 	}
-	ok := settle(0)
+	// The failure that stopped the loop has been said; the line stays.
+	ok = ok && settle(0)
 	for _, j := range line {
 		<-j.done // after a failure: sent, but not marked done; the next run sends it again
 	}
