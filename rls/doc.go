@@ -17,15 +17,27 @@
 // Where envoyproxy/ratelimit counts every descriptor it is sent, even when
 // another is over its limit, a request that one limit rejects consumes
 // nothing from the others. shadow_mode limits are counted and reported but
-// never reject; replaces drops the named limits when both match;
-// hits_addend, the request's or a descriptor's own, is the cost:
-// descriptors of different costs are still decided in one call, all or
-// nothing, and hits above a limit's count reject the request at once,
-// counting nothing anywhere. A store
-// that fails answers UNAVAILABLE, and Envoy's failure_mode_deny decides.
+// never reject; replaces drops the named limits when both match, and a
+// name no limit has replaces nothing; shadow_mode on a descriptor without
+// a limit has no effect, as in envoyproxy/ratelimit. hits_addend, the
+// request's or a descriptor's own, is the cost: descriptors of different
+// costs are still decided in one call, all or nothing, and hits above a
+// limit's count reject the request at once, counting nothing anywhere. A
+// descriptor's hits_addend set to 0 checks its limit and counts nothing:
+// it rejects the request when the limit is used up (the request's own
+// hits_addend of 0 means 1). A store that fails answers UNAVAILABLE, and
+// Envoy's failure_mode_deny decides.
+//
+// Every status of a descriptor with a limit reports what the limit has
+// left and when it resets: a limit that the request's rejection kept out
+// of the store call is read for its status without counting. Only a limit
+// that Redis Cluster did not ask (limit.Decision.Undecided) and one whose
+// read failed are reported without. An unlimited descriptor reports
+// math.MaxUint32 left, as in envoyproxy/ratelimit.
 //
 // requests_per_unit: 0 rejects every request, as in envoyproxy/ratelimit,
-// without a store call. Not supported: a descriptor's own limit override
-// (the rule's limit applies), negative hits, and more than MaxDescriptors
-// descriptors in one request (InvalidArgument).
+// without counting. Not supported: a descriptor's own limit override
+// (the rule's limit applies), negative hits, requests_per_unit above
+// limit.MaxCount, and more than MaxDescriptors descriptors in one request
+// (InvalidArgument).
 package rls

@@ -308,16 +308,6 @@ type parser struct {
 	file   string
 	domain string
 	errs   lineErrors
-
-	// names holds the line of the first rate_limit.name of each name, and
-	// refs every replaces entry, checked against names at the end.
-	names map[string]int
-	refs  []ref
-}
-
-type ref struct {
-	name, path string
-	n          *yaml.Node
 }
 
 func parseFile(name string, data []byte) *file {
@@ -327,7 +317,7 @@ func parseFile(name string, data []byte) *file {
 		f.errs = lineErrors{{file: name, line: prob.Line, msg: prob.Msg}}
 		return f
 	}
-	p := &parser{file: name, names: map[string]int{}}
+	p := &parser{file: name}
 	p.Reader = yamlnode.NewReader(root, yamlnode.ReaderConfig{
 		Report:       func(n *yaml.Node, path, msg string) { p.errorf(n, path, "%s", msg) },
 		TooManyNodes: "too many nodes after alias expansion; write the file without nested aliases",
@@ -355,11 +345,6 @@ func parseFile(name string, data []byte) *file {
 	p.domain = f.domain
 	if descriptors != nil {
 		p.descriptors(descriptors, "descriptors", f.root, nil)
-	}
-	for _, r := range p.refs {
-		if _, ok := p.names[r.name]; !ok && !p.Spent() {
-			p.errorf(r.n, r.path, "replaces %q: no rate_limit in domain %q has that name", r.name, f.domain)
-		}
 	}
 	f.errs = p.errs
 	if f.domain == "" {
@@ -424,11 +409,11 @@ func (p *parser) descriptor(item *yaml.Node, path string, trail []Entry) (Entry,
 	}
 	defer p.Hold(item)()
 	var (
-		e                                Entry
-		hasKey, keyBad                   bool
-		rateLimit, nested, replacesNode  *yaml.Node
-		shadow, unlimited                bool
-		shadowKey, unlimitedKey, rateKey *yaml.Node
+		e                               Entry
+		hasKey, keyBad                  bool
+		rateLimit, nested, replacesNode *yaml.Node
+		shadow, unlimited               bool
+		unlimitedKey, rateKey           *yaml.Node
 	)
 	for _, kv := range p.Pairs(item, path) {
 		fpath := path + "." + kv.Key.Value
@@ -447,8 +432,10 @@ func (p *parser) descriptor(item *yaml.Node, path string, trail []Entry) (Entry,
 				rateLimit, rateKey = v, kv.Key
 			}
 		case "shadow_mode":
+			// On a descriptor without a limit it has no effect, not
+			// even on nested descriptors, as in envoyproxy/ratelimit,
+			// which accepts it there.
 			shadow, _ = p.boolean(kv.Value, fpath)
-			shadowKey = kv.Key
 		case "unlimited":
 			unlimited, _ = p.boolean(kv.Value, fpath)
 			unlimitedKey = kv.Key
@@ -477,10 +464,6 @@ func (p *parser) descriptor(item *yaml.Node, path string, trail []Entry) (Entry,
 		lim, rateReplaces = p.rateLimit(rateLimit, rateKey, path+".rate_limit", shadow)
 	case unlimited:
 		lim = &Limit{Unlimited: true, Shadow: shadow}
-	case shadow:
-		// envoyproxy/ratelimit ignores it; whoever wrote it expected a
-		// limit to be in shadow mode, and none is.
-		p.errorf(shadowKey, path+".shadow_mode", "shadow_mode: true on a descriptor without rate_limit or unlimited; it applies to this descriptor's own limit, not to nested ones")
 	}
 	if replacesNode != nil {
 		// envoyproxy/ratelimit reads replaces inside rate_limit only;
@@ -561,12 +544,7 @@ func (p *parser) rateLimit(m, key *yaml.Node, path string, shadow bool) (lim *Li
 			v, good := p.count(kv.Value, fpath)
 			count, ok = v, ok && good
 		case "name":
-			if s, good := p.str(kv.Value, fpath); good {
-				lim.Name = s
-				if _, seen := p.names[s]; !seen && s != "" {
-					p.names[s] = kv.Key.Line
-				}
-			}
+			lim.Name, _ = p.str(kv.Value, fpath)
 		case "unlimited":
 			unlimitedKey = kv.Key
 			lim.Unlimited, _ = p.boolean(kv.Value, fpath)
@@ -626,6 +604,11 @@ func (p *parser) checkSelf(lim *Limit, n *yaml.Node, path string) {
 
 // count reads requests_per_unit: a whole number from 0 (reject every
 // request, as envoyproxy/ratelimit reads it) to limit.MaxCount.
+// envoyproxy/ratelimit reads it as a uint32, up to 4294967295, but every
+// limit.Rule is held to limit.MaxCount, which keeps the products of a
+// count and a time in microseconds exact in a Lua double. A fixed window
+// makes no such product, yet the bound is limit.Rule's: a larger count is
+// refused, never lowered.
 func (p *parser) count(n *yaml.Node, path string) (int64, bool) {
 	n = p.Follow(n, path)
 	if n == nil {
@@ -643,14 +626,16 @@ func (p *parser) count(n *yaml.Node, path string) (int64, bool) {
 		p.errorf(n, path, "%d is negative", v)
 		return 0, false
 	case v > limit.MaxCount:
-		p.errorf(n, path, "%d is above the maximum %d", v, limit.MaxCount)
+		p.errorf(n, path, "%d is above the maximum %d, the largest count of a floodgate limit", v, limit.MaxCount)
 		return 0, false
 	}
 	return v, true
 }
 
-// replaces reads a list of {name: NAME} and records each name, to be checked
-// against the domain's rate_limit names at the end of the file.
+// replaces reads a list of {name: NAME}. A name that no limit of the
+// domain has is no error: it replaces nothing, as in envoyproxy/ratelimit,
+// which accepts it, and a file that names a limit another change removes
+// still loads.
 func (p *parser) replaces(n *yaml.Node, path string) []string {
 	n = p.Follow(n, path)
 	if n == nil || yamlnode.IsNull(n) {
@@ -684,7 +669,6 @@ func (p *parser) replaces(n *yaml.Node, path string) []string {
 			continue
 		}
 		names = append(names, name)
-		p.refs = append(p.refs, ref{name, ipath, item})
 	}
 	return names
 }

@@ -681,7 +681,7 @@ descriptors:
       replaces:
         - {} #want: descriptors[0].rate_limit.replaces[0]: a replaces entry needs the name
         - name: "" #want: descriptors[0].rate_limit.replaces[1]: a replaces entry needs the name
-        - name: nowhere #want: replaces[2]: replaces "nowhere": no rate_limit in domain "d" has that name
+        - name: nowhere # no limit of the domain has that name: no effect
   - key: b
     rate_limit:
       unit: second
@@ -701,17 +701,6 @@ descriptors:
     replaces: [{name: a}, {name: b}]
   - key: g
     replaces: x #want: descriptors[5].replaces: want a list of {name: LIMIT_NAME}, got "x" | replaces needs a limit
-`},
-		{"shadow_mode without a limit", `
-domain: d
-descriptors:
-  - key: service
-    shadow_mode: true #want: descriptors[0].shadow_mode: shadow_mode: true on a descriptor without rate_limit or unlimited
-    descriptors:
-      - key: user
-        rate_limit: {unit: second, requests_per_unit: 1}
-  - key: other
-    shadow_mode: false
 `},
 		{"not YAML", `
 domain: d
@@ -738,6 +727,37 @@ descriptors: &all
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { checkErrors(t, tt.src) })
 	}
+}
+
+// What envoyproxy/ratelimit accepts and ignores loads here too, with no
+// effect: shadow_mode on a descriptor without a limit (it applies to the
+// descriptor's own limit, not to nested ones), and replaces naming a limit
+// the domain does not have.
+func TestNoEffect(t *testing.T) {
+	r := mustParse(t, `
+domain: d
+descriptors:
+  - key: service
+    shadow_mode: true
+    descriptors:
+      - key: user
+        rate_limit: {unit: second, requests_per_unit: 1}
+  - key: other
+    shadow_mode: false
+  - key: vip
+    rate_limit:
+      unit: second
+      requests_per_unit: 5
+      replaces: [{name: nowhere}]
+  - key: internal
+    unlimited: true
+    replaces: [{name: nowhere}]
+`)
+	checkMatch(t, r, "d", e("service", "s"), nil)
+	checkMatch(t, r, "d", e("service", "s", "user", "u"), &want{count: 1, unit: second})
+	checkMatch(t, r, "d", e("other", "o"), nil)
+	checkMatch(t, r, "d", e("vip", "v"), &want{count: 5, unit: second, replaces: []string{"nowhere"}})
+	checkMatch(t, r, "d", e("internal", "i"), &want{unlimited: true, replaces: []string{"nowhere"}})
 }
 
 func TestEmptyFile(t *testing.T) {

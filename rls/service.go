@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -100,11 +101,17 @@ func (s *Service) Rules() *Rules { return s.rules.Load().Rules }
 // in one store call, whose size must stay bounded (Envoy sends a handful).
 const MaxDescriptors = 256
 
-// matched is one descriptor's limit and what the decision said of it.
+// matched is one descriptor's limit and what the store said of it.
 type matched struct {
-	lim  *Limit
+	lim *Limit
+	// hits is what the descriptor counts; 0 checks its limit and counts
+	// nothing.
 	hits int64
 	at   int // its place in its store call, or -1 when not decided
+	// state is the limit's state read without counting, for a limit the
+	// store call leaves out: a check, a limit blocked by its hits, or any
+	// limit of a request rejected before the store call.
+	state *limit.State
 }
 
 // ShouldRateLimit implements rlsv3.RateLimitServiceServer.
@@ -143,6 +150,8 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors: at most %d in one request", len(ds), MaxDescriptors)
 	}
 	rules := s.rules.Load()
+	// The request's hits_addend is a plain number, and 0 means 1, as
+	// Envoy documents.
 	hits := int64(req.GetHitsAddend())
 	if hits == 0 {
 		hits = 1
@@ -159,10 +168,11 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 			entries = append(entries, Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
 		ms[i] = matched{lim: rules.Match(domain, entries), hits: hits, at: -1}
-		// A descriptor's own hits_addend overrides the request's; 0
-		// means 1 in both, as Envoy documents for the request's.
-		if h := d.GetHitsAddend().GetValue(); h > 0 {
-			ms[i].hits = int64(min(h, math.MaxInt64))
+		// A descriptor's own hits_addend, when set, overrides the
+		// request's. It is a wrapper, so that 0 differs from unset:
+		// envoyproxy/ratelimit reads 0 as a check that counts nothing.
+		if h := d.GetHitsAddend(); h != nil {
+			ms[i].hits = int64(min(h.GetValue(), math.MaxInt64))
 		}
 		if l := ms[i].lim; l != nil {
 			for _, name := range l.Replaces {
@@ -173,10 +183,28 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 
 	// A limit of 0, or one asked for more hits than its count, rejects the
 	// request before anything is counted: the request's other limits are
-	// not asked, so they consume nothing.
+	// not decided, so they consume nothing.
 	over := false
 	for i := range ms {
 		over = over || blocked(&ms[i], replaced) && !ms[i].lim.Shadow
+	}
+
+	store := s.store()
+	now := s.now()
+	// Checks are read before anything is counted, so that one whose limit
+	// is used up rejects the request with nothing consumed. The store
+	// cannot decide them with the others: a rule costs at least 1 (a cost
+	// of 0 means 1). A request decided between the read and the store call
+	// may use the limit up: a check is as exact as a read, no more.
+	if !over {
+		if err := peek(ctx, store, now, ds, ms, replaced, func(m *matched) bool { return m.hits == 0 }); err != nil {
+			return nil, s.unavailable(domain, err)
+		}
+		for i := range ms {
+			if m := &ms[i]; m.state != nil && m.state.Remaining <= 0 && !m.lim.Shadow {
+				over = true
+			}
+		}
 	}
 
 	// The limits to decide, in one store call, so that the request is
@@ -188,8 +216,8 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 	call := &limit.Request{}
 	for i, d := range ds {
 		m := &ms[i]
-		if over || m.lim == nil || m.lim.Rule == nil || isReplaced(m.lim, replaced) || blocked(m, replaced) {
-			continue // nothing to count: no limit, unlimited, replaced, or blocked
+		if over || m.hits == 0 || m.lim == nil || m.lim.Rule == nil || isReplaced(m.lim, replaced) || blocked(m, replaced) {
+			continue // nothing to count: no limit, unlimited, replaced, blocked or a check
 		}
 		if call.Hits == 0 {
 			call.Hits = m.hits
@@ -205,20 +233,24 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 			break
 		}
 	}
-	now := s.now()
 	var res limit.Result
 	if len(call.Limits) > 0 {
 		call.Now = now
 		var err error
-		res, err = s.store().Decide(ctx, call)
+		res, err = store.Decide(ctx, call)
 		if err != nil {
-			// One line a second at most: while the store is down,
-			// every call fails.
-			if sec := time.Now().Unix(); s.errLogged.Swap(sec) != sec {
-				s.log.Warn("rate-limit store failed; ShouldRateLimit answers UNAVAILABLE", "domain", domain, "error", err.Error())
-			}
-			return nil, status.Errorf(codes.Unavailable, "rate-limit store: %v", err)
+			return nil, s.unavailable(domain, err)
 		}
+	}
+	// The limits the store call left out, because the request was
+	// rejected first or their hits are above their count, are read without
+	// counting, so that their statuses say what they have left and when
+	// they reset, as those of a request the store rejects do. A request
+	// that the store call decides reads nothing more, unless a shadow
+	// limit is blocked by its hits. The answer does not depend on the
+	// reads: one that fails leaves its status without them.
+	if err := peek(ctx, store, now, ds, ms, replaced, func(m *matched) bool { return m.at < 0 && m.state == nil }); err != nil {
+		s.warn("rate-limit store failed; ShouldRateLimit answers without the remaining counts of limits it did not decide", domain, err)
 	}
 
 	resp := &rlsv3.RateLimitResponse{
@@ -229,47 +261,114 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		m := &ms[i]
 		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 		resp.Statuses[i] = st
-		if blocked(m, replaced) {
-			// requests_per_unit 0, or fewer than the hits: over, until
-			// the end of the window at least; what remains is not asked.
-			st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: m.lim.Name, RequestsPerUnit: m.lim.RequestsPerUnit, Unit: m.lim.Unit}
-			st.DurationUntilReset = durationpb.New(m.lim.Period - time.Duration(now.UnixNano()%int64(m.lim.Period)))
-			if !m.lim.Shadow {
-				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
-				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		l := m.lim
+		if l == nil {
+			continue
+		}
+		if l.Unlimited {
+			// What envoyproxy/ratelimit reports for an unlimited
+			// descriptor, with no current limit.
+			st.LimitRemaining = math.MaxUint32
+			continue
+		}
+		if isReplaced(l, replaced) {
+			continue
+		}
+		st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: l.Unit}
+		var (
+			allowed, known = true, false
+			left           int64
+			reset          time.Duration
+		)
+		switch {
+		case m.at >= 0:
+			// Undecided on Redis Cluster: a limit in another slot,
+			// asked first, rejected the request, and this one was not
+			// asked (limit.Decision.Undecided), so that a surge costs
+			// one call; what it has left is unknown.
+			if d := res.Decisions[m.at]; !d.Undecided {
+				allowed, known, left, reset = d.Allowed, true, d.Remaining, d.ResetAfter
 			}
-			continue
+		case m.state != nil:
+			// Read, not counted: it admits what it has room for, as
+			// the store would have judged it.
+			known, left, reset = true, m.state.Remaining, m.state.ResetAfter
+			allowed = left >= max(m.hits, 1)
 		}
-		counted := m.lim != nil && m.lim.Rule != nil && !isReplaced(m.lim, replaced)
-		var d limit.Decision
-		asked := false
-		if counted && m.at >= 0 {
-			d = res.Decisions[m.at]
-			asked = !d.Undecided
+		if blocked(m, replaced) {
+			allowed = false
+			if !known {
+				// requests_per_unit 0, or a read that failed: over
+				// until the end of the window at least.
+				known, reset = true, l.Period-time.Duration(now.UnixNano()%int64(l.Period))
+			}
 		}
-		if counted && !asked {
-			// Not asked, because another limit rejected the request
-			// first: reported with its limit, its remaining unknown.
-			st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: m.lim.Name, RequestsPerUnit: m.lim.RequestsPerUnit, Unit: m.lim.Unit}
-			continue
+		if known {
+			st.LimitRemaining = uint32(min(max(left, 0), math.MaxUint32))
+			st.DurationUntilReset = durationpb.New(reset)
 		}
-		if m.at < 0 {
-			continue
-		}
-		st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{
-			Name:            m.lim.Name,
-			RequestsPerUnit: m.lim.RequestsPerUnit,
-			Unit:            m.lim.Unit,
-		}
-		st.LimitRemaining = uint32(min(d.Remaining, math.MaxUint32))
-		st.DurationUntilReset = durationpb.New(d.ResetAfter)
 		// A shadow limit is decided and reported, never enforced.
-		if !d.Allowed && !m.lim.Shadow {
+		if !allowed && !l.Shadow {
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 	}
 	return resp, nil
+}
+
+// unavailable is the answer to a request the store could not decide.
+func (s *Service) unavailable(domain string, err error) error {
+	s.warn("rate-limit store failed; ShouldRateLimit answers UNAVAILABLE", domain, err)
+	return status.Errorf(codes.Unavailable, "rate-limit store: %v", err)
+}
+
+// warn logs a store failure, one line a second at most: while the store
+// is down, every call fails.
+func (s *Service) warn(msg, domain string, err error) {
+	if sec := time.Now().Unix(); s.errLogged.Swap(sec) != sec {
+		s.log.Warn(msg, "domain", domain, "error", err.Error())
+	}
+}
+
+// peek reads the state of the limits of ms that pick chooses (among those
+// with something to count and not replaced) into their state, counting
+// nothing. Several reads run at once, so that on Redis they share round
+// trips. It returns the first error; the other reads are kept.
+func peek(ctx context.Context, store limit.Store, now time.Time, ds []*rlsv3ext.RateLimitDescriptor, ms []matched, replaced map[string]bool, pick func(*matched) bool) error {
+	var idx []int
+	for i := range ms {
+		if m := &ms[i]; m.lim != nil && m.lim.Rule != nil && !isReplaced(m.lim, replaced) && pick(m) {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	errs := make([]error, len(idx))
+	read := func(j int) {
+		i := idx[j]
+		st, err := store.Peek(ctx, now, ms[i].lim.Rule, key(ds[i].GetEntries()))
+		if err != nil {
+			errs[j] = err
+			return
+		}
+		ms[i].state = &st
+	}
+	if len(idx) == 1 {
+		read(0)
+	} else {
+		var wg sync.WaitGroup
+		for j := range idx {
+			wg.Go(func() { read(j) })
+		}
+		wg.Wait()
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // costed makes req count every limit at its descriptor's own hits: req

@@ -219,7 +219,7 @@ func TestMixedHitsAllOrNothing(t *testing.T) {
 	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].Code != rlsv3.RateLimitResponse_OVER_LIMIT {
 		t.Fatalf("hits_addend 2^64-1: %v", resp)
 	}
-	notAsked(t, resp.Statuses[1], 3)
+	reports(t, resp.Statuses[1], rlsv3.RateLimitResponse_OK, 3, 3)
 	wantLeft(t, c, third, 2, "a request with 2^64-1 hits")
 }
 
@@ -379,6 +379,20 @@ func TestStoreDown(t *testing.T) {
 	if resp := ask(t, c, "edge", desc("path", "/health")); resp.OverallCode != rlsv3.RateLimitResponse_OK {
 		t.Fatalf("unlimited with Redis down: %v", resp)
 	}
+	// A check needs it.
+	check := desc("remote_address", "a")
+	check.HitsAddend = wrapperspb.UInt64(0)
+	_, err = c.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlsv3ext.RateLimitDescriptor{check}})
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("a check with Redis down: %v, want Unavailable", err)
+	}
+	// A request rejected before the store call is rejected still; its
+	// other limits are reported without what they have left.
+	resp := ask(t, c, "edge", check, desc("path", "/blocked"))
+	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("requests_per_unit 0 with Redis down: %v", resp)
+	}
+	notAsked(t, resp.Statuses[0], 3)
 }
 
 // The shipped example's rules load.
@@ -410,5 +424,137 @@ func TestBlocked(t *testing.T) {
 	}
 	if resp := ask(t, c, "edge", addr); resp.Statuses[0].LimitRemaining != 2 {
 		t.Fatalf("the address limit has %d left after 3 blocked requests and 1 admitted, want 2", resp.Statuses[0].LimitRemaining)
+	}
+}
+
+// redisStore is a store on a redis-server of its own.
+func redisStore(t *testing.T) limit.Store {
+	t.Helper()
+	srv := testredis.Start(t)
+	s, err := redisstore.New(redisstore.Options{Addrs: []string{srv.Addr()}, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// eachStore runs f on the memory store and on Redis.
+func eachStore(t *testing.T, f func(t *testing.T, s limit.Store)) {
+	t.Run("memory", func(t *testing.T) { f(t, memory.New(memory.Options{})) })
+	t.Run("redis", func(t *testing.T) { f(t, redisStore(t)) })
+}
+
+// reports fails t unless st has code and reports its limit of perUnit an
+// hour with left remaining and a reset within the hour.
+func reports(t *testing.T, st *rlsv3.RateLimitResponse_DescriptorStatus, code rlsv3.RateLimitResponse_Code, perUnit, left uint32) {
+	t.Helper()
+	if st.Code != code || st.CurrentLimit.GetRequestsPerUnit() != perUnit || st.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_HOUR || st.LimitRemaining != left {
+		t.Fatalf("status %v, want %v, a limit of %d an hour, %d remaining", st, code, perUnit, left)
+	}
+	if d := st.DurationUntilReset.AsDuration(); st.DurationUntilReset == nil || d <= 0 || d > time.Hour {
+		t.Fatalf("status %v: duration until reset %v, want one within the hour", st, d)
+	}
+}
+
+// A descriptor's hits_addend set to 0 (a wrapper, so set and absent
+// differ) checks its limit and counts nothing, as envoyproxy/ratelimit
+// reads it: OK while the limit has some left, OVER_LIMIT once it is used
+// up. The request's own hits_addend of 0 still means 1.
+func TestCheckOnly(t *testing.T) {
+	eachStore(t, func(t *testing.T, s limit.Store) {
+		c := serve(t, s)
+		ok, over := rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
+		checkOnly := func(kv ...string) *rlsv3ext.RateLimitDescriptor {
+			d := desc(kv...)
+			d.HitsAddend = wrapperspb.UInt64(0)
+			return d
+		}
+		for range 4 {
+			resp := ask(t, c, "edge", checkOnly("remote_address", "c1"))
+			if resp.OverallCode != ok {
+				t.Fatalf("a check within the limit: %v", resp)
+			}
+			reports(t, resp.Statuses[0], ok, 3, 3)
+		}
+		for range 3 {
+			ask(t, c, "edge", desc("remote_address", "c1"))
+		}
+		resp := ask(t, c, "edge", checkOnly("remote_address", "c1"))
+		if resp.OverallCode != over {
+			t.Fatalf("a check of a used-up limit: %v", resp)
+		}
+		reports(t, resp.Statuses[0], over, 3, 0)
+
+		// Over, it rejects the request, which counts nothing elsewhere.
+		other := desc("remote_address", "c2")
+		resp = ask(t, c, "edge", other, checkOnly("remote_address", "c1"))
+		if resp.OverallCode != over {
+			t.Fatalf("with a check of a used-up limit: %v", resp)
+		}
+		reports(t, resp.Statuses[0], ok, 3, 3)
+		reports(t, resp.Statuses[1], over, 3, 0)
+		wantLeft(t, c, other, 2, "a request a check rejected")
+
+		// Within its limit, it admits the request, which counts elsewhere.
+		resp = ask(t, c, "edge", checkOnly("remote_address", "c3"), other)
+		if resp.OverallCode != ok {
+			t.Fatalf("with a check within the limit: %v", resp)
+		}
+		reports(t, resp.Statuses[0], ok, 3, 3)
+		reports(t, resp.Statuses[1], ok, 3, 1)
+		wantLeft(t, c, desc("remote_address", "c3"), 2, "checks")
+	})
+}
+
+// A request rejected before the store is asked, by a requests_per_unit
+// of 0 or by more hits than a limit's count, reports its other limits as
+// a rejection by the store does: with what they have left and when they
+// reset. Nothing is consumed.
+func TestRejectedReportsEveryLimit(t *testing.T) {
+	eachStore(t, func(t *testing.T, s limit.Store) {
+		c := serve(t, s)
+		ok, over := rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
+		up := desc("remote_address", "h7")
+		ask(t, c, "edge", up)
+		big := desc("remote_address", "h8")
+		big.HitsAddend = wrapperspb.UInt64(4)
+		for _, rejecting := range []*rlsv3ext.RateLimitDescriptor{desc("path", "/blocked"), big} {
+			resp := ask(t, c, "edge", up, rejecting)
+			if resp.OverallCode != over || resp.Statuses[1].Code != over {
+				t.Fatalf("rejected by %v: %v", rejecting.GetEntries(), resp)
+			}
+			reports(t, resp.Statuses[0], ok, 3, 2)
+		}
+		resp := ask(t, c, "edge", up, big)
+		reports(t, resp.Statuses[1], over, 3, 3)
+
+		// The store's own rejection reads the same.
+		login := desc("path", "/login")
+		for range 2 {
+			ask(t, c, "edge", login)
+		}
+		resp = ask(t, c, "edge", up, login)
+		if resp.OverallCode != over {
+			t.Fatalf("over the login limit: %v", resp)
+		}
+		reports(t, resp.Statuses[0], ok, 3, 2)
+		wantLeft(t, c, up, 1, "rejected requests")
+	})
+}
+
+// An unlimited descriptor reports math.MaxUint32 remaining, as
+// envoyproxy/ratelimit does, and no limit.
+func TestUnlimitedRemaining(t *testing.T) {
+	c := serve(t, memory.New(memory.Options{}))
+	for _, ds := range [][]*rlsv3ext.RateLimitDescriptor{
+		{desc("path", "/health")},
+		{desc("path", "/health"), desc("remote_address", "u1")},
+		{desc("path", "/health"), desc("path", "/blocked")},
+	} {
+		st := ask(t, c, "edge", ds...).Statuses[0]
+		if st.Code != rlsv3.RateLimitResponse_OK || st.LimitRemaining != math.MaxUint32 || st.CurrentLimit != nil || st.DurationUntilReset != nil {
+			t.Fatalf("unlimited: %v, want OK, %d remaining, no limit", st, uint32(math.MaxUint32))
+		}
 	}
 }
