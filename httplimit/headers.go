@@ -4,6 +4,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/floodgate-gw/floodgate/limit"
@@ -22,14 +23,25 @@ func ceilSeconds(d time.Duration) int64 {
 // the IETF draft-ietf-httpapi-ratelimit-headers-11 fields and the older
 // X-RateLimit-* ones. RESET is seconds from now, never an epoch time.
 func SetHeaders(h http.Header, name string, d *limit.Decision) {
+	v := new(headerValues)
+	v.format(name, d)
+	v.set(h)
+}
+
+// headerValues are the values of the five headers SetHeaders sets, in the
+// order set sets them.
+type headerValues [5]string
+
+func (v *headerValues) format(name string, d *limit.Decision) {
 	quota := d.Limit
 	window := ceilSeconds(d.Rule.Window())
 	remaining := d.Remaining
 	reset := ceilSeconds(d.ResetAfter)
 
 	// Every value is a piece of one string, and the five header slices
-	// share one array (each capped, so that adding to one header cannot
-	// overwrite the next): two allocations for the five headers.
+	// share one array, v (each capped by set, so that adding to one header
+	// cannot overwrite the next): one allocation here, and one for v, for
+	// the five headers.
 	b := make([]byte, 0, 128)
 	var cut [5]int
 	b = append(b, '"')
@@ -53,16 +65,44 @@ func SetHeaders(h http.Header, name string, d *limit.Decision) {
 	b = strconv.AppendInt(b, reset, 10)
 	cut[4] = len(b)
 	s := string(b)
-	v := new([5]string)
 	from := 0
 	for i, to := range cut {
 		v[i], from = s[from:to], to
 	}
+}
+
+func (v *headerValues) set(h http.Header) {
 	h["Ratelimit-Policy"] = v[0:1:1]
 	h["Ratelimit"] = v[1:2:2]
 	h["X-Ratelimit-Limit"] = v[2:3:3]
 	h["X-Ratelimit-Remaining"] = v[3:4:4]
 	h["X-Ratelimit-Reset"] = v[4:5:5]
+}
+
+// replace makes v the only rate-limit headers of h: besides the five set
+// sets, it removes the rest of their family a handler may send — the
+// RateLimit-Limit, -Remaining and -Reset of the draft's earlier versions,
+// X-RateLimit-Used and the like — which would describe another limit than
+// the one reported. Names in any case count: a handler may write to the
+// map without canonicalizing them.
+func (v *headerValues) replace(h http.Header) {
+	for k := range h {
+		if rateLimitHeader(k) {
+			delete(h, k)
+		}
+	}
+	v.set(h)
+}
+
+// rateLimitHeader reports whether name, in any case, is RateLimit or
+// X-RateLimit, or one of them followed by a dash and more.
+func rateLimitHeader(name string) bool {
+	if len(name) >= 2 && (name[0] == 'X' || name[0] == 'x') && name[1] == '-' {
+		name = name[2:]
+	}
+	const rl = "ratelimit"
+	return len(name) >= len(rl) && strings.EqualFold(name[:len(rl)], rl) &&
+		(len(name) == len(rl) || name[len(rl)] == '-')
 }
 
 // Reported returns which of a request's decisions the rate-limit headers

@@ -46,3 +46,16 @@ func TestRetryAfter(t *testing.T) {
 		t.Fatalf("RetryAfter = %v, want the longest wait of the limits that rejected, shadow aside: 7s", got)
 	}
 }
+
+func TestRateLimitHeader(t *testing.T) {
+	for name, want := range map[string]bool{
+		"Ratelimit": true, "Ratelimit-Policy": true, "RateLimit-Reset": true, "ratelimit-remaining": true,
+		"X-Ratelimit-Limit": true, "x-ratelimit-used": true, "X-RateLimit": true,
+		"Ratelimiter": false, "X-Ratelimiting": false, "X-Rate-Limit-Limit": false, "Rate": false,
+		"X-": false, "Retry-After": false, "X-Request-Id": false,
+	} {
+		if got := rateLimitHeader(name); got != want {
+			t.Errorf("rateLimitHeader(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

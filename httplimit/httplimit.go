@@ -1,11 +1,3 @@
-// Package httplimit is net/http middleware that applies floodgate limits to
-// a Go service without the gateway (SPEC §11), over either store, and
-// answers as the gateway does (SPEC §4.2, §4.3): a rejected request gets
-// its limit's status (429 by default) and a JSON body with a code, a
-// message and the request id, Retry-After, and the RateLimit and
-// X-RateLimit-* headers; an admitted one gets the headers of the limit
-// closest to rejecting. Every limit that applies to a request is decided
-// in one store call, and a rejected request consumes nothing.
 package httplimit
 
 import (
@@ -36,6 +28,12 @@ type Limit struct {
 
 	// NoHeaders keeps this limit out of the rate-limit headers.
 	NoHeaders bool
+
+	// KeyRequired answers a request whose Key returns false with 403
+	// key_required before any limit is decided, as the gateway's
+	// on_missing: deny does. False: the request is not limited by this
+	// limit.
+	KeyRequired bool
 }
 
 // OnError is what a request gets when the store cannot decide.
@@ -61,8 +59,12 @@ type Options struct {
 	Fallback limit.Store
 	OnError  OnError
 
-	// RequestIDHeader is read for the request id the JSON answers carry,
-	// and set on the request when missing. Default "X-Request-Id".
+	// RequestIDHeader carries the request id (SPEC §4.1): the client's
+	// when it sent one well-formed value (WellFormedID), else a new one,
+	// which replaces the client's on the request. The handler finds it
+	// there, and every response carries it back in the same header, as the
+	// JSON answers do in their body; a handler that sets that response
+	// header itself sends its own. Default "X-Request-Id".
 	RequestIDHeader string
 
 	// Now is the clock; nil means time.Now.
@@ -77,6 +79,7 @@ func New(o Options) (func(http.Handler) http.Handler, error) {
 	if o.RequestIDHeader == "" {
 		o.RequestIDHeader = "X-Request-Id"
 	}
+	o.RequestIDHeader = http.CanonicalHeaderKey(o.RequestIDHeader)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -103,7 +106,8 @@ func New(o Options) (func(http.Handler) http.Handler, error) {
 		ls[i] = preparedLimit{Limit: l, answer: NewAnswer(l.Status, l.Code, l.Message)}
 	}
 	m := &middleware{o: o, limits: ls, ids: NewIDSource(),
-		unavailable: NewAnswer(http.StatusServiceUnavailable, "limiter_unavailable", "The rate limiter is unavailable, try again later")}
+		unavailable: NewAnswer(http.StatusServiceUnavailable, "limiter_unavailable", "The rate limiter is unavailable, try again later"),
+		keyRequired: NewAnswer(http.StatusForbidden, "key_required", "The request lacks the value it is limited by")}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(next, w, r) })
 	}, nil
@@ -122,15 +126,25 @@ type middleware struct {
 	limits      []preparedLimit
 	ids         *IDSource
 	unavailable *Answer
+	keyRequired *Answer
 }
 
 func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Request) {
-	// A client's id is used only when it is safe in logs and JSON.
-	id := r.Header.Get(m.o.RequestIDHeader)
-	if !WellFormedID(id) {
-		id = m.ids.Next()
-		r.Header.Set(m.o.RequestIDHeader, id)
+	// A client's id is used only when it is safe in logs and JSON, and
+	// only when it sent one: of two, the handler could log one and the
+	// answer carry the other. The request and the response share the
+	// one-element slice, capped so that adding to either cannot change
+	// the other.
+	idv := r.Header[m.o.RequestIDHeader]
+	if len(idv) == 1 && WellFormedID(idv[0]) {
+		idv = idv[:1:1]
+	} else {
+		idv = []string{m.ids.Next()}
+		r.Header[m.o.RequestIDHeader] = idv
 	}
+	id := idv[0]
+	w.Header()[m.o.RequestIDHeader] = idv
+
 	req := &limit.Request{Now: m.o.Now()}
 	applied := make([]int, 0, len(m.limits)) // the limits' places in m.limits
 	for i, l := range m.limits {
@@ -138,6 +152,10 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 		if l.Key != nil {
 			v, ok := l.Key(r)
 			if !ok {
+				if l.KeyRequired {
+					m.keyRequired.Write(w, id, "")
+					return
+				}
 				continue
 			}
 			k = limit.StringKey(v)
@@ -182,13 +200,25 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 	}
 	h := w.Header()
 	reportable := func(j int) bool { return m.reportable(&m.limits[applied[j]]) }
-	if j := Reported(res.Decisions, first, reportable); j >= 0 {
-		SetHeaders(h, res.Decisions[j].Rule.Name, &res.Decisions[j])
-	}
+	reported := Reported(res.Decisions, first, reportable)
 	if first >= 0 {
+		if reported >= 0 {
+			SetHeaders(h, res.Decisions[reported].Rule.Name, &res.Decisions[reported])
+		}
 		SetRetryAfter(h, RetryAfter(res.Decisions))
 		m.limits[applied[first]].answer.Write(w, id, "")
 		return
+	}
+	if reported >= 0 {
+		// The headers are in the map now, for the handler to read, and
+		// the writer puts them back when the response head leaves. With
+		// no limit to report, the handler's own rate-limit headers stand:
+		// there are none of the same name to replace them.
+		lw := &limitWriter{ResponseWriter: w}
+		lw.values.format(res.Decisions[reported].Rule.Name, &res.Decisions[reported])
+		lw.values.set(h)
+		w = lw
+		defer lw.send()
 	}
 	if res.Delay > 0 {
 		// A token bucket with a queue admitted the request against a

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -130,7 +131,10 @@ func TestAnswers(t *testing.T) {
 
 func TestStoreFails(t *testing.T) {
 	srv := testredis.Start(t)
-	store, err := redisstore.New(redisstore.Options{Addrs: []string{srv.Addr()}, Timeout: 100 * time.Millisecond})
+	// A second for a decision: on a loaded machine the first one (a
+	// connection and a script load) can take longer than 100ms, and a
+	// Redis that is down refuses at once.
+	store, err := redisstore.New(redisstore.Options{Addrs: []string{srv.Addr()}, Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,5 +216,78 @@ func TestNewRefuses(t *testing.T) {
 		if _, err := New(tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New: %v, want an error about %q", err, tc.want)
 		}
+	}
+}
+
+// The request id goes to the handler in the request's header and back to
+// the client in the response's, on admissions and on the middleware's own
+// answers alike (SPEC §4.1): the client's when it sent one well-formed id,
+// a new one otherwise.
+func TestRequestID(t *testing.T) {
+	r := rule(t, &limit.Rule{Name: "user", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: time.Hour}})
+	seen := make(chan []string, 1)
+	srv := server(t, Options{Store: memory.New(memory.Options{}), Limits: []Limit{{Rule: r, Key: header("X-User")}}, RequestIDHeader: "x-correlation-id"},
+		http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			seen <- req.Header.Values("X-Correlation-Id")
+		}))
+	for _, tc := range []struct {
+		name, user string
+		sent       []string
+		kept       bool
+	}{
+		{"sent, limit applies", "u1", []string{"abc-123"}, true},
+		{"sent, no limit applies", "", []string{"abc-124"}, true},
+		{"none sent", "u2", nil, false},
+		{"not well formed", "u3", []string{"a b"}, false},
+		{"two sent", "u4", []string{"abc-125", "abc-126"}, false},
+	} {
+		req, _ := http.NewRequest("GET", srv.URL, nil)
+		req.Header["X-Correlation-Id"] = tc.sent
+		if tc.user != "" {
+			req.Header.Set("X-User", tc.user)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		got := resp.Header.Values("X-Correlation-Id")
+		if len(got) != 1 || !WellFormedID(got[0]) || tc.kept != slices.Equal(got, tc.sent) {
+			t.Errorf("%s: response id %q", tc.name, got)
+		}
+		if handler := <-seen; !slices.Equal(handler, got) {
+			t.Errorf("%s: the handler saw %q, the client %q", tc.name, handler, got)
+		}
+	}
+
+	// A rejection carries the id in its header as in its body.
+	rr := get(t, srv.URL, "X-User", "u1", "X-Correlation-Id", "abc-127")
+	if rr.status != 429 || rr.header.Get("X-Correlation-Id") != "abc-127" || !strings.Contains(rr.body, `"request_id":"abc-127"`) {
+		t.Fatalf("rejection: %d %v %s", rr.status, rr.header, rr.body)
+	}
+}
+
+// A limit with KeyRequired answers 403 key_required to a request without
+// its key, before any limit is decided, as the gateway's on_missing: deny
+// does (SPEC §4.2).
+func TestKeyRequired(t *testing.T) {
+	store := memory.New(memory.Options{})
+	all := rule(t, &limit.Rule{Name: "all", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 10, Period: time.Hour}})
+	user := rule(t, &limit.Rule{Name: "user", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 10, Period: time.Hour}})
+	srv := server(t, Options{Store: store, Limits: []Limit{{Rule: all}, {Rule: user, Key: header("X-User"), KeyRequired: true}}}, nil)
+
+	r := get(t, srv.URL, "X-Request-Id", "abc-123")
+	var body map[string]string
+	if err := json.Unmarshal([]byte(r.body), &body); err != nil {
+		t.Fatalf("body %q: %v", r.body, err)
+	}
+	if r.status != 403 || body["code"] != "key_required" || body["message"] == "" || body["request_id"] != "abc-123" || r.header.Get("Content-Type") != "application/json" {
+		t.Fatalf("without the key: %d %v %v", r.status, r.header, body)
+	}
+	if st, err := store.Peek(context.Background(), time.Now(), all, globalKey); err != nil || st.Remaining != 10 {
+		t.Fatalf("the other limit after a request without the key: %+v %v", st, err)
+	}
+	if r := get(t, srv.URL, "X-User", "u1"); r.status != 200 || r.header.Get("X-Ratelimit-Remaining") != "9" {
+		t.Fatalf("with the key: %d %v", r.status, r.header)
 	}
 }

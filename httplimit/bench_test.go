@@ -1,0 +1,64 @@
+package httplimit
+
+import (
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/memory"
+)
+
+// benchWriter is a ResponseWriter that keeps nothing, so that the
+// benchmark measures the middleware and not a recorder.
+type benchWriter struct{ h http.Header }
+
+func (w *benchWriter) Header() http.Header         { return w.h }
+func (w *benchWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *benchWriter) WriteHeader(int)             {}
+
+// BenchmarkMiddleware measures one admitted request through the middleware
+// over the memory store: with a limit reported in the headers, with a
+// request id the client sent and with one the middleware makes, and with a
+// request no limit applies to.
+func BenchmarkMiddleware(b *testing.B) {
+	r := &limit.Rule{Name: "api", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: limit.MaxCount, Period: time.Hour}}
+	if err := r.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	byUser := func(r *http.Request) (string, bool) {
+		v := r.Header.Get("X-User")
+		return v, v != ""
+	}
+	mw, err := New(Options{Store: memory.New(memory.Options{}), Limits: []Limit{{Rule: r, Key: byUser}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	for _, tc := range []struct {
+		name string
+		hdr  http.Header
+	}{
+		{"limited", http.Header{"X-User": {"u1"}, "X-Request-Id": {"req-1"}}},
+		{"limited_new_id", http.Header{"X-User": {"u1"}}},
+		{"unlimited", http.Header{"X-Request-Id": {"req-1"}}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			req, err := http.NewRequest("GET", "/", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			w := &benchWriter{h: make(http.Header)}
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(req.Header)
+				for k, v := range tc.hdr {
+					req.Header[k] = v
+				}
+				clear(w.h)
+				h.ServeHTTP(w, req)
+			}
+		})
+	}
+}
