@@ -460,3 +460,36 @@ routes:
 		t.Errorf("the /64 as the key holds it: %+v, want remaining 99", st)
 	}
 }
+
+// An upstream's own rate-limit headers give way to the gateway's whole
+// family, not only to the names the gateway sets.
+func TestUpstreamRateLimitHeadersReplaced(t *testing.T) {
+	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-RateLimit-Limit", "999")
+		w.Header().Set("X-RateLimit-Used", "5")
+		w.Header()["ratelimit-reset"] = []string{"77"}
+		w.Header().Set("Retry-After", "30")
+		io.WriteString(w, "ok")
+	})
+	h := newHarness(t, `
+admin: {listen: ""}
+routes:
+  - id: api
+    match: {path: /api}
+    upstream: {targets: ["{{UP}}"]}
+    limits: [{name: ip, key: [ip], rate: 10/min}]
+`, up)
+	resp := h.do("GET", "/api", nil, nil)
+	drain(resp)
+	if got := resp.Header.Get("X-RateLimit-Limit"); got != "10" {
+		t.Errorf("X-RateLimit-Limit %q, want the gateway's 10", got)
+	}
+	for _, name := range []string{"X-RateLimit-Used", "Ratelimit-Reset"} {
+		if got := resp.Header.Values(name); len(got) != 0 {
+			t.Errorf("the upstream's %s %q reached the client beside the gateway's headers", name, got)
+		}
+	}
+	if got := resp.Header.Get("Retry-After"); got != "30" {
+		t.Errorf("Retry-After %q: the upstream's, on an admitted response, is its own business", got)
+	}
+}

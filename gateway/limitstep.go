@@ -341,7 +341,9 @@ func (v *verdict) setHeaders(h http.Header) {
 	}
 	reportable := func(i int) bool { return v.specs[i].reportable() }
 	if i := httplimit.Reported(v.res.Decisions, v.reason, reportable); i >= 0 {
-		httplimit.SetHeaders(h, v.specs[i].name, &v.res.Decisions[i])
+		// After an upstream's headers: none of its rate-limit family
+		// stays beside the gateway's (SPEC §4.3).
+		httplimit.ReplaceHeaders(h, v.specs[i].name, &v.res.Decisions[i])
 	}
 	if v.reject != nil && v.reason >= 0 {
 		httplimit.SetRetryAfter(h, httplimit.RetryAfter(v.res.Decisions))

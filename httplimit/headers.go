@@ -28,6 +28,16 @@ func SetHeaders(h http.Header, name string, d *limit.Decision) {
 	v.set(h)
 }
 
+// ReplaceHeaders is SetHeaders for a header map that already holds
+// another's rate-limit headers (an upstream's, which a proxy copied): it
+// first removes every RateLimit, RateLimit-* and X-RateLimit-* header, in
+// any case, so that none of the other's is left beside the ones reported.
+func ReplaceHeaders(h http.Header, name string, d *limit.Decision) {
+	v := new(headerValues)
+	v.format(name, d)
+	v.replace(h)
+}
+
 // headerValues are the values of the five headers SetHeaders sets, in the
 // order set sets them.
 type headerValues [5]string
