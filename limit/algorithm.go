@@ -176,7 +176,7 @@ func (r *Rule) Peek(e *Entry, now int64, off int64) State {
 	switch r.Algorithm {
 	case FixedWindow:
 		start, cur := r.fixedWindow(e, now, off)
-		s.Remaining = r.p.n - cur
+		s.Remaining = max(r.p.n-cur, 0)
 		if r.Align == AlignEpoch || e.Live(now) {
 			s.ResetAfter = us(start + r.p.window - now)
 		}

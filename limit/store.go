@@ -19,7 +19,8 @@ var ErrFull = fmt.Errorf("%w: store is full", ErrStoreUnavailable)
 type Store interface {
 	// Decide decides every limit of req together: the request is admitted
 	// only if every non-shadow limit admits it, and a rejected request
-	// consumes nothing from any limit.
+	// consumes nothing from any limit. Limits on one counter are decided
+	// as one (DecideMerged).
 	Decide(ctx context.Context, req *Request) (Result, error)
 
 	// Peek reads the state of one key without consuming anything.
@@ -49,6 +50,11 @@ type Limit struct {
 
 // Request is what one call to Store.Decide decides.
 type Request struct {
+	// Limits may name one counter more than once (the same rule name
+	// and key, and the same algorithm and window): the request then
+	// needs the sum of their costs from it, or one lease for concurrency
+	// limits, and their rules must not differ in any other setting
+	// (DecideMerged).
 	Limits []Limit
 
 	// Now is the caller's clock. The memory store decides at Now; the
@@ -137,7 +143,7 @@ type State struct {
 	Algorithm  Algorithm
 	Limit      int64
 	Window     time.Duration
-	Remaining  int64
+	Remaining  int64 // never negative, even after the count was lowered
 	ResetAfter time.Duration
 	InFlight   int64 // Concurrency only
 }

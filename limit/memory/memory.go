@@ -125,9 +125,13 @@ func (s *Store) locate(r *limit.Rule, k limit.Key) (mapKey, int) {
 // together, in ascending order so that two requests never wait on each
 // other, which makes a multi-limit decision atomic.
 func (s *Store) Decide(_ context.Context, req *limit.Request) (limit.Result, error) {
-	if err := limit.ValidateRequest(req); err != nil {
-		return limit.Result{}, err
-	}
+	return limit.DecideMerged(req, s.decideMerged)
+}
+
+// decideMerged decides a valid request whose limits are all on different
+// counters (limit.DecideMerged): each map entry is judged and committed
+// by one limit.
+func (s *Store) decideMerged(req *limit.Request) (limit.Result, error) {
 	res, err := s.decide(req)
 	if err == errNoRoom {
 		// Expired keys may be holding the room. Sweeping needs every

@@ -15,10 +15,10 @@ import (
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
-// Batching. Every decision of mode d (fixed windows on distinct keys, the
-// limits most requests meet) goes through the store's batcher. While fewer
-// than maxFlying calls of mode d are in flight, a decision is sent at once
-// as its own call, so an idle gateway waits for nothing. Once they are all
+// Batching. Every decision of mode d (fixed windows only, the limits most
+// requests meet) goes through the store's batcher. While fewer than
+// maxFlying calls of mode d are in flight, a decision is sent at once as
+// its own call, so an idle gateway waits for nothing. Once they are all
 // in flight, decisions queue, and when a call returns, everything queued
 // meanwhile goes to Redis as one call of mode b, which decides the
 // requests one after the other exactly as separate calls would. A busy

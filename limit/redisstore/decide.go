@@ -168,32 +168,11 @@ func (s *Store) decideArgs(c *scriptCall, req *limit.Request) {
 		c.args[2] = s.token + strconv.FormatUint(s.seq.Add(1), 36)
 	}
 	// Mode d spares the script the work that only other requests need.
-	if !fixed || repeats(c.keys) {
+	// A request's keys are distinct in either mode: its limits on one
+	// counter, which is one stored key, were merged (limit.DecideMerged).
+	if !fixed {
 		c.args[0] = "D"
 	}
-}
-
-// repeats reports whether a key appears more than once. Requests have few
-// limits, so comparing every pair costs less than a map.
-func repeats(keys []string) bool {
-	if len(keys) > 16 {
-		seen := make(map[string]bool, len(keys))
-		for _, k := range keys {
-			if seen[k] {
-				return true
-			}
-			seen[k] = true
-		}
-		return false
-	}
-	for i, k := range keys {
-		for _, o := range keys[:i] {
-			if k == o {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // put returns c to the pool, without the strings it points to.
@@ -211,9 +190,12 @@ func (c *scriptCall) put() {
 // disagree still agree on every window; req.Now gives only the zone offset
 // of rules with a Location.
 func (s *Store) Decide(ctx context.Context, req *limit.Request) (limit.Result, error) {
-	if err := limit.ValidateRequest(req); err != nil {
-		return limit.Result{}, err
-	}
+	return limit.DecideMerged(req, func(req *limit.Request) (limit.Result, error) { return s.decide(ctx, req) })
+}
+
+// decide decides a valid request whose limits are all on different
+// counters, and so on different keys (limit.DecideMerged).
+func (s *Store) decide(ctx context.Context, req *limit.Request) (limit.Result, error) {
 	n := len(req.Limits)
 	if n == 0 {
 		return limit.Result{Allowed: true, Decisions: []limit.Decision{}, Time: req.Now}, nil
@@ -311,11 +293,13 @@ func decision(l limit.Limit, v []rueidis.RedisMessage) (limit.Decision, error) {
 
 // DecideCommand returns the command that Decide sends Redis for req:
 // EVALSHA, the script's SHA-1, the number of keys, the keys and the
-// arguments. It loads the script into the store's Redis first, so that the
-// command can be replayed there as it is (redis-cli, redis-benchmark) to
-// measure or debug the script with exactly the store's arguments.
+// arguments, of req's limits once those on one counter are merged
+// (limit.Merge). It loads the script into the store's Redis first, so that
+// the command can be replayed there as it is (redis-cli, redis-benchmark)
+// to measure or debug the script with exactly the store's arguments.
 func (s *Store) DecideCommand(ctx context.Context, req *limit.Request) ([]string, error) {
-	if err := limit.ValidateRequest(req); err != nil {
+	req, err := limit.Merge(req)
+	if err != nil {
 		return nil, err
 	}
 	if s.mode == Cluster {

@@ -1,10 +1,12 @@
 -- decide.lua: the four algorithms of limit/algorithm.go, on Redis state.
 --
--- KEYS[i] is the state of limit i. ARGV (layout in doc.go):
+-- KEYS[i] is the state of limit i; the keys of a request are distinct
+-- (the store merges limits on one key, limit.Merge). ARGV (layout in
+-- doc.go):
 --   1 mode: "d" decides every limit of a request whose limits are all
---     fixed windows on distinct keys, "D" of any other request, "p" peeks
---     at the one limit, "b" decides a batch of "d" requests, "r" gives
---     back what a "d" or "D" call took (below)
+--     fixed windows, "D" of any other request, "p" peeks at the one
+--     limit, "b" decides a batch of "d" requests, "r" gives back what a
+--     "d" or "D" call took (below)
 --   2 clock offset, µs, added to TIME (0 outside tests)
 --   3 token: makes sliding-window log members unique per decision
 --   4 lease id of concurrency limits
@@ -357,7 +359,7 @@ if ARGV[1] == 'r' then
         end
       end
       local start, cur, live = fixed(v, alg, w, j)
-      rem = n - cur
+      rem = max(n - cur, 0)
       if alg ~= 'F' or live then reset = start + w - now end
     elseif alg == 's' then
       if cost > 0 then
@@ -397,7 +399,7 @@ if ARGV[1] == 'p' then
   local rem, reset, inflight = 0, 0, 0
   if alg == 'f' or alg == 'F' or alg == 'z' then
     local start, cur, live = fixed(redis.call('MGET', key)[1], alg, w, 5)
-    rem = n - cur
+    rem = max(n - cur, 0)
     if alg ~= 'F' or live then reset = start + w - now end
   elseif alg == 's' then
     local count = logged(key, w)
@@ -555,37 +557,26 @@ if not admit then
 end
 
 -- Phase 2 records the admission in every limit that admitted it, shadow
--- ones included. A key that appears twice in one request counts
--- its second limit on top of the first, as the memory store does: a fixed
--- window from the value just written, the others by reading the key
--- again. Every key written gets an expiry on this path, the only one that
--- writes.
-local seen = ARGV[1] == 'D' and {}
+-- ones included, from the state phase 1 read: a request's keys are
+-- distinct, as the store merges the limits that share a counter, one key,
+-- into one of their summed cost (limit.Merge). Every key written gets an
+-- expiry on this path, the only one that writes.
 j = 5
 for i = 1, nk do
   local alg = ARGV[j]
   if out[3 * i + 1] >= 0 then
     local key = KEYS[i]
-    local again = seen and seen[key]
     if alg == 'f' or alg == 'F' or alg == 'z' then
       local v, ttl = st[2 * i - 1], st[2 * i]
-      if again then
-        local w = tonumber(ARGV[j + 3])
-        local start, cur, live = fixed(again, alg, w, j)
-        v, ttl = format('%d:%d', start, cur + tonumber(ARGV[j + 4])), not live and life(alg, start + w - now, w)
-      end
       if ttl then
         redis.call('SET', key, v, 'PXAT', ttl)
       else
         redis.call('SET', key, v, 'KEEPTTL')
       end
-      if seen then seen[key] = v end
     else
-      if seen then seen[key] = true end
       local n, w, cost = tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4])
       if alg == 's' then
         local count = st[2 * i - 1]
-        if again then count = redis.call('ZCARD', key) end
         -- A clock that stepped back must not unsort the log: the new
         -- entries are never older than the newest one.
         local at = now
@@ -608,7 +599,6 @@ for i = 1, nk do
       elseif alg == 't' then
         local per = tonumber(ARGV[j + 5])
         local tokens, ts = st[2 * i - 1], st[2 * i]
-        if again then tokens, ts = bucket(key, n, per) end
         local left = tokens - cost
         redis.call('HSET', key, 't', format('%.17g', left), 'ts', ts)
         redis.call('PEXPIRE', key, px(ts + max(fill(n, per, left), 1) - now))

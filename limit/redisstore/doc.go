@@ -14,10 +14,10 @@
 //
 // # Batches
 //
-// Requests whose limits are all fixed windows on distinct keys (mode d
-// below) are also batched (batch.go): while four such calls are in flight,
-// further decisions queue, and each returning call sends everything queued
-// as one call of mode b, which decides the requests one after the other
+// Requests whose limits are all fixed windows (mode d below) are also
+// batched (batch.go): while four such calls are in flight, further
+// decisions queue, and each returning call sends everything queued as one
+// call of mode b, which decides the requests one after the other
 // exactly as separate calls would. An idle gateway sends every decision at
 // once; a busy one makes fewer, larger calls, which read and write the keys
 // that requests share (a global limit, a route's) once per batch and cost
@@ -46,11 +46,13 @@
 //
 // # decide.lua arguments
 //
-// KEYS[i] is the state of limit i. ARGV:
+// KEYS[i] is the state of limit i. A request's keys are distinct: limits
+// on one counter, which is one key, are merged into one whose cost is
+// their sum before the store decides (limit.DecideMerged). ARGV:
 //
-//	1  mode: "d" decides a request whose limits are all fixed windows on
-//	   distinct keys, "D" any other request, "p" peeks at KEYS[1] (Peek),
-//	   "b" a batch of requests of mode d, "r" gives back (below)
+//	1  mode: "d" decides a request whose limits are all fixed windows,
+//	   "D" any other request, "p" peeks at KEYS[1] (Peek), "b" a batch of
+//	   requests of mode d, "r" gives back (below)
 //	2  clock offset µs added to TIME: 0, except in tests
 //	3  decision token: makes sliding-window members unique (token:i, token:i:copy)
 //	4  lease id, for concurrency limits

@@ -15,7 +15,20 @@ import (
 // Commit on in-memory entries, at an exact time.
 type reference map[string]*limit.Entry
 
-func (ref reference) decide(req *limit.Request, now int64) limit.Result {
+// decide is the reference's answer to req at now, whose limits on one
+// counter are merged as every store merges them.
+func (ref reference) decide(t testing.TB, req *limit.Request, now int64) limit.Result {
+	t.Helper()
+	res, err := limit.DecideMerged(req, func(req *limit.Request) (limit.Result, error) {
+		return ref.decideMerged(req, now), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func (ref reference) decideMerged(req *limit.Request, now int64) limit.Result {
 	res := limit.Result{Allowed: true, Decisions: make([]limit.Decision, len(req.Limits)), Time: time.UnixMicro(now)}
 	ents := make([]*limit.Entry, len(req.Limits))
 	for i, l := range req.Limits {
@@ -141,7 +154,7 @@ func (ref reference) check(t *testing.T, s *Store, req *limit.Request, where str
 // store decided it, and records req in the reference.
 func (ref reference) same(t *testing.T, req *limit.Request, got limit.Result, where string) {
 	t.Helper()
-	want := ref.decide(req, got.Time.UnixMicro())
+	want := ref.decide(t, req, got.Time.UnixMicro())
 	if got.Allowed != want.Allowed || got.Delay != want.Delay {
 		t.Fatalf("%s: allowed %v delay %v, reference %v %v", where, got.Allowed, got.Delay, want.Allowed, want.Delay)
 	}
