@@ -3,9 +3,11 @@ package events
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,11 +24,16 @@ import (
 const (
 	crashEnv      = "FLOODGATE_EVENTS_CRASH_CHILD"
 	crashRedisEnv = "FLOODGATE_EVENTS_CRASH_REDIS"
+	// crashSmallEnv makes the child's spool small and sends every batch
+	// through it, so that it fills, drains and has its delivered segments
+	// deleted by the writer again and again while it is killed.
+	crashSmallEnv = "FLOODGATE_EVENTS_CRASH_SMALL"
+	smallSpool    = 4000
 )
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(crashEnv); dir != "" {
-		crashChild(dir, os.Getenv(crashRedisEnv))
+		crashChild(dir, os.Getenv(crashRedisEnv), os.Getenv(crashSmallEnv) != "")
 		return
 	}
 	os.Exit(m.Run())
@@ -34,10 +41,15 @@ func TestMain(m *testing.M) {
 
 // crashChild records test events forever, printing "ack I ID" for every
 // one Record acknowledged, until it is killed.
-func crashChild(spoolDir, redisAddr string) {
+func crashChild(spoolDir, redisAddr string, small bool) {
 	c := baseEvents(config.SinkRedis)
 	c.SpoolDir = spoolDir
-	r, err := NewRecorder(c, Options{StoreRedis: []string{redisAddr}})
+	o := Options{StoreRedis: []string{redisAddr}}
+	if small {
+		c.SpoolMaxBytes = smallSpool
+		o.directTimeout = time.Nanosecond
+	}
+	r, err := NewRecorder(c, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "NewRecorder:", err)
 		os.Exit(1)
@@ -57,13 +69,15 @@ func crashChild(spoolDir, redisAddr string) {
 // TestCrashRecovery kills a recording process and starts a new recorder on
 // its spool: every event the dead one acknowledged is delivered exactly as
 // recorded, in order. The dead one delivered as it went, or (sink down)
-// left everything in the spool.
+// left everything in the spool, or (a small spool) freed the space of what
+// it had delivered each time the spool filled.
 func TestCrashRecovery(t *testing.T) {
-	t.Run("sink up", func(t *testing.T) { t.Parallel(); testCrashRecovery(t, true) })
-	t.Run("sink down", func(t *testing.T) { t.Parallel(); testCrashRecovery(t, false) })
+	t.Run("sink up", func(t *testing.T) { t.Parallel(); testCrashRecovery(t, true, false) })
+	t.Run("sink down", func(t *testing.T) { t.Parallel(); testCrashRecovery(t, false, false) })
+	t.Run("small spool", func(t *testing.T) { t.Parallel(); testCrashRecovery(t, true, true) })
 }
 
-func testCrashRecovery(t *testing.T, sinkUp bool) {
+func testCrashRecovery(t *testing.T, sinkUp, small bool) {
 	srv := startRedis(t)
 	spool := t.TempDir()
 	childRedis := srv.Addr()
@@ -72,6 +86,9 @@ func testCrashRecovery(t *testing.T, sinkUp bool) {
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), crashEnv+"="+spool, crashRedisEnv+"="+childRedis)
+	if small {
+		cmd.Env = append(cmd.Env, crashSmallEnv+"=1")
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -109,14 +126,15 @@ func testCrashRecovery(t *testing.T, sinkUp bool) {
 		want = append(want, stored{id: e.ID, data: encoded(t, e)})
 		return true
 	}
-	deadline := time.Now().Add(waitTimeout)
+	// A child that stops acknowledging would leave readAck waiting for a
+	// line forever: at the deadline it is killed, and the count below
+	// fails.
+	stalled := time.AfterFunc(waitTimeout, func() { cmd.Process.Kill() })
 	for len(want) < 2000 && readAck() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the child acknowledged only %d events in %v; stderr:\n%s", len(want), waitTimeout, stderr.String())
-		}
 	}
+	stalled.Stop()
 	// Kill it in the middle of recording and delivering.
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		t.Fatal(err)
 	}
 	// Acknowledgements printed before the kill but not yet read; the pipe
@@ -126,9 +144,22 @@ func testCrashRecovery(t *testing.T, sinkUp bool) {
 	killed = true
 	cmd.Wait()
 	if len(want) < 2000 {
-		t.Fatalf("the child acknowledged only %d events; stderr:\n%s", len(want), stderr.String())
+		t.Fatalf("the child acknowledged only %d events of the 2000 wanted within %v; stderr:\n%s", len(want), waitTimeout, stderr.String())
 	}
 	before := len(redisStream(t, srv.Addr(), "fg:events"))
+	if small {
+		// Under a segment's size, the spool starts a new segment only
+		// when the writer frees a delivered one: it must have, many times.
+		segs, _ := filepath.Glob(filepath.Join(spool, "*"+segSuffix))
+		var last uint64
+		for _, seg := range segs {
+			idx, _ := strconv.ParseUint(strings.TrimSuffix(filepath.Base(seg), segSuffix), 16, 64)
+			last = max(last, idx)
+		}
+		if last < 10 {
+			t.Errorf("the spool is at segment %d; the writer should have freed delivered segments many times", last)
+		}
+	}
 
 	c := baseEvents(config.SinkRedis)
 	c.SpoolDir = spool

@@ -35,14 +35,19 @@
 // A forwarder goroutine reads the spool in order — never past what the
 // writer has fsynced — and delivers it to the sink in batches. After each
 // delivered batch it persists its position in an offset file (fsynced);
-// segments wholly delivered are then deleted. While the sink is down it
-// retries with a capped, jittered backoff, the spool grows up to
-// spool_max_bytes, Ready says why, and the transition is logged once. On
-// restart a new Recorder resumes from the offset file: delivery is at
-// least once, and a duplicate carries the same id (the nats sink even
-// drops it, through Nats-Msg-Id). A crash can only leave a torn record at
-// the end of a segment, never acknowledged; recovery finds it by its
-// length or CRC and truncates it, and serving goes on.
+// segments wholly delivered are then deleted. spool_max_bytes bounds the
+// segment files on disk, so delivered records count until their segment
+// is deleted; when a batch would not fit and the sink has taken every
+// record in the spool, the writer starts a new segment and deletes the
+// delivered ones at once, so a drained spool takes spool_max_bytes of
+// events again. While the sink is down it retries with a capped, jittered
+// backoff, the spool grows up to spool_max_bytes, Ready says why, and the
+// transition is logged once. On restart a new Recorder resumes from the
+// offset file: delivery is at least once, and a duplicate carries the same
+// id (the nats sink even drops it, through Nats-Msg-Id). A crash can only
+// leave a torn record at the end of a segment, never acknowledged;
+// recovery finds it by its length or CRC and truncates it, and serving
+// goes on.
 //
 // With the file sink and no spool_dir, the writer appends to the file
 // itself with the same group commit and fsync, and an event is recorded

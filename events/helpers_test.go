@@ -87,6 +87,12 @@ func newTestRecorder(t testing.TB, c config.Events, o Options) *testRecorder {
 	reg := prometheus.NewRegistry()
 	log, buf := testLogger(t)
 	o.Logger, o.Registerer = log, reg
+	if o.RecordWait == 0 {
+		// The product's 100 ms is for a healthy disk; a loaded test
+		// machine's fsync may take longer, and a test that means the
+		// wait sets its own.
+		o.RecordWait = 5 * time.Second
+	}
 	r, err := NewRecorder(c, o)
 	if err != nil {
 		t.Fatalf("NewRecorder: %v", err)

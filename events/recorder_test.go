@@ -3,6 +3,7 @@ package events
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
@@ -335,6 +336,119 @@ func TestSpoolFull(t *testing.T) {
 	if !strings.Contains(r.log.String(), "dropped events") || !strings.Contains(r.log.String(), "spool is full") {
 		t.Errorf("the drops were not logged; log:\n%s", r.log.String())
 	}
+}
+
+// TestSpoolFreedOnceDelivered fills a small spool while the sink is down,
+// lets the sink drain it, and stops the sink again: the spool must take as
+// many events as it did empty, not count the delivered ones against
+// spool_max_bytes, and its segment files must stay within the bound. Then
+// every event reaches the sink, from the same recorder or, after a crash
+// that came just after the delivered segment was deleted, from the next.
+func TestSpoolFreedOnceDelivered(t *testing.T) {
+	t.Run("same recorder", func(t *testing.T) { t.Parallel(); testSpoolFreed(t, false) })
+	t.Run("crash after the delete", func(t *testing.T) { t.Parallel(); testSpoolFreed(t, true) })
+}
+
+func testSpoolFreed(t *testing.T, crash bool) {
+	srv := startRedis(t)
+	srv.Stop()
+	c := baseEvents(config.SinkRedis)
+	c.SpoolDir = t.TempDir()
+	// Less than a segment (minSegment): the segment being written never
+	// rolls, so only delivery can free the space.
+	c.SpoolMaxBytes = 4000
+	// Record waits long enough that false means refused, not slow.
+	o := Options{StoreRedis: []string{srv.Addr()}, RecordWait: waitTimeout}
+	r := newTestRecorder(t, c, o)
+	read := func() []stored { return redisStream(t, srv.Addr(), c.Redis.Stream) }
+	// Events of one size, so that a full spool holds as many each time.
+	next := 0
+	fill := func() []stored {
+		t.Helper()
+		var want []stored
+		for {
+			e := testEvent(1000 + next)
+			next++
+			e.Time = time.Date(2025, 6, 1, 10, 0, 0, 0, time.UTC)
+			e.Type, e.Limit = TypeBreakerRejected, ""
+			e.Body = bytes.Repeat([]byte("b"), 500)
+			if !r.Record(context.Background(), e) {
+				return want
+			}
+			want = append(want, stored{id: e.ID, data: encoded(t, e)})
+		}
+	}
+	onDisk := func() int64 {
+		t.Helper()
+		segs, err := filepath.Glob(filepath.Join(c.SpoolDir, "*"+segSuffix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for _, seg := range segs {
+			if st, err := os.Stat(seg); err == nil {
+				n += st.Size()
+			}
+		}
+		return n
+	}
+
+	first := fill()
+	if len(first) < 2 {
+		t.Fatalf("an empty spool of %d bytes took %d events of about 1 KB", c.SpoolMaxBytes, len(first))
+	}
+	if dropped := r.total(TypeBreakerRejected, resultDropped); dropped != 1 {
+		t.Fatalf("dropped = %v after filling the spool, want the 1 event it refused", dropped)
+	}
+
+	srv.Restart()
+	waitFor(t, "the spool delivered", func() bool { return len(read()) >= len(first) })
+	waitFor(t, "an empty spool", func() bool { return r.spooledGauge() == 0 })
+	// The forwarder's position now names the end of the segment that
+	// holds the delivered events.
+	offset, err := os.ReadFile(filepath.Join(c.SpoolDir, offsetFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	srv.Stop()
+	second := fill()
+	if len(second) != len(first) {
+		t.Fatalf("once delivered, the spool took %d events with the sink down, want %d as when it was empty", len(second), len(first))
+	}
+	if got := int(r.spooledGauge()); got != len(second) {
+		t.Errorf("gateway_events_spooled = %d, want %d", got, len(second))
+	}
+	if used, disk := r.spool.used(), onDisk(); used > c.SpoolMaxBytes || disk > c.SpoolMaxBytes {
+		t.Errorf("the spool counts %d bytes and its segments hold %d, over its bound of %d", used, disk, c.SpoolMaxBytes)
+	}
+
+	if crash {
+		// The files as a crash leaves them when it comes after the
+		// delivered segment was deleted but before the forwarder wrote
+		// its position again: the offset names a segment that is gone.
+		r.Close()
+		if len(offset) != offsetSize {
+			t.Fatalf("the offset file holds %d bytes, want %d", len(offset), offsetSize)
+		}
+		seg := r.spool.segPath(binary.LittleEndian.Uint64(offset))
+		if _, err := os.Stat(seg); err == nil {
+			t.Fatalf("%s, whose events were all delivered, is still there", filepath.Base(seg))
+		}
+		if err := os.WriteFile(filepath.Join(c.SpoolDir, offsetFile), offset, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		srv.Restart()
+		r = newTestRecorder(t, c, o)
+	} else {
+		srv.Restart()
+	}
+	want := append(first, second...)
+	waitFor(t, "every acknowledged event in the sink", func() bool { return len(read()) >= len(want) })
+	if dups := checkDelivered(t, read(), want); dups != 0 {
+		t.Errorf("%d duplicates", dups)
+	}
+	waitFor(t, "an empty spool", func() bool { return r.spooledGauge() == 0 })
 }
 
 // TestQueueFull: while the writer is stuck (here: in the file sink, whose

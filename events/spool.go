@@ -21,13 +21,15 @@ import (
 // The spool is a directory of append-only segment files, named by a
 // hexadecimal index that only grows, plus an offset file that says how far
 // the forwarder has delivered. One writer goroutine appends; one forwarder
-// goroutine reads and deletes. They share only the segment list, under mu:
-// the writer publishes a segment's size after the bytes are fsynced, and
-// the forwarder never reads past a published size, so it never sees a
-// record that a crash could still take away.
+// goroutine reads and deletes. They share only the segment list and the
+// delivered position, under mu: the writer publishes a segment's size
+// after the bytes are fsynced, and the forwarder never reads past a
+// published size, so it never sees a record that a crash could still take
+// away. The writer deletes a segment only in reclaim, once the forwarder
+// has published that every record of the spool is delivered.
 type spool struct {
 	dir    string
-	max    int64 // spool_max_bytes: the sum of the segment files' sizes
+	max    int64 // spool_max_bytes: bounds the sum of the segment files' sizes
 	segMax int64 // a segment is sealed once it would grow past this
 	log    *slog.Logger
 	lock   *os.File
@@ -47,6 +49,10 @@ type spool struct {
 	mu    sync.Mutex
 	segs  []*segment // in index order; the last is the active one
 	bytes int64      // the sum of every segment's size
+	// sentSeg and sentOff are the forwarder's position as of its last
+	// commit: every record before it is in the sink.
+	sentSeg uint64
+	sentOff int64
 
 	// pending counts the records not yet delivered: the
 	// gateway_events_spooled gauge.
@@ -301,6 +307,15 @@ func (s *spool) roll(idx uint64) error {
 // event: errSpoolFull for those the bound refuses, the I/O error for all
 // the others if writing fails, nil for those now durable.
 func (s *spool) append(batch []*pending) {
+	var need int64
+	for _, p := range batch {
+		if p.err == nil {
+			need += int64(p.rec.size())
+		}
+	}
+	if s.used()+need > s.max {
+		s.reclaim()
+	}
 	s.mu.Lock()
 	total := s.bytes
 	s.mu.Unlock()
@@ -334,6 +349,57 @@ func (s *spool) append(batch []*pending) {
 	}
 	if err := s.flush(); err != nil {
 		failAll(waiting, err)
+	}
+}
+
+// reclaim deletes the spool's segments when the forwarder has delivered
+// every record in them, so that a spool the sink has drained takes a full
+// bound of events again. The forwarder deletes a segment once it has read
+// past it, but never the active one, which the writer may still append
+// to; and the active segment only rolls at segMax, which is most of a
+// small spool_max_bytes, or more. Without reclaim, such a spool would stay
+// full of delivered records until a restart; with the default bound, up
+// to a 64 MiB segment of them would count against it. Reclaiming only
+// when the bound would refuse costs nothing on the usual path: a spool
+// with room keeps appending to its segment.
+//
+// The writer rolls to a new segment first, its name fsynced, and only
+// then deletes the delivered ones. A spool_dir left with no segment at all
+// would make recovery number the next one from 1, not after the segment
+// the offset file names, and a second crash would then skip its records
+// as delivered. Unlike the forwarder's deletes, this needs no durable
+// offset first: a crash before the delete leaves delivered records, which
+// recovery skips by the offset or, at worst, delivers again with their
+// ids; a crash after it leaves an offset that names a segment that is
+// gone, and recovery delivers from the start of the first one there is,
+// the new one, of which nothing was delivered. Either way no record is
+// lost and the order holds.
+func (s *spool) reclaim() {
+	s.mu.Lock()
+	done := s.activeSize > 0 && s.sentSeg == s.activeIdx && s.sentOff == s.activeSize
+	s.mu.Unlock()
+	if !done {
+		return
+	}
+	last := s.activeIdx
+	if err := s.roll(last + 1); err != nil {
+		s.log.Error("events: cannot start a new spool segment to free delivered ones", "error", err.Error())
+		return
+	}
+	s.mu.Lock()
+	var gone []*segment
+	// The forwarder may have deleted some of them meanwhile, when it
+	// moved past the one just sealed.
+	for len(s.segs) > 1 && s.segs[0].idx <= last {
+		gone = append(gone, s.segs[0])
+		s.bytes -= s.segs[0].size
+		s.segs = s.segs[1:]
+	}
+	s.mu.Unlock()
+	for _, g := range gone {
+		if err := os.Remove(s.segPath(g.idx)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.log.Warn("events: cannot delete a delivered spool segment", "error", err.Error())
+		}
 	}
 }
 
@@ -415,8 +481,8 @@ func (s *spool) read(c *cursor, maxN int, maxBytes int64, buf []byte) (recs []re
 			return nil, nil, buf, nil
 		}
 		if g.idx != c.seg {
-			// Cannot happen (the cursor moves only through existing
-			// segments), but a cursor must never point nowhere.
+			// The writer deleted the cursor's segment, wholly delivered,
+			// to free its space (reclaim): go on from the next one.
 			if err := s.moveTo(c, g.idx); err != nil {
 				return nil, nil, buf, err
 			}
@@ -521,6 +587,7 @@ func (s *spool) commit(c *cursor) error {
 		return err
 	}
 	s.mu.Lock()
+	s.sentSeg, s.sentOff = c.seg, c.off
 	deletes := len(s.segs) > 1 && s.segs[0].idx < c.seg
 	s.mu.Unlock()
 	// A segment may only be deleted once the position past it is durable.
