@@ -386,11 +386,17 @@ func (s *spool) reclaim() {
 		s.log.Error("events: cannot start a new spool segment to free delivered ones", "error", err.Error())
 		return
 	}
-	s.mu.Lock()
-	var gone []*segment
 	// The forwarder may have deleted some of them meanwhile, when it
 	// moved past the one just sealed.
-	for len(s.segs) > 1 && s.segs[0].idx <= last {
+	s.deleteBefore(last + 1)
+}
+
+// deleteBefore deletes the segments before index idx, never the active
+// one: their records are all delivered.
+func (s *spool) deleteBefore(idx uint64) {
+	s.mu.Lock()
+	var gone []*segment
+	for len(s.segs) > 1 && s.segs[0].idx < idx {
 		gone = append(gone, s.segs[0])
 		s.bytes -= s.segs[0].size
 		s.segs = s.segs[1:]
@@ -597,19 +603,7 @@ func (s *spool) commit(c *cursor) error {
 		}
 		s.synced = now
 	}
-	s.mu.Lock()
-	var gone []*segment
-	for len(s.segs) > 1 && s.segs[0].idx < c.seg {
-		gone = append(gone, s.segs[0])
-		s.bytes -= s.segs[0].size
-		s.segs = s.segs[1:]
-	}
-	s.mu.Unlock()
-	for _, g := range gone {
-		if err := os.Remove(s.segPath(g.idx)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			s.log.Warn("events: cannot delete a delivered spool segment", "error", err.Error())
-		}
-	}
+	s.deleteBefore(c.seg)
 	return nil
 }
 
