@@ -103,7 +103,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header()[rt.ridHeader] = ridv
 
 	path, err := pathclean.Clean(r.URL.EscapedPath())
-	if err != nil {
+	if err != nil || strings.IndexByte(r.RequestURI, '#') >= 0 {
+		// A request target has no fragment (RFC 9112 §3.2); passed on,
+		// an upstream that cuts it off would read another query than the
+		// one the limits' keys were made of.
 		rt.badRequest.Write(w, rid, "")
 		rt.noRoute.count(rt.badRequest.Status)
 		return
@@ -120,9 +123,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// A connection joined after a switch of protocols counts until the
 	// switch, not for its life.
 	rte.metrics.duration.Observe((time.Since(start) - o.joined).Seconds())
-	if o.aborted {
+	if o.aborted || o.status == statusClientClosed && !o.written {
 		// Closing the connection is the only way left to tell the client
-		// that the body it is reading is incomplete.
+		// that the body it is reading is incomplete; and a client that
+		// went away (or only half-closed) must not be sent the empty 200
+		// that net/http would answer for a handler that wrote nothing.
 		panic(http.ErrAbortHandler)
 	}
 }

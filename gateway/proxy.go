@@ -120,6 +120,14 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	if out.ContentLength == 0 {
 		out.Body = nil // a retry of a bodiless request must not find a spent body
 	}
+	// Whichever client path sends the body, a body the client broke (a
+	// malformed chunk, a length it did not keep to) is the client's
+	// fault: 400, and nothing the breaker learns of the upstream.
+	var body *watchedBody
+	if out.Body != nil && out.Body != http.NoBody {
+		body = &watchedBody{ReadCloser: out.Body}
+		out.Body = body
+	}
 	upgrade := upgradeType(out.Header)
 	if te := out.Header["Te"]; len(te) > 0 && hasToken(te, "trailers") {
 		removeHopHeaders(out.Header)
@@ -163,6 +171,11 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	}
 	if err != nil {
 		o := classify(r.Context(), err)
+		if body != nil && !o.client && o.status != statusClientClosed {
+			if berr := body.err(); berr != nil {
+				o = classifyBody(berr)
+			}
+		}
 		o.err, o.exchanged, o.took = err, true, time.Since(start)
 		return o
 	}
@@ -175,6 +188,11 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	removeHopHeaders(resp.Header)
 	h := w.Header()
 	copyHeader(h, resp.Header)
+	if _, ok := h["Content-Type"]; !ok {
+		// net/http would guess one from the body's first bytes: the
+		// client must get the upstream's representation as it is.
+		h["Content-Type"] = nil
+	}
 	if len(resp.Trailer) > 0 {
 		keys := make([]string, 0, len(resp.Trailer))
 		for k := range resp.Trailer {
@@ -187,6 +205,12 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	o := outcome{status: resp.StatusCode, written: true, exchanged: true, took: took}
 	if answered != nil {
 		answered(o)
+	}
+	if resp.ContentLength == -1 {
+		// A body of unknown length may be a stream whose first bytes
+		// are far off (server-sent events, long polling): the client
+		// gets the head now, as it would from the upstream.
+		_ = http.NewResponseController(w).Flush()
 	}
 
 	if err := u.copyBody(w, resp); err != nil {
@@ -386,6 +410,40 @@ func classify(ctx context.Context, err error) outcome {
 		return outcome{status: http.StatusGatewayTimeout, failed: true, timeout: true}
 	}
 	return outcome{status: http.StatusBadGateway, failed: true}
+}
+
+// watchedBody keeps the first error other than io.EOF that reading the
+// client's request body met. The upstream client may read the body on a
+// goroutine of its own that outlives its answer, hence the atomic.
+type watchedBody struct {
+	io.ReadCloser
+	failed atomic.Pointer[error]
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.failed.CompareAndSwap(nil, &err)
+	}
+	return n, err
+}
+
+// err is the first error reading the body met, or nil.
+func (b *watchedBody) err() error {
+	if e := b.failed.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// classifyBody is the outcome of an exchange that failed because the
+// client's request body did.
+func classifyBody(err error) outcome {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return outcome{status: http.StatusRequestEntityTooLarge, client: true}
+	}
+	return outcome{status: http.StatusBadRequest, client: true}
 }
 
 // statusClientClosed marks, in metrics and logs, a request the client gave up on (nginx's 499).

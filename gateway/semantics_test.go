@@ -1,0 +1,120 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rawExchange sends raw bytes to the gateway, half-closes when asked, and
+// returns everything it answers until it closes the connection or a
+// second has passed without a byte.
+func rawExchange(t *testing.T, h *harness, request string, halfClose bool) string {
+	t.Helper()
+	conn, err := netDial(h.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, request); err != nil {
+		t.Fatal(err)
+	}
+	if halfClose {
+		conn.(*net.TCPConn).CloseWrite()
+	}
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b, _ := io.ReadAll(conn)
+	return string(b)
+}
+
+// A request body the client broke is the client's fault: 400, nothing the
+// breaker counts against the upstream.
+func TestBrokenRequestBody(t *testing.T) {
+	up := newFlaky(t)
+	up.mode.Store("ok")
+	h := newHarness(t, strings.Replace(breakerConfig, "min_calls: 10", "min_calls: 3", 1), up.backend)
+	for range 5 {
+		got := rawExchange(t, h, "POST /coupon HTTP/1.1\r\nHost: x\r\nX-User-Id: u\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhelloXX0\r\n\r\n", false)
+		if !strings.HasPrefix(got, "HTTP/1.1 400 ") || !strings.Contains(got, `"code":"bad_request"`) {
+			t.Fatalf("a malformed chunk: %q, want 400 bad_request", got)
+		}
+	}
+	if b := h.gw.Breakers(); len(b) != 1 || b[0].State != "CLOSED" || b[0].Failures != 0 {
+		t.Errorf("breakers %+v: a client's broken body counted against the upstream", b)
+	}
+}
+
+// A fragment in the request target is refused: the limits' keys and an
+// upstream that cuts it off would read different queries.
+func TestFragmentRefused(t *testing.T) {
+	up := newBackend(t, nil)
+	h := newHarness(t, basic, up)
+	got := rawExchange(t, h, "GET /api/x?user=alice#1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", false)
+	if !strings.HasPrefix(got, "HTTP/1.1 400 ") || up.hits.Load() != 0 {
+		t.Fatalf("a fragment: %q (upstream hits %d), want 400", got, up.hits.Load())
+	}
+}
+
+// A client that sends its request and half-closes gets no made-up answer
+// when the gateway gives the exchange up: the connection just closes.
+func TestHalfClosedClientGetsNoFakeAnswer(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	h := newHarness(t, basic, up)
+	got := rawExchange(t, h, "GET /api/x HTTP/1.1\r\nHost: x\r\n\r\n", true)
+	if got != "" {
+		t.Fatalf("a half-closed client was answered %q; want the connection closed", got)
+	}
+}
+
+// The upstream's answer has no Content-Type: none is made up by sniffing
+// its body. And the head of a body of unknown length reaches the client
+// before the body's first bytes do.
+func TestResponseAsTheUpstreamSentIt(t *testing.T) {
+	headSeen := make(chan struct{})
+	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Content-Type"] = nil // the test server would sniff too
+		if r.URL.Path == "/api/stream" {
+			w.WriteHeader(200)
+			w.(http.Flusher).Flush()
+			select {
+			case <-headSeen:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		io.WriteString(w, "<html><script>alert(1)</script>")
+	})
+	h := newHarness(t, basic, up)
+	resp := h.do("GET", "/api/x", nil, nil)
+	if body := drain(resp); body != "<html><script>alert(1)</script>" {
+		t.Fatalf("body %q", body)
+	}
+	if ct, ok := resp.Header["Content-Type"]; ok {
+		t.Errorf("Content-Type %q made up for an answer that had none", ct)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", h.srv.URL+"/api/stream", nil)
+	resp, err := http.DefaultClient.Do(req) // returns with the head
+	if err != nil {
+		t.Fatalf("the head of a streamed answer did not come before its body: %v", err)
+	}
+	close(headSeen)
+	b, _ := io.ReadAll(bufio.NewReader(resp.Body))
+	resp.Body.Close()
+	if string(b) != "<html><script>alert(1)</script>" {
+		t.Errorf("streamed body %q", b)
+	}
+}
