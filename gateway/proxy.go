@@ -365,9 +365,15 @@ func (u *upstream) copyBody(w http.ResponseWriter, resp *http.Response) error {
 	}
 	rc := http.NewResponseController(w)
 	for {
-		n, rerr := resp.Body.Read(buf)
+		// The idle clock runs while the gateway waits for the upstream,
+		// not while a slow client takes what it sent: that is the
+		// client's pace, and the upstream is not silent.
 		if timer != nil {
 			timer.Reset(u.idle)
+		}
+		n, rerr := resp.Body.Read(buf)
+		if timer != nil {
+			timer.Stop()
 		}
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil {
