@@ -38,6 +38,13 @@ func DecideMerged(req *Request, decide func(*Request) (Result, error)) (Result, 
 	if err := ValidateRequest(req); err != nil {
 		return Result{}, err
 	}
+	if req.Now.IsZero() {
+		// Left out: the time of the call, on a copy, as the caller's
+		// request is the caller's.
+		r := *req
+		r.Now = time.Now()
+		req = &r
+	}
 	if !sharesCounter(req.Limits) {
 		return decide(req)
 	}

@@ -171,7 +171,7 @@ func TestDecideMerged(t *testing.T) {
 		}
 	}
 
-	distinct := &Request{Limits: []Limit{{Rule: fixed, Key: "a"}, {Rule: other, Key: "a"}, {Rule: fixed, Key: "b"}, {Rule: other, Key: "b"}}}
+	distinct := &Request{Now: time.Unix(1e9, 0), Limits: []Limit{{Rule: fixed, Key: "a"}, {Rule: other, Key: "a"}, {Rule: fixed, Key: "b"}, {Rule: other, Key: "b"}}}
 	answer := Result{Allowed: true, Decisions: make([]Decision, 4)}
 	decide := func(m *Request) (Result, error) {
 		if m != distinct {

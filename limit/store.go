@@ -23,7 +23,8 @@ type Store interface {
 	// as one (DecideMerged).
 	Decide(ctx context.Context, req *Request) (Result, error)
 
-	// Peek reads the state of one key without consuming anything.
+	// Peek reads the state of one key without consuming anything, at now
+	// (zero: the time of the call), as Decide would at Request.Now.
 	Peek(ctx context.Context, now time.Time, r *Rule, k Key) (State, error)
 
 	// Reset forgets one key's state.
@@ -59,7 +60,7 @@ type Request struct {
 
 	// Now is the caller's clock. The memory store decides at Now; the
 	// Redis store uses Redis's own clock and reads from Now only the zone
-	// offset of rules with a Location.
+	// offset of rules with a Location. Zero: the time Decide is called.
 	Now time.Time
 
 	// Lease identifies the concurrency leases this request takes, chosen

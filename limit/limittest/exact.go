@@ -234,3 +234,31 @@ func testExactConcurrency(t *testing.T, h *Harness) {
 		t.Fatalf("%d leases left after every one was released", s.InFlight)
 	}
 }
+
+// testZeroNow: a request or a peek that leaves out the time is decided at
+// the time of the call, not at the zero time (whose zone offsets are the
+// zones' local mean times): its window is the one every other call of the
+// moment counts in.
+func testZeroNow(t *testing.T, h *Harness) {
+	shanghai, err := time.LoadLocation("Asia/Shanghai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rule(t, &limit.Rule{Name: "t:zero-now", Algorithm: limit.FixedWindow, Rate: rate(2, 24*time.Hour), Location: shanghai})
+	l := limit.Limit{Rule: r, Key: limit.StringKey("k")}
+	ctx := context.Background()
+	for i := range 2 {
+		res, err := h.Store.Decide(ctx, &limit.Request{Limits: []limit.Limit{l}})
+		if err != nil || !res.Allowed {
+			t.Fatalf("request %d without a time: allowed %v, %v", i, res.Allowed, err)
+		}
+	}
+	res, err := h.Store.Decide(ctx, &limit.Request{Limits: []limit.Limit{l}, Now: h.Now()})
+	if err != nil || res.Allowed {
+		t.Fatalf("a request at the time of the call after two without one: allowed %v, %v; want rejected, the same window", res.Allowed, err)
+	}
+	st, err := h.Store.Peek(ctx, time.Time{}, r, l.Key)
+	if err != nil || st.Remaining != 0 {
+		t.Fatalf("a peek without a time: %+v, %v; want remaining 0", st, err)
+	}
+}

@@ -83,6 +83,7 @@ func Run(t *testing.T, nh NewHarness) {
 		{"ExactSlidingWindow", true, testExactSliding},
 		{"ExactTokenBucket", true, testExactTokenBucket},
 		{"ExactConcurrency", true, testExactConcurrency},
+		{"ZeroNow", true, testZeroNow},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := nh(t, tc.real)

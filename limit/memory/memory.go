@@ -246,6 +246,9 @@ func (s *Store) decide(req *limit.Request) (limit.Result, error) {
 
 // Peek implements limit.Store.
 func (s *Store) Peek(_ context.Context, now time.Time, r *limit.Rule, k limit.Key) (limit.State, error) {
+	if now.IsZero() {
+		now = time.Now()
+	}
 	if err := r.Validate(); err != nil {
 		return limit.State{}, err
 	}

@@ -326,6 +326,9 @@ func (s *Store) DecideCommand(ctx context.Context, req *limit.Request) ([]string
 // Peek implements limit.Store. It runs decide.lua in its read mode, which
 // removes expired entries and writes nothing else.
 func (s *Store) Peek(ctx context.Context, now time.Time, r *limit.Rule, k limit.Key) (limit.State, error) {
+	if now.IsZero() {
+		now = time.Now()
+	}
 	if err := r.Validate(); err != nil {
 		return limit.State{}, err
 	}
