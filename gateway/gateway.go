@@ -32,6 +32,7 @@ type Gateway struct {
 	log         *slog.Logger
 	ids         *httplimit.IDSource
 	storeErrLog *sampler
+	storeDown   atomic.Bool // the store failed, and has not answered since
 
 	local     *memory.Store // the memory store, and the local fallback of Redis
 	instances atomic.Int64  // gateway instances alive in the store when it last answered

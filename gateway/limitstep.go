@@ -168,6 +168,9 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 	g.metrics.storeDuration.Observe(time.Since(start).Seconds())
 	v.store = rt.store
 	failed := err != nil
+	if !failed {
+		g.storeAnswered()
+	}
 	if failed {
 		if !errors.Is(err, limit.ErrStoreUnavailable) {
 			return v, err
@@ -329,8 +332,17 @@ func (rt *runtime) localRule(r *limit.Rule) *limit.Rule {
 }
 
 func (g *Gateway) logStoreError(err error) {
+	g.storeDown.Store(true)
 	if g.storeErrLog.allow(time.Now().Unix()) {
 		g.log.Error("rate-limit store failed; deciding by on_error", "error", err.Error())
+	}
+}
+
+// storeAnswered notes a decision the store made, and says so once after
+// it failed.
+func (g *Gateway) storeAnswered() {
+	if g.storeDown.Load() && g.storeDown.CompareAndSwap(true, false) {
+		g.log.Info("rate-limit store answers again")
 	}
 }
 

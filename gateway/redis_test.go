@@ -171,6 +171,26 @@ routes:
 			t.Errorf("route %s: rate limited %v, want %v", tt.route, n, tt.local)
 		}
 	}
+	if !strings.Contains(h.log.String(), `"msg":"rate-limit store failed; deciding by on_error"`) {
+		t.Errorf("no ERROR line for the store's failure: %s", h.log.String())
+	}
+
+	// Back: the first decision it makes says so, once.
+	srv.Restart()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(h.log.String(), `"msg":"rate-limit store answers again"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no INFO line once the store answered again: %s", h.log.String())
+		}
+		drain(h.do("GET", "/allow", nil, nil))
+		time.Sleep(20 * time.Millisecond)
+	}
+	for range 3 {
+		drain(h.do("GET", "/allow", nil, nil))
+	}
+	if n := strings.Count(h.log.String(), "rate-limit store answers again"); n != 1 {
+		t.Errorf("the store's return logged %d times, want once", n)
+	}
 }
 
 // TestLocalShare: two gateways announce themselves in Redis; when Redis

@@ -98,11 +98,25 @@ func (g *Gateway) ResetLimit(ctx context.Context, route, name string, values []s
 	return rt.store.Reset(ctx, rule, key)
 }
 
+// probe is the rule Ready and CheckStore read, to learn whether the store
+// answers.
+var probe = &limit.Rule{Name: "floodgate:readyz", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: limit.MinPeriod}}
+
+// CheckStore reports whether the store answers now. A store that does not
+// is logged as down, and its return, at the next decision it makes, is
+// logged too.
+func (g *Gateway) CheckStore(ctx context.Context) error {
+	_, err := g.rt.Load().store.Peek(ctx, timeNow(), probe, limit.NewKey())
+	if err != nil {
+		g.storeDown.Store(true)
+	}
+	return err
+}
+
 // Ready reports whether the gateway can decide: its store answers, or a
 // store failure would not refuse requests (no limit has on_error deny).
 func (g *Gateway) Ready(ctx context.Context) error {
 	rt := g.rt.Load()
-	probe := &limit.Rule{Name: "floodgate:readyz", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: limit.MinPeriod}}
 	_, err := rt.store.Peek(ctx, timeNow(), probe, limit.NewKey())
 	if err == nil {
 		return nil

@@ -161,6 +161,16 @@ func demo(ctx context.Context, out io.Writer, redisAddr string, duration time.Du
 		return err
 	}
 	defer gw.Close()
+	if redisAddr != "" {
+		// The gateway would serve anyway, deciding in memory: a demo of
+		// Redis that never reached it would show nothing of it.
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := gw.CheckStore(cctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("redis at %s does not answer: %w", redisAddr, err)
+		}
+	}
 	gwSrv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second, ErrorLog: quiet}
 	go gwSrv.Serve(gwL)
 	defer gwSrv.Close()

@@ -27,4 +27,10 @@ func TestDemo(t *testing.T) {
 	if _, _, code := floodgate(t, "demo", "--duration", "1s"); code != 2 {
 		t.Errorf("--duration 1s: exit %d, want 2", code)
 	}
+	// A demo of a Redis it cannot reach says so, rather than run on the
+	// memory store it would fall back to.
+	addr := freeAddr(t)
+	if _, errOut, code := floodgate(t, "demo", "--redis", addr, "--duration", "5s"); code != 1 || !strings.Contains(errOut, "redis at "+addr+" does not answer") {
+		t.Errorf("--redis %s with nothing there: exit %d, stderr %q; want 1 and the reason", addr, code, errOut)
+	}
 }

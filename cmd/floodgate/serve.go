@@ -94,6 +94,16 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 	s.gw = gw
 	s.reloader = &reloader{path: s.file, gw: gw, log: s.log, started: cfg, sum: sum}
 	logWarnings(s.log, cfg)
+	if cfg.Store.Type == config.StoreRedis {
+		// A store that does not answer is said at once, not at the first
+		// request; the gateway serves anyway, deciding by on_error, and
+		// says when the store answers again.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := gw.CheckStore(ctx); err != nil {
+			s.log.Warn("rate-limit store does not answer; deciding by on_error until it does", "error", err.Error())
+		}
+		cancel()
+	}
 
 	// Bind before serving, so that an address in use is a clean exit 1
 	// rather than a goroutine's error.

@@ -736,3 +736,13 @@ func TestServeUsage(t *testing.T) {
 		}
 	}
 }
+
+// A Redis store that does not answer when serve starts is said at once,
+// and the gateway serves anyway (f.serve waits for it to).
+func TestServeStoreDownAtStart(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	f.write(baseConfig + "store: {type: redis, redis: {addrs: [\"" + freeAddr(t) + "\"]}, on_error: allow}\n")
+	p := f.serve("--watch=false")
+	p.waitLog(`"level":"WARN","msg":"rate-limit store does not answer; deciding by on_error until it does"`)
+}
