@@ -35,7 +35,7 @@ func runUpstream(args []string, stdout, stderr io.Writer) int {
 			"GET /stats answers JSON: requests in total and by status, the rate of the last full\n"+
 			"second, p50 and p99 of the latency the mock added, and whether an outage is on.\n"+
 			"SIGINT or SIGTERM stops accepting, lets the requests in flight finish, and exits 0.")
-	listen := fs.String("listen", "127.0.0.1:8081", "the `ADDR`ess to listen on")
+	listen := fs.String("listen", "127.0.0.1:9000", "the `ADDR`ess to listen on (the examples' targets)")
 	latency := fs.Duration("latency", 0, "the base latency `D` of an answer")
 	jitter := fs.Duration("jitter", 0, "vary every latency uniformly by up to ± `D`")
 	errorRate := fs.Float64("error-rate", 0, "the share `F` (0 to 1) of answers that are 500")
