@@ -182,11 +182,13 @@ func demo(ctx context.Context, out io.Writer, redisAddr string, duration time.Du
 	if redisAddr != "" {
 		storeName = "redis " + redisAddr
 	}
-	fmt.Fprintf(out, "floodgate demo: coupon API at %s serves %d/s in 200 ms, 3 s past that\n", upL.Addr(), demoCapacity)
-	fmt.Fprintf(out, "gateway at http://%s (store %s): global 2000/s, api %d/s, user 1/10s, ip 100/min, breaker\n", gwL.Addr(), storeName, demoAPIRate)
-	fmt.Fprintf(out, "watch it: http://%s/ (dashboard), http://%s/metrics\n", adL.Addr(), adL.Addr())
-	fmt.Fprintf(out, "surge: 200/s, then %.0f/s at 3s, settling at %.0f/s; 20,000 users who retry at once\n\n", peak, peak/5)
-	fmt.Fprintf(out, "%4s %7s %9s %7s %7s %8s %8s %9s  %s\n", "t", "sent", "admitted", "429", "503", "p50", "p99", "upstream", "breaker")
+	fmt.Fprintf(out, "floodgate demo: coupon API at %s answers in 200 ms up to %d requests/s, in 3 s beyond\n", upL.Addr(), demoCapacity)
+	fmt.Fprintf(out, "gateway at http://%s (store %s): global 2000/s, api %d/s (token bucket, burst %d), user 1/10s, ip 100/min, breaker\n",
+		gwL.Addr(), storeName, demoAPIRate, demoBurst)
+	fmt.Fprintf(out, "watch it while it runs: http://%s/ (dashboard), http://%s/metrics\n", adL.Addr(), adL.Addr())
+	fmt.Fprintf(out, "surge: 200/s, then %.0f/s at 3s, settling at %.0f/s; 20,000 users who retry at once\n", peak, peak/5)
+	fmt.Fprintf(out, "each second: requests sent, answers 2xx, 429 and 503 received, their p50 and p99, requests that reached the API, its breaker\n\n")
+	fmt.Fprintf(out, "%4s %7s %9s %7s %7s %8s %8s %9s  %s\n", "t", "sent", "2xx", "429", "503", "p50", "p99", "upstream", "breaker")
 
 	res, err := rehearse.Run(ctx, rehearse.LoadConfig{
 		URL:     "http://" + gwL.Addr().String() + "/api/activities/lucky-meal/receive",
@@ -222,8 +224,11 @@ func demo(ctx context.Context, out io.Writer, redisAddr string, duration time.Du
 		return true
 	})
 	t := res.Total
-	fmt.Fprintf(out, "\nsent %d (retries %d): admitted %d, 429 %d, 503 %d, other %d, dropped by the generator %d; p99 %s\n",
+	fmt.Fprintf(out, "\nsent %d (retries %d): 2xx %d, 429 %d, 503 %d, other answers (504, 502) %d, dropped by the generator %d; p99 %s\n",
 		t.Sent, t.Retries, t.OK, t.TooMany, t.Unavailable, t.Other, t.Dropped, ms(t.P99))
+	if t.Dropped > 0 {
+		fmt.Fprintf(out, "(the generator shares this machine with the gateway and the API; --rate 2000 asks less of it)\n")
+	}
 	if peakReached <= demoCapacity {
 		fmt.Fprintf(out, "the coupon API saw at most %d requests in a second (capacity %d): floodgate held the flood back\n", peakReached, demoCapacity)
 		return nil
@@ -231,9 +236,9 @@ func demo(ctx context.Context, out io.Writer, redisAddr string, duration time.Du
 	// The token bucket lets at most rate + burst through in any second;
 	// more in one second of the API's means admissions that waited for a
 	// core between the gateway and the API and arrived together.
-	fmt.Fprintf(out, "the coupon API saw at most %d requests in a second, over its capacity of %d; the gateway admits at most %d in any second,\n"+
-		"so admitted requests reached it late and together: this machine was too busy to keep up (p99 above)\n",
-		peakReached, demoCapacity, demoAPIRate+demoBurst)
+	fmt.Fprintf(out, "the coupon API saw at most %d requests in a second, over its capacity of %d; the gateway admits at most %d in any second\n"+
+		"(%d/s and a burst of %d), so admitted requests reached it late and together: this machine was too busy to keep up (p99 above)\n",
+		peakReached, demoCapacity, demoAPIRate+demoBurst, demoAPIRate, demoBurst)
 	return nil
 }
 
