@@ -313,6 +313,9 @@ routes:
   - id: n
     match: {path: "/a%20b/**"}
     upstream: {targets: ["http://x"]}
+  - id: o
+    match: {path: /sale/*} #want: routes[14].match.path: "/sale/*": a prefix is written with "**": "/sale/**" matches it and every path below
+    upstream: {targets: ["http://x"]}
 `},
 		{"strip prefix", `
 routes:

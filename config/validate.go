@@ -424,6 +424,8 @@ func (v *validator) match(m *Match, p string) {
 			base = m.Path
 		}
 		switch {
+		case strings.HasSuffix(m.Path, "/*") && !strings.Contains(strings.TrimSuffix(m.Path, "/*"), "*"):
+			v.errorf(pp, `%q: a prefix is written with "**": %q matches it and every path below`, m.Path, m.Path+"*")
 		case strings.Contains(base, "*"):
 			v.errorf(pp, `%q: "**" may only end a path, as "/**", and "*" has no other use`, m.Path)
 		case strings.ContainsAny(base, "?#"):
