@@ -27,7 +27,7 @@ import (
 func runEvents(args []string, stdout, stderr io.Writer) int {
 	usage := func(w io.Writer) {
 		fmt.Fprint(w, "Usage: floodgate events <subcommand> [flags]\n\n"+
-			"Work with the events the gateway recorded (SPEC §7).\n\n"+
+			"Work with the events the gateway recorded (see events in docs/configuration.md).\n\n"+
 			"Subcommands:\n\n"+
 			"\treplay  re-send a route's recorded breaker_rejected requests to its upstream\n\n"+
 			"Run 'floodgate events replay -h' for its flags.\n")
