@@ -98,3 +98,19 @@ func TestServeRLS(t *testing.T) {
 		t.Fatalf("exit %d after SIGTERM", code)
 	}
 }
+
+// A config that serves only the rate-limit service, with server.listen
+// empty, opens no gateway listener.
+func TestServeRLSOnly(t *testing.T) {
+	f := newFixture(t, nil)
+	rlsAddr, rules := freeAddr(t), filepath.Join(f.dir, "rules")
+	if err := os.Mkdir(rules, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(rules, "edge.yaml"), []byte(rlsRules(1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.write(strings.NewReplacer(`listen: "{{LISTEN}}"`, `listen: ""`, "{{RLS}}", rlsAddr, "{{RULES}}", rules).Replace(rlsConfig))
+	p := f.serve()
+	p.waitLog(`"msg":"floodgate serving".*"listen":"","admin"`)
+}

@@ -107,11 +107,20 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 
 	// Bind before serving, so that an address in use is a clean exit 1
 	// rather than a goroutine's error.
-	ln, err := net.Listen("tcp", cfg.Server.Listen)
-	if err != nil {
-		gw.Close()
-		s.log.Error("cannot listen", "listener", "gateway", "error", err.Error())
-		return exitFailure
+	// An empty server.listen (a config that only serves rls) opens no
+	// gateway listener at all.
+	var ln net.Listener
+	if cfg.Server.Listen != "" {
+		if ln, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
+			gw.Close()
+			s.log.Error("cannot listen", "listener", "gateway", "error", err.Error())
+			return exitFailure
+		}
+	}
+	closeGateway := func() {
+		if ln != nil {
+			ln.Close()
+		}
 	}
 	srv := &http.Server{
 		Handler:           gw,
@@ -124,7 +133,7 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 	var adminLn net.Listener
 	if cfg.Admin.Listen != "" {
 		if adminLn, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
-			ln.Close()
+			closeGateway()
 			gw.Close()
 			s.log.Error("cannot listen", "listener", "admin", "error", err.Error())
 			return exitFailure
@@ -140,7 +149,7 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 	var rlsSrv *rlsServer
 	if cfg.RLS.Listen != "" {
 		if rlsSrv, err = startRLS(cfg, gw, reg, s.log, watch); err != nil {
-			ln.Close()
+			closeGateway()
 			if adminLn != nil {
 				adminLn.Close()
 			}
@@ -167,8 +176,11 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 	}
 
 	serveErr := make(chan error, 3)
-	go func() { serveErr <- srv.Serve(ln) }()
-	adminAddr, rlsAddr := "", ""
+	listenAddr, adminAddr, rlsAddr := "", "", ""
+	if ln != nil {
+		listenAddr = ln.Addr().String()
+		go func() { serveErr <- srv.Serve(ln) }()
+	}
 	if adminSrv != nil {
 		adminAddr = adminLn.Addr().String()
 		go func() { serveErr <- adminSrv.Serve(adminLn) }()
@@ -184,7 +196,7 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 	info, _ := debug.ReadBuildInfo()
 	v, _ := buildVersion(version, commit, info)
 	s.log.Info("floodgate serving", "version", v, "file", s.file,
-		"listen", ln.Addr().String(), "admin", adminAddr, "rls", rlsAddr,
+		"listen", listenAddr, "admin", adminAddr, "rls", rlsAddr,
 		"routes", len(cfg.Routes), "limits", limitCount(cfg), "store", string(cfg.Store.Type))
 
 	code := exitOK
