@@ -351,7 +351,12 @@ func parsePrefix(s string) (netip.Prefix, error) {
 		if err != nil {
 			return netip.Prefix{}, fmt.Errorf("%q is not an IP address or CIDR prefix", s)
 		}
-		return p.Masked(), nil
+		// 10.1.2.3/8 is 10.0.0.0/8 to a router, but may be a slip for
+		// 10.1.2.3/32 (or /24): say which was read rather than guess.
+		if m := p.Masked(); m != p {
+			return netip.Prefix{}, fmt.Errorf("%q has address bits set past its /%d; write %s (or the address alone)", s, p.Bits(), m)
+		}
+		return p, nil
 	}
 	ip, err := netip.ParseAddr(s)
 	if err != nil || ip.Zone() != "" {

@@ -412,7 +412,7 @@ store:
 server:
   listen: "8080" #want: server.listen: "8080" is not an address (HOST:PORT or :PORT)
   ipv6_prefix: 129 #want: server.ipv6_prefix: 129 is outside 0..128
-  trusted_proxies: [10.0.0.0/8, 192.168.1.1, "fe80::1%eth0", 10.0.0.0/33, proxy.local] #want: server.trusted_proxies[2]: "fe80::1%eth0" is not an IP address or CIDR prefix | server.trusted_proxies[3]: "10.0.0.0/33" | server.trusted_proxies[4]: "proxy.local"
+  trusted_proxies: [10.0.0.0/8, 192.168.1.1, "fe80::1%eth0", 10.0.0.0/33, proxy.local, 10.1.2.3/8] #want: server.trusted_proxies[2]: "fe80::1%eth0" is not an IP address or CIDR prefix | server.trusted_proxies[3]: "10.0.0.0/33" | server.trusted_proxies[4]: "proxy.local" | server.trusted_proxies[5]: "10.1.2.3/8" has address bits set past its /8; write 10.0.0.0/8 (or the address alone)
   shutdown_timeout: 0s #want: server.shutdown_timeout: 0s must be positive
   request_id_header: "X Request Id" #want: server.request_id_header: "X Request Id" is not a valid header name
   max_header_bytes: 0 #want: server.max_header_bytes: 0 must be positive
