@@ -236,6 +236,9 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 		return answerWith(w, rt.limiterUnavailable, rid)
 	}
 	g.audit(rt, rte, r, &x, rid, &v)
+	if v.shadowed {
+		g.logShadowed(rte, &v, rid, x.ipKey())
+	}
 	if v.reject != nil {
 		v.setHeaders(w.Header())
 		if v.reason >= 0 {

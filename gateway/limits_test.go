@@ -218,6 +218,20 @@ routes:
 	if n := counterValue(t, h, "gateway_ratelimit_decisions_total", map[string]string{"route": "api", "limit": "trial", "result": "shadow_rejected"}); n != 3 {
 		t.Errorf("shadow rejections counted %v, want 3", n)
 	}
+	// And logged, one WARN line each, as a shadow limit's: hidden would
+	// have rejected four requests, trial three.
+	log := h.log.String()
+	for name, want := range map[string]int{"hidden": 4, "trial": 3, "real": 0} {
+		if n := strings.Count(log, `"route":"api","limit":"`+name+`"`); n != want {
+			t.Errorf("%d WARN lines for limit %s, want %d:\n%s", n, name, want, log)
+		}
+	}
+	if n := strings.Count(log, `"msg":"rate limited (shadow: not enforced)"`); n != 7 {
+		t.Errorf("%d shadow lines, want 7", n)
+	}
+	if strings.Contains(log, `"msg":"rate limited","request_id"`) {
+		t.Error("a shadow limit's line reads as an enforced rejection's")
+	}
 }
 
 func TestConcurrencyLimit(t *testing.T) {

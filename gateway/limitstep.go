@@ -83,16 +83,17 @@ next:
 
 // verdict is the outcome of the limit step.
 type verdict struct {
-	res     limit.Result
-	specs   []*limitSpec
-	limits  []limit.Limit
-	values  [][]string        // each limit's key values, for the log
-	reject  *httplimit.Answer // nil: admitted
-	reason  int               // index of the limit that gave the status, or -1
-	leases  []limit.Limit
-	store   limit.Store // where the leases are held
-	lease   string      // the id the leases are held under
-	missing bool
+	res      limit.Result
+	specs    []*limitSpec
+	limits   []limit.Limit
+	values   [][]string        // each limit's key values, for the log
+	reject   *httplimit.Answer // nil: admitted
+	reason   int               // index of the limit that gave the status, or -1
+	leases   []limit.Limit
+	store    limit.Store // where the leases are held
+	lease    string      // the id the leases are held under
+	missing  bool
+	shadowed bool // a shadow limit would have rejected the request
 }
 
 // stepBuffers hold what the limit step of a request with up to
@@ -201,6 +202,7 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 			if !counted {
 				l.metrics.shadow.Inc()
 			}
+			v.shadowed = true
 		default:
 			if !counted {
 				l.metrics.rejected.Inc()
@@ -365,14 +367,30 @@ func (v *verdict) setHeaders(h http.Header) {
 // logRejection writes the one WARN line of a rejection, sampled per route
 // and limit (SPEC §10).
 func (g *Gateway) logRejection(rte *route, v *verdict, requestID, clientIP string) {
-	i := v.reason
+	g.logLimit(rte, v, v.reason, "rate limited", requestID, clientIP)
+}
+
+// logShadowed writes the WARN line of each shadow limit that would have
+// rejected the request (SPEC §2: a shadow limit is decided, counted and
+// logged, never enforced), sampled as rejections are.
+func (g *Gateway) logShadowed(rte *route, v *verdict, requestID, clientIP string) {
+	for i := range v.res.Decisions {
+		if d := &v.res.Decisions[i]; !d.Allowed && !d.Undecided && v.specs[i].rule.Shadow {
+			g.logLimit(rte, v, i, "rate limited (shadow: not enforced)", requestID, clientIP)
+		}
+	}
+}
+
+// logLimit writes the WARN line of limit i's rejection, sampled per route
+// and limit.
+func (g *Gateway) logLimit(rte *route, v *verdict, i int, msg, requestID, clientIP string) {
 	l := v.specs[i]
 	if !l.sampler.allow(time.Now().Unix()) {
 		g.metrics.logsSuppressed.Inc()
 		return
 	}
 	d := &v.res.Decisions[i]
-	g.log.LogAttrs(context.Background(), slog.LevelWarn, "rate limited",
+	g.log.LogAttrs(context.Background(), slog.LevelWarn, msg,
 		slog.String("request_id", requestID),
 		slog.String("route", rte.id),
 		slog.String("limit", l.name),
