@@ -118,3 +118,52 @@ func TestResponseAsTheUpstreamSentIt(t *testing.T) {
 		t.Errorf("streamed body %q", b)
 	}
 }
+
+// idle_timeout bounds the upstream's silence, not a slow client: a client
+// that stops reading for longer than it gets the whole body once it reads
+// on, on either of the upstream client's paths (a small request sent
+// whole, or a large body streamed through http.Transport).
+func TestSlowClientIsNotIdleUpstream(t *testing.T) {
+	const size = 20 << 20
+	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Length", "20971520")
+		chunk := make([]byte, 32<<10)
+		for sent := 0; sent < size; sent += len(chunk) {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	h := newHarness(t, `
+admin: {listen: ""}
+routes:
+  - id: api
+    match: {path: /api/**}
+    upstream: {targets: ["{{UP}}"], idle_timeout: 300ms}
+`, up)
+	for _, tt := range []struct {
+		name, method string
+		body         io.Reader
+	}{
+		{"small request", "GET", nil},
+		{"streamed request body", "POST", strings.NewReader(strings.Repeat("x", 64<<10))},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, h.srv.URL+"/api/big", tt.body)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if _, err := io.CopyN(io.Discard, resp.Body, 1<<20); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(1500 * time.Millisecond) // five idle_timeouts, not reading
+			n, err := io.Copy(io.Discard, resp.Body)
+			if err != nil || n != size-1<<20 {
+				t.Fatalf("after a pause the client read %d more bytes (err %v), want %d", n, err, size-1<<20)
+			}
+		})
+	}
+}

@@ -35,7 +35,6 @@ type Client struct {
 	dialer    net.Dialer
 	timeout   time.Duration // for the response head; 0: none
 	idleLimit time.Duration // longest an idle connection is kept
-	probe     time.Duration // idle time after which a connection is peeked at before use
 	maxIdle   int           // idle connections kept per target
 	fallback  http.RoundTripper
 
@@ -50,11 +49,20 @@ type upconn struct {
 	addr   string // as dialled: the key of the idle pool
 	br     *bufio.Reader
 	bw     *bufio.Writer
+	peek   peeker
 	reused bool
 	idleAt time.Time
 	// budget bounds what the response head may read from the connection;
 	// negative while a body is read.
 	budget int
+	// idle, while a body is read, bounds each wait for the upstream; 0:
+	// none.
+	idle time.Duration
+	// wrote is set once a byte of the request is on its way, werr once
+	// the connection refuses a write: a request none of which was written
+	// never reached the upstream.
+	wrote bool
+	werr  bool
 }
 
 // maxResponseHead bounds an upstream's status line and headers, as
@@ -69,10 +77,28 @@ func (c *upconn) Read(p []byte) (int, error) {
 			return 0, errHeadTooLarge
 		}
 		p = p[:min(len(p), c.budget)]
+	} else if c.idle > 0 {
+		// The bound is on the upstream's silence, so its clock starts when
+		// the client waits for the upstream, here, and not at the caller's
+		// last read: a caller slow to pass the data on (a gateway writing
+		// to a slow client) would use it up meanwhile, and the next read
+		// would fail at once with data waiting.
+		c.Conn.SetReadDeadline(time.Now().Add(c.idle))
 	}
 	n, err := c.Conn.Read(p)
 	if c.budget >= 0 {
 		c.budget -= n
+	}
+	return n, err
+}
+
+func (c *upconn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		c.wrote = true
+	}
+	if err != nil {
+		c.werr = true
 	}
 	return n, err
 }
@@ -105,7 +131,6 @@ func New(o Options) *Client {
 		dialer:    net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 30 * time.Second},
 		timeout:   o.HeaderTimeout,
 		idleLimit: idleLimit,
-		probe:     probeAfter,
 		maxIdle:   o.MaxIdlePerHost,
 		fallback:  o.Fallback,
 		idle:      map[string][]*upconn{},
@@ -115,15 +140,11 @@ func New(o Options) *Client {
 // idleLimit is how long an idle connection is kept: most servers close
 // theirs sooner (nginx after 75 s, Go's after its IdleTimeout, Node's after
 // 5 s), and one closed by the server is found out only when it is next
-// used (peeked at first, once idle for probeAfter) or pruned.
+// used (peeked at first) or pruned.
 const idleLimit = 60 * time.Second
 
-// probeAfter is how long a connection sits idle before it is checked for
-// a close by the server before use.
-const probeAfter = 100 * time.Millisecond
-
-// ErrIdle fails the read of a body that fell silent for longer than the
-// idle bound given to Do.
+// ErrIdle fails the read of a body whose upstream fell silent for longer
+// than the idle bound given to Do.
 var ErrIdle = errors.New("response body idle for too long")
 
 // ErrRequestBody fails a request whose body could not be read: the
@@ -136,10 +157,12 @@ var ErrRequestBody = errors.New("reading the request body")
 const MaxInlineBody = 16 << 10
 
 // Do sends req and returns the answer. The caller reads the body to its
-// end or closes it. idle bounds the silence between two reads of the body
-// (0: no bound); a body that falls silent longer fails with ErrIdle. A
-// request with a body of unknown length or over MaxInlineBody bytes, to
-// https, or asking for an upgrade goes to the fallback.
+// end or closes it. idle bounds the upstream's silence while the body is
+// read (0: no bound): each wait for more of it, not the time the caller
+// takes between two reads; a body whose upstream falls silent longer fails
+// with ErrIdle. A request with a body of unknown length or over
+// MaxInlineBody bytes, to https, or asking for an upgrade goes to the
+// fallback.
 func (cl *Client) Do(req *http.Request, idle time.Duration) (*http.Response, error) {
 	if req.URL.Scheme != "http" || req.Header["Upgrade"] != nil ||
 		req.Body != nil && req.Body != http.NoBody && (req.ContentLength <= 0 || req.ContentLength > MaxInlineBody) {
@@ -188,24 +211,40 @@ func (cl *Client) send(req *http.Request, idle time.Duration, rewind func()) (*h
 			return resp, nil
 		}
 		c.Close()
-		// A reused connection the upstream closed while it sat idle fails
-		// before any byte of the answer; the request never reached the
-		// application, so it is sent again on another connection, as
-		// http.Transport does for requests that are safe to repeat.
-		if !c.reused || !errors.Is(err, errNothingRead) || req.Context().Err() != nil || !replayable(req) {
+		// A reused connection the upstream closed as the request went out
+		// (after the peek before use) fails before any byte of the answer.
+		// As http.Transport does, the request is sent again on another
+		// connection when none of it was written, so that the upstream
+		// cannot have seen it, or when it is safe to repeat, since the
+		// upstream may have seen all or part of it. Its body, if any, is
+		// held whole in memory and goes again as it went.
+		if !c.reused || req.Context().Err() != nil || !errors.Is(err, errNothingRead) ||
+			!errors.Is(err, errNothingWritten) && !replayable(req) {
 			return nil, unwrapNothingRead(err)
 		}
 	}
 }
 
 // errNothingRead marks an exchange that failed before the upstream sent
-// anything.
-var errNothingRead = errors.New("upstream closed the connection before answering")
+// anything, errNothingWritten one that failed before any byte of the
+// request went out.
+var (
+	errNothingRead    = errors.New("upstream closed the connection before answering")
+	errNothingWritten = errors.New("connection failed before the request was written")
+)
 
-type nothingRead struct{ err error }
+type nothingRead struct {
+	err     error
+	written bool // some of the request went out
+}
 
-func (e nothingRead) Error() string   { return e.err.Error() }
-func (e nothingRead) Unwrap() []error { return []error{e.err, errNothingRead} }
+func (e nothingRead) Error() string { return e.err.Error() }
+func (e nothingRead) Unwrap() []error {
+	if e.written {
+		return []error{e.err, errNothingRead}
+	}
+	return []error{e.err, errNothingRead, errNothingWritten}
+}
 
 func unwrapNothingRead(err error) error {
 	if nr, ok := err.(nothingRead); ok {
@@ -251,11 +290,18 @@ func (cl *Client) exchange(c *upconn, req *http.Request, idle time.Duration) (*h
 		return nil, err
 	}
 
-	if err := req.Write(c.bw); err != nil {
-		return fail(nothingRead{err})
+	c.wrote, c.werr, c.idle = false, false, 0
+	err := req.Write(c.bw)
+	if err == nil {
+		err = c.bw.Flush()
 	}
-	if err := c.bw.Flush(); err != nil {
-		return fail(nothingRead{err})
+	if err != nil {
+		if !c.werr {
+			// The request's own fault (an invalid Host, say): another
+			// connection would fare no better.
+			return fail(err)
+		}
+		return fail(nothingRead{err, c.wrote})
 	}
 	// Always set: a reused connection may carry its last body's deadline.
 	var deadline time.Time
@@ -266,7 +312,7 @@ func (cl *Client) exchange(c *upconn, req *http.Request, idle time.Duration) (*h
 	c.budget = maxResponseHead
 	if _, err := c.br.Peek(1); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) {
-			return fail(nothingRead{err})
+			return fail(nothingRead{err, true})
 		}
 		return fail(err)
 	}
@@ -287,13 +333,13 @@ func (cl *Client) exchange(c *upconn, req *http.Request, idle time.Duration) (*h
 			return fail(fmt.Errorf("upstream switched protocols without an upgrade request"))
 		}
 	}
-	c.budget = -1
-	deadline = time.Time{}
-	if idle > 0 {
-		deadline = time.Now().Add(idle)
+	// Each read of the body from the connection sets its own deadline
+	// (upconn.Read); without one, the head's is lifted.
+	c.budget, c.idle = -1, idle
+	if idle == 0 && cl.timeout > 0 {
+		c.SetReadDeadline(time.Time{})
 	}
-	c.SetReadDeadline(deadline)
-	resp.Body = &upbody{body: resp.Body, c: c, cl: cl, stop: stop, idle: idle,
+	resp.Body = &upbody{body: resp.Body, c: c, cl: cl, stop: stop,
 		reuse: !resp.Close && !req.Close}
 	return resp, nil
 }
@@ -312,7 +358,6 @@ type upbody struct {
 	c     *upconn
 	cl    *Client
 	stop  func() bool
-	idle  time.Duration
 	reuse bool
 	done  bool
 }
@@ -330,8 +375,6 @@ func (b *upbody) Read(p []byte) (int, error) {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			err = ErrIdle
 		}
-	case b.idle > 0:
-		b.c.SetReadDeadline(time.Now().Add(b.idle))
 	}
 	return n, err
 }
@@ -370,14 +413,18 @@ func (cl *Client) conn(ctx context.Context, addr string) (*upconn, error) {
 		cs[len(cs)-1] = nil
 		cl.idle[addr] = cs[:len(cs)-1]
 		cl.mu.Unlock()
-		idle := now.Sub(c.idleAt)
-		// A connection idle for a while may have been closed by the
-		// server (Node closes its idle ones after 5 s, Go's and nginx's
-		// after their keep-alive timeouts), and a request that is not
-		// safe to send twice could not be sent again on another: one
-		// non-blocking peek tells. A busy connection, idle for
-		// microseconds, is not probed.
-		if idle < cl.idleLimit && (idle < cl.probe || alive(c.Conn)) {
+		// The server may have closed the connection while it sat idle
+		// (Node closes its idle ones after 5 s, Go's and nginx's after
+		// their keep-alive timeouts; any server on a restart), and a
+		// request that is not safe to send twice could not be sent again
+		// on another. Or it sent something unasked, which would be read as
+		// the answer to the next request. One non-blocking peek tells,
+		// however short the time idle: a server that closes right after
+		// its answer does so within microseconds, and the peek (one system
+		// call) is cheap next to the exchange. An unasked answer that
+		// arrives after the peek is one that no HTTP/1.1 client can tell
+		// from the answer to its request.
+		if now.Sub(c.idleAt) < cl.idleLimit && c.peek.alive() {
 			return c, nil
 		}
 		c.Close()
@@ -387,8 +434,9 @@ func (cl *Client) conn(ctx context.Context, addr string) (*upconn, error) {
 		return nil, err
 	}
 	c := &upconn{Conn: nc, addr: addr, budget: -1}
+	c.peek.init(nc)
 	c.br = bufio.NewReaderSize(c, 4<<10)
-	c.bw = bufio.NewWriterSize(nc, 4<<10)
+	c.bw = bufio.NewWriterSize(c, 4<<10)
 	return c, nil
 }
 

@@ -123,17 +123,28 @@ func rawServer(t *testing.T, handle func(c net.Conn, br *bufio.Reader)) (string,
 	return "http://" + ln.Addr().String(), &conns
 }
 
-func TestClientResendsOnAConnectionClosedWhileIdle(t *testing.T) {
-	// One answer per connection, then a close without "Connection: close":
-	// the next request on that connection finds it dead.
-	base, conns := rawServer(t, func(c net.Conn, br *bufio.Reader) {
-		if _, err := http.ReadRequest(br); err != nil {
+// closesOnTheNextRequest is an upstream that answers the first request on
+// each connection (echoing its body) and closes the connection, without
+// answering, once the next request has arrived: one whose keep-alive
+// timeout ran out as the request came in.
+func closesOnTheNextRequest(t *testing.T) (string, *atomic.Int64) {
+	t.Helper()
+	return rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		r, err := http.ReadRequest(br)
+		if err != nil {
 			return
 		}
-		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		b, _ := io.ReadAll(r.Body)
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(len(b))+"\r\n\r\n"+string(b))
+		if r, err := http.ReadRequest(br); err == nil {
+			io.Copy(io.Discard, r.Body) // all of it, so the close is a FIN
+		}
 	})
+}
+
+func TestClientResendsWhenTheUpstreamClosesOnTheRequest(t *testing.T) {
+	base, conns := closesOnTheNextRequest(t)
 	cl := testClient(time.Second, time.Second)
-	cl.probe = time.Hour // the resend is tested, not the peek that would avoid it
 	defer cl.CloseIdle()
 	for i := range 5 {
 		resp, err := get(t, cl, context.Background(), "GET", base+"/", 0)
@@ -141,10 +152,11 @@ func TestClientResendsOnAConnectionClosedWhileIdle(t *testing.T) {
 			t.Fatalf("GET %d: %v", i, err)
 		}
 		readAll(t, resp)
-		time.Sleep(10 * time.Millisecond) // let the server's close arrive
 	}
-	if n := conns.Load(); n < 5 {
-		t.Fatalf("%d connections for 5 answers, want 5 or more", n)
+	// Every GET after the first met a connection that closed on it, and
+	// was sent again on a new one.
+	if n := conns.Load(); n != 5 {
+		t.Fatalf("%d connections for 5 answers, want 5", n)
 	}
 
 	// A request that is not safe to repeat is not sent twice.
@@ -157,11 +169,14 @@ func TestClientResendsOnAConnectionClosedWhileIdle(t *testing.T) {
 	if errors.Is(err, errNothingRead) || !(errors.Is(err, io.EOF) || errors.As(err, &ne)) {
 		t.Fatalf("DELETE error %v (%T), want the connection's error", err, err)
 	}
+	if n := conns.Load(); n != 5 {
+		t.Fatalf("the DELETE was sent again on a connection of its own")
+	}
 }
 
 func TestClientTimeouts(t *testing.T) {
 	release := make(chan struct{})
-	s, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+	s, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/slow-head":
 			select {
@@ -197,19 +212,23 @@ func TestClientTimeouts(t *testing.T) {
 		t.Fatalf("a body that falls silent: %q, %v; want \"part\", ErrIdle", b, err)
 	}
 
-	// A connection whose last body had an idle deadline is reused later
-	// without it.
+	// A connection whose last answer had a deadline is reused later
+	// without it: the deadline, passed while the connection sat idle,
+	// neither fails the peek before use nor the next answer.
 	resp, err = get(t, cl, context.Background(), "GET", s.URL+"/fast", 50*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	readAll(t, resp)
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(150 * time.Millisecond)
 	resp, err = get(t, cl, context.Background(), "GET", s.URL+"/fast", 0)
 	if err != nil {
 		t.Fatalf("a reused connection kept its old deadline: %v", err)
 	}
 	readAll(t, resp)
+	if n := conns.Load(); n != 3 {
+		t.Fatalf("%d connections, want 3: the idle one was not reused", n)
+	}
 }
 
 func TestClientCancel(t *testing.T) {
@@ -407,18 +426,8 @@ func TestClientBodies(t *testing.T) {
 }
 
 func TestClientResendsABodyOnlyWhenSafe(t *testing.T) {
-	// One answer per connection, echoing the body, then a close without
-	// "Connection: close".
-	base, conns := rawServer(t, func(c net.Conn, br *bufio.Reader) {
-		r, err := http.ReadRequest(br)
-		if err != nil {
-			return
-		}
-		b, _ := io.ReadAll(r.Body)
-		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(len(b))+"\r\n\r\n"+string(b))
-	})
+	base, conns := closesOnTheNextRequest(t)
 	cl := testClient(time.Second, time.Second)
-	cl.probe = time.Hour // the resend is tested, not the peek that would avoid it
 	defer cl.CloseIdle()
 	post := func(key string) (string, error) {
 		req, _ := http.NewRequest("POST", base+"/", strings.NewReader("payload"))
@@ -436,13 +445,211 @@ func TestClientResendsABodyOnlyWhenSafe(t *testing.T) {
 		if err != nil || got != "payload" {
 			t.Fatalf("POST %d with an Idempotency-Key: %q, %v", i, got, err)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	if n := conns.Load(); n < 3 {
-		t.Fatalf("%d connections, want 3 or more", n)
+	if n := conns.Load(); n != 3 {
+		t.Fatalf("%d connections, want 3", n)
 	}
 	if got, err := post(""); err == nil {
 		t.Fatalf("a POST without an Idempotency-Key was sent again on a dead connection: %q", got)
+	}
+}
+
+// TestClientResendsARequestNoneOfWhichWasWritten: a request that could not
+// be written at all, not one byte, never reached the upstream, and is sent
+// on another connection whatever its method. The pooled connection is
+// shut for writing here, as one the upstream reset just after the peek
+// before use would be.
+func TestClientResendsARequestNoneOfWhichWasWritten(t *testing.T) {
+	done := make(chan struct{})
+	base, conns := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			r, err := http.ReadRequest(br)
+			if err != nil {
+				<-done // no close of its own, so the peek finds the connection alive
+				return
+			}
+			b, _ := io.ReadAll(r.Body)
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(len(b))+"\r\n\r\n"+string(b))
+		}
+	})
+	t.Cleanup(func() { close(done) }) // before rawServer's cleanup waits for the handlers
+	cl := testClient(time.Second, time.Second)
+	defer cl.CloseIdle()
+	post := func() (string, error) {
+		req, _ := http.NewRequest("POST", base+"/", strings.NewReader("entry"))
+		resp, err := cl.Do(req, 0)
+		if err != nil {
+			return "", err
+		}
+		return readAll(t, resp), nil
+	}
+	if got, err := post(); err != nil || got != "entry" {
+		t.Fatalf("first POST: %q, %v", got, err)
+	}
+	cl.mu.Lock()
+	for _, cs := range cl.idle {
+		for _, c := range cs {
+			c.Conn.(*net.TCPConn).CloseWrite()
+		}
+	}
+	cl.mu.Unlock()
+	if got, err := post(); err != nil || got != "entry" {
+		t.Fatalf("POST on a connection that takes no byte: %q, %v; want it sent on another", got, err)
+	}
+	if n := conns.Load(); n != 2 {
+		t.Fatalf("%d connections, want 2", n)
+	}
+}
+
+// TestClientIdleBoundsTheUpstreamsSilence: the idle bound is on the
+// upstream's silence while the client waits for it, not on the time
+// between two reads of the body: a reader that takes its time with the
+// data (a slow client behind a gateway) is not cut off, and an upstream
+// that falls silent still is.
+func TestClientIdleBoundsTheUpstreamsSilence(t *testing.T) {
+	const sent = 2 << 20
+	base, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		// Twice as much announced as sent: after its 2 MiB the upstream
+		// falls silent.
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(2*sent)+"\r\n\r\n")
+		chunk := []byte(strings.Repeat("x", 64<<10))
+		for range sent / len(chunk) {
+			if _, err := c.Write(chunk); err != nil {
+				return
+			}
+		}
+		c.Read(make([]byte, 1)) // until the client closes
+	})
+	const idle = 500 * time.Millisecond
+	cl := testClient(time.Second, time.Second)
+	defer cl.CloseIdle()
+	resp, err := get(t, cl, context.Background(), "GET", base+"/", idle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 32<<10)
+	got, paused := 0, false
+	var last time.Time
+	for {
+		if got >= 256<<10 && !paused {
+			// Meanwhile the upstream is blocked on a full connection, not silent.
+			time.Sleep(2 * idle)
+			paused = true
+		}
+		last = time.Now()
+		n, err := resp.Body.Read(buf)
+		got += n
+		if err != nil {
+			if got != sent || !errors.Is(err, ErrIdle) {
+				t.Fatalf("read %d bytes, then %v; want %d, then ErrIdle", got, err, sent)
+			}
+			break
+		}
+	}
+	if waited := time.Since(last); waited < idle*9/10 {
+		t.Fatalf("the silent upstream was given up on after %v, want %v", waited, idle)
+	}
+}
+
+// TestClientDropsAConnectionTheUpstreamSpokeOn: an answer nobody asked for,
+// sent after the answer (with it, or while the connection sits idle), is
+// never read as the answer to the next request: the connection is out of
+// step and is closed.
+func TestClientDropsAConnectionTheUpstreamSpokeOn(t *testing.T) {
+	const unasked = "HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nunasked"
+	for _, tc := range []struct {
+		name  string
+		later bool
+	}{
+		{"with the answer", false},
+		{"while idle", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spoke := make(chan struct{}, 10)
+			base, conns := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+				for first := true; ; first = false {
+					if _, err := http.ReadRequest(br); err != nil {
+						return
+					}
+					answer := "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+					if first && !tc.later {
+						answer += unasked
+					}
+					io.WriteString(c, answer)
+					if first && tc.later {
+						time.Sleep(20 * time.Millisecond) // the answer is read and the connection idle
+						io.WriteString(c, unasked)
+					}
+					if first {
+						spoke <- struct{}{}
+					}
+				}
+			})
+			cl := testClient(time.Second, time.Second)
+			defer cl.CloseIdle()
+			for i := range 3 {
+				resp, err := get(t, cl, context.Background(), "GET", base+"/", 0)
+				if err != nil {
+					t.Fatalf("GET %d: %v", i, err)
+				}
+				if got := readAll(t, resp); got != "ok" {
+					t.Fatalf("GET %d: %q, want \"ok\"", i, got)
+				}
+				select {
+				case <-spoke:
+				case <-time.After(5 * time.Second):
+					t.Fatal("the upstream did not send its unasked answer")
+				}
+				time.Sleep(20 * time.Millisecond) // for it to arrive
+			}
+			if n := conns.Load(); n != 3 {
+				t.Fatalf("%d connections for 3 answers, want 3", n)
+			}
+		})
+	}
+}
+
+// TestClientPostsAfterTheUpstreamClosedTheConnection: an upstream that
+// closes each connection shortly after answering (as in a rolling restart)
+// never gets a POST, which is not sent twice, on a connection it closed.
+func TestClientPostsAfterTheUpstreamClosedTheConnection(t *testing.T) {
+	closed := make(chan struct{}, 20)
+	base, conns := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		r, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(len(b))+"\r\n\r\n"+string(b))
+		time.Sleep(30 * time.Millisecond)
+		c.Close()
+		closed <- struct{}{}
+	})
+	cl := testClient(time.Second, time.Second)
+	defer cl.CloseIdle()
+	body := strings.Repeat("p", MaxInlineBody)
+	for i := range 10 {
+		req, _ := http.NewRequest("POST", base+"/", strings.NewReader(body))
+		resp, err := cl.Do(req, 0)
+		if err != nil {
+			t.Fatalf("POST %d: %v", i, err)
+		}
+		if got := readAll(t, resp); got != body {
+			t.Fatalf("POST %d: an echo of %d bytes, want %d", i, len(got), len(body))
+		}
+		select {
+		case <-closed:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the upstream did not close")
+		}
+		time.Sleep(20 * time.Millisecond) // for the close to arrive
+	}
+	if n := conns.Load(); n != 10 {
+		t.Fatalf("%d connections for 10 answers, want 10", n)
 	}
 }
 
@@ -475,6 +682,66 @@ func BenchmarkClient(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// BenchmarkClientBody streams 1 MiB answers with an idle bound, as the
+// gateway reads them.
+func BenchmarkClientBody(b *testing.B) {
+	payload := []byte(strings.Repeat("x", 1<<20))
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(payload) }))
+	defer s.Close()
+	u, _ := url.Parse(s.URL + "/")
+	cl := testClient(time.Second, time.Second)
+	defer cl.CloseIdle()
+	buf := make([]byte, 32<<10)
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	for b.Loop() {
+		req := &http.Request{Method: "GET", URL: u, Host: u.Host, Header: http.Header{}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+		resp, err := cl.Do(req, time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			if _, err := resp.Body.Read(buf); err != nil {
+				if err != io.EOF {
+					b.Fatal(err)
+				}
+				break
+			}
+		}
+		resp.Body.Close()
+	}
+}
+
+// BenchmarkPeek is the check made on every connection taken from the pool.
+func BenchmarkPeek(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	if s := <-accepted; s != nil {
+		defer s.Close()
+	}
+	var p peeker
+	p.init(c)
+	b.ReportAllocs()
+	for b.Loop() {
+		if !p.alive() {
+			b.Fatal("an idle connection found dead")
+		}
 	}
 }
 
