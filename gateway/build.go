@@ -107,7 +107,7 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 	}
 
 	for _, rc := range cfg.Routes {
-		r := &route{id: rc.ID, methods: rc.Match.Methods, host: strings.ToLower(rc.Match.Host), metrics: g.metrics.forRoute(rc.ID)}
+		r := &route{id: rc.ID, methods: rc.Match.Methods, host: strings.ToLower(rc.Match.Host), metrics: g.metrics.forRoute(rc.ID), failLog: newSampler(5)}
 		if p, ok := rc.Match.Prefix(); ok {
 			r.prefix = p
 			if r.prefix == "" {

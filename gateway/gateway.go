@@ -308,6 +308,13 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 	v.setHeaders(w.Header())
 	a.Write(w, rid, "")
 	o.status = a.Status
+	if !o.client && o.err != nil {
+		// What the answer cannot say, the log does: which upstream
+		// failed and how, a few lines a second per route.
+		if rte.failLog.allow(time.Now().Unix()) {
+			g.log.Warn("upstream failed", "request_id", rid, "route", rte.id, "status", a.Status, "error", o.err.Error())
+		}
+	}
 	return o
 }
 

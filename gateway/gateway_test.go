@@ -308,6 +308,13 @@ routes:
 `, nil)
 	answerOf(t, h.do("GET", "/slow", nil, nil), 504, "upstream_timeout")
 	answerOf(t, h.do("GET", "/dead", nil, nil), 502, "upstream_unavailable")
+	// Each failure has its WARN line, with the route and the cause.
+	log := h.log.String()
+	for _, want := range []string{`"msg":"upstream failed",`, `"route":"slow","status":504,"error":`, `"route":"dead","status":502,"error":`, `connection refused`} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log lacks %s:\n%s", want, log)
+		}
+	}
 }
 
 // TestDeadTarget: of two targets, one refuses connections. A request

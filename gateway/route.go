@@ -20,6 +20,7 @@ type route struct {
 	breaker  *routeBreaker // nil: none
 	record   bool          // fallback.record: write an event per refusal
 	metrics  *routeMetrics
+	failLog  *sampler // WARN lines of failed exchanges, a few a second
 }
 
 // matches reports whether the route takes a request; path is cleaned.
