@@ -93,15 +93,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer g.upgrades.leave()
 	}
 
-	rid := ""
-	if vv := r.Header[rt.ridHeader]; len(vv) == 1 && httplimit.WellFormedID(vv[0]) {
-		rid = vv[0]
-	} else {
-		rid = g.ids.Next()
-	}
-	ridv := []string{rid}
-	r.Header[rt.ridHeader] = ridv
-	w.Header()[rt.ridHeader] = ridv
+	rid := g.ids.Use(r, w, rt.ridHeader)
 
 	path, err := pathclean.Clean(r.URL.EscapedPath())
 	if err != nil || strings.IndexByte(r.RequestURI, '#') >= 0 {

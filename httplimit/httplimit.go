@@ -130,20 +130,7 @@ type middleware struct {
 }
 
 func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Request) {
-	// A client's id is used only when it is safe in logs and JSON, and
-	// only when it sent one: of two, the handler could log one and the
-	// answer carry the other. The request and the response share the
-	// one-element slice, capped so that adding to either cannot change
-	// the other.
-	idv := r.Header[m.o.RequestIDHeader]
-	if len(idv) == 1 && WellFormedID(idv[0]) {
-		idv = idv[:1:1]
-	} else {
-		idv = []string{m.ids.Next()}
-		r.Header[m.o.RequestIDHeader] = idv
-	}
-	id := idv[0]
-	w.Header()[m.o.RequestIDHeader] = idv
+	id := m.ids.Use(r, w, m.o.RequestIDHeader)
 
 	req := &limit.Request{Now: m.o.Now()}
 	applied := make([]int, 0, len(m.limits)) // the limits' places in m.limits

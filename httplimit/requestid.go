@@ -3,6 +3,7 @@ package httplimit
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"net/http"
 	"strconv"
 	"sync/atomic"
 )
@@ -51,4 +52,22 @@ func (s *IDSource) Next() string {
 	b := append(buf[:0], s.prefix...)
 	b = strconv.AppendUint(b, s.n.Add(1), 36)
 	return string(b)
+}
+
+// Use returns r's request id and puts it on the request and the response
+// in header, a canonical header name (SPEC §4.1): the client's when it
+// sent one well-formed value, else a new one, which replaces what the
+// client sent. Of two values, a handler could log one and the answer
+// carry the other. The request and the response share one one-element
+// slice, capped so that adding to either cannot change the other.
+func (s *IDSource) Use(r *http.Request, w http.ResponseWriter, header string) string {
+	idv := r.Header[header]
+	if len(idv) == 1 && WellFormedID(idv[0]) {
+		idv = idv[:1:1]
+	} else {
+		idv = []string{s.Next()}
+		r.Header[header] = idv
+	}
+	w.Header()[header] = idv
+	return idv[0]
 }
