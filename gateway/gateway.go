@@ -164,14 +164,9 @@ func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *runtime
 }
 
 // forwardedProto is the scheme a trusted proxy passed on in vv, the
-// request's X-Forwarded-Proto lines: the first entry, the one the proxy
-// nearest the client set, if it is http or https; else own.
+// request's X-Forwarded-Proto lines, if it is http or https; else own.
 func forwardedProto(vv []string, own string) string {
-	if len(vv) == 0 {
-		return own
-	}
-	first, _, _ := strings.Cut(vv[0], ",")
-	switch first = strings.TrimSpace(first); {
+	switch first := firstEntry(vv); {
 	case strings.EqualFold(first, "https"):
 		return "https"
 	case strings.EqualFold(first, "http"):
@@ -181,18 +176,23 @@ func forwardedProto(vv []string, own string) string {
 }
 
 // forwardedHost is the host a trusted proxy passed on in vv, the request's
-// X-Forwarded-Host lines: the first entry if it is a plausible host[:port],
-// else own.
+// X-Forwarded-Host lines, if it is a plausible host[:port]; else own.
 func forwardedHost(vv []string, own string) string {
-	if len(vv) == 0 {
-		return own
-	}
-	first, _, _ := strings.Cut(vv[0], ",")
-	first = strings.TrimSpace(first)
+	first := firstEntry(vv)
 	if first == "" || len(first) > 255 || strings.ContainsAny(first, " \t/\\?#@\"") {
 		return own
 	}
 	return first
+}
+
+// firstEntry is the first entry of a list header's lines, trimmed: the
+// one the proxy nearest the client set. "" when there is none.
+func firstEntry(vv []string) string {
+	if len(vv) == 0 {
+		return ""
+	}
+	first, _, _ := strings.Cut(vv[0], ",")
+	return strings.TrimSpace(first)
 }
 
 // limitAndForward runs the limit step and, if the request is admitted, the

@@ -57,8 +57,11 @@ func (rt *runtime) match(method, host, path string) *route {
 }
 
 // hostOf is the request's host, lower case, without port (SPEC §3.3).
-func hostOf(r *http.Request) string {
-	h := r.Host
+func hostOf(r *http.Request) string { return hostKey(r.Host) }
+
+// hostKey is the host part of a Host header value: without port or
+// brackets, lowercased.
+func hostKey(h string) string {
 	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
 		h = h[:i]
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/netip"
 	"strings"
 
@@ -62,7 +61,7 @@ func (rt *runtime) lookup(route, name string, values []string, fallback bool) (*
 				v = rt.ips.Key(ip)
 			}
 		case srcHost:
-			v = hostOf(&http.Request{Host: v})
+			v = hostKey(v)
 		}
 		ps[i], vs[i] = limit.Part{Kind: p.kind, Value: v, Fallback: fallback}, v
 	}
