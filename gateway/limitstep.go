@@ -168,11 +168,12 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 	res, err := rt.store.Decide(ctx, req)
 	g.metrics.storeDuration.Observe(time.Since(start).Seconds())
 	v.store = rt.store
+	// Each limit's decision is counted once: by its result below, or,
+	// when the store failed, as an error (decideLocally counts it).
 	failed := err != nil
 	if !failed {
 		g.storeAnswered()
-	}
-	if failed {
+	} else {
 		if !errors.Is(err, limit.ErrStoreUnavailable) {
 			return v, err
 		}
@@ -184,9 +185,6 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 		}
 	}
 	v.res = res
-	// Each limit's decision is counted once: by its result, or, when the
-	// store failed, as an error (decideLocally counted it).
-	counted := failed
 	for i, d := range res.Decisions {
 		l := v.specs[i]
 		switch {
@@ -195,16 +193,16 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 			// rejected the request; on a store failure, a limit that
 			// on_error allow dropped): no decision to count.
 		case d.Allowed:
-			if !counted {
+			if !failed {
 				l.metrics.allowed.Inc()
 			}
 		case l.rule.Shadow:
-			if !counted {
+			if !failed {
 				l.metrics.shadow.Inc()
 			}
 			v.shadowed = true
 		default:
-			if !counted {
+			if !failed {
 				l.metrics.rejected.Inc()
 			}
 			if v.reason < 0 {

@@ -35,22 +35,12 @@ import (
 // request, goes to decide as it is, at the cost of comparing its limits'
 // names and keys pair by pair.
 func DecideMerged(req *Request, decide func(*Request) (Result, error)) (Result, error) {
-	if err := ValidateRequest(req); err != nil {
-		return Result{}, err
-	}
-	if req.Now.IsZero() {
-		// Left out: the time of the call, on a copy, as the caller's
-		// request is the caller's.
-		r := *req
-		r.Now = time.Now()
-		req = &r
-	}
-	if !sharesCounter(req.Limits) {
-		return decide(req)
-	}
-	m, into, err := merge(req)
+	m, into, err := prepare(req)
 	if err != nil {
 		return Result{}, err
+	}
+	if into == nil {
+		return decide(m)
 	}
 	res, err := decide(m)
 	if err != nil {
@@ -66,21 +56,36 @@ func DecideMerged(req *Request, decide func(*Request) (Result, error)) (Result, 
 }
 
 // Merge validates req and returns the request that a store decides in its
-// place: req itself when no two of its limits share a counter; otherwise a
+// place: req itself (a copy at the time of the call if it leaves Now out)
+// when no two of its limits share a counter; otherwise a
 // copy with one limit per counter, in the order of their first appearance,
 // whose rule costs the sum of the costs of the limits it stands for (a
 // concurrency limit's stays one lease). Such a rule may cost more than its
 // count, which Validate refuses of a caller's rule: a store rejects the
 // request, as it rejects one of too many hits.
 func Merge(req *Request) (*Request, error) {
+	m, _, err := prepare(req)
+	return m, err
+}
+
+// prepare validates req and returns the request a store decides: req, or
+// a copy at the time of the call when req leaves Now out (the caller's
+// request stays the caller's), merged when two of its limits share a
+// counter, with into, for each limit of req, the index of the limit it
+// went into; into is nil when none share one.
+func prepare(req *Request) (*Request, []int, error) {
 	if err := ValidateRequest(req); err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if req.Now.IsZero() {
+		r := *req
+		r.Now = time.Now()
+		req = &r
 	}
 	if !sharesCounter(req.Limits) {
-		return req, nil
+		return req, nil, nil
 	}
-	m, _, err := merge(req)
-	return m, err
+	return merge(req)
 }
 
 // sameCounter reports whether a and b name one counter, as StoredKey

@@ -63,16 +63,22 @@ func TestMerge(t *testing.T) {
 		t.Fatalf("a cost of 5 on a count of 3: %+v", d)
 	}
 
-	distinct := &Request{Limits: []Limit{{Rule: fixed, Key: "a"}, {Rule: fixed, Key: "b"}, {Rule: long, Key: "a"}}}
+	distinct := &Request{Now: time.Unix(1e9, 0), Limits: []Limit{{Rule: fixed, Key: "a"}, {Rule: fixed, Key: "b"}, {Rule: long, Key: "a"}}}
 	if m, err := Merge(distinct); err != nil || m != distinct {
 		t.Fatalf("Merge of distinct counters: %v, %v; want the request itself", m, err)
+	}
+	// Without a time, the request sent is a copy at the time of the call,
+	// as Decide's is; the caller's stays as it was.
+	undated := &Request{Limits: distinct.Limits}
+	if m, err := Merge(undated); err != nil || m == undated || m.Now.IsZero() || !undated.Now.IsZero() {
+		t.Fatalf("Merge of a request without a time: %+v, %v", m, err)
 	}
 }
 
 // TestMergeMany: past 16 limits, duplicates are found by a map.
 func TestMergeMany(t *testing.T) {
 	r := validRule(t, &Rule{Name: "m:many", Algorithm: SlidingWindow, Rate: Rate{Count: 10, Period: time.Second}})
-	req := &Request{}
+	req := &Request{Now: time.Unix(1e9, 0)}
 	for i := range 20 {
 		req.Limits = append(req.Limits, Limit{Rule: r, Key: Key(strconv.Itoa(i))})
 	}
