@@ -221,6 +221,28 @@ func TestForwardedHeaders(t *testing.T) {
 	}
 }
 
+// The hop-by-hop fields an upstream lists in Connection stay with the
+// upstream, also when the list says close (which net/http's response
+// reader takes away).
+func TestProxyDropsTheUpstreamsHopFields(t *testing.T) {
+	for _, conn := range []string{"X-Secret", "X-Secret, close"} {
+		up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Connection", conn)
+			w.Header().Set("X-Secret", "hop")
+			w.Header().Set("X-Kept", "end")
+			io.WriteString(w, "ok")
+		})
+		h := newHarness(t, basic, up)
+		resp := h.do("GET", "/api/x", nil, nil)
+		if body := drain(resp); resp.StatusCode != 200 || body != "ok" {
+			t.Fatalf("%q: %d %q", conn, resp.StatusCode, body)
+		}
+		if resp.Header.Get("X-Secret") != "" || resp.Header.Get("X-Kept") != "end" {
+			t.Errorf("Connection: %s: the client got %v", conn, resp.Header)
+		}
+	}
+}
+
 func TestProxy(t *testing.T) {
 	up := newBackend(t, nil)
 	h := newHarness(t, basic, up)

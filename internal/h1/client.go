@@ -63,7 +63,14 @@ type upconn struct {
 	// never reached the upstream.
 	wrote bool
 	werr  bool
+	// head keeps what the head's reads returned, up to maxHeadRecord
+	// bytes: net/http drops a Connection field that says close, and with
+	// it the names of the other hop-by-hop fields it lists.
+	head []byte
 }
+
+// maxHeadRecord bounds what head keeps of one exchange's response heads.
+const maxHeadRecord = 64 << 10
 
 // maxResponseHead bounds an upstream's status line and headers, as
 // http.Transport's MaxResponseHeaderBytes does.
@@ -88,6 +95,9 @@ func (c *upconn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if c.budget >= 0 {
 		c.budget -= n
+		if room := maxHeadRecord - len(c.head); room > 0 {
+			c.head = append(c.head, p[:min(n, room)]...)
+		}
 	}
 	return n, err
 }
@@ -309,7 +319,7 @@ func (cl *Client) exchange(c *upconn, req *http.Request, idle time.Duration) (*h
 		deadline = time.Now().Add(cl.timeout)
 	}
 	c.SetReadDeadline(deadline)
-	c.budget = maxResponseHead
+	c.budget, c.head = maxResponseHead, c.head[:0]
 	if _, err := c.br.Peek(1); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) {
 			return fail(nothingRead{err, true})
@@ -317,7 +327,7 @@ func (cl *Client) exchange(c *upconn, req *http.Request, idle time.Duration) (*h
 		return fail(err)
 	}
 	var resp *http.Response
-	for {
+	for interim := 0; ; interim++ {
 		r, err := http.ReadResponse(c.br, req)
 		if err != nil {
 			return fail(err)
@@ -326,12 +336,21 @@ func (cl *Client) exchange(c *upconn, req *http.Request, idle time.Duration) (*h
 		// final answer follows on the same connection. 101 needs an
 		// upgrade, which this path never asks for.
 		if r.StatusCode >= 200 || r.StatusCode < 100 {
+			if r.Close && r.ProtoAtLeast(1, 1) && r.Header["Connection"] == nil {
+				// ReadResponse removed "Connection: close"; put back the
+				// field as sent, for the caller to find every hop-by-hop
+				// field it names.
+				r.Header["Connection"] = connectionField(c.head, interim)
+			}
 			resp = r
 			break
 		}
 		if r.StatusCode == http.StatusSwitchingProtocols {
 			return fail(fmt.Errorf("upstream switched protocols without an upgrade request"))
 		}
+	}
+	if cap(c.head) > 4<<10 {
+		c.head = nil // a large head's record is not kept with the connection
 	}
 	// Each read of the body from the connection sets its own deadline
 	// (upconn.Read); without one, the head's is lifted.
@@ -342,6 +361,36 @@ func (cl *Client) exchange(c *upconn, req *http.Request, idle time.Duration) (*h
 	resp.Body = &upbody{body: resp.Body, c: c, cl: cl, stop: stop,
 		reuse: !resp.Close && !req.Close}
 	return resp, nil
+}
+
+// connectionField returns the values of the Connection fields of the
+// head after the first skip ones in rec, the bytes of an exchange's heads
+// as they arrived; "close" if rec was cut before it could tell.
+func connectionField(rec []byte, skip int) []string {
+	var vals []string
+	for {
+		i := bytes.IndexByte(rec, '\n')
+		if i < 0 {
+			break // cut short: what was found is all there is
+		}
+		var line []byte
+		line, rec = bytes.TrimSuffix(rec[:i], []byte{'\r'}), rec[i+1:]
+		switch {
+		case len(line) == 0:
+			if skip == 0 {
+				return vals
+			}
+			skip--
+		case skip == 0:
+			if name, v, ok := bytes.Cut(line, []byte{':'}); ok && bytes.EqualFold(name, []byte("Connection")) {
+				vals = append(vals, string(bytes.TrimSpace(v)))
+			}
+		}
+	}
+	if vals == nil {
+		vals = []string{"close"}
+	}
+	return vals
 }
 
 // Owns reports whether resp came over the client's own connections, whose

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -327,6 +328,42 @@ func TestClientAnswers(t *testing.T) {
 			}
 			if n := conns.Load(); n != want {
 				t.Fatalf("two exchanges used %d connections, want %d", n, want)
+			}
+		})
+	}
+}
+
+// net/http's ReadResponse drops a Connection field that says close; the
+// client puts it back as sent, so that a proxy can remove the hop-by-hop
+// fields it names.
+func TestClientKeepsTheConnectionFieldThatCloses(t *testing.T) {
+	for _, tc := range []struct {
+		name, answer string
+		want         []string
+	}{
+		{"listed", "HTTP/1.1 200 OK\r\nConnection: X-Secret, close\r\nX-Secret: s\r\nContent-Length: 2\r\n\r\nok", []string{"X-Secret, close"}},
+		{"two fields", "HTTP/1.1 200 OK\r\nconnection: close\r\nX-A: 1\r\nCONNECTION:  x-a \r\nContent-Length: 2\r\n\r\nok", []string{"close", "x-a"}},
+		{"after interim answers", "HTTP/1.1 103 Early Hints\r\nConnection: X-Hint\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\nConnection: X-Final, close\nContent-Length: 2\n\nok", []string{"X-Final, close"}},
+		{"head past the record", "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("b", maxHeadRecord) + "\r\nConnection: X-Secret, close\r\nContent-Length: 2\r\n\r\nok", []string{"close"}},
+		{"keep-alive", "HTTP/1.1 200 OK\r\nConnection: X-Secret\r\nContent-Length: 2\r\n\r\nok", []string{"X-Secret"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+				if _, err := http.ReadRequest(br); err == nil {
+					io.WriteString(c, tc.answer)
+				}
+			})
+			cl := testClient(time.Second, time.Second)
+			defer cl.CloseIdle()
+			resp, err := get(t, cl, context.Background(), "GET", base+"/", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := readAll(t, resp); got != "ok" {
+				t.Fatalf("body %q", got)
+			}
+			if got := resp.Header["Connection"]; !slices.Equal(got, tc.want) {
+				t.Fatalf("Connection %q, want %q", got, tc.want)
 			}
 		})
 	}
