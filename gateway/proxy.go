@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -97,6 +98,24 @@ func removeHopHeaders(h http.Header) {
 	}
 }
 
+// relayInterim sends an upstream's informational answer to the client.
+// net/http writes a 1xx with the response's header map as it is then and
+// leaves the map as it was, so the map holds the answer's fields only for
+// the write: the gateway's own (the request id) wait for the final answer.
+func relayInterim(w http.ResponseWriter, code int, uh http.Header) {
+	if code == http.StatusContinue {
+		return
+	}
+	removeHopHeaders(uh)
+	h := w.Header()
+	kept := maps.Clone(h)
+	clear(h)
+	copyHeader(h, uh)
+	w.WriteHeader(code)
+	clear(h)
+	copyHeader(h, kept)
+}
+
 func textproto(s string) string {
 	return http.CanonicalHeaderKey(strings.TrimSpace(s))
 }
@@ -153,6 +172,14 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	if out.Body == nil {
 		tries = len(u.targets)
 	}
+	// Informational answers (103 Early Hints) go on to the client as they
+	// come; not to an HTTP/1.0 client, which cannot take them, and not 100
+	// Continue, which the gateway's server sends itself when the handler
+	// first reads a body that was asked for with Expect.
+	var interim h1.Interim
+	if r.ProtoAtLeast(1, 1) {
+		interim = func(code int, uh http.Header) { relayInterim(w, code, uh) }
+	}
 	var resp *http.Response
 	var err error
 	for try := 1; ; try++ {
@@ -160,7 +187,7 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		target := u.targets[i]
 		out.URL.Scheme, out.URL.Host, out.Host = target.Scheme, target.Host, target.Host
 		out.URL.Path, out.URL.RawPath = UpstreamPath(target, u.stripPrefix, path)
-		resp, err = u.client.Do(out, u.idle)
+		resp, err = u.client.Do(out, u.idle, interim)
 		if err == nil || !isDial(err) {
 			break
 		}

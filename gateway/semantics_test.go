@@ -167,3 +167,40 @@ routes:
 		})
 	}
 }
+
+// An upstream's 103 Early Hints reach the client before the answer, on
+// either client path, without the upstream's hop-by-hop fields and without
+// mixing with the answer's fields; an HTTP/1.0 client gets none.
+func TestEarlyHintsRelayed(t *testing.T) {
+	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		h := w.Header()
+		h.Set("Link", "</a.css>; rel=preload")
+		h.Set("Connection", "X-Hop")
+		h.Set("X-Hop", "1")
+		w.WriteHeader(http.StatusEarlyHints)
+		clear(h)
+		io.WriteString(w, "ok")
+	})
+	h := newHarness(t, basic, up)
+	for _, tc := range []struct{ name, request string }{
+		{"plain", "GET /api/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"},
+		{"streamed body", "POST /api/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n2\r\nhi\r\n0\r\n\r\n"},
+	} {
+		got := rawExchange(t, h, tc.request, false)
+		hints, final, ok := strings.Cut(got, "HTTP/1.1 200 OK\r\n")
+		if !ok || !strings.HasPrefix(hints, "HTTP/1.1 103 Early Hints\r\n") {
+			t.Fatalf("%s: %q, want a 103 then the 200", tc.name, got)
+		}
+		if !strings.Contains(hints, "Link: </a.css>; rel=preload\r\n") || strings.Contains(hints, "X-Hop") {
+			t.Errorf("%s: the hints %q", tc.name, hints)
+		}
+		if strings.Contains(final, "Link:") || !strings.Contains(final, "X-Request-Id: ") || !strings.HasSuffix(final, "ok") {
+			t.Errorf("%s: the answer %q", tc.name, final)
+		}
+	}
+	got := rawExchange(t, h, "GET /api/x HTTP/1.0\r\nHost: x\r\n\r\n", false)
+	if !strings.HasPrefix(got, "HTTP/1.0 200 OK\r\n") || strings.Contains(got, "103") {
+		t.Errorf("HTTP/1.0: %q", got)
+	}
+}

@@ -259,7 +259,7 @@ func Run(ctx context.Context, c LoadConfig) (*Result, error) {
 		fallback := NewClient(c.ConcurrencyCap, c.Timeout)
 		own := h1.New(h1.Options{ConnectTimeout: c.Timeout, MaxIdlePerHost: c.ConcurrencyCap, Fallback: fallback.Transport})
 		defer own.CloseIdle()
-		l.send = func(req *http.Request) (*http.Response, error) { return own.Do(req, 0) }
+		l.send = func(req *http.Request) (*http.Response, error) { return own.Do(req, 0, nil) }
 		l.timeout = c.Timeout
 	}
 	return l.run(), nil

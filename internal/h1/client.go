@@ -12,6 +12,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"os"
 	"sync"
 	"syscall"
@@ -170,12 +172,21 @@ const MaxInlineBody = 16 << 10
 // end or closes it. idle bounds the upstream's silence while the body is
 // read (0: no bound): each wait for more of it, not the time the caller
 // takes between two reads; a body whose upstream falls silent longer fails
-// with ErrIdle. A request with a body of unknown length or over
-// MaxInlineBody bytes, to https, or asking for an upgrade goes to the
-// fallback.
-func (cl *Client) Do(req *http.Request, idle time.Duration) (*http.Response, error) {
+// with ErrIdle. interim, if not nil, is given each informational (1xx)
+// answer but 101 as it arrives, before the final one. A request with a
+// body of unknown length or over MaxInlineBody bytes, to https, or asking
+// for an upgrade goes to the fallback.
+func (cl *Client) Do(req *http.Request, idle time.Duration, interim Interim) (*http.Response, error) {
 	if req.URL.Scheme != "http" || req.Header["Upgrade"] != nil ||
 		req.Body != nil && req.Body != http.NoBody && (req.ContentLength <= 0 || req.ContentLength > MaxInlineBody) {
+		if interim != nil {
+			req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+				Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+					interim(code, http.Header(h))
+					return nil
+				},
+			}))
+		}
 		return cl.fallback.RoundTrip(req)
 	}
 	if req.Body != nil && req.Body != http.NoBody {
@@ -193,14 +204,17 @@ func (cl *Client) Do(req *http.Request, idle time.Duration) (*http.Response, err
 			req.Body = io.NopCloser(body)
 		}
 		restore()
-		return cl.send(req, idle, restore)
+		return cl.send(req, idle, restore, interim)
 	}
-	return cl.send(req, idle, nil)
+	return cl.send(req, idle, nil, interim)
 }
+
+// Interim is told of an informational answer (103 Early Hints, say).
+type Interim func(code int, h http.Header)
 
 // send sends req, whose body (if any) rewind sets again before a second
 // attempt.
-func (cl *Client) send(req *http.Request, idle time.Duration, rewind func()) (*http.Response, error) {
+func (cl *Client) send(req *http.Request, idle time.Duration, rewind func(), interim Interim) (*http.Response, error) {
 	addr := req.URL.Host
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		addr = net.JoinHostPort(addr, "80")
@@ -216,7 +230,7 @@ func (cl *Client) send(req *http.Request, idle time.Duration, rewind func()) (*h
 			}
 			return nil, err
 		}
-		resp, err := cl.exchange(c, req, idle)
+		resp, err := cl.exchange(c, req, idle, interim)
 		if err == nil {
 			return resp, nil
 		}
@@ -287,7 +301,7 @@ func ctxErr(ctx context.Context) error {
 	return nil
 }
 
-func (cl *Client) exchange(c *upconn, req *http.Request, idle time.Duration) (*http.Response, error) {
+func (cl *Client) exchange(c *upconn, req *http.Request, idle time.Duration, interim Interim) (*http.Response, error) {
 	ctx := req.Context()
 	// A client that goes away closes the upstream connection, which ends
 	// whatever read or write is waiting on it.
@@ -327,7 +341,7 @@ func (cl *Client) exchange(c *upconn, req *http.Request, idle time.Duration) (*h
 		return fail(err)
 	}
 	var resp *http.Response
-	for interim := 0; ; interim++ {
+	for skip := 0; ; skip++ {
 		r, err := http.ReadResponse(c.br, req)
 		if err != nil {
 			return fail(err)
@@ -340,13 +354,16 @@ func (cl *Client) exchange(c *upconn, req *http.Request, idle time.Duration) (*h
 				// ReadResponse removed "Connection: close"; put back the
 				// field as sent, for the caller to find every hop-by-hop
 				// field it names.
-				r.Header["Connection"] = connectionField(c.head, interim)
+				r.Header["Connection"] = connectionField(c.head, skip)
 			}
 			resp = r
 			break
 		}
 		if r.StatusCode == http.StatusSwitchingProtocols {
 			return fail(fmt.Errorf("upstream switched protocols without an upgrade request"))
+		}
+		if interim != nil {
+			interim(r.StatusCode, r.Header)
 		}
 	}
 	if cap(c.head) > 4<<10 {

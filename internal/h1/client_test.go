@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -44,7 +45,7 @@ func get(t *testing.T, cl *Client, ctx context.Context, method, rawURL string, i
 		t.Fatal(err)
 	}
 	req := (&http.Request{Method: method, URL: u, Host: u.Host, Header: http.Header{}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}).WithContext(ctx)
-	return cl.Do(req, idle)
+	return cl.Do(req, idle, nil)
 }
 
 func readAll(t *testing.T, resp *http.Response) string {
@@ -369,6 +370,36 @@ func TestClientKeepsTheConnectionFieldThatCloses(t *testing.T) {
 	}
 }
 
+func TestClientPassesInterimAnswersOn(t *testing.T) {
+	base, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := http.ReadRequest(br); err != nil {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"+
+				"HTTP/1.1 103 Early Hints\r\nLink: </b.js>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	cl := testClient(time.Second, time.Second)
+	defer cl.CloseIdle()
+	u, _ := url.Parse(base + "/")
+	var got []string
+	req := &http.Request{Method: "GET", URL: u, Host: u.Host, Header: http.Header{}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+	resp, err := cl.Do(req, 0, func(code int, h http.Header) {
+		got = append(got, fmt.Sprint(code, " ", h.Get("Link")))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, resp); resp.StatusCode != 200 || body != "ok" {
+		t.Fatalf("%d %q", resp.StatusCode, body)
+	}
+	want := []string{"100 ", "103 </a.css>; rel=preload", "103 </b.js>; rel=preload"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("interim answers %q, want %q", got, want)
+	}
+}
+
 func TestClientRefusesBadAnswers(t *testing.T) {
 	for _, tc := range []struct{ name, answer string }{
 		{"garbage", "SSH-2.0-OpenSSH\r\n\r\n"},
@@ -441,7 +472,7 @@ func TestClientBodies(t *testing.T) {
 				want = string(b)
 				req.Body = io.NopCloser(strings.NewReader(want))
 			}
-			resp, err := cl.Do(req, 0)
+			resp, err := cl.Do(req, 0, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -457,7 +488,7 @@ func TestClientBodies(t *testing.T) {
 	// A body shorter than its Content-Length is the caller's failure.
 	req, _ := http.NewRequest("POST", s.URL+"/echo", strings.NewReader("abc"))
 	req.ContentLength = 10
-	if _, err := cl.Do(req, 0); !errors.Is(err, ErrRequestBody) {
+	if _, err := cl.Do(req, 0, nil); !errors.Is(err, ErrRequestBody) {
 		t.Fatalf("short body: %v, want ErrRequestBody", err)
 	}
 }
@@ -471,7 +502,7 @@ func TestClientResendsABodyOnlyWhenSafe(t *testing.T) {
 		if key != "" {
 			req.Header.Set("Idempotency-Key", key)
 		}
-		resp, err := cl.Do(req, 0)
+		resp, err := cl.Do(req, 0, nil)
 		if err != nil {
 			return "", err
 		}
@@ -514,7 +545,7 @@ func TestClientResendsARequestNoneOfWhichWasWritten(t *testing.T) {
 	defer cl.CloseIdle()
 	post := func() (string, error) {
 		req, _ := http.NewRequest("POST", base+"/", strings.NewReader("entry"))
-		resp, err := cl.Do(req, 0)
+		resp, err := cl.Do(req, 0, nil)
 		if err != nil {
 			return "", err
 		}
@@ -671,7 +702,7 @@ func TestClientPostsAfterTheUpstreamClosedTheConnection(t *testing.T) {
 	body := strings.Repeat("p", MaxInlineBody)
 	for i := range 10 {
 		req, _ := http.NewRequest("POST", base+"/", strings.NewReader(body))
-		resp, err := cl.Do(req, 0)
+		resp, err := cl.Do(req, 0, nil)
 		if err != nil {
 			t.Fatalf("POST %d: %v", i, err)
 		}
@@ -699,7 +730,7 @@ func BenchmarkClient(b *testing.B) {
 			do := (&http.Transport{MaxIdleConnsPerHost: 100}).RoundTrip
 			if name == "own" {
 				cl := testClient(time.Second, 0)
-				do = func(r *http.Request) (*http.Response, error) { return cl.Do(r, 0) }
+				do = func(r *http.Request) (*http.Response, error) { return cl.Do(r, 0, nil) }
 			}
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
@@ -736,7 +767,7 @@ func BenchmarkClientBody(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		req := &http.Request{Method: "GET", URL: u, Host: u.Host, Header: http.Header{}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
-		resp, err := cl.Do(req, time.Minute)
+		resp, err := cl.Do(req, time.Minute, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -867,7 +898,7 @@ func TestClientProbesIdleConnections(t *testing.T) {
 					time.Sleep(400 * time.Millisecond) // well past the server's 50 ms
 				}
 				req, _ := http.NewRequest("POST", s.URL+"/", strings.NewReader("entry"))
-				resp, err := cl.Do(req, 0)
+				resp, err := cl.Do(req, 0, nil)
 				if err != nil {
 					t.Fatalf("POST %d after 400 ms idle: %v", i, err)
 				}
