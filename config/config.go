@@ -354,12 +354,10 @@ type Limit struct {
 	Align limit.Align `yaml:"align,omitempty"`
 
 	// TZ shifts epoch-aligned fixed windows so that day and hour windows
-	// begin at local midnight or on the local hour. Nil: UTC. The shift is
-	// the zone's offset when a request is decided, so in a zone with
-	// daylight saving time a day window restarts when the offset changes:
-	// on those two days a year a day window may admit up to twice its
-	// count. A zone without daylight saving time (Asia/Shanghai, UTC) has
-	// no such days.
+	// begin at local midnight or on the local hour. Nil: UTC. On the days
+	// a zone's offset changes (daylight saving time) a day window still
+	// runs from local midnight to local midnight, 23 or 25 hours
+	// (limit.Rule.ZoneAt).
 	TZ *time.Location `yaml:"tz,omitempty"`
 
 	// Shadow limits are decided, counted, logged and reported, but never

@@ -32,13 +32,12 @@ func (e *Entry) Live(now int64) bool { return e.Expires > now }
 
 // Check judges one request of hits against e at now without changing
 // anything but expired state. Call Validate on r first.
-func (r *Rule) Check(e *Entry, now int64, hits int64, off int64) Decision {
+func (r *Rule) Check(e *Entry, now int64, hits int64, z Zone) Decision {
 	cost := r.CostOf(hits)
 	d := Decision{Rule: r, Limit: r.p.n}
 	switch r.Algorithm {
 	case FixedWindow:
-		start, cur := r.fixedWindow(e, now, off)
-		end := start + r.p.window
+		_, end, cur := r.fixedWindow(e, now, z)
 		d.ResetAfter = us(end - now)
 		d.Allowed = cur+cost <= r.p.n
 		if d.Allowed {
@@ -136,13 +135,13 @@ func (r *Rule) CostOf(hits int64) int64 {
 }
 
 // Commit applies an admission that Check allowed at the same now.
-func (r *Rule) Commit(e *Entry, now int64, hits int64, off int64, lease string) {
+func (r *Rule) Commit(e *Entry, now int64, hits int64, z Zone, lease string) {
 	cost := r.CostOf(hits)
 	switch r.Algorithm {
 	case FixedWindow:
-		start, cur := r.fixedWindow(e, now, off)
+		start, end, cur := r.fixedWindow(e, now, z)
 		e.start, e.count = start, cur+cost
-		e.Expires = start + r.p.window
+		e.Expires = end
 	case SlidingWindow:
 		if e.logLen(now) == 0 {
 			e.log, e.head = e.log[:0], 0
@@ -171,14 +170,14 @@ func (r *Rule) Commit(e *Entry, now int64, hits int64, off int64, lease string) 
 }
 
 // Peek reads the state of e at now without consuming anything.
-func (r *Rule) Peek(e *Entry, now int64, off int64) State {
+func (r *Rule) Peek(e *Entry, now int64, z Zone) State {
 	s := State{Algorithm: r.Algorithm, Limit: r.p.n, Window: r.Window()}
 	switch r.Algorithm {
 	case FixedWindow:
-		start, cur := r.fixedWindow(e, now, off)
+		_, end, cur := r.fixedWindow(e, now, z)
 		s.Remaining = max(r.p.n-cur, 0)
 		if r.Align == AlignEpoch || e.Live(now) {
-			s.ResetAfter = us(start + r.p.window - now)
+			s.ResetAfter = us(end - now)
 		}
 	case SlidingWindow:
 		e.prune(now - r.p.window)
@@ -210,26 +209,26 @@ func (r *Rule) Renew(e *Entry, now int64, lease string) {
 	}
 }
 
-// WindowStart is the start of the fixed window aligned to the clock
-// (not AlignFirst) that holds now, in µs, for the zone offset off
-// (ZoneOffset, 0 in UTC). Call Validate on r first.
-func (r *Rule) WindowStart(now, off int64) int64 {
-	return floorDiv(now+off, r.p.window)*r.p.window - off
+// Bounds are the start and end, in µs, of the fixed window aligned to the
+// clock that holds now.
+func (z Zone) Bounds(now int64) (start, end int64) {
+	start = floorDiv(now+z.Off, z.Window)*z.Window - z.Off
+	return start, start + z.Window
 }
 
-// fixedWindow is the current window's start and count.
-func (r *Rule) fixedWindow(e *Entry, now, off int64) (start, count int64) {
+// fixedWindow is the current window's bounds and count.
+func (r *Rule) fixedWindow(e *Entry, now int64, z Zone) (start, end, count int64) {
 	if r.Align == AlignFirst {
 		if e.Live(now) {
-			return e.start, e.count
+			return e.start, e.start + r.p.window, e.count
 		}
-		return now, 0
+		return now, now + r.p.window, 0
 	}
-	start = r.WindowStart(now, off)
+	start, end = z.Bounds(now)
 	if e.Live(now) && e.start == start {
-		return start, e.count
+		return start, end, e.count
 	}
-	return start, 0
+	return start, end, 0
 }
 
 // bucket is the bucket's tokens at now and the time they are counted at.

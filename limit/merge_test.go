@@ -59,7 +59,7 @@ func TestMerge(t *testing.T) {
 	if r == fixed || r.StateID() != fixed.StateID() || r.Validate() != nil || r.CostOf(2) != 10 {
 		t.Fatalf("merged rule %+v", r)
 	}
-	if d := r.Check(new(Entry), 0, 1, 0); d.Allowed || d.Remaining != 3 || d.RetryAfter != time.Minute {
+	if d := r.Check(new(Entry), 0, 1, r.ZoneAt(time.UnixMicro(0))); d.Allowed || d.Remaining != 3 || d.RetryAfter != time.Minute {
 		t.Fatalf("a cost of 5 on a count of 3: %+v", d)
 	}
 

@@ -114,6 +114,7 @@ type Rule struct {
 	err  error
 	p    params
 	ext  atomic.Pointer[[]extension] // never changed in place: replaced whole
+	span atomic.Pointer[zoneSpan]    // the last window ZoneAt placed
 }
 
 // params are the rule in microseconds, derived once.
@@ -324,15 +325,6 @@ func find(es *[]extension, owner any) (any, bool) {
 	return nil, false
 }
 
-// zoneOffset is how far the rule's windows are shifted from the epoch at t, in µs.
-func (r *Rule) zoneOffset(t time.Time) int64 {
-	if r.p.fixedZ || r.Location == nil {
-		return 0
-	}
-	_, off := t.In(r.Location).Zone()
-	return int64(off) * 1e6
-}
-
 // WithCost returns a new rule with r's settings and Cost cost: it shares
 // r's counters, which depend on the name, algorithm, window and alignment,
 // not on the cost (the Envoy rate-limit service counts a descriptor's own
@@ -343,11 +335,6 @@ func (r *Rule) WithCost(cost int64) *Rule {
 		Align: r.Align, Location: r.Location, Shadow: r.Shadow, LeaseTTL: r.LeaseTTL,
 	}
 }
-
-// ZoneOffset is how far the rule's fixed windows are shifted from multiples
-// of the window since the epoch at t, in microseconds: the UTC offset of the
-// rule's Location, for windows that begin at local midnight or on the hour.
-func (r *Rule) ZoneOffset(t time.Time) int64 { return r.zoneOffset(t) }
 
 // Params exposes the rule in microseconds for stores that run the
 // algorithms elsewhere (the Redis store's scripts). Call Validate first.

@@ -59,8 +59,9 @@ type Request struct {
 	Limits []Limit
 
 	// Now is the caller's clock. The memory store decides at Now; the
-	// Redis store uses Redis's own clock and reads from Now only the zone
-	// offset of rules with a Location. Zero: the time Decide is called.
+	// Redis store uses Redis's own clock and reads from Now only where the
+	// windows of rules with a Location lie (Rule.ZoneAt). Zero: the time
+	// Decide is called.
 	Now time.Time
 
 	// Lease identifies the concurrency leases this request takes, chosen

@@ -65,6 +65,7 @@ func Run(t *testing.T, nh NewHarness) {
 	}{
 		{"FixedWindowEpoch", false, testFixedEpoch},
 		{"FixedWindowZone", false, testFixedZone},
+		{"FixedWindowZoneDST", false, testFixedZoneDST},
 		{"FixedWindowFirst", false, testFixedFirst},
 		{"SlidingWindow", false, testSliding},
 		{"TokenBucket", false, testTokenBucket},

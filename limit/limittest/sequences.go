@@ -59,6 +59,55 @@ func testFixedZone(t *testing.T, h *Harness) {
 	expect(t, h, limit.Limit{Rule: utc, Key: k}, true, 1)
 }
 
+// A day window in a zone with daylight saving time runs from local
+// midnight to local midnight on the days the offset changes too: 25 hours
+// when the clock goes back, 23 when it goes forward. It neither restarts
+// when the offset changes nor ends an hour early or late.
+func testFixedZoneDST(t *testing.T, h *Harness) {
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := rule(t, &limit.Rule{Name: "t:day-ny", Algorithm: limit.FixedWindow, Rate: rate(3, 24*time.Hour), Location: ny})
+	at := func(month time.Month, d, hour, min int) time.Time {
+		return time.Date(2030, month, d, hour, min, 0, int(time.Millisecond), ny)
+	}
+	for _, tc := range []struct {
+		name       string
+		before     time.Time // the day's first hour, before the change
+		after      time.Time // later that day, after it
+		late       time.Time // the day's last half hour
+		next       time.Time // the next local midnight
+		lateResets time.Duration
+	}{
+		// 2030-11-03: 02:00 EDT becomes 01:00 EST.
+		{"back", at(11, 3, 0, 30), at(11, 3, 3, 0), at(11, 3, 23, 30), at(11, 4, 0, 0), 30 * time.Minute},
+		// 2030-03-10: 02:00 EST becomes 03:00 EDT.
+		{"forward", at(3, 10, 1, 30), at(3, 10, 4, 0), at(3, 10, 23, 30), at(3, 11, 0, 0), 30 * time.Minute},
+	} {
+		k := limit.Limit{Rule: day, Key: limit.StringKey("u-" + tc.name)}
+		h.Set(tc.before)
+		for want := int64(2); want >= 0; want-- {
+			expect(t, h, k, true, want)
+		}
+		d := expect(t, h, k, false, 0)
+		near(t, h, tc.name+": ResetAfter before the change", d.ResetAfter, tc.next.Sub(tc.before)-time.Millisecond)
+		h.Set(tc.after)
+		expect(t, h, k, false, 0)
+		h.Set(tc.late)
+		d = expect(t, h, k, false, 0)
+		near(t, h, tc.name+": ResetAfter late in the day", d.ResetAfter, tc.lateResets-time.Millisecond)
+		if st := peek(t, h, day, k.Key); st.Remaining != 0 {
+			t.Fatalf("%s: Peek late in the day: %d remaining, want 0", tc.name, st.Remaining)
+		} else {
+			near(t, h, tc.name+": Peek's ResetAfter late in the day", st.ResetAfter, tc.lateResets-time.Millisecond)
+		}
+		h.Set(tc.next)
+		d = expect(t, h, k, true, 2)
+		near(t, h, tc.name+": ResetAfter of the next day", d.ResetAfter, tc.next.AddDate(0, 0, 1).Sub(tc.next)-time.Millisecond)
+	}
+}
+
 func testFixedFirst(t *testing.T, h *Harness) {
 	r := rule(t, &limit.Rule{Name: "t:first", Algorithm: limit.FixedWindow, Align: limit.AlignFirst, Rate: rate(2, 10*time.Second)})
 	l := limit.Limit{Rule: r, Key: limit.StringKey("u1")}

@@ -208,7 +208,7 @@ func (s *Store) decide(req *limit.Request) (limit.Result, error) {
 			created++
 		}
 		ents = append(ents, e)
-		d := l.Rule.Check(e, now, req.Hits, l.Rule.ZoneOffset(req.Now))
+		d := l.Rule.Check(e, now, req.Hits, l.Rule.ZoneAt(req.Now))
 		d.Key = l.Key
 		res.Decisions[j] = d
 		if !d.Allowed && !l.Rule.Shadow {
@@ -238,7 +238,7 @@ func (s *Store) decide(req *limit.Request) (limit.Result, error) {
 			sh.peak = max(sh.peak, len(sh.m))
 			s.live.Add(1)
 		}
-		l.Rule.Commit(e, now, req.Hits, l.Rule.ZoneOffset(req.Now), req.Lease)
+		l.Rule.Commit(e, now, req.Hits, l.Rule.ZoneAt(req.Now), req.Lease)
 		res.Delay = max(res.Delay, d.Delay)
 	}
 	return res, nil
@@ -260,7 +260,7 @@ func (s *Store) Peek(_ context.Context, now time.Time, r *limit.Rule, k limit.Ke
 	if e == nil {
 		e = new(limit.Entry)
 	}
-	return r.Peek(e, now.UnixMicro(), r.ZoneOffset(now)), nil
+	return r.Peek(e, now.UnixMicro(), r.ZoneAt(now)), nil
 }
 
 // Reset implements limit.Store.

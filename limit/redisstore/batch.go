@@ -210,11 +210,12 @@ func batchResult(req *limit.Request, now int64, v []rueidis.RedisMessage, o int)
 			return limit.Result{}, o, unavailable("decide", err)
 		}
 		o++
-		var off int64
+		z := limit.Zone{Window: a.w}
 		if a.zone {
-			off = l.Rule.ZoneOffset(req.Now)
+			z = l.Rule.ZoneAt(req.Now)
 		}
-		reset := us(l.Rule.WindowStart(now, off) + a.w - now)
+		_, end := z.Bounds(now)
+		reset := us(end - now)
 		d := limit.Decision{Rule: l.Rule, Key: l.Key, Allowed: x >= 0, Limit: a.n, Remaining: x, ResetAfter: reset}
 		if !d.Allowed {
 			d.Remaining = -1 - x
@@ -229,11 +230,11 @@ func batchResult(req *limit.Request, now int64, v []rueidis.RedisMessage, o int)
 }
 
 // argSet is one distinct set of a limit's arguments in a batch: most
-// requests of a batch share their rules, costs and zone offsets, so each
+// requests of a batch share their rules, costs and zone windows, so each
 // set is sent once and the requests refer to it.
 type argSet struct {
-	a          *ruleArgs
-	cost, zone int64
+	a                  *ruleArgs
+	cost, window, zone int64
 }
 
 // zoneBias is added to a zone offset in a batch, where every number is
@@ -246,7 +247,7 @@ const zoneBias = 1 << 47
 // double holds it exactly.
 func appendSet(b []byte, set argSet) []byte {
 	b = append(b, set.a.head[0][0], set.a.head[1][0])
-	for _, v := range [4]int64{set.a.n, set.a.w, set.cost, set.zone + zoneBias} {
+	for _, v := range [4]int64{set.a.n, set.window, set.cost, set.zone + zoneBias} {
 		b = append(b, byte(v>>48), byte(v>>40), byte(v>>32), byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
 	}
 	return b
@@ -275,8 +276,10 @@ func (s *Store) batchCall(c *scriptCall, ws []*waiter) int {
 			}
 			set := argSet{a: argsOf(l.Rule), cost: l.Rule.CostOf(w.req.Hits)}
 			want += replyLen(set.a)
+			set.window = set.a.w
 			if set.a.zone {
-				set.zone = l.Rule.ZoneOffset(w.req.Now)
+				z := l.Rule.ZoneAt(w.req.Now)
+				set.window, set.zone = z.Window, z.Off
 			}
 			// A batch holds few distinct sets: a scan costs less than
 			// a map.

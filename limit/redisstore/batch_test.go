@@ -35,20 +35,34 @@ func TestBatchSameAnswersAsReference(t *testing.T) {
 		valid(t, &limit.Rule{Name: "fixed-zone-day", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 20, Period: 24 * time.Hour}, Location: shanghai}),
 		// West of UTC the zone offset is negative.
 		valid(t, &limit.Rule{Name: "fixed-zone-west", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 15, Period: 24 * time.Hour}, Location: time.FixedZone("UTC-5", -5*3600)}),
+		// Seeds 1 and 2 cross New York's changes of offset, where its
+		// days are 25 and 23 hours long.
+		valid(t, &limit.Rule{Name: "fixed-zone-dst", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 20, Period: 24 * time.Hour}, Location: newYork(t)}),
 		valid(t, &limit.Rule{Name: "fixed-first", Algorithm: limit.FixedWindow, Align: limit.AlignFirst, Rate: limit.Rate{Count: 5, Period: 700 * time.Millisecond}}),
 		valid(t, &limit.Rule{Name: "fixed-cost", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 10, Period: 2 * time.Second}, Cost: 3}),
 		valid(t, &limit.Rule{Name: "shadow", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 3, Period: time.Second}, Shadow: true}),
 	}
 	keys := []limit.Key{limit.StringKey("a"), limit.StringKey("b"), limit.StringKey("c")}
 	c := client(t, s)
-	for seed := range uint64(3) {
+	// Seed 0 moves on by up to 0.3 s a step; seeds 1 and 2 by up to 20
+	// minutes, from New York's midnight before a change of offset to
+	// past the next.
+	starts := []struct {
+		at   time.Time
+		step time.Duration
+	}{
+		{time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), 300 * time.Millisecond},
+		{time.Date(2030, 11, 3, 4, 0, 0, 0, time.UTC), 20 * time.Minute},
+		{time.Date(2030, 3, 10, 5, 0, 0, 0, time.UTC), 20 * time.Minute},
+	}
+	for seed, start := range starts {
 		srv.Do(t, "FLUSHALL")
-		rng := rand.New(rand.NewPCG(seed, 7))
+		rng := rand.New(rand.NewPCG(uint64(seed), 7))
 		ref := reference{}
-		at(t, s, time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+		at(t, s, start.at)
 		decided, admitted := 0, 0
 		for step := range 150 {
-			s.SetOffset(s.Offset() + time.Duration(rng.IntN(300_000))*time.Microsecond)
+			s.SetOffset(s.Offset() + time.Duration(rng.Int64N(int64(start.step))))
 			now, err := s.Now(context.Background())
 			if err != nil {
 				t.Fatal(err)

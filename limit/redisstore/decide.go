@@ -105,10 +105,18 @@ func buildArgs(r *limit.Rule) any {
 }
 
 func (a *ruleArgs) appendTo(args []string, r *limit.Rule, hits int64, now time.Time) []string {
-	args = append(append(args, a.head[:]...), a.costArg(r, hits))
 	if a.zone {
-		return append(args, a.zoneArg(r, now))
+		// The window and offset of the zone's window at now: a window
+		// across a change of the offset is longer or shorter (ZoneAt).
+		z := r.ZoneAt(now)
+		w := a.head[3]
+		if z.Window != a.w {
+			w = strconv.FormatInt(z.Window, 10)
+		}
+		args = append(args, a.head[0], a.head[1], a.head[2], w, a.costArg(r, hits))
+		return append(args, strconv.FormatInt(z.Off, 10))
 	}
+	args = append(append(args, a.head[:]...), a.costArg(r, hits))
 	return append(args, a.tail...)
 }
 
@@ -119,11 +127,6 @@ func (a *ruleArgs) costArg(r *limit.Rule, hits int64) string {
 		return a.costS
 	}
 	return strconv.FormatInt(r.CostOf(hits), 10)
-}
-
-// zoneArg is the zone offset argument of algorithm z at now.
-func (a *ruleArgs) zoneArg(r *limit.Rule, now time.Time) string {
-	return strconv.FormatInt(r.ZoneOffset(now), 10)
 }
 
 func (s *Store) offsetArg() string {
@@ -187,8 +190,8 @@ func (c *scriptCall) put() {
 
 // Decide implements limit.Store with one script call for every limit of
 // the request. The script reads Redis TIME, so gateways whose clocks
-// disagree still agree on every window; req.Now gives only the zone offset
-// of rules with a Location.
+// disagree still agree on every window; req.Now gives only where the
+// windows of rules with a Location lie (limit.Rule.ZoneAt).
 func (s *Store) Decide(ctx context.Context, req *limit.Request) (limit.Result, error) {
 	return limit.DecideMerged(req, func(req *limit.Request) (limit.Result, error) { return s.decide(ctx, req) })
 }

@@ -61,7 +61,9 @@
 //	   first, s sliding, t bucket, c concurrency), shadow (0|1), n (count,
 //	   burst or limit), window µs (lease ttl µs for concurrency), cost
 //	   (rule cost × hits); then the zone offset µs for z, or tokens per µs
-//	   and queue µs for t
+//	   and queue µs for t. For z, window and offset are limit.Rule.ZoneAt's
+//	   at the caller's time: on a day the zone's offset changes, a day
+//	   window's real length and an offset that puts its start right
 //
 // A limit's first four arguments (and a bucket's last two) are formatted
 // once per rule and cached with limit.Rule.Ext. The reply is a flat integer

@@ -71,9 +71,13 @@ func checkExpiry(t testing.TB, srv *testredis.Server) {
 
 // shanghai is a zone whose days start at 16:00 UTC, for zone-aligned
 // windows.
-func shanghai(t *testing.T) *time.Location {
+func shanghai(t *testing.T) *time.Location { return zone(t, "Asia/Shanghai") }
+
+func newYork(t *testing.T) *time.Location { return zone(t, "America/New_York") }
+
+func zone(t *testing.T, name string) *time.Location {
 	t.Helper()
-	loc, err := time.LoadLocation("Asia/Shanghai")
+	loc, err := time.LoadLocation(name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,96 @@
+package limit
+
+import "time"
+
+// Zone places a rule's fixed windows aligned to the clock (AlignEpoch)
+// around one time: they are Window µs long and begin where the time plus
+// Off is a multiple of Window. Stores get it from ZoneAt and pass it to
+// Check, Commit and Peek; the Redis store sends both numbers to its
+// script, which places the window on Redis's clock the same way.
+type Zone struct {
+	Window int64 // µs
+	Off    int64 // µs
+}
+
+// zoneSpan is a window ZoneAt placed: its bounds in µs and its Zone.
+type zoneSpan struct {
+	start, end int64
+	zone       Zone
+}
+
+// ZoneAt returns where r's fixed windows lie around t. In UTC (a nil
+// Location) they are multiples of the window since the epoch. With a
+// Location they begin where the local clock reads such a multiple: local
+// midnight for day windows, the local hour for hour windows. Off is then
+// the zone's UTC offset at t, except for a window across a change of the
+// offset (daylight saving time): local midnight to local midnight is 23
+// or 25 hours on those days, and that window is described as one of its
+// real length, so that it neither restarts nor ends early when the offset
+// changes. The window after it begins at its end. Call Validate on r
+// first.
+func (r *Rule) ZoneAt(t time.Time) Zone {
+	w := r.p.window
+	if r.p.fixedZ || r.Location == nil || r.Algorithm != FixedWindow || r.Align != AlignEpoch {
+		return Zone{Window: w}
+	}
+	now := t.UnixMicro()
+	if sp := r.span.Load(); sp != nil && sp.start <= now && now < sp.end {
+		return sp.zone
+	}
+	sp := r.place(now)
+	r.span.Store(&sp)
+	return sp.zone
+}
+
+// maxZoneWindow bounds the windows ZoneAt places across a change of
+// offset: a longer one may hold more than one change, and keeps the
+// offset of the time it is asked for.
+const maxZoneWindow = int64(31 * 24 * time.Hour / time.Microsecond)
+
+// place works out the window of r's Location that holds now: where the
+// local clock read a multiple of the window, and where it reads the next,
+// across a change of offset (at most one each side) if the window holds
+// one.
+func (r *Rule) place(now int64) zoneSpan {
+	loc, w := r.Location, r.p.window
+	t := time.UnixMicro(now).In(loc)
+	_, o := t.Zone()
+	off := int64(o) * 1e6
+	ws := floorDiv(now+off, w) * w // the window's start on the local clock
+	plain := zoneSpan{start: ws - off, end: ws + w - off, zone: Zone{Window: w, Off: off}}
+	if w > maxZoneWindow {
+		return plain
+	}
+	start, end := plain.start, plain.end
+	zs, ze := t.ZoneBounds() // where the offset of now holds
+	// At a change of offset b the local clock jumps from b+prev to b+next.
+	// A window that holds both readings goes on across the change; one
+	// that holds only one of them ends or begins at it (the clock went
+	// forward past the rest, or went back and reads some of its times
+	// again, later, as a window of their own).
+	if b := zs.UnixMicro(); !zs.IsZero() && start <= b {
+		start = b
+		if prev := offsetAt(loc, b-1); ws < b+prev && b+prev <= ws+w {
+			start = ws - prev
+		}
+	}
+	if b := ze.UnixMicro(); !ze.IsZero() && end >= b {
+		end = b
+		if next := offsetAt(loc, b); ws <= b+next && b+next < ws+w {
+			end = ws + w - next
+		}
+	}
+	if start == plain.start && end == plain.end {
+		return plain
+	}
+	l := end - start
+	return zoneSpan{start: start, end: end, zone: Zone{Window: l, Off: floorMod(-start, l)}}
+}
+
+// offsetAt is loc's UTC offset at us µs since the epoch, in µs.
+func offsetAt(loc *time.Location, us int64) int64 {
+	_, off := time.UnixMicro(us).In(loc).Zone()
+	return int64(off) * 1e6
+}
+
+func floorMod(a, b int64) int64 { return a - floorDiv(a, b)*b }
