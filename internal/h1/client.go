@@ -382,7 +382,7 @@ func (cl *Client) exchange(c *upconn, req *http.Request, idle time.Duration, int
 
 // connectionField returns the values of the Connection fields of the
 // head after the first skip ones in rec, the bytes of an exchange's heads
-// as they arrived; "close" if rec was cut before it could tell.
+// as they arrived; just "close" if it finds none (rec was cut short).
 func connectionField(rec []byte, skip int) []string {
 	var vals []string
 	for {
@@ -392,13 +392,14 @@ func connectionField(rec []byte, skip int) []string {
 		}
 		var line []byte
 		line, rec = bytes.TrimSuffix(rec[:i], []byte{'\r'}), rec[i+1:]
-		switch {
-		case len(line) == 0:
+		if len(line) == 0 {
 			if skip == 0 {
-				return vals
+				break // the head's end
 			}
 			skip--
-		case skip == 0:
+			continue
+		}
+		if skip == 0 {
 			if name, v, ok := bytes.Cut(line, []byte{':'}); ok && bytes.EqualFold(name, []byte("Connection")) {
 				vals = append(vals, string(bytes.TrimSpace(v)))
 			}
