@@ -15,6 +15,7 @@ const (
 	CodeRouteNotFound       = "route_not_found"
 	CodeBadRequest          = "bad_request"
 	CodeBodyTooLarge        = "body_too_large"
+	CodeHeadersTooLarge     = "headers_too_large"
 	CodeKeyRequired         = "key_required"
 	CodeLimiterUnavailable  = "limiter_unavailable"
 )
@@ -29,6 +30,7 @@ var builtinMessages = map[string]string{
 	CodeRouteNotFound:       "No route matches this request",
 	CodeBadRequest:          "The request is malformed",
 	CodeBodyTooLarge:        "The request body is too large",
+	CodeHeadersTooLarge:     "The request headers are too large",
 	CodeKeyRequired:         "The request lacks the value this route is limited by",
 	CodeLimiterUnavailable:  "The rate limiter is unavailable, try again later",
 }

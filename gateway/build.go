@@ -85,6 +85,7 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 	rt.notFound = a(http.StatusNotFound, "route_not_found")
 	rt.badRequest = a(http.StatusBadRequest, "bad_request")
 	rt.tooLarge = a(http.StatusRequestEntityTooLarge, "body_too_large")
+	rt.headersTooLarge = a(http.StatusRequestHeaderFieldsTooLarge, config.CodeHeadersTooLarge)
 	rt.limiterUnavailable = a(http.StatusServiceUnavailable, "limiter_unavailable")
 	rt.upstreamTimeout = a(http.StatusGatewayTimeout, "upstream_timeout")
 	rt.upstreamUnavailable = a(http.StatusBadGateway, "upstream_unavailable")

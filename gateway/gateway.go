@@ -71,7 +71,7 @@ type runtime struct {
 	ridHeader string // canonical
 	maxBody   int64
 
-	keyRequired, notFound, badRequest, tooLarge,
+	keyRequired, notFound, badRequest, tooLarge, headersTooLarge,
 	limiterUnavailable, upstreamTimeout, upstreamUnavailable *httplimit.Answer
 	noRoute *routeMetrics
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"net/http"
@@ -409,22 +410,69 @@ routes:
 	}
 }
 
-func TestHeadersTooLarge(t *testing.T) {
-	up := newBackend(t, nil)
+// Requests net/http refuses before the gateway sees them get the
+// gateway's JSON answers through its listener, with a request id, and
+// count under no route; an upstream's own plain-text error passes as it
+// is.
+func TestProtocolErrorsAnswered(t *testing.T) {
+	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "upstream says no", http.StatusBadRequest) // plain text, as net/http's own
+	})
 	h := newHarness(t, basic, up)
 	srv := httptest.NewUnstartedServer(h.gw)
+	srv.Listener = h.gw.Listener(srv.Listener)
 	srv.Config.MaxHeaderBytes = 1024 // serve sets it from server.max_header_bytes
 	srv.Start()
 	defer srv.Close()
+
 	req, _ := http.NewRequest("GET", srv.URL+"/api/x", nil)
 	req.Header.Set("X-Request-Id", strings.Repeat("a", 1<<20))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	drain(resp)
-	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge || up.hits.Load() != 0 {
-		t.Fatalf("status %d, upstream hits %d", resp.StatusCode, up.hits.Load())
+	answerOf(t, resp, http.StatusRequestHeaderFieldsTooLarge, "headers_too_large")
+
+	for _, tc := range []struct {
+		name, request string
+		status        int
+	}{
+		{"a header line without a colon", "GET /api/x HTTP/1.1\r\nHost: x\r\nNo colon here\r\n\r\n", 400},
+		{"no Host", "GET /api/x HTTP/1.1\r\n\r\n", 400},
+		{"an unknown transfer coding", "POST /api/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: rot13\r\n\r\n", 501},
+		{"an unknown version", "GET /api/x HTTP/2.5\r\nHost: x\r\n\r\n", 505},
+	} {
+		conn, err := netDial(srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(conn, tc.request)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		answerOf(t, resp, tc.status, "bad_request")
+		if !resp.Close {
+			t.Errorf("%s: the connection is not closed", tc.name)
+		}
+		conn.Close()
+	}
+	if up.hits.Load() != 0 {
+		t.Fatalf("the upstream saw %d of the refused requests", up.hits.Load())
+	}
+	for status, want := range map[string]float64{"431": 1, "400": 2, "501": 1, "505": 1} {
+		if n := counterValue(t, h, "gateway_http_requests_total", map[string]string{"route": "", "code": status}); n != want {
+			t.Errorf("requests of no route with status %s: %v, want %v", status, n, want)
+		}
+	}
+
+	// An upstream's plain-text 400 is the upstream's answer, passed on.
+	resp, err = http.Get(srv.URL + "/api/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := drain(resp); resp.StatusCode != 400 || body != "upstream says no\n" || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		t.Fatalf("the upstream's 400: %d %q %v", resp.StatusCode, body, resp.Header)
 	}
 }
 

@@ -31,18 +31,23 @@ func NewAnswer(status int, code, message string) *Answer {
 // Write sends the answer. requestID is well formed (WellFormedID), so it
 // needs no JSON escaping; extra is appended inside the object as is.
 func (a *Answer) Write(w http.ResponseWriter, requestID string, extra string) {
-	body := make([]byte, 0, len(a.prefix)+len(requestID)+len(extra)+3)
-	body = append(body, a.prefix...)
-	body = append(body, requestID...)
-	body = append(body, '"')
-	body = append(body, extra...)
-	body = append(body, '}', '\n')
+	body := a.Body(requestID, extra)
 	h := w.Header()
 	h["Content-Type"] = jsonType
 	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	h["Cache-Control"] = noStore
 	w.WriteHeader(a.Status)
 	w.Write(body)
+}
+
+// Body is the answer's JSON body, as Write sends it.
+func (a *Answer) Body(requestID string, extra string) []byte {
+	body := make([]byte, 0, len(a.prefix)+len(requestID)+len(extra)+3)
+	body = append(body, a.prefix...)
+	body = append(body, requestID...)
+	body = append(body, '"')
+	body = append(body, extra...)
+	return append(body, '}', '\n')
 }
 
 var (

@@ -116,6 +116,7 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 			s.log.Error("cannot listen", "listener", "gateway", "error", err.Error())
 			return exitFailure
 		}
+		ln = gw.Listener(ln)
 	}
 	closeGateway := func() {
 		if ln != nil {

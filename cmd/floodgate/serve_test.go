@@ -361,6 +361,13 @@ func TestServeProxies(t *testing.T) {
 		t.Errorf("the upstream got request id %q, the client %q", up, id)
 	}
 
+	// Headers over server.max_header_bytes get the gateway's JSON answer,
+	// though net/http refuses them before the gateway sees them.
+	r = p.get("/api/hello", "X-Big", strings.Repeat("b", 128<<10))
+	if m := r.json(t); r.code != 431 || m["code"] != "headers_too_large" || m["request_id"] != r.header.Get("X-Request-Id") {
+		t.Errorf("headers over the limit: %d %s", r.code, r.body)
+	}
+
 	for _, path := range []string{"/healthz", "/readyz"} {
 		r := request(t, "GET", "http://"+f.admin+path)
 		if m := r.json(t); r.code != 200 || m["status"] != "ok" {
