@@ -12,10 +12,13 @@ type Zone struct {
 	Off    int64 // µs
 }
 
-// zoneSpan is a window ZoneAt placed: its bounds in µs and its Zone.
+// zoneSpan is a window ZoneAt placed: its bounds in µs and its Zone, and
+// the bounds of the windows before and after it.
 type zoneSpan struct {
 	start, end int64
 	zone       Zone
+	near       [4]int64 // the previous window's start, start, end, the next window's end
+	alike      bool     // the previous and next windows have the same Zone
 }
 
 // ZoneAt returns where r's fixed windows lie around t. In UTC (a nil
@@ -29,22 +32,42 @@ type zoneSpan struct {
 // changes. The window after it begins at its end. Call Validate on r
 // first.
 func (r *Rule) ZoneAt(t time.Time) Zone {
+	z, _, _ := r.ZoneNear(t)
+	return z
+}
+
+// ZoneNear is ZoneAt, with the bounds of the window that holds t and of
+// the windows before and after it (the previous one's start, its start,
+// its end, the next one's end), and whether all three have the same Zone.
+// A store whose clock is not t's (Redis's) may be in a neighbouring window:
+// when they are not alike (next to a change of offset), the Zone of t does
+// not place them, and the store places its time among the bounds.
+func (r *Rule) ZoneNear(t time.Time) (z Zone, near [4]int64, alike bool) {
 	w := r.p.window
 	if r.p.fixedZ || r.Location == nil || r.Algorithm != FixedWindow || r.Align != AlignEpoch {
-		return Zone{Window: w}
+		if w > 0 {
+			z = Zone{Window: w}
+			start, end := z.Bounds(t.UnixMicro())
+			near = [4]int64{start - w, start, end, end + w}
+		}
+		return z, near, true
 	}
 	now := t.UnixMicro()
-	if sp := r.span.Load(); sp != nil && sp.start <= now && now < sp.end {
-		return sp.zone
+	sp := r.span.Load()
+	if sp == nil || now < sp.start || now >= sp.end {
+		cur := r.place(now)
+		prev, next := r.place(cur.start-1), r.place(cur.end)
+		cur.near = [4]int64{prev.start, cur.start, cur.end, next.end}
+		cur.alike = prev.zone == cur.zone && next.zone == cur.zone
+		sp = &cur
+		r.span.Store(sp)
 	}
-	sp := r.place(now)
-	r.span.Store(&sp)
-	return sp.zone
+	return sp.zone, sp.near, sp.alike
 }
 
 // maxZoneWindow bounds the windows ZoneAt places across a change of
-// offset: a longer one may hold more than one change, and keeps the
-// offset of the time it is asked for.
+// offset as below; a longer one may hold more than one change, and is
+// placed by the local clock at its two ends alone.
 const maxZoneWindow = int64(31 * 24 * time.Hour / time.Microsecond)
 
 // place works out the window of r's Location that holds now: where the
@@ -59,7 +82,14 @@ func (r *Rule) place(now int64) zoneSpan {
 	ws := floorDiv(now+off, w) * w // the window's start on the local clock
 	plain := zoneSpan{start: ws - off, end: ws + w - off, zone: Zone{Window: w, Off: off}}
 	if w > maxZoneWindow {
-		return plain
+		// Where the local clock reads ws and ws + w, each with the offset
+		// of then, whatever changes lie between.
+		start := ws - offsetAt(loc, ws-off)
+		end := ws + w - offsetAt(loc, ws+w-off)
+		if start > now || end <= now || start == plain.start && end == plain.end {
+			return plain
+		}
+		return zoneSpan{start: start, end: end, zone: Zone{Window: end - start, Off: floorMod(-start, end-start)}}
 	}
 	start, end := plain.start, plain.end
 	zs, ze := t.ZoneBounds() // where the offset of now holds

@@ -18,7 +18,7 @@ func TestZoneWindowsTile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, w := range []time.Duration{30 * time.Minute, time.Hour, 6 * time.Hour, 24 * time.Hour, 7 * 24 * time.Hour} {
+		for _, w := range []time.Duration{30 * time.Minute, time.Hour, 6 * time.Hour, 24 * time.Hour, 7 * 24 * time.Hour, 40 * 24 * time.Hour} {
 			cached := zoneRule(t, w, loc)
 			var prevStart, prevEnd int64
 			from := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)

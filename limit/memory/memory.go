@@ -188,7 +188,8 @@ func (s *Store) decide(req *limit.Request) (limit.Result, error) {
 	// times arrive out of order. Deciding at the latest time any of these
 	// shards has seen keeps each key's time monotonic, as Redis's single
 	// thread does; otherwise a late request stamped with an earlier time
-	// would reopen a fixed window that had already moved on.
+	// would reopen a fixed window that had already moved on. A zone's
+	// windows are placed at that time too.
 	now := req.Now.UnixMicro()
 	for _, i := range locks {
 		now = max(now, s.shards[i].last)
@@ -208,7 +209,7 @@ func (s *Store) decide(req *limit.Request) (limit.Result, error) {
 			created++
 		}
 		ents = append(ents, e)
-		d := l.Rule.Check(e, now, req.Hits, l.Rule.ZoneAt(req.Now))
+		d := l.Rule.Check(e, now, req.Hits, l.Rule.ZoneAt(res.Time))
 		d.Key = l.Key
 		res.Decisions[j] = d
 		if !d.Allowed && !l.Rule.Shadow {
@@ -238,7 +239,7 @@ func (s *Store) decide(req *limit.Request) (limit.Result, error) {
 			sh.peak = max(sh.peak, len(sh.m))
 			s.live.Add(1)
 		}
-		l.Rule.Commit(e, now, req.Hits, l.Rule.ZoneAt(req.Now), req.Lease)
+		l.Rule.Commit(e, now, req.Hits, l.Rule.ZoneAt(res.Time), req.Lease)
 		res.Delay = max(res.Delay, d.Delay)
 	}
 	return res, nil

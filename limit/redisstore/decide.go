@@ -104,21 +104,34 @@ func buildArgs(r *limit.Rule) any {
 	return a
 }
 
-func (a *ruleArgs) appendTo(args []string, r *limit.Rule, hits int64, now time.Time) []string {
+// appendTo appends r's arguments for a request of hits at now. alike is
+// false for a zone's window next to a change of offset (limit.Rule.ZoneNear),
+// whose request is not batched: a batch places windows by one window and
+// offset.
+func (a *ruleArgs) appendTo(args []string, r *limit.Rule, hits int64, now time.Time) (_ []string, alike bool) {
 	if a.zone {
-		// The window and offset of the zone's window at now: a window
-		// across a change of the offset is longer or shorter (ZoneAt).
-		z := r.ZoneAt(now)
+		// The window and offset of the zone's window at now (a window
+		// across a change of the offset is longer or shorter), and the
+		// bounds of it and its neighbours, among which the script places
+		// its own time.
+		z, near, alike := r.ZoneNear(now)
 		w := a.head[3]
 		if z.Window != a.w {
 			w = strconv.FormatInt(z.Window, 10)
 		}
-		args = append(args, a.head[0], a.head[1], a.head[2], w, a.costArg(r, hits))
-		return append(args, strconv.FormatInt(z.Off, 10))
+		args = append(args, a.head[0], a.head[1], a.head[2], w, a.costArg(r, hits), strconv.FormatInt(z.Off, 10))
+		for _, b := range near {
+			args = append(args, strconv.FormatInt(b, 10))
+		}
+		return args, alike
 	}
 	args = append(append(args, a.head[:]...), a.costArg(r, hits))
-	return append(args, a.tail...)
+	return append(args, a.tail...), true
 }
+
+// zoneArgs is how many arguments a limit of algorithm z takes after its
+// head (appendTo): cost, offset and four bounds.
+const zoneArgs = 6
 
 // costArg is the cost argument of a request of hits on r: r.CostOf, at
 // most limit.MaxCost, which a Lua double holds exactly.
@@ -163,8 +176,9 @@ func (s *Store) decideArgs(c *scriptCall, req *limit.Request) {
 	c.args = append(c.args[:0], "d", s.offsetArg(), "", req.Lease)
 	fixed, sliding := true, false
 	for _, l := range req.Limits {
-		c.args = argsOf(l.Rule).appendTo(c.args, l.Rule, req.Hits, req.Now)
-		fixed = fixed && l.Rule.Algorithm == limit.FixedWindow
+		var alike bool
+		c.args, alike = argsOf(l.Rule).appendTo(c.args, l.Rule, req.Hits, req.Now)
+		fixed = fixed && l.Rule.Algorithm == limit.FixedWindow && alike
 		sliding = sliding || l.Rule.Algorithm == limit.SlidingWindow
 	}
 	if sliding {
@@ -173,6 +187,8 @@ func (s *Store) decideArgs(c *scriptCall, req *limit.Request) {
 	// Mode d spares the script the work that only other requests need.
 	// A request's keys are distinct in either mode: its limits on one
 	// counter, which is one stored key, were merged (limit.DecideMerged).
+	// A zone's window next to a change of offset goes by mode D, which is
+	// never batched.
 	if !fixed {
 		c.args[0] = "D"
 	}
@@ -340,7 +356,7 @@ func (s *Store) Peek(ctx context.Context, now time.Time, r *limit.Rule, k limit.
 		return limit.State{}, err
 	}
 	a := argsOf(r)
-	args := a.appendTo(append(make([]string, 0, base+7), "p", s.offsetArg(), "", ""), r, 1, now)
+	args, _ := a.appendTo(append(make([]string, 0, base+11), "p", s.offsetArg(), "", ""), r, 1, now)
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	v, err := decideScript.Exec(ctx, c, []string{limit.StoredKey(s.prefix, r, k)}, args).AsIntSlice()

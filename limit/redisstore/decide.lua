@@ -11,7 +11,8 @@
 --   3 token: makes sliding-window log members unique per decision
 --   4 lease id of concurrency limits
 --   then per limit: algorithm, shadow, n, window|lease ttl, cost, and
---   after them the zone offset (algorithm z) or tokens per µs and queue (t)
+--   after them the zone offset and the bounds of three windows (algorithm
+--   z, below) or tokens per µs and queue (t)
 --
 -- Redis runs one script at a time, so the CPU time of this one, which runs
 -- for every request, bounds how many requests a Redis can decide. Fixed
@@ -60,13 +61,35 @@ local function life(alg, reset, w)
   return pxat(reset + fmod(now, min(w, 60000000)))
 end
 
--- fixed returns the current fixed window's start and count, and whether
--- the stored window is the current one. v is the key's value as MGET reads
--- it: "start:count", or false. MGET reads a key of another type as false
--- where GET would fail, so a key left as a hash by an older version of
--- this script is no window, and the SET of the next admission replaces it.
--- j is where the limit's arguments start in ARGV, for the zone offset of
--- algorithm z, unless the caller has the offset as a number, off.
+-- zone returns the start and length of the window of algorithm z that
+-- holds t. ARGV from j + 6 are the bounds of three windows in a row that
+-- the caller placed around its own time: on the days a zone's offset
+-- changes they are not multiples of one window (a local day of 23 or 25
+-- hours), so Redis's time, which may be on either side of a bound the
+-- caller's is not, picks among them. Outside them, the windows are those
+-- of the window w and offset off.
+local function zone(t, j, w, off)
+  local b0, b3 = tonumber(ARGV[j + 6]), tonumber(ARGV[j + 9])
+  if t >= b0 and t < b3 then
+    local b1, b2 = tonumber(ARGV[j + 7]), tonumber(ARGV[j + 8])
+    if t < b1 then return b0, b1 - b0 end
+    if t < b2 then return b1, b2 - b1 end
+    return b2, b3 - b2
+  end
+  local x = t + off
+  local m = fmod(x, w)
+  if m < 0 then m = m + w end
+  return x - m - off, w
+end
+
+-- fixed returns the current fixed window's start and count, whether the
+-- stored window is the current one, and the window's length. v is the
+-- key's value as MGET reads it: "start:count", or false. MGET reads a key
+-- of another type as false where GET would fail, so a key left as a hash
+-- by an older version of this script is no window, and the SET of the
+-- next admission replaces it. j is where the limit's arguments start in
+-- ARGV, for algorithm z's zone, unless the caller has its offset as a
+-- number, off (a batch, whose windows around its time are all alike).
 local function fixed(v, alg, w, j, off)
   local s, c
   if v then
@@ -74,21 +97,22 @@ local function fixed(v, alg, w, j, off)
     if p then s, c = tonumber(sub(v, 1, p - 1)), tonumber(sub(v, p + 1)) end
   end
   if alg == 'F' then
-    if s and c and s + w > now then return s, c, true end
-    return now, 0, false
+    if s and c and s + w > now then return s, c, true, w end
+    return now, 0, false, w
   end
-  if alg ~= 'z' then
-    off = 0
-  elseif not off then
-    off = tonumber(ARGV[j + 5])
+  local start
+  if alg == 'z' and not off then
+    start, w = zone(now, j, w, tonumber(ARGV[j + 5]))
+  else
+    if alg ~= 'z' then off = 0 end
+    -- fmod is exact where a floor of a quotient could round up.
+    local x = now + off
+    local m = fmod(x, w)
+    if m < 0 then m = m + w end
+    start = x - m - off
   end
-  -- fmod is exact where a floor of a quotient could round up.
-  local x = now + off
-  local m = fmod(x, w)
-  if m < 0 then m = m + w end
-  local start = x - m - off
-  if c and s == start then return start, c, true end
-  return start, 0, false
+  if c and s == start then return start, c, true, w end
+  return start, 0, false, w
 end
 
 -- The helpers of the other algorithms are made only for the requests that
@@ -338,12 +362,10 @@ if ARGV[1] == 'r' then
         local mine = false
         if s and c and alg == 'F' then
           mine = s <= at and at < s + w
+        elseif s and c and alg == 'z' then
+          mine = s == zone(at, j, w, tonumber(ARGV[j + 5]))
         elseif s and c then
-          local off = 0
-          if alg == 'z' then off = tonumber(ARGV[j + 5]) end
-          local m = fmod(at + off, w)
-          if m < 0 then m = m + w end
-          mine = s == at - m
+          mine = s == at - fmod(at, w)
         end
         if mine then
           c = max(c - cost, 0)
@@ -358,9 +380,9 @@ if ARGV[1] == 'r' then
           end
         end
       end
-      local start, cur, live = fixed(v, alg, w, j)
+      local start, cur, live, wl = fixed(v, alg, w, j)
       rem = max(n - cur, 0)
-      if alg ~= 'F' or live then reset = start + w - now end
+      if alg ~= 'F' or live then reset = start + wl - now end
     elseif alg == 's' then
       if cost > 0 then
         local member = ARGV[3] .. ':' .. i
@@ -388,7 +410,7 @@ if ARGV[1] == 'r' then
       rem = max(n - leases(key), 0)
     end
     out[2 * i], out[2 * i + 1] = rem, reset
-    if alg == 'z' then j = j + 6 elseif alg == 't' then j = j + 7 else j = j + 5 end
+    if alg == 'z' then j = j + 10 elseif alg == 't' then j = j + 7 else j = j + 5 end
   end
   return out
 end
@@ -398,9 +420,9 @@ if ARGV[1] == 'p' then
   local n, w = tonumber(ARGV[7]), tonumber(ARGV[8])
   local rem, reset, inflight = 0, 0, 0
   if alg == 'f' or alg == 'F' or alg == 'z' then
-    local start, cur, live = fixed(redis.call('MGET', key)[1], alg, w, 5)
+    local start, cur, live, wl = fixed(redis.call('MGET', key)[1], alg, w, 5)
     rem = max(n - cur, 0)
-    if alg ~= 'F' or live then reset = start + w - now end
+    if alg ~= 'F' or live then reset = start + wl - now end
   elseif alg == 's' then
     local count = logged(key, w)
     rem = max(n - count, 0)
@@ -441,7 +463,7 @@ for i = 1, nk do
   local o = 3 * i - 1
   if alg == 'f' or alg == 'F' or alg == 'z' then
     if not fv then fv = redis.call('MGET', unpack(KEYS)) end
-    local v, start, cur, live = fv[i], 0, 0, false
+    local v, start, cur, live, wl = fv[i], 0, 0, false, w
     if alg == 'f' then
       -- fixed(), inline for the most common limit; now is positive.
       start = now - fmod(now, w)
@@ -453,9 +475,9 @@ for i = 1, nk do
         end
       end
     else
-      start, cur, live = fixed(v, alg, w, j)
+      start, cur, live, wl = fixed(v, alg, w, j)
     end
-    local reset = start + w - now
+    local reset = start + wl - now
     if cur + cost <= n then
       out[o], out[o + 1], out[o + 2] = n - cur - cost, reset, 0
       -- The value to write and its PXAT, or false for a window already
@@ -532,7 +554,7 @@ for i = 1, nk do
       if ARGV[j + 1] ~= '1' then admit = false end
     end
   end
-  if alg == 'z' then j = j + 6 elseif alg == 't' then j = j + 7 else j = j + 5 end
+  if alg == 'z' then j = j + 10 elseif alg == 't' then j = j + 7 else j = j + 5 end
 end
 
 if not admit then
@@ -551,7 +573,7 @@ if not admit then
       end
       out[o + 2] = 0
     end
-    if alg == 'z' then j = j + 6 elseif alg == 't' then j = j + 7 else j = j + 5 end
+    if alg == 'z' then j = j + 10 elseif alg == 't' then j = j + 7 else j = j + 5 end
   end
   return out
 end
@@ -611,6 +633,6 @@ for i = 1, nk do
       end
     end
   end
-  if alg == 'z' then j = j + 6 elseif alg == 't' then j = j + 7 else j = j + 5 end
+  if alg == 'z' then j = j + 10 elseif alg == 't' then j = j + 7 else j = j + 5 end
 end
 return out

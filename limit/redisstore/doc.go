@@ -50,9 +50,10 @@
 // on one counter, which is one key, are merged into one whose cost is
 // their sum before the store decides (limit.DecideMerged). ARGV:
 //
-//	1  mode: "d" decides a request whose limits are all fixed windows,
-//	   "D" any other request, "p" peeks at KEYS[1] (Peek), "b" a batch of
-//	   requests of mode d, "r" gives back (below)
+//	1  mode: "d" decides a request whose limits are all fixed windows
+//	   (but a zone's window next to a change of offset), "D" any other
+//	   request, "p" peeks at KEYS[1] (Peek), "b" a batch of requests of
+//	   mode d, "r" gives back (below)
 //	2  clock offset µs added to TIME: 0, except in tests
 //	3  decision token: makes sliding-window members unique (token:i, token:i:copy)
 //	4  lease id, for concurrency limits
@@ -60,10 +61,13 @@
 //	   algorithm (f fixed epoch, z fixed epoch in a Location, F fixed
 //	   first, s sliding, t bucket, c concurrency), shadow (0|1), n (count,
 //	   burst or limit), window µs (lease ttl µs for concurrency), cost
-//	   (rule cost × hits); then the zone offset µs for z, or tokens per µs
-//	   and queue µs for t. For z, window and offset are limit.Rule.ZoneAt's
-//	   at the caller's time: on a day the zone's offset changes, a day
-//	   window's real length and an offset that puts its start right
+//	   (rule cost × hits); then for z the zone offset µs and four bounds
+//	   µs, or for t tokens per µs and queue µs. For z, window, offset and
+//	   bounds are limit.Rule.ZoneNear's at the caller's time: the window
+//	   that holds it (on a day the zone's offset changes, a day window's
+//	   real length and an offset that puts its start at local midnight),
+//	   and the bounds of it and its two neighbours, among which the script
+//	   places Redis's time
 //
 // A limit's first four arguments (and a bucket's last two) are formatted
 // once per rule and cached with limit.Rule.Ext. The reply is a flat integer

@@ -37,7 +37,7 @@ func (ref reference) decideMerged(req *limit.Request, now int64) limit.Result {
 			ref[k] = new(limit.Entry)
 		}
 		ents[i] = ref[k]
-		d := l.Rule.Check(ents[i], now, req.Hits, l.Rule.ZoneAt(req.Now))
+		d := l.Rule.Check(ents[i], now, req.Hits, l.Rule.ZoneAt(res.Time))
 		d.Key = l.Key
 		res.Decisions[i] = d
 		if !d.Allowed && !l.Rule.Shadow {
@@ -52,7 +52,7 @@ func (ref reference) decideMerged(req *limit.Request, now int64) limit.Result {
 	}
 	for i, l := range req.Limits {
 		if d := res.Decisions[i]; d.Allowed {
-			l.Rule.Commit(ents[i], now, req.Hits, l.Rule.ZoneAt(req.Now), req.Lease)
+			l.Rule.Commit(ents[i], now, req.Hits, l.Rule.ZoneAt(res.Time), req.Lease)
 			res.Delay = max(res.Delay, d.Delay)
 		}
 	}

@@ -295,7 +295,7 @@ func (s *Store) giveBackGroup(ctx context.Context, c rueidis.Client, g *group, t
 		a := argsOf(l.Rule)
 		n := len(a.head) + 1 + len(a.tail)
 		if a.zone {
-			n = len(a.head) + 2
+			n = len(a.head) + zoneArgs
 		}
 		args = append(args, g.sc.args[from:from+n]...)
 		if !g.res.Decisions[j].Allowed {
