@@ -32,8 +32,16 @@ type zoneSpan struct {
 // changes. The window after it begins at its end. Call Validate on r
 // first.
 func (r *Rule) ZoneAt(t time.Time) Zone {
+	if !r.zoned() {
+		return Zone{Window: r.p.window}
+	}
 	z, _, _ := r.ZoneNear(t)
 	return z
+}
+
+// zoned reports whether r's windows are placed by a Location.
+func (r *Rule) zoned() bool {
+	return !r.p.fixedZ && r.Location != nil && r.Algorithm == FixedWindow && r.Align == AlignEpoch
 }
 
 // ZoneNear is ZoneAt, with the bounds of the window that holds t and of
@@ -44,7 +52,7 @@ func (r *Rule) ZoneAt(t time.Time) Zone {
 // not place them, and the store places its time among the bounds.
 func (r *Rule) ZoneNear(t time.Time) (z Zone, near [4]int64, alike bool) {
 	w := r.p.window
-	if r.p.fixedZ || r.Location == nil || r.Algorithm != FixedWindow || r.Align != AlignEpoch {
+	if !r.zoned() {
 		if w > 0 {
 			z = Zone{Window: w}
 			start, end := z.Bounds(t.UnixMicro())
