@@ -53,16 +53,6 @@ func (e *clockEnv) keyEnd(l limit.Limit) time.Time {
 	return now.Add(time.Duration(v.(int64)) * time.Millisecond)
 }
 
-// expireIfDue deletes l's key if Redis would have expired it by the store time at.
-func (e *clockEnv) expireIfDue(l limit.Limit, at time.Time) {
-	end := e.keyEnd(l)
-	e.t.Logf("key expires at %v (store time)", end.In(e.loc))
-	if !end.After(at) {
-		e.t.Logf("key would have expired at %v, before %v: deleting it as Redis would", end.In(e.loc), at.In(e.loc))
-		e.srv.Do(e.t, "DEL", limit.StoredKey(e.s.prefix, l.Rule, l.Key))
-	}
-}
-
 func newClockEnv(t *testing.T, name string) *clockEnv {
 	srv := testredis.Start(t)
 	return &clockEnv{t: t, srv: srv, s: open(t, srv), loc: zone(t, name)}
