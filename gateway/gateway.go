@@ -85,6 +85,9 @@ func (rt *runtime) localShare() float64 {
 
 // ServeHTTP serves one request: clean, route, limit, proxy, answer.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Until the connection goes idle, what it carries is this handler's
+	// answer, which Listener leaves as it is.
+	markHandled(r)
 	start := time.Now()
 	rt := g.rt.Load()
 	if r.Header["Upgrade"] != nil && g.upgrades.enter() {

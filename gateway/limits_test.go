@@ -411,16 +411,17 @@ routes:
 }
 
 // Requests net/http refuses before the gateway sees them get the
-// gateway's JSON answers through its listener, with a request id, and
-// count under no route; an upstream's own plain-text error passes as it
-// is.
+// gateway's JSON answers through its listener, with a request id and a
+// date, and count under no route; so does one that comes after a request
+// the gateway answered on the same connection. An upstream's own
+// plain-text error passes as it is.
 func TestProtocolErrorsAnswered(t *testing.T) {
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "upstream says no", http.StatusBadRequest) // plain text, as net/http's own
 	})
 	h := newHarness(t, basic, up)
 	srv := httptest.NewUnstartedServer(h.gw)
-	srv.Listener = h.gw.Listener(srv.Listener)
+	srv.Listener = h.gw.Listener(srv.Config, srv.Listener)
 	srv.Config.MaxHeaderBytes = 1024 // serve sets it from server.max_header_bytes
 	srv.Start()
 	defer srv.Close()
@@ -441,15 +442,28 @@ func TestProtocolErrorsAnswered(t *testing.T) {
 		{"no Host", "GET /api/x HTTP/1.1\r\n\r\n", 400},
 		{"an unknown transfer coding", "POST /api/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: rot13\r\n\r\n", 501},
 		{"an unknown version", "GET /api/x HTTP/2.5\r\nHost: x\r\n\r\n", 505},
+		{"an unknown expectation", "GET /api/x HTTP/1.1\r\nHost: x\r\nExpect: something\r\n\r\n", 417},
+		{"after an answered request", "GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\nGET /api/x HTTP/1.1\r\nHost: x\r\nNo colon here\r\n\r\n", 400},
 	} {
 		conn, err := netDial(srv.Listener.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
 		io.WriteString(conn, tc.request)
-		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		br := bufio.NewReader(conn)
+		if strings.HasPrefix(tc.request, "GET /nowhere") {
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			answerOf(t, resp, http.StatusNotFound, "route_not_found")
+		}
+		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if _, err := http.ParseTime(resp.Header.Get("Date")); err != nil {
+			t.Errorf("%s: Date %q: %v", tc.name, resp.Header.Get("Date"), err)
 		}
 		answerOf(t, resp, tc.status, "bad_request")
 		if !resp.Close {
@@ -460,7 +474,7 @@ func TestProtocolErrorsAnswered(t *testing.T) {
 	if up.hits.Load() != 0 {
 		t.Fatalf("the upstream saw %d of the refused requests", up.hits.Load())
 	}
-	for status, want := range map[string]float64{"431": 1, "400": 2, "501": 1, "505": 1} {
+	for status, want := range map[string]float64{"431": 1, "400": 3, "501": 1, "505": 1, "417": 1, "404": 1} {
 		if n := counterValue(t, h, "gateway_http_requests_total", map[string]string{"route": "", "code": status}); n != want {
 			t.Errorf("requests of no route with status %s: %v, want %v", status, n, want)
 		}

@@ -2,24 +2,64 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/httplimit"
 )
 
 // Listener returns ln with the answers net/http makes itself made the
-// gateway's. net/http refuses some requests before any handler sees them
-// — headers over server.max_header_bytes (431), a malformed request line
-// or header field (400), a transfer coding it does not know (501), an
-// HTTP version it does not speak (505) — and answers them in plain text.
-// Through this listener they get the JSON answer of SPEC §4.2 instead,
-// with a request id: 431 headers_too_large, the others bad_request with
-// their own status. They count in the metrics of no route.
-func (g *Gateway) Listener(ln net.Listener) net.Listener { return &answeringListener{ln, g} }
+// gateway's, and sets srv up to tell them apart; srv is to serve the
+// listener returned, with the gateway as its handler. net/http refuses some
+// requests before any handler sees them — headers over
+// server.max_header_bytes (431), a malformed request line or header field
+// (400), a transfer coding it does not know (501), an HTTP version it does
+// not speak (505), an expectation other than 100-continue (417) — and
+// answers them in plain text or with an empty body. Through this listener
+// they get the JSON answer of SPEC §4.2 instead, with a request id: 431
+// headers_too_large, the others bad_request with their own status. They
+// count in the metrics of no route.
+//
+// The listener knows such an answer by the state of its connection, not
+// by its bytes, which a proxied body or a joined connection may repeat:
+// it is a 4xx or 5xx that net/http writes while no request of the
+// connection is in the gateway's handler, on a connection never taken
+// over. srv's ConnContext makes the connection known to the handler,
+// which marks it as handling a request (ServeHTTP); its ConnState clears
+// the mark once the answer is out (the connection is idle again) and
+// marks a connection taken over for good. Hooks srv already has run too:
+// the one for ConnContext before, the one for ConnState after.
+func (g *Gateway) Listener(srv *http.Server, ln net.Listener) net.Listener {
+	connContext, connState := srv.ConnContext, srv.ConnState
+	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		if connContext != nil {
+			ctx = connContext(ctx, c)
+		}
+		if ac, ok := c.(*answeringConn); ok {
+			ctx = context.WithValue(ctx, connKey{}, ac)
+		}
+		return ctx
+	}
+	srv.ConnState = func(c net.Conn, st http.ConnState) {
+		if ac, ok := c.(*answeringConn); ok {
+			switch st {
+			case http.StateIdle:
+				ac.handled.Store(false)
+			case http.StateHijacked:
+				ac.hijacked.Store(true)
+			}
+		}
+		if connState != nil {
+			connState(c, st)
+		}
+	}
+	return &answeringListener{ln, g}
+}
 
 type answeringListener struct {
 	net.Listener
@@ -35,22 +75,36 @@ func (l *answeringListener) Accept() (net.Conn, error) {
 }
 
 // answeringConn replaces a write of net/http's own error answer with the
-// gateway's. net/http writes that answer in one write straight to the
-// connection, a status line followed by exactly plainErrorHead; an answer
-// of a handler's never has that head (net/http sorts the fields, so
-// Connection comes before Content-Type, and adds Date and
-// Content-Length).
+// gateway's. net/http writes that answer in one write, status line first,
+// and closes the connection after it.
 type answeringConn struct {
 	net.Conn
 	g *Gateway
+	// handled is set while a request of the connection is in the
+	// gateway's handler and until its answer is out; hijacked once the
+	// connection is taken over (a switch of protocols), after which its
+	// bytes are no longer HTTP answers. handled stays set then too, since
+	// no idle state follows a hijack, but that is net/http's doing, and
+	// hijacked does not depend on it.
+	handled, hijacked atomic.Bool
 }
 
-// plainErrorHead is what follows the status line of net/http's own error
-// answers (net/http/server.go, errorHeaders).
-var plainErrorHead = []byte("\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n")
+// connKey is the request context's key of the request's answeringConn.
+type connKey struct{}
+
+// markHandled marks r's connection as handling a request: what is written
+// to it until it goes idle is the handler's answer.
+func markHandled(r *http.Request) {
+	if ac, ok := r.Context().Value(connKey{}).(*answeringConn); ok {
+		ac.handled.Store(true)
+	}
+}
 
 func (c *answeringConn) Write(p []byte) (int, error) {
-	if status := plainErrorStatus(p); status != 0 {
+	if c.handled.Load() || c.hijacked.Load() {
+		return c.Conn.Write(p)
+	}
+	if status := errorStatus(p); status != 0 {
 		if _, err := c.Conn.Write(c.g.protocolAnswer(status)); err != nil {
 			return 0, err
 		}
@@ -68,19 +122,15 @@ func (c *answeringConn) CloseWrite() error {
 	return nil
 }
 
-// plainErrorStatus is the status of p if p is net/http's own error answer,
-// else 0.
-func plainErrorStatus(p []byte) int {
-	const prefix = "HTTP/1.1 "
-	if len(p) < len(prefix)+4 || p[len(prefix)] < '4' || p[len(prefix)] > '5' || string(p[:len(prefix)]) != prefix {
+// errorStatus is the status of p if p begins with the status line of a
+// 4xx or 5xx answer, else 0. net/http writes its own errors as HTTP/1.1,
+// and the 417 in the request's version.
+func errorStatus(p []byte) int {
+	if len(p) < 13 || !bytes.HasPrefix(p, []byte("HTTP/1.")) || p[7] != '0' && p[7] != '1' || p[8] != ' ' || p[12] != ' ' {
 		return 0
 	}
-	line := bytes.IndexByte(p, '\r')
-	if line < 0 || !bytes.HasPrefix(p[line:], plainErrorHead) {
-		return 0
-	}
-	status, err := strconv.Atoi(string(p[len(prefix) : len(prefix)+3]))
-	if err != nil {
+	status, err := strconv.Atoi(string(p[9:12]))
+	if err != nil || status < 400 || status > 599 {
 		return 0
 	}
 	return status
@@ -100,6 +150,7 @@ func (g *Gateway) protocolAnswer(status int) []byte {
 		"Content-Type":   {"application/json"},
 		"Cache-Control":  {"no-store"},
 		"Content-Length": {strconv.Itoa(len(body))},
+		"Date":           {timeNow().UTC().Format(http.TimeFormat)},
 		rt.ridHeader:     {rid},
 	}
 	resp := &http.Response{

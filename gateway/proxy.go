@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/floodgate-gw/floodgate/httplimit"
 	"github.com/floodgate-gw/floodgate/internal/h1"
 )
 
@@ -98,22 +99,82 @@ func removeHopHeaders(h http.Header) {
 	}
 }
 
-// relayInterim sends an upstream's informational answer to the client.
-// net/http writes a 1xx with the response's header map as it is then and
-// leaves the map as it was, so the map holds the answer's fields only for
-// the write: the gateway's own (the request id) wait for the final answer.
+// maxInterim bounds the informational answers of one exchange. Once
+// they are passed on, http.Transport reads them without a bound of its
+// own, and an upstream that sent them without end would hold the handler
+// until the upstream timeout, the client reading each.
+const maxInterim = 16
+
+var (
+	errTooManyInterim = fmt.Errorf("the upstream sent more than %d informational answers", maxInterim)
+	errInterimLate    = errors.New("an informational answer after the exchange ended")
+)
+
+// interimRelay passes an exchange's informational answers on to the
+// client. On the fallback's path they come on http.Transport's reading
+// goroutine, which goes on after Do returned with an error (a timeout, a
+// client gone) until it finds the connection closed; the handler then
+// writes its own answer to the same ResponseWriter, whose header map and
+// connection a late relay would share. So the relay holds mu while it
+// writes, and end, called as soon as Do returns, makes the ones after it
+// do nothing.
+type interimRelay struct {
+	w    http.ResponseWriter
+	mu   sync.Mutex
+	done bool
+	n    int
+}
+
+func (ir *interimRelay) pass(code int, uh http.Header) error {
+	ir.mu.Lock()
+	defer ir.mu.Unlock()
+	if ir.done {
+		// Stops the Transport reading more of what nobody will see.
+		return errInterimLate
+	}
+	// 100 Continue counts too: it is not passed on, but the Transport
+	// reads any number of it just the same.
+	if ir.n++; ir.n > maxInterim {
+		return errTooManyInterim // the exchange fails: 502
+	}
+	relayInterim(ir.w, code, uh)
+	return nil
+}
+
+// end waits for a relay under way to finish and makes the later ones do
+// nothing.
+func (ir *interimRelay) end() {
+	ir.mu.Lock()
+	ir.done = true
+	ir.mu.Unlock()
+}
+
+// relayInterim sends an upstream's informational answer to the client,
+// without its hop-by-hop fields and without the rate-limit fields, which
+// are the gateway's alone (SPEC §4.3). net/http writes a 1xx with the
+// response's header map as it is then and leaves the map as it was, so
+// the map holds the answer's fields only for the write. The gateway's own
+// fields set by then (the request id) replace the upstream's of the same
+// name, as they do on the final answer; the others wait for the final
+// answer.
 func relayInterim(w http.ResponseWriter, code int, uh http.Header) {
 	if code == http.StatusContinue {
 		return
 	}
 	removeHopHeaders(uh)
+	httplimit.RemoveHeaders(uh)
 	h := w.Header()
 	kept := maps.Clone(h)
+	for k := range uh {
+		if vv, own := kept[k]; own {
+			uh[k] = vv
+		}
+	}
 	clear(h)
-	copyHeader(h, uh)
+	maps.Copy(h, uh)
 	w.WriteHeader(code)
 	clear(h)
-	copyHeader(h, kept)
+	maps.Copy(h, kept)
 }
 
 func textproto(s string) string {
@@ -175,10 +236,14 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	// Informational answers (103 Early Hints) go on to the client as they
 	// come; not to an HTTP/1.0 client, which cannot take them, and not 100
 	// Continue, which the gateway's server sends itself when the handler
-	// first reads a body that was asked for with Expect.
+	// first reads a body that was asked for with Expect. Nor to a client
+	// that asked for that 100: on http.Transport's path its body is first
+	// read on the Transport's writing goroutine, and net/http writes the
+	// 100 there, out of step with a relay on the reading goroutine.
 	var interim h1.Interim
-	if r.ProtoAtLeast(1, 1) {
-		interim = func(code int, uh http.Header) { relayInterim(w, code, uh) }
+	relay := &interimRelay{w: w}
+	if r.ProtoAtLeast(1, 1) && (body == nil || !hasToken(r.Header["Expect"], "100-continue")) {
+		interim = relay.pass
 	}
 	var resp *http.Response
 	var err error
@@ -196,6 +261,8 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 			break
 		}
 	}
+	// From here on the handler alone writes to w.
+	relay.end()
 	if err != nil {
 		o := classify(r.Context(), err)
 		if body != nil && !o.client && o.status != statusClientClosed {

@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -202,5 +204,308 @@ func TestEarlyHintsRelayed(t *testing.T) {
 	got := rawExchange(t, h, "GET /api/x HTTP/1.0\r\nHost: x\r\n\r\n", false)
 	if !strings.HasPrefix(got, "HTTP/1.0 200 OK\r\n") || strings.Contains(got, "103") {
 		t.Errorf("HTTP/1.0: %q", got)
+	}
+}
+
+// rawUpstream is an upstream that hands each connection to handle, which
+// reads the request and writes the answer itself; it returns its URL.
+func rawUpstream(t *testing.T, handle func(c net.Conn, br *bufio.Reader)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				handle(c, bufio.NewReader(c))
+			})
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// answering answers a connection's first request, once its body is read,
+// with answer as it is.
+func answering(answer string) func(c net.Conn, br *bufio.Reader) {
+	return func(c net.Conn, br *bufio.Reader) {
+		r, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(c, answer)
+	}
+}
+
+// routeTo is a gateway with one route, /api/**, to the upstream at url,
+// with extra added to the route's upstream settings.
+func routeTo(t *testing.T, url, extra string) *harness {
+	return newHarness(t, `
+admin: {listen: ""}
+routes:
+  - id: api
+    match: {path: /api/**}
+    upstream: {targets: ["`+url+`"]`+extra+`}
+`, nil)
+}
+
+// The two client paths: a request the gateway's own client sends, and
+// one whose body of unknown length goes through http.Transport.
+var bothPaths = []struct{ name, request string }{
+	{"plain", "GET /api/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"},
+	{"streamed body", "POST /api/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n2\r\nhi\r\n0\r\n\r\n"},
+}
+
+// An upstream that sends informational answers without end gets 16 of
+// them passed on, then the gateway's 502, on either client path, and at
+// once: http.Transport reads any number of them once they are passed on,
+// and the gateway's own client would read them up to its 1 MiB head
+// budget, relaying each.
+func TestEndlessInterimAnswers(t *testing.T) {
+	up := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		r, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		go io.Copy(io.Discard, r.Body)
+		for {
+			if _, err := io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"); err != nil {
+				return
+			}
+		}
+	})
+	h := routeTo(t, up, ", timeout: 10s")
+	for _, p := range bothPaths {
+		start := time.Now()
+		got := rawExchange(t, h, p.request, false)
+		hints, final, _ := strings.Cut(got, "HTTP/1.1 502 Bad Gateway\r\n")
+		if n := strings.Count(hints, "HTTP/1.1 103 Early Hints\r\n"); n != maxInterim || len(hints) != n*len("HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n") {
+			t.Errorf("%s: %d informational answers (%d bytes) before the final one, want %d", p.name, n, len(hints), maxInterim)
+		}
+		if !strings.Contains(final, "X-Request-Id: ") || !strings.Contains(final, `"code":"upstream_unavailable"`) {
+			t.Errorf("%s: the final answer %.300q, want 502 upstream_unavailable", p.name, final)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("%s: took %v", p.name, took)
+		}
+	}
+}
+
+// blockingWriter is a ResponseWriter whose first informational answer
+// waits until release is closed, as a write to a client that does not
+// read would.
+type blockingWriter struct {
+	mu      sync.Mutex
+	h       http.Header
+	release chan struct{}
+	blocked chan struct{} // closed when the first 1xx waits
+	interim int           // 1xx answers written
+	late    int           // of them, after the final answer
+	status  int
+	final   http.Header // the header map as the final answer went
+	body    strings.Builder
+}
+
+func (w *blockingWriter) Header() http.Header { return w.h }
+
+func (w *blockingWriter) WriteHeader(code int) {
+	w.mu.Lock()
+	if code < 200 {
+		w.interim++
+		if w.status != 0 {
+			w.late++
+		}
+		first := w.interim == 1
+		w.mu.Unlock()
+		if first {
+			close(w.blocked)
+			<-w.release
+		}
+		return
+	}
+	defer w.mu.Unlock()
+	if w.status == 0 {
+		w.status, w.final = code, w.h.Clone()
+	}
+}
+
+func (w *blockingWriter) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.body.Write(p)
+}
+
+// On http.Transport's path an informational answer is relayed on the
+// Transport's goroutine, which outlives a timed-out exchange. A relay
+// still writing when the upstream timeout ends the exchange finishes
+// before the handler writes its 504, which has the gateway's fields and
+// none of the relayed answer's; and no relay follows the 504.
+func TestInterimRelayEndsWithTheExchange(t *testing.T) {
+	up := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		r, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, r.Body)
+		// Six at once: the Transport has the last five read when the
+		// first one's relay waits, and goes on with them after the
+		// timeout. Then nothing, until the gateway gives up and closes.
+		io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"+
+			strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </b.css>; rel=preload\r\n\r\n", 5))
+		io.Copy(io.Discard, br)
+	})
+	h := routeTo(t, up, ", timeout: 100ms")
+	w := &blockingWriter{h: http.Header{}, release: make(chan struct{}), blocked: make(chan struct{})}
+	r := httptest.NewRequest("POST", "/api/x", io.NopCloser(strings.NewReader("hi")))
+	r.ContentLength = -1 // through http.Transport
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		h.gw.ServeHTTP(w, r)
+	}()
+	<-w.blocked
+	time.Sleep(300 * time.Millisecond) // the timeout passes while the relay waits
+	close(w.release)
+	<-served
+	time.Sleep(100 * time.Millisecond) // room for a late relay
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.status != http.StatusGatewayTimeout || w.final.Get("X-Request-Id") == "" || w.final.Get("Link") != "" {
+		t.Fatalf("the answer: %d %v %q, want a 504 with the request id and no Link", w.status, w.final, w.body.String())
+	}
+	if w.late != 0 {
+		t.Errorf("%d informational answers relayed after the final one", w.late)
+	}
+}
+
+// An informational answer passes on without the upstream's rate-limit
+// fields, which are the gateway's alone, and with the gateway's request
+// id in place of the upstream's; the hop-by-hop fields its Connection
+// field names stay behind, also when it says close.
+func TestInterimAnswersCarryTheGatewaysFields(t *testing.T) {
+	up := rawUpstream(t, answering("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\nX-Request-Id: upstream-made\r\n"+
+		"RateLimit: \"up\";r=999\r\nRatelimit-Policy: \"up\";q=1000\r\nX-RateLimit-Remaining: 999\r\n\r\n"+
+		"HTTP/1.1 103 Early Hints\r\nLink: </b>\r\nConnection: close, X-Secret\r\nX-Secret: s\r\n\r\n"+
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+	h := newHarness(t, `
+admin: {listen: ""}
+routes:
+  - id: api
+    match: {path: /api/**}
+    upstream: {targets: ["`+up+`"]}
+    limits: [{name: ip, key: [ip], rate: 100/min}]
+`, nil)
+	for _, p := range bothPaths {
+		got := rawExchange(t, h, p.request, false)
+		hints, final, ok := strings.Cut(got, "HTTP/1.1 200 OK\r\n")
+		if !ok || strings.Count(hints, "HTTP/1.1 103 Early Hints\r\n") != 2 {
+			t.Fatalf("%s: %q, want two 103s and the 200", p.name, got)
+		}
+		_, rest, _ := strings.Cut(final, "X-Request-Id: ")
+		rid, _, _ := strings.Cut(rest, "\r\n")
+		if rid == "" || !strings.Contains(hints, "X-Request-Id: "+rid+"\r\n") || strings.Contains(hints, "upstream-made") {
+			t.Errorf("%s: the hints %q, want the gateway's request id %q in place of the upstream's", p.name, hints, rid)
+		}
+		if strings.Contains(strings.ToLower(hints), "ratelimit") {
+			t.Errorf("%s: the upstream's rate-limit fields were relayed: %q", p.name, hints)
+		}
+		if !strings.Contains(hints, "Link: </a>\r\n") || !strings.Contains(hints, "Link: </b>\r\n") {
+			t.Errorf("%s: the hints %q lack their Link fields", p.name, hints)
+		}
+		// http.Transport drops a Connection field that says close, and
+		// with it the names it lists: the fields named stay behind on the
+		// gateway's own client's path only.
+		if p.name == "plain" && strings.Contains(hints, "X-Secret") {
+			t.Errorf("%s: a field the 103's Connection field names was relayed: %q", p.name, hints)
+		}
+		for _, f := range []string{"X-Request-Id: ", "Ratelimit: ", "Ratelimit-Policy: ", "X-Ratelimit-Remaining: "} {
+			if n := strings.Count(final, f); n != 1 {
+				t.Errorf("%s: the final answer has %d %q: %q", p.name, n, f, final)
+			}
+		}
+		if strings.Contains(final, "upstream-made") || strings.Contains(final, "Link:") {
+			t.Errorf("%s: the final answer %q", p.name, final)
+		}
+	}
+}
+
+// A status under 100 ("099", which net/http reads as 99) is no answer:
+// 502 upstream_unavailable on either client path, counted by the breaker
+// as the upstream's failure.
+func TestStatusUnder100(t *testing.T) {
+	up := rawUpstream(t, answering("HTTP/1.1 099 Odd\r\nContent-Length: 2\r\n\r\nok"))
+	h := newHarness(t, `
+admin: {listen: ""}
+routes:
+  - id: api
+    match: {path: /api/**}
+    upstream: {targets: ["`+up+`"]}
+    breaker: {enabled: true, min_calls: 10}
+`, nil)
+	for _, p := range bothPaths {
+		got := rawExchange(t, h, p.request, false)
+		if !strings.HasPrefix(got, "HTTP/1.1 502 ") || !strings.Contains(got, `"code":"upstream_unavailable"`) {
+			t.Errorf("%s: %q, want 502 upstream_unavailable", p.name, got)
+		}
+	}
+	if b := h.gw.Breakers(); len(b) != 1 || b[0].Failures != 2 {
+		t.Errorf("breakers %+v, want two failures", b)
+	}
+}
+
+// The hop-by-hop fields a Connection field that says close names stay
+// with the upstream on the gateway's own client's path, wherever the
+// field is: folded over two lines, after 64 KiB of interim answers, after
+// 64 KiB of the head's own fields.
+func TestHopFieldsNamedByAClosingConnectionField(t *testing.T) {
+	const get = "GET /api/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+	for _, tc := range []struct{ name, answer string }{
+		{"folded", "HTTP/1.1 200 OK\r\nConnection: close,\r\n X-Secret\r\nX-Secret: s\r\nContent-Length: 2\r\n\r\nok"},
+		{"after 64 KiB of interim answers", strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </"+strings.Repeat("l", 5000)+">\r\n\r\n", 15) +
+			"HTTP/1.1 200 OK\r\nConnection: X-Secret, close\r\nX-Secret: s\r\nContent-Length: 2\r\n\r\nok"},
+		{"after 64 KiB of fields", "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("b", 70<<10) + "\r\nConnection: X-Secret, close\r\nX-Secret: s\r\nContent-Length: 2\r\n\r\nok"},
+	} {
+		h := routeTo(t, rawUpstream(t, answering(tc.answer)), "")
+		got := rawExchange(t, h, get, false)
+		_, final, _ := strings.Cut(got, "HTTP/1.1 200 OK\r\n")
+		if !strings.HasSuffix(final, "\r\n\r\nok") {
+			t.Fatalf("%s: %.300q", tc.name, got)
+		}
+		if strings.Contains(final, "X-Secret") {
+			t.Errorf("%s: the field Connection names reached the client", tc.name)
+		}
+	}
+}
+
+// A client that sends its body with Expect: 100-continue gets the 100 from
+// the gateway's server when the body is first read, which on
+// http.Transport's path happens on the Transport's writing goroutine: no
+// informational answer is relayed to it meanwhile from the reading one.
+func TestNoInterimAnswersBesideAContinue(t *testing.T) {
+	up := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		r, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 100 Continue\r\n\r\n"+
+			strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </b>\r\n\r\n", 10))
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	})
+	h := routeTo(t, up, "")
+	for range 10 {
+		got := rawExchange(t, h, "POST /api/x HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n2\r\nhi\r\n0\r\n\r\n", false)
+		if !strings.HasPrefix(got, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n") || !strings.HasSuffix(got, "ok") {
+			t.Fatalf("%q, want the 100 and the answer", got)
+		}
 	}
 }

@@ -96,12 +96,20 @@ func (v *headerValues) set(h http.Header) {
 // the one reported. Names in any case count: a handler may write to the
 // map without canonicalizing them.
 func (v *headerValues) replace(h http.Header) {
+	RemoveHeaders(h)
+	v.set(h)
+}
+
+// RemoveHeaders removes every RateLimit, RateLimit-* and X-RateLimit-*
+// header from h, in any case: an upstream's, from an answer that passes
+// on without the gateway's own (an informational one, which comes before
+// the gateway reports its limits).
+func RemoveHeaders(h http.Header) {
 	for k := range h {
 		if rateLimitHeader(k) {
 			delete(h, k)
 		}
 	}
-	v.set(h)
 }
 
 // rateLimitHeader reports whether name, in any case, is RateLimit or

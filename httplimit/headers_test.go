@@ -1,6 +1,9 @@
 package httplimit
 
 import (
+	"maps"
+	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -57,5 +60,17 @@ func TestRateLimitHeader(t *testing.T) {
 		if got := rateLimitHeader(name); got != want {
 			t.Errorf("rateLimitHeader(%q) = %v, want %v", name, got, want)
 		}
+	}
+}
+
+func TestRemoveHeaders(t *testing.T) {
+	h := http.Header{
+		"Ratelimit": {"a"}, "Ratelimit-Policy": {"b"}, "X-Ratelimit-Remaining": {"c"}, "x-ratelimit-used": {"d"},
+		"Link": {"</a>"}, "Retry-After": {"5"}, "X-Ratelimiting": {"e"},
+	}
+	RemoveHeaders(h)
+	want := http.Header{"Link": {"</a>"}, "Retry-After": {"5"}, "X-Ratelimiting": {"e"}}
+	if !maps.EqualFunc(h, want, slices.Equal) {
+		t.Errorf("RemoveHeaders left %v, want %v", h, want)
 	}
 }

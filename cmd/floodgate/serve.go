@@ -116,7 +116,6 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 			s.log.Error("cannot listen", "listener", "gateway", "error", err.Error())
 			return exitFailure
 		}
-		ln = gw.Listener(ln)
 	}
 	closeGateway := func() {
 		if ln != nil {
@@ -129,6 +128,9 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		ErrorLog:          slog.NewLogLogger(s.log.With("listener", "gateway").Handler(), slog.LevelWarn),
+	}
+	if ln != nil {
+		ln = gw.Listener(srv, ln)
 	}
 	var adminSrv *http.Server
 	var adminLn net.Listener

@@ -367,6 +367,16 @@ func TestServeProxies(t *testing.T) {
 	if m := r.json(t); r.code != 431 || m["code"] != "headers_too_large" || m["request_id"] != r.header.Get("X-Request-Id") {
 		t.Errorf("headers over the limit: %d %s", r.code, r.body)
 	}
+	// So does an expectation net/http does not know, which it answers
+	// itself; the gateway's own answers pass as they are.
+	r = p.get("/api/hello", "Expect", "something")
+	if m := r.json(t); r.code != 417 || m["code"] != "bad_request" || m["request_id"] != r.header.Get("X-Request-Id") {
+		t.Errorf("an unknown expectation: %d %s", r.code, r.body)
+	}
+	r = p.get("/nowhere")
+	if m := r.json(t); r.code != 404 || m["code"] != "route_not_found" {
+		t.Errorf("GET /nowhere: %d %s", r.code, r.body)
+	}
 
 	for _, path := range []string{"/healthz", "/readyz"} {
 		r := request(t, "GET", "http://"+f.admin+path)

@@ -65,14 +65,14 @@ type upconn struct {
 	// never reached the upstream.
 	wrote bool
 	werr  bool
-	// head keeps what the head's reads returned, up to maxHeadRecord
-	// bytes: net/http drops a Connection field that says close, and with
-	// it the names of the other hop-by-hop fields it lists.
+	// head keeps what the heads' reads returned: net/http drops a
+	// Connection field that says close, and with it the names of the
+	// other hop-by-hop fields it lists. It holds all of them, up to the
+	// heads' budget (maxResponseHead): a record cut shorter than the heads
+	// would lose the field of a head past its end, and the fields it names
+	// would reach the caller as end-to-end ones.
 	head []byte
 }
-
-// maxHeadRecord bounds what head keeps of one exchange's response heads.
-const maxHeadRecord = 64 << 10
 
 // maxResponseHead bounds an upstream's status line and headers, as
 // http.Transport's MaxResponseHeaderBytes does.
@@ -97,9 +97,7 @@ func (c *upconn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if c.budget >= 0 {
 		c.budget -= n
-		if room := maxHeadRecord - len(c.head); room > 0 {
-			c.head = append(c.head, p[:min(n, room)]...)
-		}
+		c.head = append(c.head, p[:n]...)
 	}
 	return n, err
 }
@@ -173,21 +171,30 @@ const MaxInlineBody = 16 << 10
 // read (0: no bound): each wait for more of it, not the time the caller
 // takes between two reads; a body whose upstream falls silent longer fails
 // with ErrIdle. interim, if not nil, is given each informational (1xx)
-// answer but 101 as it arrives, before the final one. A request with a
-// body of unknown length or over MaxInlineBody bytes, to https, or asking
-// for an upgrade goes to the fallback.
+// answer but 101 as it arrives, before the final one; an error it returns
+// fails the exchange. So does an answer with a status under 100. A request
+// with a body of unknown length or over MaxInlineBody bytes, to https, or
+// asking for an upgrade goes to the fallback.
 func (cl *Client) Do(req *http.Request, idle time.Duration, interim Interim) (*http.Response, error) {
 	if req.URL.Scheme != "http" || req.Header["Upgrade"] != nil ||
 		req.Body != nil && req.Body != http.NoBody && (req.ContentLength <= 0 || req.ContentLength > MaxInlineBody) {
 		if interim != nil {
+			// The Transport calls Got1xxResponse on its own reading
+			// goroutine, and reads the answers that follow until one is
+			// final, whatever their number; an error from it ends the
+			// exchange, and RoundTrip returns that error (wrapped).
 			req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
 				Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
-					interim(code, http.Header(h))
-					return nil
+					return interim(code, http.Header(h))
 				},
 			}))
 		}
-		return cl.fallback.RoundTrip(req)
+		resp, err := cl.fallback.RoundTrip(req)
+		if err == nil && resp.StatusCode < 100 {
+			resp.Body.Close()
+			return nil, badStatus(resp.StatusCode)
+		}
+		return resp, err
 	}
 	if req.Body != nil && req.Body != http.NoBody {
 		b, err := readBody(req)
@@ -209,8 +216,22 @@ func (cl *Client) Do(req *http.Request, idle time.Duration, interim Interim) (*h
 	return cl.send(req, idle, nil, interim)
 }
 
-// Interim is told of an informational answer (103 Early Hints, say).
-type Interim func(code int, h http.Header)
+// Interim is told of an informational answer (103 Early Hints, say). It
+// may be called on another goroutine than Do's, and, on the fallback's
+// path, after Do has returned with an error (a timeout): the fallback's
+// reading goroutine goes on until it finds the connection closed. An
+// error it returns ends the exchange, which fails with that error: an
+// upstream may send any number of informational answers, and only the
+// caller knows how many it will pass on.
+type Interim func(code int, h http.Header) error
+
+// badStatus fails an answer whose status is under 100, outside every class
+// of RFC 9110 §15. net/http reads "099" as 99, which is neither
+// informational nor final, and which its server refuses to write (the
+// handler's WriteHeader panics).
+func badStatus(code int) error {
+	return fmt.Errorf("upstream answered with status %03d", code)
+}
 
 // send sends req, whose body (if any) rewind sets again before a second
 // attempt.
@@ -346,16 +367,19 @@ func (cl *Client) exchange(c *upconn, req *http.Request, idle time.Duration, int
 		if err != nil {
 			return fail(err)
 		}
+		if r.StatusCode < 100 {
+			return fail(badStatus(r.StatusCode))
+		}
+		if r.Close && r.ProtoAtLeast(1, 1) && r.Header["Connection"] == nil {
+			// ReadResponse removed "Connection: close", from an interim
+			// answer as from a final one; put back the field as sent,
+			// for the caller to find every hop-by-hop field it names.
+			r.Header["Connection"] = connectionField(c.head, skip)
+		}
 		// 1xx answers (100 Continue, 103 Early Hints) are interim: the
 		// final answer follows on the same connection. 101 needs an
 		// upgrade, which this path never asks for.
-		if r.StatusCode >= 200 || r.StatusCode < 100 {
-			if r.Close && r.ProtoAtLeast(1, 1) && r.Header["Connection"] == nil {
-				// ReadResponse removed "Connection: close"; put back the
-				// field as sent, for the caller to find every hop-by-hop
-				// field it names.
-				r.Header["Connection"] = connectionField(c.head, skip)
-			}
+		if r.StatusCode >= 200 {
 			resp = r
 			break
 		}
@@ -363,7 +387,9 @@ func (cl *Client) exchange(c *upconn, req *http.Request, idle time.Duration, int
 			return fail(fmt.Errorf("upstream switched protocols without an upgrade request"))
 		}
 		if interim != nil {
-			interim(r.StatusCode, r.Header)
+			if err := interim(r.StatusCode, r.Header); err != nil {
+				return fail(err)
+			}
 		}
 	}
 	if cap(c.head) > 4<<10 {
@@ -382,13 +408,15 @@ func (cl *Client) exchange(c *upconn, req *http.Request, idle time.Duration, int
 
 // connectionField returns the values of the Connection fields of the
 // head after the first skip ones in rec, the bytes of an exchange's heads
-// as they arrived; just "close" if it finds none (rec was cut short).
+// as they arrived, read as ReadResponse reads them. rec holds every head
+// whole; should it find no field all the same, it says just "close".
 func connectionField(rec []byte, skip int) []string {
 	var vals []string
+	inField := false // the last field line was a Connection field's
 	for {
 		i := bytes.IndexByte(rec, '\n')
 		if i < 0 {
-			break // cut short: what was found is all there is
+			break
 		}
 		var line []byte
 		line, rec = bytes.TrimSuffix(rec[:i], []byte{'\r'}), rec[i+1:]
@@ -399,10 +427,24 @@ func connectionField(rec []byte, skip int) []string {
 			skip--
 			continue
 		}
-		if skip == 0 {
-			if name, v, ok := bytes.Cut(line, []byte{':'}); ok && bytes.EqualFold(name, []byte("Connection")) {
-				vals = append(vals, string(bytes.TrimSpace(v)))
+		if skip > 0 {
+			continue
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			// A line folded onto the field above (obs-fold, RFC 9112
+			// §5.2) goes on with its value; ReadResponse joins the two
+			// with a space.
+			if inField {
+				if v := bytes.TrimSpace(line); len(v) > 0 {
+					vals[len(vals)-1] += " " + string(v)
+				}
 			}
+			continue
+		}
+		name, v, ok := bytes.Cut(line, []byte{':'})
+		inField = ok && bytes.EqualFold(name, []byte("Connection"))
+		if inField {
+			vals = append(vals, string(bytes.TrimSpace(v)))
 		}
 	}
 	if vals == nil {

@@ -345,7 +345,11 @@ func TestClientKeepsTheConnectionFieldThatCloses(t *testing.T) {
 		{"listed", "HTTP/1.1 200 OK\r\nConnection: X-Secret, close\r\nX-Secret: s\r\nContent-Length: 2\r\n\r\nok", []string{"X-Secret, close"}},
 		{"two fields", "HTTP/1.1 200 OK\r\nconnection: close\r\nX-A: 1\r\nCONNECTION:  x-a \r\nContent-Length: 2\r\n\r\nok", []string{"close", "x-a"}},
 		{"after interim answers", "HTTP/1.1 103 Early Hints\r\nConnection: X-Hint\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\nConnection: X-Final, close\nContent-Length: 2\n\nok", []string{"X-Final, close"}},
-		{"head past the record", "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("b", maxHeadRecord) + "\r\nConnection: X-Secret, close\r\nContent-Length: 2\r\n\r\nok", []string{"close"}},
+		{"a head over 64 KiB", "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("b", 70<<10) + "\r\nConnection: X-Secret, close\r\nContent-Length: 2\r\n\r\nok", []string{"X-Secret, close"}},
+		{"after 64 KiB of interim answers", strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </"+strings.Repeat("l", 1000)+">\r\n\r\n", 70) +
+			"HTTP/1.1 200 OK\r\nConnection: X-Secret, close\r\nContent-Length: 2\r\n\r\nok", []string{"X-Secret, close"}},
+		{"folded", "HTTP/1.1 200 OK\r\nConnection: close,\r\n X-Secret\r\nX-Secret: s\r\nX-Other: o\r\n\tfolded too\r\nContent-Length: 2\r\n\r\nok", []string{"close, X-Secret"}},
+		{"a body like a head", "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nokConnection: X-Body\r\n\r\n", []string{"close"}},
 		{"keep-alive", "HTTP/1.1 200 OK\r\nConnection: X-Secret\r\nContent-Length: 2\r\n\r\nok", []string{"X-Secret"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -385,8 +389,9 @@ func TestClientPassesInterimAnswersOn(t *testing.T) {
 	u, _ := url.Parse(base + "/")
 	var got []string
 	req := &http.Request{Method: "GET", URL: u, Host: u.Host, Header: http.Header{}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
-	resp, err := cl.Do(req, 0, func(code int, h http.Header) {
+	resp, err := cl.Do(req, 0, func(code int, h http.Header) error {
 		got = append(got, fmt.Sprint(code, " ", h.Get("Link")))
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -397,6 +402,142 @@ func TestClientPassesInterimAnswersOn(t *testing.T) {
 	want := []string{"100 ", "103 </a.css>; rel=preload", "103 </b.js>; rel=preload"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("interim answers %q, want %q", got, want)
+	}
+}
+
+// An interim answer's Connection field that says close, which
+// ReadResponse removes as it does a final answer's, is put back too: the
+// caller drops the fields it names before passing the answer on.
+func TestClientKeepsAnInterimAnswersConnectionField(t *testing.T) {
+	base, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err == nil {
+			io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nConnection: close, X-Secret\r\nX-Secret: s\r\nLink: </a>\r\n\r\n"+
+				"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	cl := testClient(time.Second, time.Second)
+	defer cl.CloseIdle()
+	u, _ := url.Parse(base + "/")
+	req := &http.Request{Method: "GET", URL: u, Host: u.Host, Header: http.Header{}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+	var got []string
+	resp, err := cl.Do(req, 0, func(code int, h http.Header) error {
+		got = h["Connection"]
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	if want := []string{"close, X-Secret"}; !slices.Equal(got, want) {
+		t.Fatalf("the 103's Connection %q, want %q", got, want)
+	}
+}
+
+// requestOn is a GET to base, or, with streamed, a POST whose body is of
+// unknown length, which goes to the fallback.
+func requestOn(t *testing.T, base string, streamed bool) *http.Request {
+	t.Helper()
+	u, err := url.Parse(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &http.Request{Method: "GET", URL: u, Host: u.Host, Header: http.Header{}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+	if streamed {
+		req.Method, req.ContentLength, req.Body = "POST", -1, io.NopCloser(strings.NewReader("hi"))
+	}
+	return req
+}
+
+// An upstream may send interim answers without end, and the fallback's
+// Transport reads them all once it passes them on: an error from the
+// interim callback ends the exchange on either path, and Do returns it.
+func TestClientInterimErrorEndsTheExchange(t *testing.T) {
+	base, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		r, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		go io.Copy(io.Discard, r.Body)
+		for {
+			if _, err := io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"); err != nil {
+				return
+			}
+		}
+	})
+	enough := errors.New("enough")
+	for _, streamed := range []bool{false, true} {
+		cl := testClient(time.Second, 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		n := 0
+		resp, err := cl.Do(requestOn(t, base, streamed).WithContext(ctx), 0, func(code int, h http.Header) error {
+			if n++; n > 3 {
+				return enough
+			}
+			return nil
+		})
+		if err == nil {
+			resp.Body.Close()
+		}
+		if !errors.Is(err, enough) || n != 4 {
+			t.Errorf("streamed %v: Do returned %v after %d interim answers, want the callback's error after 4", streamed, err, n)
+		}
+		cancel()
+		cl.CloseIdle()
+	}
+}
+
+// A status under 100, which ReadResponse takes from "099", is neither
+// interim nor final: the exchange fails, on either path.
+func TestClientRefusesAStatusUnder100(t *testing.T) {
+	base, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		r, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(c, "HTTP/1.1 099 Odd\r\nContent-Length: 2\r\n\r\nok")
+	})
+	cl := testClient(time.Second, time.Second)
+	defer cl.CloseIdle()
+	for _, streamed := range []bool{false, true} {
+		resp, err := cl.Do(requestOn(t, base, streamed), 0, nil)
+		if err == nil {
+			resp.Body.Close()
+			t.Errorf("streamed %v: answer accepted with status %d", streamed, resp.StatusCode)
+		}
+	}
+}
+
+// The record of a large head is not kept with a pooled connection.
+func TestClientDropsALargeHeadRecord(t *testing.T) {
+	base, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := http.ReadRequest(br); err != nil {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Pad: "+strings.Repeat("p", 100<<10)+"\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	cl := testClient(time.Second, time.Second)
+	defer cl.CloseIdle()
+	resp, err := get(t, cl, context.Background(), "GET", base+"/", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	pooled := 0
+	for _, cs := range cl.idle {
+		for _, c := range cs {
+			pooled++
+			if cap(c.head) > 4<<10 {
+				t.Errorf("a pooled connection keeps a head record of %d bytes", cap(c.head))
+			}
+		}
+	}
+	if pooled != 1 {
+		t.Fatalf("%d pooled connections, want 1", pooled)
 	}
 }
 
