@@ -185,11 +185,18 @@ routes:
 		drain(h.do("GET", "/allow", nil, nil))
 		time.Sleep(20 * time.Millisecond)
 	}
+	// A decision may still fail once it is back (a reconnecting
+	// connection, a slow first call on a loaded machine), and the next
+	// that succeeds then says so again: once per failure since.
+	errors := func() float64 {
+		return counterValue(t, h, "gateway_ratelimit_decisions_total", map[string]string{"route": "allow", "limit": "l", "result": "error"})
+	}
+	failed := errors()
 	for range 3 {
 		drain(h.do("GET", "/allow", nil, nil))
 	}
-	if n := strings.Count(h.log.String(), "rate-limit store answers again"); n != 1 {
-		t.Errorf("the store's return logged %d times, want once", n)
+	if n, again := strings.Count(h.log.String(), "rate-limit store answers again"), errors()-failed; n < 1 || float64(n) > 1+again {
+		t.Errorf("the store's return logged %d times, with %v failures after it; want once per return", n, again)
 	}
 }
 

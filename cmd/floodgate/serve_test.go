@@ -39,13 +39,23 @@ var client = &http.Client{Timeout: waitTimeout}
 // with port 0 would not tell them where floodgate ended up.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		// The kernel may hand a port it just freed out again: to a test
+		// running in parallel, or to the next listener of the same one.
+		if _, taken := handedOut.LoadOrStore(addr, true); !taken {
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
 }
+
+// handedOut holds every address freeAddr gave.
+var handedOut sync.Map
 
 // syncBuffer collects the process's stderr while the test reads it.
 type syncBuffer struct {
