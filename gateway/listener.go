@@ -28,12 +28,13 @@ import (
 // The listener knows such an answer by the state of its connection, not
 // by its bytes, which a proxied body or a joined connection may repeat:
 // it is a 4xx or 5xx that net/http writes while no request of the
-// connection is in the gateway's handler, on a connection never taken
-// over. srv's ConnContext makes the connection known to the handler,
-// which marks it as handling a request (ServeHTTP); its ConnState clears
-// the mark once the answer is out (the connection is idle again) and
-// marks a connection taken over for good. Hooks srv already has run too:
-// the one for ConnContext before, the one for ConnState after.
+// connection is in the gateway's handler. srv's ConnContext makes the
+// connection known to the handler, which marks it as handling a request
+// (ServeHTTP); its ConnState clears the mark once the answer is out (the
+// connection is idle again). A connection taken over (a switch of
+// protocols) keeps its mark for good: StateHijacked is the last state
+// net/http gives it. Hooks srv already has run too: the one for
+// ConnContext before, the one for ConnState after.
 func (g *Gateway) Listener(srv *http.Server, ln net.Listener) net.Listener {
 	connContext, connState := srv.ConnContext, srv.ConnState
 	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
@@ -46,13 +47,8 @@ func (g *Gateway) Listener(srv *http.Server, ln net.Listener) net.Listener {
 		return ctx
 	}
 	srv.ConnState = func(c net.Conn, st http.ConnState) {
-		if ac, ok := c.(*answeringConn); ok {
-			switch st {
-			case http.StateIdle:
-				ac.handled.Store(false)
-			case http.StateHijacked:
-				ac.hijacked.Store(true)
-			}
+		if ac, ok := c.(*answeringConn); ok && st == http.StateIdle {
+			ac.handled.Store(false)
 		}
 		if connState != nil {
 			connState(c, st)
@@ -81,12 +77,9 @@ type answeringConn struct {
 	net.Conn
 	g *Gateway
 	// handled is set while a request of the connection is in the
-	// gateway's handler and until its answer is out; hijacked once the
-	// connection is taken over (a switch of protocols), after which its
-	// bytes are no longer HTTP answers. handled stays set then too, since
-	// no idle state follows a hijack, but that is net/http's doing, and
-	// hijacked does not depend on it.
-	handled, hijacked atomic.Bool
+	// gateway's handler and until its answer is out, and for good once
+	// the connection is taken over.
+	handled atomic.Bool
 }
 
 // connKey is the request context's key of the request's answeringConn.
@@ -101,7 +94,7 @@ func markHandled(r *http.Request) {
 }
 
 func (c *answeringConn) Write(p []byte) (int, error) {
-	if c.handled.Load() || c.hijacked.Load() {
+	if c.handled.Load() {
 		return c.Conn.Write(p)
 	}
 	if status := errorStatus(p); status != 0 {
@@ -147,12 +140,10 @@ func (g *Gateway) protocolAnswer(status int) []byte {
 	rid := g.ids.Next()
 	body := a.Body(rid, "")
 	h := http.Header{
-		"Content-Type":   {"application/json"},
-		"Cache-Control":  {"no-store"},
-		"Content-Length": {strconv.Itoa(len(body))},
-		"Date":           {timeNow().UTC().Format(http.TimeFormat)},
-		rt.ridHeader:     {rid},
+		"Date":       {timeNow().UTC().Format(http.TimeFormat)},
+		rt.ridHeader: {rid},
 	}
+	httplimit.SetAnswerHeaders(h, len(body))
 	resp := &http.Response{
 		StatusCode: status, ProtoMajor: 1, ProtoMinor: 1, Header: h, Close: true,
 		ContentLength: int64(len(body)), Body: io.NopCloser(bytes.NewReader(body)),

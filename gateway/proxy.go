@@ -241,8 +241,9 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	// read on the Transport's writing goroutine, and net/http writes the
 	// 100 there, out of step with a relay on the reading goroutine.
 	var interim h1.Interim
-	relay := &interimRelay{w: w}
+	var relay *interimRelay
 	if r.ProtoAtLeast(1, 1) && (body == nil || !hasToken(r.Header["Expect"], "100-continue")) {
+		relay = &interimRelay{w: w}
 		interim = relay.pass
 	}
 	var resp *http.Response
@@ -262,7 +263,9 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		}
 	}
 	// From here on the handler alone writes to w.
-	relay.end()
+	if relay != nil {
+		relay.end()
+	}
 	if err != nil {
 		o := classify(r.Context(), err)
 		if body != nil && !o.client && o.status != statusClientClosed {

@@ -246,15 +246,16 @@ func answering(answer string) func(c net.Conn, br *bufio.Reader) {
 }
 
 // routeTo is a gateway with one route, /api/**, to the upstream at url,
-// with extra added to the route's upstream settings.
-func routeTo(t *testing.T, url, extra string) *harness {
+// with upstream added to the route's upstream settings and route (whole
+// lines) to the route's.
+func routeTo(t *testing.T, url, upstream, route string) *harness {
 	return newHarness(t, `
 admin: {listen: ""}
 routes:
   - id: api
     match: {path: /api/**}
-    upstream: {targets: ["`+url+`"]`+extra+`}
-`, nil)
+    upstream: {targets: ["`+url+`"]`+upstream+`}
+`+route, nil)
 }
 
 // The two client paths: a request the gateway's own client sends, and
@@ -282,7 +283,7 @@ func TestEndlessInterimAnswers(t *testing.T) {
 			}
 		}
 	})
-	h := routeTo(t, up, ", timeout: 10s")
+	h := routeTo(t, up, ", timeout: 10s", "")
 	for _, p := range bothPaths {
 		start := time.Now()
 		got := rawExchange(t, h, p.request, false)
@@ -363,7 +364,7 @@ func TestInterimRelayEndsWithTheExchange(t *testing.T) {
 			strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </b.css>; rel=preload\r\n\r\n", 5))
 		io.Copy(io.Discard, br)
 	})
-	h := routeTo(t, up, ", timeout: 100ms")
+	h := routeTo(t, up, ", timeout: 100ms", "")
 	w := &blockingWriter{h: http.Header{}, release: make(chan struct{}), blocked: make(chan struct{})}
 	r := httptest.NewRequest("POST", "/api/x", io.NopCloser(strings.NewReader("hi")))
 	r.ContentLength = -1 // through http.Transport
@@ -396,14 +397,7 @@ func TestInterimAnswersCarryTheGatewaysFields(t *testing.T) {
 		"RateLimit: \"up\";r=999\r\nRatelimit-Policy: \"up\";q=1000\r\nX-RateLimit-Remaining: 999\r\n\r\n"+
 		"HTTP/1.1 103 Early Hints\r\nLink: </b>\r\nConnection: close, X-Secret\r\nX-Secret: s\r\n\r\n"+
 		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
-	h := newHarness(t, `
-admin: {listen: ""}
-routes:
-  - id: api
-    match: {path: /api/**}
-    upstream: {targets: ["`+up+`"]}
-    limits: [{name: ip, key: [ip], rate: 100/min}]
-`, nil)
+	h := routeTo(t, up, "", "    limits: [{name: ip, key: [ip], rate: 100/min}]\n")
 	for _, p := range bothPaths {
 		got := rawExchange(t, h, p.request, false)
 		hints, final, ok := strings.Cut(got, "HTTP/1.1 200 OK\r\n")
@@ -443,14 +437,7 @@ routes:
 // as the upstream's failure.
 func TestStatusUnder100(t *testing.T) {
 	up := rawUpstream(t, answering("HTTP/1.1 099 Odd\r\nContent-Length: 2\r\n\r\nok"))
-	h := newHarness(t, `
-admin: {listen: ""}
-routes:
-  - id: api
-    match: {path: /api/**}
-    upstream: {targets: ["`+up+`"]}
-    breaker: {enabled: true, min_calls: 10}
-`, nil)
+	h := routeTo(t, up, "", "    breaker: {enabled: true, min_calls: 10}\n")
 	for _, p := range bothPaths {
 		got := rawExchange(t, h, p.request, false)
 		if !strings.HasPrefix(got, "HTTP/1.1 502 ") || !strings.Contains(got, `"code":"upstream_unavailable"`) {
@@ -474,7 +461,7 @@ func TestHopFieldsNamedByAClosingConnectionField(t *testing.T) {
 			"HTTP/1.1 200 OK\r\nConnection: X-Secret, close\r\nX-Secret: s\r\nContent-Length: 2\r\n\r\nok"},
 		{"after 64 KiB of fields", "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("b", 70<<10) + "\r\nConnection: X-Secret, close\r\nX-Secret: s\r\nContent-Length: 2\r\n\r\nok"},
 	} {
-		h := routeTo(t, rawUpstream(t, answering(tc.answer)), "")
+		h := routeTo(t, rawUpstream(t, answering(tc.answer)), "", "")
 		got := rawExchange(t, h, get, false)
 		_, final, _ := strings.Cut(got, "HTTP/1.1 200 OK\r\n")
 		if !strings.HasSuffix(final, "\r\n\r\nok") {
@@ -501,7 +488,7 @@ func TestNoInterimAnswersBesideAContinue(t *testing.T) {
 		io.Copy(io.Discard, r.Body)
 		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 	})
-	h := routeTo(t, up, "")
+	h := routeTo(t, up, "", "")
 	for range 10 {
 		got := rawExchange(t, h, "POST /api/x HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n2\r\nhi\r\n0\r\n\r\n", false)
 		if !strings.HasPrefix(got, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n") || !strings.HasSuffix(got, "ok") {

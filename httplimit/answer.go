@@ -32,12 +32,17 @@ func NewAnswer(status int, code, message string) *Answer {
 // needs no JSON escaping; extra is appended inside the object as is.
 func (a *Answer) Write(w http.ResponseWriter, requestID string, extra string) {
 	body := a.Body(requestID, extra)
-	h := w.Header()
-	h["Content-Type"] = jsonType
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
-	h["Cache-Control"] = noStore
+	SetAnswerHeaders(w.Header(), len(body))
 	w.WriteHeader(a.Status)
 	w.Write(body)
+}
+
+// SetAnswerHeaders sets the fields of an answer whose body, as Body makes
+// it, is n bytes long.
+func SetAnswerHeaders(h http.Header, n int) {
+	h["Content-Type"] = jsonType
+	h["Content-Length"] = []string{strconv.Itoa(n)}
+	h["Cache-Control"] = noStore
 }
 
 // Body is the answer's JSON body, as Write sends it.
