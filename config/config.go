@@ -116,6 +116,12 @@ type Admin struct {
 	// TokenEnv names the environment variable Token was read from. Empty:
 	// Token, if any, came from the file.
 	TokenEnv string `yaml:"token_env"`
+
+	// AllowOpen accepts a Listen beyond loopback without a Token. Parse
+	// refuses that pair otherwise: whoever reaches the listener could
+	// reload the config, reset limits and force breakers. False: Listen
+	// must be loopback (127.0.0.0/8, ::1 or localhost), or a Token set.
+	AllowOpen bool `yaml:"allow_open"`
 }
 
 // RLS is the Envoy rate-limit service (SPEC §8).

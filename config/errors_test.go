@@ -738,3 +738,98 @@ routes:
 		t.Error("a config without problems has warnings")
 	}
 }
+
+// An admin listener beyond loopback without a token is refused at the line
+// of admin.listen, unless allow_open accepts it; loopback needs nothing.
+func TestAdminOpen(t *testing.T) {
+	const fix = "set admin.token or admin.token_env, or write admin.allow_open: true to accept an open admin API"
+	refused := []struct {
+		name, src string
+	}{
+		{"every interface, no host", `
+admin:
+  listen: ":9090" #want: admin.listen: ":9090" is not loopback (an empty host means every interface) and admin.token is not set, so anyone who reaches it may reload the config, reset limits and force breakers; ` + fix + `
+`},
+		{"every IPv4 interface", `
+admin: {listen: "0.0.0.0:9090"} #want: admin.listen: "0.0.0.0:9090" is not loopback (0.0.0.0 means every interface) and admin.token is not set
+`},
+		{"every IPv6 interface", `
+admin: {listen: "[::]:9090"} #want: admin.listen: "[::]:9090" is not loopback (:: means every interface) and admin.token is not set
+`},
+		{"every interface through an IPv4-mapped address", `
+admin: {listen: "[::ffff:0.0.0.0]:9090"} #want: admin.listen: "[::ffff:0.0.0.0]:9090" is not loopback (::ffff:0.0.0.0 means every interface)
+`},
+		{"a private address", `
+admin:
+  listen: "10.0.0.5:9090" #want: admin.listen: "10.0.0.5:9090" is not loopback and admin.token is not set, so anyone who reaches it may reload the config, reset limits and force breakers; ` + fix + `
+`},
+		{"a public IPv6 address", `
+admin: {listen: "[2001:db8::1]:9090"} #want: admin.listen: "[2001:db8::1]:9090" is not loopback and admin.token is not set
+
+`},
+		{"a link-local address with a zone", `
+admin: {listen: "[fe80::1%eth0]:9090"} #want: admin.listen: "[fe80::1%eth0]:9090" is not loopback and admin.token
+`},
+		{"a host name", `
+admin: {listen: "admin.internal:9090"} #want: admin.listen: "admin.internal:9090" is not loopback (a host name other than localhost may resolve to any address)
+`},
+		{"a host name that starts like loopback", `
+admin: {listen: "127.0.0.1.evil.com:9090"} #want: admin.listen: "127.0.0.1.evil.com:9090" is not loopback (a host name other than localhost may resolve to any address)
+`},
+		{"a subdomain of localhost", `
+admin: {listen: "evil.localhost:9090"} #want: admin.listen: "evil.localhost:9090" is not loopback (a host name
+`},
+		{"a short form of 127.0.0.1, which is a name to the resolver", `
+admin: {listen: "127.1:9090"} #want: admin.listen: "127.1:9090" is not loopback (a host name
+`},
+		{"an empty token is no token", `
+admin:
+  listen: "0.0.0.0:9090" #want: admin.listen: "0.0.0.0:9090" is not loopback
+  token: ""
+`},
+		{"allow_open false is the default", `
+admin:
+  listen: ":9090" #want: admin.listen: ":9090" is not loopback
+  allow_open: false
+`},
+		// A token_env that fails is its own error, and an address that
+		// does not parse is, not also an open listener.
+		{"a token_env that fails", `
+admin:
+  listen: ":9090"
+  token_env: FG_TEST_UNSET_TOKEN #want: admin.token_env: environment variable FG_TEST_UNSET_TOKEN is not set
+`},
+		{"not an address", `
+admin: {listen: "9090"} #want: admin.listen: "9090" is not an address (HOST:PORT or :PORT)
+`},
+	}
+	for _, tt := range refused {
+		t.Run(tt.name, func(t *testing.T) { checkErrors(t, tt.src+okRoute) })
+	}
+
+	t.Setenv("FG_TEST_TOKEN", "t")
+	accepted := []struct {
+		name, admin string
+	}{
+		{"the default", ""},
+		{"127.0.0.1", `admin: {listen: "127.0.0.1:9090"}`},
+		{"anywhere in 127.0.0.0/8", `admin: {listen: "127.10.20.30:9090"}`},
+		{"::1", `admin: {listen: "[::1]:9090"}`},
+		{"::1 with a zone", `admin: {listen: "[::1%lo]:9090"}`},
+		{"IPv4-mapped loopback", `admin: {listen: "[::ffff:127.0.0.1]:9090"}`},
+		{"localhost", `admin: {listen: "localhost:9090"}`},
+		{"LOCALHOST", `admin: {listen: "LOCALHOST:9090"}`},
+		{"no admin listener", `admin: {listen: ""}`},
+		{"a token", `admin: {listen: ":9090", token: s3cret}`},
+		{"a token from the environment", `admin: {listen: "0.0.0.0:9090", token_env: FG_TEST_TOKEN}`},
+		{"allow_open", `admin: {listen: "[::]:9090", allow_open: true}`},
+	}
+	for _, tt := range accepted {
+		t.Run(tt.name, func(t *testing.T) {
+			c := mustParse(t, tt.admin+"\n"+okRoute)
+			if len(c.Warnings) != 0 {
+				t.Errorf("warnings: %v", c.Warnings)
+			}
+		})
+	}
+}

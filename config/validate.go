@@ -240,6 +240,7 @@ func (v *validator) admin(a *Admin) {
 			a.Token = val
 		}
 	}
+	v.adminOpen(a)
 }
 
 func (v *validator) rls(r *RLS) {

@@ -95,6 +95,29 @@ rls:
 	}
 }
 
+// An admin listener beyond loopback without a token is refused at its
+// line, with what to write instead.
+func TestCheckOpenAdmin(t *testing.T) {
+	t.Parallel()
+	path := writeConfig(t, "fg.yaml", `admin:
+  listen: "0.0.0.0:9090"
+routes:
+  - id: a
+    match: {path: /a}
+    upstream: {targets: ["http://127.0.0.1:9000"]}
+`)
+	stdout, stderr, code := floodgate(t, "check", "-c", path)
+	if code != exitFailure || stdout != "" {
+		t.Errorf("exit %d, stdout %q; want %d and nothing", code, stdout, exitFailure)
+	}
+	want := path + `:2: admin.listen: "0.0.0.0:9090" is not loopback (0.0.0.0 means every interface) and admin.token is not set, ` +
+		`so anyone who reaches it may reload the config, reset limits and force breakers; ` +
+		`set admin.token or admin.token_env, or write admin.allow_open: true to accept an open admin API` + "\n"
+	if stderr != want {
+		t.Errorf("stderr\n%q\nwant\n%q", stderr, want)
+	}
+}
+
 // Every shipped example passes check.
 func TestCheckExamples(t *testing.T) {
 	t.Parallel()

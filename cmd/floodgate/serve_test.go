@@ -583,6 +583,39 @@ func TestServeAdminReload(t *testing.T) {
 	}
 }
 
+// A reload that would open the admin listener beyond loopback without a
+// token is refused as check refuses the file, and the token keeps guarding
+// /admin/*.
+func TestServeReloadRefusesOpenAdmin(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	f.write(baseConfig)
+	p := f.serve("--watch=false")
+
+	_, port, _ := net.SplitHostPort(f.admin)
+	open := strings.NewReplacer(`listen: "{{ADMIN}}"`, `listen: "0.0.0.0:`+port+`"`, "  token: {{TOKEN}}\n", "").Replace(baseConfig)
+	f.write(open)
+	r := p.admin("POST", "/admin/reload")
+	var got struct {
+		Errors []string `json:"errors"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &got); err != nil || r.code != 400 {
+		t.Fatalf("POST /admin/reload: %d %s, want 400 and the errors", r.code, r.body)
+	}
+	line := strings.Count(open[:strings.Index(open, "0.0.0.0")], "\n") + 1
+	want := fmt.Sprintf(`%s:%d: admin.listen: "0.0.0.0:%s" is not loopback (0.0.0.0 means every interface) and admin.token is not set`, f.file, line, port)
+	if len(got.Errors) != 1 || !strings.HasPrefix(got.Errors[0], want) {
+		t.Errorf("errors %q, want one starting with %q", got.Errors, want)
+	}
+	_, checkOut, _ := floodgate(t, "check", "-c", f.file)
+	if strings.Join(got.Errors, "\n") != strings.TrimSpace(checkOut) {
+		t.Errorf("errors %q, want what check prints: %q", got.Errors, checkOut)
+	}
+	if r := request(t, "GET", "http://"+f.admin+"/admin/config"); r.code != 401 {
+		t.Errorf("GET /admin/config without the token after the refused reload: %d, want 401", r.code)
+	}
+}
+
 func TestServeSIGHUP(t *testing.T) {
 	skipWithoutSignals(t)
 	t.Parallel()

@@ -1,0 +1,62 @@
+package config
+
+import (
+	"net"
+	"net/netip"
+	"strings"
+)
+
+// adminOpen refuses an admin listener that other machines may reach while
+// /admin/* has no token, unless the file accepts it with allow_open: anyone
+// who reaches it could reload the config, reset limits and force breakers.
+// It runs after token_env is resolved; a token_env that failed has its own
+// error, and an address that does not parse has one too.
+func (v *validator) adminOpen(a *Admin) {
+	if a.Listen == "" || a.Token != "" || a.TokenEnv != "" || a.AllowOpen {
+		return
+	}
+	host, _, err := net.SplitHostPort(a.Listen)
+	if err != nil {
+		return
+	}
+	loopback, why := loopbackHost(host)
+	if loopback {
+		return
+	}
+	if why != "" {
+		why = " (" + why + ")"
+	}
+	v.errorf("admin.listen", "%q is not loopback%s and admin.token is not set, so anyone who reaches it may "+
+		"reload the config, reset limits and force breakers; set admin.token or admin.token_env, "+
+		"or write admin.allow_open: true to accept an open admin API", a.Listen, why)
+}
+
+// loopbackHost reports whether a listener on host is reachable from this
+// machine only; when it is not, why says what the host means, if that is
+// not plain from it.
+//
+// Only literal loopback addresses and the name localhost count. Any other
+// name may resolve to any address, now or after a change of DNS, and
+// "127.0.0.1.example.com" is such a name. An IPv4-mapped IPv6 address is
+// the IPv4 address it maps, as net.Listen binds it: [::ffff:127.0.0.1] is
+// loopback, [::ffff:0.0.0.0] every interface.
+func loopbackHost(host string) (loopback bool, why string) {
+	if host == "" {
+		return false, "an empty host means every interface"
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true, ""
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return false, "a host name other than localhost may resolve to any address"
+	}
+	ip = ip.Unmap()
+	switch {
+	case ip.IsLoopback():
+		return true, ""
+	case ip.IsUnspecified():
+		return false, host + " means every interface"
+	}
+	return false, ""
+}
