@@ -127,6 +127,11 @@ type handler struct {
 // http.ServeMux because the mux answers 404 and 405 in plain text, and
 // every answer of the admin API but the dashboard and /metrics is JSON.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Every answer describes live state or guards it, the refusals too: a
+	// cache in between must neither serve yesterday's remaining quota nor
+	// keep an admin answer for the next client. Set here, before any
+	// handler writes, so that no answer of this listener goes without it.
+	w.Header().Set("Cache-Control", "no-store")
 	if isAdminPath(r.URL.Path) && !h.authorized(w, r) {
 		return
 	}
@@ -191,7 +196,6 @@ func tokenEqual(got, want string) bool {
 
 func (h *handler) dashboard(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
 	w.Write(dashboard)
 }
 
@@ -282,11 +286,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 		code = http.StatusInternalServerError
 		body, _ = json.Marshal(apiError{Status: "error", Code: "internal_error", Message: "cannot encode the answer: " + err.Error()})
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	// Admin answers describe live state; a cache in between must not
-	// serve yesterday's remaining quota.
-	h.Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	w.Write(append(body, '\n'))
 }

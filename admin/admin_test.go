@@ -658,3 +658,78 @@ func TestDashboardJSONNoRoutes(t *testing.T) {
 		t.Fatalf("status %d, body %s; want an empty routes list", r.code, r.body)
 	}
 }
+
+// Every answer of the admin listener carries Cache-Control: no-store: each
+// endpoint the handler routes, plus paths it does not know, under every
+// method, with and without the token, from a backend that works and from
+// one that fails, and before a config is loaded.
+func TestNoStore(t *testing.T) {
+	targets := []string{
+		"/nope", "/admin", "/admin/nope", "/x/../admin/config",
+		breakerPrefix + "coupon?state=open", breakerPrefix + "coupon?state=sideways",
+		breakerPrefix + "nope?state=open", breakerPrefix + "a/b", breakerPrefix,
+		"/admin/limits?route=api&limit=user&key=u1",
+	}
+	_, probe := newTest(t, "")
+	for p := range probe.(*handler).routes {
+		targets = append(targets, p)
+	}
+	methods := []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+	auths := map[string][]string{
+		"no token":    nil,
+		"wrong token": {"Authorization", "Bearer wrong"},
+		"the token":   {"Authorization", "Bearer tok"},
+	}
+	backends := map[string]func(*fakeBackend){
+		"working": func(*fakeBackend) {},
+		"failing": func(b *fakeBackend) {
+			b.reloadErr = fmt.Errorf("redis: %w", limit.ErrStoreUnavailable)
+			b.readyErr = errors.New("store unavailable")
+			b.limitErr = fmt.Errorf("redis: %w", limit.ErrStoreUnavailable)
+		},
+		"without a config": func(b *fakeBackend) { b.cfg.Store(nil) },
+	}
+	seen := map[int]bool{}
+	for bname, setup := range backends {
+		for aname, auth := range auths {
+			b, h := newTest(t, "tok")
+			setup(b)
+			for _, target := range targets {
+				for _, m := range methods {
+					r := do(t, h, m, target, auth...)
+					seen[r.code] = true
+					if got := r.header.Values("Cache-Control"); len(got) != 1 || got[0] != "no-store" {
+						t.Errorf("%s backend, %s: %s %s: %d with Cache-Control %q, want no-store", bname, aname, m, target, r.code, got)
+					}
+				}
+			}
+		}
+	}
+	// The walk reached every kind of answer.
+	for _, code := range []int{200, 400, 401, 404, 405, 503} {
+		if !seen[code] {
+			t.Errorf("no answer had status %d", code)
+		}
+	}
+}
+
+// tokenEqual is the one comparison of a presented token with the
+// configured one.
+func TestTokenEqual(t *testing.T) {
+	tests := []struct {
+		got, want string
+		equal     bool
+	}{
+		{"s3cret", "s3cret", true},
+		{"s3cre", "s3cret", false},
+		{"s3cret2", "s3cret", false},
+		{"S3CRET", "s3cret", false},
+		{"", "s3cret", false},
+		{"s3cret\x00", "s3cret", false},
+	}
+	for _, tt := range tests {
+		if got := tokenEqual(tt.got, tt.want); got != tt.equal {
+			t.Errorf("tokenEqual(%q, %q) = %v, want %v", tt.got, tt.want, got, tt.equal)
+		}
+	}
+}

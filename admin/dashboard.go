@@ -115,7 +115,6 @@ func (h *handler) dashboardJSON(w http.ResponseWriter, r *http.Request) {
 	})
 	body, _ := json.Marshal(d)
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.Write(body)
 }

@@ -7,7 +7,8 @@
 // decides what a reload means (re-reading the file, serialized with the
 // other reload triggers).
 //
-// Every answer but /metrics and the dashboard is JSON. Errors are
+// Every answer carries Cache-Control: no-store, and every answer but
+// /metrics and the dashboard is JSON. Errors are
 //
 //	{"status": "error", "code": "...", "message": "..."}
 //
