@@ -1,0 +1,150 @@
+// Package jwtsign signs the tokens floodgate's own tools make: the token
+// command, the load generator's tokens for its simulated users, and the
+// demo's. It is the other side of internal/jwtverify, for rehearsals and
+// tests; a real deployment's tokens come from its identity provider.
+package jwtsign
+
+import (
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	jose "github.com/go-jose/go-jose/v4"
+)
+
+// Key is a private key that signs tokens with the one algorithm its type
+// has: RS256 for RSA, ES256 for EC P-256, EdDSA for Ed25519, HS256 for a
+// shared secret (oct).
+type Key struct {
+	jwk    jose.JSONWebKey
+	alg    jose.SignatureAlgorithm
+	signer jose.Signer
+}
+
+// ReadKeyFile reads a private JWK from a file.
+func ReadKeyFile(path string) (*Key, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	return ParseKey(data)
+}
+
+// ParseKey reads a private JWK (RFC 7517): one key, with its private
+// parameters.
+func ParseKey(data []byte) (*Key, error) {
+	var probe struct {
+		Keys json.RawMessage `json:"keys"`
+	}
+	if json.Unmarshal(data, &probe) == nil && probe.Keys != nil {
+		return nil, errors.New(`this is a key set (JWKS), which holds public keys; give the private key, one JWK`)
+	}
+	var jwk jose.JSONWebKey
+	if err := json.Unmarshal(data, &jwk); err != nil {
+		return nil, fmt.Errorf("not a JWK: %s", strings.TrimPrefix(err.Error(), "go-jose/go-jose: "))
+	}
+	return newKey(jwk)
+}
+
+// Generate makes a new key for alg (RS256, ES256, EdDSA or HS256), named
+// kid.
+func Generate(alg, kid string) (*Key, error) {
+	var priv any
+	var err error
+	switch jose.SignatureAlgorithm(alg) {
+	case jose.RS256:
+		priv, err = rsa.GenerateKey(rand.Reader, 2048)
+	case jose.ES256:
+		priv, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	case jose.EdDSA:
+		_, priv, err = ed25519.GenerateKey(rand.Reader)
+	case jose.HS256:
+		secret := make([]byte, 32)
+		_, err = rand.Read(secret)
+		priv = secret
+	default:
+		return nil, fmt.Errorf("algorithm %q: RS256, ES256, EdDSA or HS256", alg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return newKey(jose.JSONWebKey{Key: priv, KeyID: kid, Algorithm: alg, Use: "sig"})
+}
+
+func newKey(jwk jose.JSONWebKey) (*Key, error) {
+	var alg jose.SignatureAlgorithm
+	switch k := jwk.Key.(type) {
+	case *rsa.PrivateKey:
+		alg = jose.RS256
+	case *ecdsa.PrivateKey:
+		if k.Curve != elliptic.P256() {
+			return nil, fmt.Errorf("curve %s: only P-256 (ES256) is supported", k.Curve.Params().Name)
+		}
+		alg = jose.ES256
+	case ed25519.PrivateKey:
+		alg = jose.EdDSA
+	case []byte:
+		if len(k) < 32 {
+			return nil, fmt.Errorf("an HMAC key of %d bytes; HS256 needs at least 32", len(k))
+		}
+		alg = jose.HS256
+	case *rsa.PublicKey, *ecdsa.PublicKey, ed25519.PublicKey:
+		return nil, errors.New("a public key cannot sign; give the private key")
+	default:
+		return nil, errors.New("unsupported key type")
+	}
+	if jwk.Algorithm != "" && jwk.Algorithm != string(alg) {
+		return nil, fmt.Errorf("alg %q: this key type signs %s only", jwk.Algorithm, alg)
+	}
+	opts := (&jose.SignerOptions{}).WithType("JWT")
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: alg, Key: jwk}, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Key{jwk: jwk, alg: alg, signer: signer}, nil
+}
+
+// Algorithm is the algorithm the key signs with.
+func (k *Key) Algorithm() string { return string(k.alg) }
+
+// KeyID is the key's kid, which its tokens name; "" when it has none.
+func (k *Key) KeyID() string { return k.jwk.KeyID }
+
+// Sign makes a compact JWS of claims, with the key's kid in its header.
+func (k *Key) Sign(claims map[string]any) (string, error) {
+	payload, err := json.Marshal(claims)
+	if err != nil {
+		return "", err
+	}
+	jws, err := k.signer.Sign(payload)
+	if err != nil {
+		return "", err
+	}
+	return jws.CompactSerialize()
+}
+
+// PrivateJWK is the key as a JWK, private parameters included.
+func (k *Key) PrivateJWK() ([]byte, error) { return json.MarshalIndent(k.jwk, "", "  ") }
+
+// PublicJWKS is the JWKS that verifies the key's tokens: its public half,
+// or for an HMAC key the secret itself, which the verifier must hold too.
+func (k *Key) PublicJWKS() ([]byte, error) {
+	pub := k.jwk
+	if _, secret := k.jwk.Key.([]byte); !secret {
+		pub = k.jwk.Public()
+	}
+	return json.MarshalIndent(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{pub}}, "", "  ")
+}

@@ -1,0 +1,83 @@
+package jwtsign_test
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/internal/jwtsign"
+	"github.com/floodgate-gw/floodgate/internal/jwtverify"
+)
+
+// A key's tokens verify against its PublicJWKS, and its PrivateJWK reads
+// back as the same key.
+func TestSignVerify(t *testing.T) {
+	now := time.Now()
+	for _, alg := range []string{"RS256", "ES256", "EdDSA", "HS256"} {
+		t.Run(alg, func(t *testing.T) {
+			k, err := jwtsign.Generate(alg, "k-"+alg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			priv, err := k.PrivateJWK()
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := jwtsign.ParseKey(priv)
+			if err != nil || again.Algorithm() != alg || again.KeyID() != "k-"+alg {
+				t.Fatalf("read back: %v %v", again, err)
+			}
+			jwks, err := k.PublicJWKS()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ks, err := jwtverify.ParseKeySet(jwks)
+			if err != nil || ks.Len() != 1 {
+				t.Fatalf("the public JWKS: %v %v", ks, err)
+			}
+			file := filepath.Join(t.TempDir(), "jwks.json")
+			os.WriteFile(file, jwks, 0o600)
+			v, err := jwtverify.New(jwtverify.Options{File: file, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer v.Close()
+			tok, err := again.Sign(map[string]any{"sub": "alice", "exp": now.Add(time.Minute).Unix()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := v.Verify(tok, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sub, _ := got.Claim("sub"); sub != "alice" {
+				t.Errorf("sub %q", sub)
+			}
+		})
+	}
+}
+
+func TestParseKeyRefuses(t *testing.T) {
+	ec, _ := jwtsign.Generate("ES256", "ec")
+	jwks, _ := ec.PublicJWKS()
+	pub := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(string(jwks)), `{`), `}`)
+	pub = strings.TrimSpace(pub)
+	pub = pub[strings.Index(pub, "{") : strings.LastIndex(pub, "}")+1]
+	for _, tt := range []struct{ name, key, want string }{
+		{"a JWKS", string(jwks), "key set"},
+		{"a public key", pub, "public key cannot sign"},
+		{"not JSON", "-----BEGIN PRIVATE KEY-----", "not a JWK"},
+		{"short secret", `{"kty": "oct", "k": "c2hvcnQ"}`, "at least 32"},
+		{"alg of another type", `{"kty": "oct", "alg": "RS256", "k": "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA"}`, `alg "RS256"`},
+	} {
+		if _, err := jwtsign.ParseKey([]byte(tt.key)); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want an error with %q", tt.name, err, tt.want)
+		}
+	}
+	if _, err := jwtsign.Generate("PS256", ""); err == nil {
+		t.Error("Generate PS256")
+	}
+}
