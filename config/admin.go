@@ -3,6 +3,7 @@ package config
 import (
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 )
 
@@ -59,4 +60,43 @@ func loopbackHost(host string) (loopback bool, why string) {
 		return false, host + " means every interface"
 	}
 	return false, ""
+}
+
+// A Flag is a value the command line gives in place of the file's.
+type Flag struct {
+	// Name is the flag as the command line spells it ("--admin"). A
+	// problem of Value is reported under it, without a line: the value
+	// is not in the file.
+	Name string
+
+	// Value replaces the file's value, or its default.
+	Value string
+}
+
+// Flags are the values a command line gives in place of the file's, for
+// ParseWithFlags. A nil field leaves the file's value.
+type Flags struct {
+	// AdminListen replaces admin.listen, as "floodgate serve --admin
+	// ADDR" does. Its value is held to every rule of admin.listen: an
+	// address beyond loopback needs admin.token, admin.token_env or
+	// admin.allow_open in the file.
+	AdminListen *Flag
+}
+
+// setFlags puts the flags' values in c before it is validated, and
+// remembers which paths they gave.
+func (v *validator) setFlags(c *Config, f Flags) {
+	if f.AdminListen != nil {
+		c.Admin.Listen = f.AdminListen.Value
+		v.flags = map[string]string{"admin.listen": f.AdminListen.Name}
+	}
+}
+
+// where says where the value at path came from, for a message that points
+// at a second value: "line 12", or the flag that gave it.
+func (v *validator) where(p string) string {
+	if f, ok := v.flags[p]; ok {
+		return f
+	}
+	return "line " + strconv.Itoa(v.line(p))
 }

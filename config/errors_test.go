@@ -833,3 +833,61 @@ admin: {listen: "9090"} #want: admin.listen: "9090" is not an address (HOST:PORT
 		})
 	}
 }
+
+// A flag's value is held to the rules of the key it replaces, and its
+// problems name the flag, at no line.
+func TestAdminListenFlag(t *testing.T) {
+	const open = `"0.0.0.0:9090" is not loopback (0.0.0.0 means every interface) and admin.token is not set, ` +
+		`so anyone who reaches it may reload the config, reset limits and force breakers; ` +
+		`set admin.token or admin.token_env, or write admin.allow_open: true to accept an open admin API`
+	tests := []struct {
+		name, src, flag string
+		want            []string // the errors; none: the config is accepted with flag as admin.listen
+	}{
+		{"open beyond loopback", okRoute, "0.0.0.0:9090", []string{"test.yaml: --admin: " + open}},
+		{"open in place of a loopback file value", "admin: {listen: \"127.0.0.1:9090\"}\n" + okRoute, "0.0.0.0:9090",
+			[]string{"test.yaml: --admin: " + open}},
+		{"loopback in place of an open file value", "admin: {listen: \":9090\"}\n" + okRoute, "127.0.0.1:9191", nil},
+		{"with a token in the file", "admin: {token: s3cret}\n" + okRoute, "0.0.0.0:9090", nil},
+		{"with allow_open in the file", "admin: {allow_open: true}\n" + okRoute, "[::]:9090", nil},
+		{"no admin listener", "admin: {listen: \":9090\"}\n" + okRoute, "", nil},
+		{"not an address", okRoute, "9090", []string{`test.yaml: --admin: "9090" is not an address (HOST:PORT or :PORT)`}},
+		{"overlapping the gateway", "server: {listen: \":8080\"}\nadmin: {token: s3cret}\n" + okRoute, "0.0.0.0:8080",
+			[]string{`test.yaml: --admin: "0.0.0.0:8080" overlaps server.listen ":8080" (line 1)`}},
+		{"overlapped by rls", "rls: {listen: \":9090\"}\n" + okRoute, "127.0.0.1:9090",
+			[]string{`test.yaml:1: rls.listen: ":9090" overlaps admin.listen "127.0.0.1:9090" (--admin)`}},
+		{"with the file's own problems", "admin: {listen: [x]}\nserver: {listen: \"8080\"}\n" + okRoute, "0.0.0.0:9090",
+			[]string{"test.yaml: --admin: " + open,
+				`test.yaml:1: admin.listen: want a string, got a list`,
+				`test.yaml:2: server.listen: "8080" is not an address (HOST:PORT or :PORT)`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := strings.TrimPrefix(tt.src, "\n")
+			c, err := ParseWithFlags("test.yaml", []byte(src), Flags{AdminListen: &Flag{Name: "--admin", Value: tt.flag}})
+			var got []string
+			var errs Errors
+			if errors.As(err, &errs) {
+				for _, e := range errs {
+					got = append(got, e.Error())
+				}
+			} else if err != nil {
+				t.Fatalf("ParseWithFlags returned %T: %v", err, err)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+			if err == nil && c.Admin.Listen != tt.flag {
+				t.Errorf("admin.listen %q, want the flag's %q", c.Admin.Listen, tt.flag)
+			}
+		})
+	}
+	// Without flags, the file's value stands.
+	c, err := ParseWithFlags("test.yaml", []byte("admin: {listen: \"127.0.0.1:9191\"}\n"+okRoute), Flags{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Admin.Listen != "127.0.0.1:9191" {
+		t.Errorf("no flags: admin.listen %q, want the file's 127.0.0.1:9191", c.Admin.Listen)
+	}
+}

@@ -56,3 +56,27 @@ routes:
 	// line 8: routes[0].limits[0].key[0]: unknown key source "user" (global, route, path, method, host, ip, header:NAME, query:NAME, cookie:NAME)
 	// line 9: routes[0].limits[0].rate: rate "0/s": count 0 must be positive
 }
+
+func ExampleParseWithFlags() {
+	file := []byte(`
+routes:
+  - id: api
+    match: {path: /api/**}
+    upstream: {targets: ["http://127.0.0.1:9000"]}
+`)
+	// "floodgate serve --admin ADDR": the address is held to the rules
+	// of admin.listen, and a problem with it names the flag.
+	for _, addr := range []string{"127.0.0.1:9191", "0.0.0.0:9090"} {
+		cfg, err := config.ParseWithFlags("floodgate.yaml", file, config.Flags{
+			AdminListen: &config.Flag{Name: "--admin", Value: addr},
+		})
+		if err != nil {
+			fmt.Println(err)
+			continue
+		}
+		fmt.Println(cfg.Summary())
+	}
+	// Output:
+	// floodgate.yaml: ok: 1 route, 0 limits, store memory, admin 127.0.0.1:9191
+	// floodgate.yaml: --admin: "0.0.0.0:9090" is not loopback (0.0.0.0 means every interface) and admin.token is not set, so anyone who reaches it may reload the config, reset limits and force breakers; set admin.token or admin.token_env, or write admin.allow_open: true to accept an open admin API
+}

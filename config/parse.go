@@ -32,6 +32,14 @@ func Load(path string) (*Config, error) {
 // and Summary call it. On failure the error is an Errors value holding every
 // problem found, sorted by line.
 func Parse(filename string, data []byte) (*Config, error) {
+	return ParseWithFlags(filename, data, Flags{})
+}
+
+// ParseWithFlags is Parse with the values flags gives in place of the
+// file's, each validated as the value it replaces, so that the config it
+// returns is the one that runs and has passed the same checks. A problem of
+// a flag's value is reported under the flag's name, without a line.
+func ParseWithFlags(filename string, data []byte, flags Flags) (*Config, error) {
 	root, p := yamlnode.Parse(data, parseMessages)
 	if p != nil {
 		return nil, Errors{{File: filename, Line: p.Line, Msg: p.Msg}}
@@ -42,6 +50,7 @@ func Parse(filename string, data []byte) (*Config, error) {
 	d.lines[""] = root.Line
 	d.decode(root, reflect.ValueOf(cfg).Elem(), "")
 	v := &validator{file: filename, lines: d.lines, bad: d.bad, lookupEnv: os.LookupEnv}
+	v.setFlags(cfg, flags)
 	// A tree the budget cut short is not validated: what was not read
 	// would be reported as missing.
 	if !d.Spent() {

@@ -37,6 +37,7 @@ type validator struct {
 	lines     map[string]int
 	bad       map[string]bool
 	lookupEnv func(string) (string, bool)
+	flags     map[string]string // path -> the flag that gave its value
 	errs      Errors
 	warns     Errors
 
@@ -100,6 +101,11 @@ func (v *validator) failedAny(p string, fields ...string) bool {
 }
 
 func (v *validator) errorf(p, format string, args ...any) {
+	if f, ok := v.flags[p]; ok {
+		// The value is not in the file: name the flag, at no line.
+		v.errorAt(0, f, format, args...)
+		return
+	}
 	v.errorAt(v.line(p), p, format, args...)
 }
 
@@ -264,7 +270,7 @@ func (v *validator) listeners(c *Config) {
 		for _, o := range ls {
 			oh, op, _ := net.SplitHostPort(o.addr)
 			if op == port && (oh == host || anyHost(oh) || anyHost(host)) {
-				v.errorf(l.path, "%q overlaps %s %q (line %d)", l.addr, o.path, o.addr, v.line(o.path))
+				v.errorf(l.path, "%q overlaps %s %q (%s)", l.addr, o.path, o.addr, v.where(o.path))
 			}
 		}
 		ls = append(ls, l)

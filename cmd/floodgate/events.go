@@ -99,7 +99,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		return usageError(fs, stderr, "--parallel: %d: want 1 to %d", *parallel, maxParallel)
 	}
 
-	cfg, _, err := loadConfig(*file)
+	cfg, _, err := loadConfig(*file, config.Flags{})
 	if err != nil {
 		for _, line := range admin.ErrorLines(err) {
 			fmt.Fprintln(stderr, line)

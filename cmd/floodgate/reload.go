@@ -30,9 +30,10 @@ var errStopping = errors.New("floodgate is shutting down; reload refused")
 // three triggers (SIGHUP, POST /admin/reload and a change of the file) all
 // call reload, so they log, count and fail alike, and never overlap.
 type reloader struct {
-	path string
-	gw   *gateway.Gateway
-	log  *slog.Logger
+	path  string
+	flags config.Flags // applied to every load, as at start
+	gw    *gateway.Gateway
+	log   *slog.Logger
 
 	// started is the config serve bound its listeners with; a reload
 	// cannot move them, only warn.
@@ -43,11 +44,12 @@ type reloader struct {
 	stopped bool
 }
 
-// loadConfig reads and parses the config file once, returning the digest
-// of exactly what was parsed, so that a reload can tell an unchanged file
-// from a changed one without a second read racing a writer. Errors are
-// config.Errors, as from config.Load.
-func loadConfig(path string) (*config.Config, [sha256.Size]byte, error) {
+// loadConfig reads and parses the config file once, with flags in place
+// of the values they replace, returning the digest of exactly what was
+// parsed, so that a reload can tell an unchanged file from a changed one
+// without a second read racing a writer. Errors are config.Errors, as from
+// config.Load.
+func loadConfig(path string, flags config.Flags) (*config.Config, [sha256.Size]byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		msg := err.Error()
@@ -57,7 +59,7 @@ func loadConfig(path string) (*config.Config, [sha256.Size]byte, error) {
 		}
 		return nil, [sha256.Size]byte{}, config.Errors{{File: path, Msg: msg}}
 	}
-	cfg, err := config.Parse(path, data)
+	cfg, err := config.ParseWithFlags(path, data, flags)
 	return cfg, sha256.Sum256(data), err
 }
 
@@ -71,7 +73,7 @@ func (r *reloader) reload(trigger string) error {
 	if r.stopped {
 		return errStopping
 	}
-	cfg, sum, err := loadConfig(r.path)
+	cfg, sum, err := loadConfig(r.path, r.flags)
 	if err == nil && sum == r.sum {
 		// An editor that saves twice, a touch, or SIGHUP sent "just in
 		// case": the running config is the file's, so nothing is

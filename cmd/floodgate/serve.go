@@ -41,7 +41,7 @@ const (
 )
 
 func runServe(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("serve", "[-c FILE] [--watch=false]",
+	fs := newFlagSet("serve", "[-c FILE] [--admin ADDR] [--watch=false]",
 		"Run the gateway, and the admin listener the configuration names.\n\n"+
 			"The configuration reloads on SIGHUP, on POST /admin/reload, and when the file changes;\n"+
 			"a file that does not load is refused and the running configuration stays.\n"+
@@ -49,6 +49,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			"server.shutdown_timeout and exits 0; a second signal exits at once with 1.")
 	file := fs.String("c", "floodgate.yaml", "the configuration `FILE`")
 	watch := fs.Bool("watch", true, "reload when the configuration file changes")
+	var flags config.Flags
+	fs.Func("admin", "serve the admin listener on `ADDR` in place of admin.listen (\"\": none); "+
+		"beyond loopback it needs admin.token, admin.token_env or admin.allow_open", func(addr string) error {
+		flags.AdminListen = &config.Flag{Name: "--admin", Value: addr}
+		return nil
+	})
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -56,7 +62,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
 	}
 
-	cfg, sum, err := loadConfig(*file)
+	// The flags are applied on every load, the first and each reload, and
+	// checked with the file: a reload cannot drop the token that an open
+	// --admin address needs.
+	cfg, sum, err := loadConfig(*file, flags)
 	if err != nil {
 		// Before the gateway runs, the user is at a terminal or reading a
 		// unit's output: print the problems as check does, not as JSON.
@@ -66,14 +75,15 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	s := &server{file: *file, log: log}
+	s := &server{file: *file, flags: flags, log: log}
 	return s.run(cfg, sum, *watch)
 }
 
 // server is one run of "floodgate serve".
 type server struct {
-	file string
-	log  *slog.Logger
+	file  string
+	flags config.Flags // what the command line gives in place of the file
+	log   *slog.Logger
 
 	gw       *gateway.Gateway
 	reloader *reloader
@@ -92,7 +102,7 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 		return exitFailure
 	}
 	s.gw = gw
-	s.reloader = &reloader{path: s.file, gw: gw, log: s.log, started: cfg, sum: sum}
+	s.reloader = &reloader{path: s.file, flags: s.flags, gw: gw, log: s.log, started: cfg, sum: sum}
 	logWarnings(s.log, cfg)
 	if cfg.Store.Type == config.StoreRedis {
 		// A store that does not answer is said at once, not at the first

@@ -616,6 +616,87 @@ func TestServeReloadRefusesOpenAdmin(t *testing.T) {
 	}
 }
 
+// --admin serves the admin listener at its address in place of
+// admin.listen, on start and after a reload, and is held to the same rule:
+// beyond loopback it needs a token.
+func TestServeAdminFlag(t *testing.T) {
+	t.Parallel()
+	t.Run("moves the listener", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, nil)
+		f.write(baseConfig)
+		inFile := f.admin
+		f.admin = freeAddr(t)
+		p := f.serve("--admin", f.admin)
+		if c, err := net.DialTimeout("tcp", inFile, time.Second); err == nil {
+			c.Close()
+			t.Errorf("admin.listen %s of the file accepts connections; want only --admin %s", inFile, f.admin)
+		}
+		// The running config says where the listener is; a reload keeps
+		// the flag, so nothing changed that needs a restart.
+		if adm, _ := p.admin("GET", "/admin/config").json(t)["admin"].(map[string]any); adm["listen"] != f.admin {
+			t.Errorf("GET /admin/config: admin = %v, want listen %s", adm, f.admin)
+		}
+		f.write(strings.Replace(withRoute("added"), "{{ADMIN}}", inFile, 1))
+		if r := p.admin("POST", "/admin/reload"); r.code != 200 {
+			t.Fatalf("POST /admin/reload: %d %s, want 200", r.code, r.body)
+		}
+		if adm, _ := p.admin("GET", "/admin/config").json(t)["admin"].(map[string]any); adm["listen"] != f.admin {
+			t.Errorf("GET /admin/config after a reload: admin = %v, want listen %s", adm, f.admin)
+		}
+		if strings.Contains(p.stderr.String(), `"setting":"admin.listen"`) {
+			t.Errorf("a reload warned of a changed admin.listen:\n%s", p.stderr)
+		}
+	})
+	t.Run("refused open", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, nil)
+		f.write(strings.Replace(baseConfig, "  token: {{TOKEN}}\n", "", 1))
+		_, port, _ := net.SplitHostPort(freeAddr(t))
+		stdout, stderr, code := floodgate(t, "serve", "-c", f.file, "--admin", "0.0.0.0:"+port)
+		if code != exitFailure || stdout != "" {
+			t.Errorf("exit %d, stdout %q; want %d and nothing", code, stdout, exitFailure)
+		}
+		want := f.file + `: --admin: "0.0.0.0:` + port + `" is not loopback (0.0.0.0 means every interface) and admin.token is not set, ` +
+			`so anyone who reaches it may reload the config, reset limits and force breakers; ` +
+			`set admin.token or admin.token_env, or write admin.allow_open: true to accept an open admin API` + "\n"
+		if stderr != want {
+			t.Errorf("stderr\n%q\nwant\n%q", stderr, want)
+		}
+	})
+	t.Run("loopback over an open file value", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, nil)
+		f.write(strings.NewReplacer(`listen: "{{ADMIN}}"`, `listen: ":9090"`, "  token: {{TOKEN}}\n", "").Replace(baseConfig))
+		if _, _, code := floodgate(t, "check", "-c", f.file); code != exitFailure {
+			t.Fatalf("check of the file alone: exit %d, want %d", code, exitFailure)
+		}
+		f.serve("--admin", f.admin)
+	})
+	t.Run("a reload cannot drop the token an open address needs", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, nil)
+		f.write(baseConfig)
+		_, port, _ := net.SplitHostPort(f.admin)
+		p := f.serve("--watch=false", "--admin", "0.0.0.0:"+port)
+		f.write(strings.Replace(baseConfig, "  token: {{TOKEN}}\n", "", 1))
+		r := p.admin("POST", "/admin/reload")
+		var got struct {
+			Errors []string `json:"errors"`
+		}
+		if err := json.Unmarshal([]byte(r.body), &got); err != nil || r.code != 400 {
+			t.Fatalf("POST /admin/reload: %d %s, want 400 and the errors", r.code, r.body)
+		}
+		want := f.file + `: --admin: "0.0.0.0:` + port + `" is not loopback`
+		if len(got.Errors) != 1 || !strings.HasPrefix(got.Errors[0], want) {
+			t.Errorf("errors %q, want one starting with %q", got.Errors, want)
+		}
+		if r := request(t, "GET", "http://"+f.admin+"/admin/config"); r.code != 401 {
+			t.Errorf("GET /admin/config without the token after the refused reload: %d, want 401", r.code)
+		}
+	})
+}
+
 func TestServeSIGHUP(t *testing.T) {
 	skipWithoutSignals(t)
 	t.Parallel()
