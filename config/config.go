@@ -99,6 +99,11 @@ type Server struct {
 	// MaxBodyBytes bounds a request body; larger ones get 413
 	// body_too_large. Zero means unlimited.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+
+	// JWT verifies the bearer tokens that jwt:CLAIM key parts and claim
+	// overrides read. Nil: no token is verified, and a config that reads
+	// one is refused.
+	JWT *JWT `yaml:"jwt,omitempty"`
 }
 
 // Admin is the admin listener: health, metrics, the admin API and the
@@ -305,7 +310,7 @@ type Upstream struct {
 // Source is where a key part's value comes from (SPEC §3.3).
 type Source string
 
-// The key sources. Header, Query and Cookie take a name.
+// The key sources. Header, Query and Cookie take a name, JWT a claim's.
 const (
 	SourceGlobal Source = "global" // one value for every request
 	SourceRoute  Source = "route"  // the route's id
@@ -316,14 +321,15 @@ const (
 	SourceHeader Source = "header"
 	SourceQuery  Source = "query"
 	SourceCookie Source = "cookie"
+	SourceJWT    Source = "jwt" // a claim of the verified bearer token (server.jwt)
 )
 
 // KeyPart is one part of a limit's key, written "ip" or "header:X-User-Id".
 type KeyPart struct {
 	// Source is one of the Source constants; never empty after Parse.
 	Source Source
-	// Name is the header, query parameter or cookie name, as written.
-	// Empty for the other sources.
+	// Name is the header, query parameter, cookie or claim name, as
+	// written. Empty for the other sources.
 	Name string
 }
 
@@ -427,7 +433,7 @@ type Reject struct {
 }
 
 // Override is a different rate for the requests it matches. Exactly one of
-// Values and Header is set.
+// Values, Header and Claim is set.
 type Override struct {
 	// Values are resolved keys, one value per key part each; a request
 	// whose key is one of them matches.
@@ -435,6 +441,10 @@ type Override struct {
 
 	// Header matches a request that carries this header value.
 	Header *HeaderMatch `yaml:"header,omitempty"`
+
+	// Claim matches a request whose verified bearer token (server.jwt)
+	// has this claim value.
+	Claim *ClaimMatch `yaml:"claim,omitempty"`
 
 	// Rate, Limit and Window are as in Limit, and folded into Rate the
 	// same way. The override has the limit's algorithm, cost and queue.

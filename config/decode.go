@@ -131,7 +131,12 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		d.decodeStruct(n, v, path)
 	case reflect.Pointer:
 		if v.IsNil() {
+			// A block that is there only when the file gives it
+			// (server.jwt) gets its defaults when it appears.
 			v.Set(reflect.New(t.Elem()))
+			if df, ok := v.Interface().(defaulter); ok {
+				df.setDefaults()
+			}
 		}
 		d.decode(n, v.Elem(), path)
 	case reflect.Slice:

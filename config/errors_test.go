@@ -598,7 +598,7 @@ routes:
           - values: [[u1, /r]]
             header: {name: X-Tier, value: vip} #want: routes[0].limits[0].overrides[1].header: an override matches by values or by header, not both
             rate: 2/s
-          - rate: 2/s #want: routes[0].limits[0].overrides[2]: an override needs values or header
+          - rate: 2/s #want: routes[0].limits[0].overrides[2]: an override needs values, header or claim
           - header: {name: "X Tier", value: ""} #want: routes[0].limits[0].overrides[3].header.name: "X Tier" is not a valid header name | routes[0].limits[0].overrides[3].header.value: empty
             rate: 2/s
           - values: [[u1, /r]] #want: routes[0].limits[0].overrides[4]: a limit needs a rate

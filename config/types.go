@@ -6,11 +6,11 @@ import (
 	"strings"
 )
 
-var sources = []Source{SourceGlobal, SourceRoute, SourcePath, SourceMethod, SourceHost, SourceIP, SourceHeader, SourceQuery, SourceCookie}
+var sources = []Source{SourceGlobal, SourceRoute, SourcePath, SourceMethod, SourceHost, SourceIP, SourceHeader, SourceQuery, SourceCookie, SourceJWT}
 
 // named reports whether a source takes a name.
 func (s Source) named() bool {
-	return s == SourceHeader || s == SourceQuery || s == SourceCookie
+	return s == SourceHeader || s == SourceQuery || s == SourceCookie || s == SourceJWT
 }
 
 // String returns the part as the file writes it: "ip", "header:X-User-Id".
@@ -31,8 +31,9 @@ func (p KeyPart) Kind() string {
 	return p.String()
 }
 
-// UnmarshalText reads "ip", "header:X-User-Id", "query:page" or
-// "cookie:session".
+// UnmarshalText reads "ip", "header:X-User-Id", "query:page",
+// "cookie:session" or "jwt:sub". A claim's name runs to the end, colons
+// included ("jwt:https://example.com/tier").
 func (p *KeyPart) UnmarshalText(text []byte) error {
 	s := string(text)
 	src, name, hasName := strings.Cut(s, ":")
@@ -43,14 +44,18 @@ func (p *KeyPart) UnmarshalText(text []byte) error {
 		}
 	}
 	if !known {
-		return fmt.Errorf("unknown key source %q (global, route, path, method, host, ip, header:NAME, query:NAME, cookie:NAME)", s)
+		return fmt.Errorf("unknown key source %q (global, route, path, method, host, ip, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM)", s)
 	}
 	source := Source(src)
 	switch {
 	case !source.named() && hasName:
 		return fmt.Errorf("key source %q: %s takes no name", s, src)
+	case source == SourceJWT && name == "":
+		return fmt.Errorf("key source %q: write jwt:CLAIM, such as jwt:sub", s)
 	case source.named() && name == "":
 		return fmt.Errorf("key source %q: write %s:NAME", s, src)
+	case source == SourceJWT && !validClaimName(name):
+		return fmt.Errorf("key source %q: %q is not a claim name (printable, no spaces, at most %d bytes)", s, name, maxClaimName)
 	case source == SourceQuery && !validQueryName(name):
 		return fmt.Errorf("key source %q: %q is not a query parameter name", s, name)
 	case (source == SourceHeader || source == SourceCookie) && !isToken(name):

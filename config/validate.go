@@ -136,6 +136,8 @@ func (v *validator) positive(p string, d time.Duration) {
 
 func (v *validator) config(c *Config) {
 	v.server(c)
+	v.jwt(c)
+	v.jwtParts(c)
 	v.admin(&c.Admin)
 	v.rls(&c.RLS)
 	v.listeners(c)
@@ -756,12 +758,16 @@ func (v *validator) burst(p string, alg limit.Algorithm, burst int64, r limit.Ra
 
 // override checks an override; ok reports whether its rule can be built.
 func (v *validator) override(l *Limit, o *Override, p string) (ok bool) {
-	hasValues, hasHeader := v.has(p+".values"), v.has(p+".header")
+	hasValues, hasHeader, hasClaim := v.has(p+".values"), v.has(p+".header"), v.has(p+".claim")
 	switch {
 	case hasValues && hasHeader:
 		v.errorf(p+".header", "an override matches by values or by header, not both")
-	case !hasValues && !hasHeader:
-		v.errorf(p, "an override needs values or header to match requests by")
+	case hasClaim && (hasValues || hasHeader):
+		v.errorf(p+".claim", "an override matches by one of values, header and claim, not several")
+	case !hasValues && !hasHeader && !hasClaim:
+		v.errorf(p, "an override needs values, header or claim to match requests by")
+	case hasClaim:
+		v.claimMatch(o.Claim, p+".claim")
 	case hasValues:
 		if len(o.Values) == 0 && !v.failed(p+".values") {
 			v.errorf(p+".values", "empty: the override would match nothing")

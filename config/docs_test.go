@@ -1,0 +1,40 @@
+package config
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/floodgate-gw/floodgate/internal/wantlines"
+)
+
+// Every YAML example of the configuration reference parses: a whole file
+// as it is, a block without routes beside a route, a list of limits as a
+// route's limits.
+func TestDocsExamples(t *testing.T) {
+	data, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FLOODGATE_ADMIN_TOKEN", "docs-token")
+	t.Setenv("REDIS_PASSWORD", "docs-password")
+	blocks := regexp.MustCompile("(?ms)^```yaml\n(.*?)^```").FindAllStringSubmatch(string(data), -1)
+	if len(blocks) < 10 {
+		t.Fatalf("%d YAML examples in docs/configuration.md", len(blocks))
+	}
+	for _, b := range blocks {
+		src := b[1]
+		first := strings.SplitN(src, "\n", 2)[0]
+		switch {
+		case strings.HasPrefix(first, "- "):
+			src = "routes:\n  - id: docs\n    match: {path: /docs}\n    upstream: {targets: [\"http://127.0.0.1:9000\"]}\n    limits:\n" +
+				regexp.MustCompile("(?m)^").ReplaceAllString(strings.TrimRight(src, "\n"), "      ") + "\n"
+		case !regexp.MustCompile(`(?m)^routes:`).MatchString(src):
+			src += okRoute
+		}
+		if _, err := Parse("example.yaml", []byte(src)); err != nil {
+			t.Errorf("the example that starts %q does not parse:\n%v\n%s", first, err, wantlines.Numbered(src))
+		}
+	}
+}
