@@ -139,8 +139,12 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 		r.record = rc.Fallback.Record
 		rt.routes = append(rt.routes, r)
 	}
+	if rt.jwt, err = g.tokensFor(cfg, prev); err != nil {
+		return nil, err
+	}
 	// Last, because a new recorder may have to close the running one.
 	if rt.recorder, err = g.recorderFor(cfg); err != nil {
+		rt.jwt.closeUnless(prevTokens(prev))
 		return nil, err
 	}
 	return rt, nil
@@ -181,6 +185,9 @@ func (g *Gateway) limitSpec(cfg *config.Config, route string, lc *config.Limit) 
 		if oc.Header != nil {
 			o.header, o.headerValue = http.CanonicalHeaderKey(oc.Header.Name), oc.Header.Value
 		}
+		if oc.Claim != nil {
+			o.claim, o.claimValue = oc.Claim.Name, oc.Claim.Value
+		}
 		for _, kv := range oc.Values {
 			o.values = append(o.values, []string(kv))
 		}
@@ -210,6 +217,8 @@ func keyPartOf(p config.KeyPart) keyPart {
 		kp.src, kp.name = srcQuery, p.Name
 	case config.SourceCookie:
 		kp.src, kp.name = srcCookie, p.Name
+	case config.SourceJWT:
+		kp.src, kp.name = srcJWT, p.Name
 	}
 	return kp
 }
@@ -290,6 +299,9 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	}
 	g.rt.Store(rt)
 	g.metrics.reloads.WithLabelValues("ok").Inc()
+	// Requests still on the old runtime may verify with its verifier
+	// after this: a closed one still verifies, with the keys it has.
+	prev.jwt.closeUnless(rt.jwt)
 	if prev.store != rt.store && prev.store != limit.Store(g.local) {
 		old, grace := prev.store, prev.cfg.Server.ShutdownTimeout+time.Second
 		g.bg.Go(func() {
@@ -321,6 +333,7 @@ func (g *Gateway) Close() error {
 	if rt.store != limit.Store(g.local) {
 		rt.store.Close()
 	}
+	rt.jwt.closeUnless(nil)
 	for _, c := range g.clients {
 		c.CloseIdle()
 	}

@@ -67,6 +67,7 @@ type runtime struct {
 	local    *memory.Store    // decides on_error: local
 	share    func() float64
 	ips      *clientip.Resolver
+	jwt      *tokens // nil: no server.jwt
 
 	ridHeader string // canonical
 	maxBody   int64

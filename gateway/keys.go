@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/floodgate-gw/floodgate/internal/jwtverify"
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
@@ -24,12 +25,13 @@ const (
 	srcHeader
 	srcQuery
 	srcCookie
+	srcJWT
 )
 
 // keyPart is one part of a limit's key as the configuration names it.
 type keyPart struct {
 	src  source
-	name string // header (canonical), query or cookie name
+	name string // header (canonical), query, cookie or claim name
 	kind string // the part's kind in the stored key: "ip", "header:x-user-id"
 }
 
@@ -44,6 +46,11 @@ type exchange struct {
 	clientIP string // the ip key part, made when first needed
 	query    url.Values
 	queryOK  bool
+
+	tokens      *tokens          // nil: no server.jwt
+	tok         *jwtverify.Token // the verified token, once tokenRead
+	tokenRead   bool
+	claimFailed bool // a claim_type failure was counted
 }
 
 // value is the part's value for this request; "" means missing. A value
@@ -82,6 +89,8 @@ func (x *exchange) value(p keyPart) string {
 		if c, err := x.r.Cookie(p.name); err == nil {
 			v = c.Value
 		}
+	case srcJWT:
+		v = x.claim(p.name)
 	}
 	if strings.TrimSpace(v) == "" {
 		return ""

@@ -48,10 +48,15 @@ type override struct {
 	values      [][]string // the resolved key is one of these
 	header      string     // or the request carries header = value
 	headerValue string
+	claim       string // or its verified token has claim = value
+	claimValue  string
 	rule        *limit.Rule
 }
 
 func (o *override) matches(x *exchange, values []string) bool {
+	if o.claim != "" {
+		return x.claim(o.claim) == o.claimValue
+	}
 	if o.header != "" {
 		for _, v := range x.r.Header[o.header] {
 			if v == o.headerValue {
@@ -116,6 +121,8 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 	if len(rte.limits) == 0 {
 		return v, nil
 	}
+	// The token is verified only if a part or an override reads it.
+	x.tokens = rt.jwt
 	b := new(stepBuffers)
 	v.specs, v.limits, v.values = b.specs[:0], b.limits[:0], b.values[:0]
 	all := b.parts[:0] // every limit's key values, one after the other

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/floodgate-gw/floodgate/internal/jwtverify"
 )
 
 // Metrics are the gateway's Prometheus series (SPEC §10). One Metrics
@@ -20,6 +22,7 @@ type Metrics struct {
 	logsSuppressed prometheus.Counter
 	breakerState   *prometheus.GaugeVec
 	breakerChanges *prometheus.CounterVec
+	jwtFailures    map[jwtverify.Reason]prometheus.Counter
 }
 
 // NewMetrics registers the gateway's series with reg.
@@ -58,10 +61,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "gateway_circuit_breaker_transitions_total", Help: "Circuit breaker transitions.",
 		}, []string{"route", "from", "to"}),
 	}
+	jwtFailures := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gateway_jwt_failures_total", Help: "Bearer tokens not accepted for jwt: key parts and claim overrides, by reason; their parts are missing.",
+	}, []string{"reason"})
 	reg.MustRegister(m.requests, m.duration, m.rateLimited, m.decisions, m.storeDuration,
-		m.storeErrors, m.reloads, m.logsSuppressed, m.breakerState, m.breakerChanges)
+		m.storeErrors, m.reloads, m.logsSuppressed, m.breakerState, m.breakerChanges, jwtFailures)
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
+	// Every reason's series exists from the start, so that a rate over it
+	// is 0 rather than absent before the first failure.
+	m.jwtFailures = map[jwtverify.Reason]prometheus.Counter{}
+	for _, r := range jwtverify.Reasons() {
+		m.jwtFailures[r] = jwtFailures.WithLabelValues(string(r))
+	}
 	return m
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/floodgate-gw/floodgate/config"
@@ -89,6 +90,9 @@ func (g *Gateway) newEvent(rt *runtime, rte *route, r *http.Request, x *exchange
 	}
 	// The key values of the route's limits, so that a replay or an
 	// analysis knows whose request it was.
+	if x.tokens == nil {
+		x.tokens = rt.jwt // a request the breaker refused had no limit step
+	}
 	for _, l := range rte.limits {
 		_, values, ok := x.resolve(l.key, false, nil)
 		if !ok && len(l.fallback) > 0 {
@@ -102,12 +106,20 @@ func (g *Gateway) newEvent(rt *runtime, rte *route, r *http.Request, x *exchange
 }
 
 // Degraded says what works less well than configured while the gateway
-// still serves: for now, an events sink that is down ("" when all is well).
+// still serves ("" when all is well): an events sink that is down, bearer
+// tokens that cannot be verified (a JWKS URL that gave no keys yet) or are
+// verified with keys older than configured (a refused JWKS file, a failed
+// refresh).
 func (g *Gateway) Degraded() string {
-	if rec := g.rt.Load().recorder; rec != nil {
+	rt := g.rt.Load()
+	var ds []string
+	if rec := rt.recorder; rec != nil {
 		if err := rec.Ready(); err != nil {
-			return err.Error()
+			ds = append(ds, err.Error())
 		}
 	}
-	return ""
+	if s := rt.jwt.status(); s != "" {
+		ds = append(ds, s)
+	}
+	return strings.Join(ds, "; ")
 }
