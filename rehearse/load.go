@@ -67,6 +67,14 @@ type LoadConfig struct {
 	// Users, when positive, gives each request an X-User-Id of u1…uUsers,
 	// drawn uniformly; zero sends none.
 	Users int
+	// UserToken, when not nil and Users is positive, gives each request an
+	// Authorization: Bearer header with what it returns for the request's
+	// user id (a token whose sub is that id, say), so that a gateway that
+	// tells users apart by a verified token limits them one by one. Its
+	// answers are kept: it is called for a user's first request (and again
+	// only for requests of that user sent before it returned), from the
+	// goroutines that send, so it must be safe for concurrent use.
+	UserToken func(user string) string
 	// IPs, when positive, gives each request an X-Forwarded-For of one of
 	// IPs addresses 10.0.0.1, 10.0.0.2, …, drawn uniformly; zero sends none.
 	IPs int
@@ -270,6 +278,8 @@ type loader struct {
 	ctx  context.Context
 	tmpl *http.Request
 	send func(*http.Request) (*http.Response, error)
+	// tokens holds UserToken's answer for each user seen: user -> string.
+	tokens sync.Map
 	// timeout, when not zero, bounds each attempt of send, which does not
 	// bound it itself (an http.Client has its own Timeout).
 	timeout time.Duration
@@ -404,36 +414,52 @@ func (l *loader) dispatch(at, now time.Duration) {
 		l.rec.drop(at, false)
 		return
 	}
-	hdr := l.header()
+	hdr, user := l.header()
 	l.rec.send(at, now, false)
 	l.wg.Add(1)
-	go l.request(at, hdr)
+	go l.request(at, hdr, user)
 }
 
-// header returns the header of the next request: the template's, or a copy
-// with the drawn user and address.
-func (l *loader) header() http.Header {
+// header returns the header of the next request, the template's or a copy
+// with the drawn user and address, and the user drawn ("" for none).
+func (l *loader) header() (h http.Header, user string) {
 	if l.c.Users == 0 && l.c.IPs == 0 {
-		return l.tmpl.Header
+		return l.tmpl.Header, ""
 	}
-	h := l.tmpl.Header.Clone()
+	h = l.tmpl.Header.Clone()
 	if h == nil {
-		h = make(http.Header, 2)
+		h = make(http.Header, 3)
 	}
 	if n := l.c.Users; n > 0 {
-		h["X-User-Id"] = []string{"u" + strconv.Itoa(1+l.rng.IntN(n))}
+		user = "u" + strconv.Itoa(1+l.rng.IntN(n))
+		h["X-User-Id"] = []string{user}
 	}
 	if n := l.c.IPs; n > 0 {
 		j := 1 + l.rng.IntN(n)
 		h["X-Forwarded-For"] = []string{"10." + strconv.Itoa(j>>16&255) + "." + strconv.Itoa(j>>8&255) + "." + strconv.Itoa(j&255)}
 	}
-	return h
+	return h, user
+}
+
+// userToken is UserToken's answer for user, asked once per user. It runs
+// in the sending goroutines rather than the pacing loop, so that signing
+// a token for each new user cannot make the loop late.
+func (l *loader) userToken(user string) string {
+	if t, ok := l.tokens.Load(user); ok {
+		return t.(string)
+	}
+	t := l.c.UserToken(user)
+	l.tokens.Store(user, t)
+	return t
 }
 
 // request makes the attempts of one request, the first scheduled at, which
 // dispatch has counted as sent and in flight.
-func (l *loader) request(at time.Duration, hdr http.Header) {
+func (l *loader) request(at time.Duration, hdr http.Header, user string) {
 	defer l.wg.Done()
+	if user != "" && l.c.UserToken != nil {
+		hdr["Authorization"] = []string{"Bearer " + l.userToken(user)}
+	}
 	for try := 0; ; try++ {
 		status, wait, err := l.do(hdr)
 		done := l.since()
