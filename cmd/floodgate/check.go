@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/gateway"
 	"github.com/floodgate-gw/floodgate/rls"
 )
 
@@ -37,6 +38,17 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, w := range cfg.Warnings {
 		fmt.Fprintln(stderr, w.Warning())
+	}
+	// serve would refuse a JWKS file that does not load; so does check.
+	jwksWarnings, err := gateway.CheckJWKSFile(cfg)
+	for _, w := range jwksWarnings {
+		fmt.Fprintln(stderr, w.Warning())
+	}
+	if err != nil {
+		for _, line := range errorLines(err) {
+			fmt.Fprintln(stderr, line)
+		}
+		return exitFailure
 	}
 	var rules *rls.Rules
 	if cfg.RLS.Listen != "" {

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/floodgate-gw/floodgate/internal/jwtsign"
 	"github.com/floodgate-gw/floodgate/rehearse"
 )
 
@@ -48,6 +49,9 @@ func runLoad(args []string, stdout, stderr io.Writer) int {
 	})
 	body := fs.String("body", "", "the request body `TEXT`")
 	users := fs.Int("users", 0, "give each request an X-User-Id of u1..u`N`, drawn uniformly (0: none)")
+	jwtKey := fs.String("jwt-key", "", "also give each request an Authorization: Bearer token for its user (--users), signed\nwith the private JWK in `FILE`, whose sub is the user id (see floodgate token)")
+	jwtIss := fs.String("jwt-iss", "", "the iss `URL` of the --jwt-key tokens")
+	jwtAud := fs.String("jwt-aud", "", "the `AUDIENCE` of the --jwt-key tokens")
 	ips := fs.Int("ips", 0, "give each request an X-Forwarded-For of one of `N` addresses 10.x.y.z (0: none)")
 	retry := fs.String("retry", "none", "what a client does after a 429 or 503, `MODE`: none; immediate, re-send at once;\nor backoff, wait Retry-After, else 100ms·2^n ±50%. At most 3 retries, each counted as sent")
 	concurrency := fs.Int("concurrency-cap", rehearse.DefaultConcurrencyCap, "the most requests `N` in flight")
@@ -89,6 +93,12 @@ func runLoad(args []string, stdout, stderr io.Writer) int {
 	if *timeout <= 0 {
 		return usageError(fs, stderr, "--timeout %v: must be positive", *timeout)
 	}
+	switch {
+	case *jwtKey != "" && *users <= 0:
+		return usageError(fs, stderr, "--jwt-key signs a token per user: it needs --users")
+	case *jwtKey == "" && (set["jwt-iss"] || set["jwt-aud"]):
+		return usageError(fs, stderr, "--jwt-iss and --jwt-aud apply to --jwt-key")
+	}
 	cfg := rehearse.LoadConfig{
 		URL: *url, Method: *method, Header: header, Profile: p,
 		Users: *users, IPs: *ips, Retry: rehearse.Retry(*retry),
@@ -96,6 +106,14 @@ func runLoad(args []string, stdout, stderr io.Writer) int {
 	}
 	if set["body"] {
 		cfg.Body = []byte(*body)
+	}
+	if *jwtKey != "" {
+		key, err := jwtsign.ReadKeyFile(*jwtKey)
+		if err != nil {
+			fmt.Fprintf(stderr, "floodgate load: --jwt-key %s: %v\n", *jwtKey, err)
+			return exitFailure
+		}
+		cfg.UserToken = userTokens(key, *jwtIss, *jwtAud, time.Now().Add(p.Duration+time.Hour))
 	}
 	if err := cfg.Validate(); err != nil {
 		return usageError(fs, stderr, "%s", flagErrors(err))
@@ -176,4 +194,23 @@ func runLoad(args []string, stdout, stderr io.Writer) int {
 		code = exitFailure
 	}
 	return code
+}
+
+// userTokens signs a token for each simulated user, sub the user's id,
+// valid until exp (past the end of the run); iss and aud are left out
+// when empty.
+func userTokens(key *jwtsign.Key, iss, aud string, exp time.Time) func(user string) string {
+	return func(user string) string {
+		claims := map[string]any{"sub": user, "iat": time.Now().Unix(), "exp": exp.Unix()}
+		if iss != "" {
+			claims["iss"] = iss
+		}
+		if aud != "" {
+			claims["aud"] = aud
+		}
+		// A key that was read signs; a failure here would be a broken
+		// key, and a request without a token shows it at the gateway.
+		tok, _ := key.Sign(claims)
+		return tok
+	}
 }
