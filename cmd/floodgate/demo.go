@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -20,6 +21,7 @@ import (
 	"github.com/floodgate-gw/floodgate/admin"
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/gateway"
+	"github.com/floodgate-gw/floodgate/internal/jwtsign"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/rehearse"
 )
@@ -29,6 +31,7 @@ import (
 // sale that jumps from 200 to 5,000 requests a second at the start of the
 // third second, with users who retry at once.
 const (
+	demoIssuer   = "https://login.demo.invalid/"
 	demoCapacity = 500
 	demoAPIRate  = 400 // what the gateway lets through: 80 % of the capacity, room for admissions that arrive together
 	demoBurst    = 20
@@ -38,6 +41,7 @@ const demoConfig = `
 server:
   listen: "%s"
   trusted_proxies: [127.0.0.1]   # the load generator plays the load balancer
+  jwt: {jwks_file: "%s", issuer: "%s", audience: lucky-meal}
 admin:
   listen: "%s"
 store: %s
@@ -52,7 +56,7 @@ routes:
     upstream: {targets: ["http://%s"], timeout: 2s}
     limits:
       - name: user
-        key: [header:X-User-Id, path]
+        key: [jwt:sub, path]
         fallback: [ip]
         rate: 1/10s
         reject: {status: 429, code: repeat_apply, message: "You have already taken part"}
@@ -145,11 +149,34 @@ func demo(ctx context.Context, out io.Writer, redisAddr string, duration time.Du
 	go upSrv.Serve(upL)
 	defer upSrv.Close()
 
+	// The users' login service: a key that signs each user's token, and
+	// the JWKS file the gateway verifies them with. One process plays
+	// every part here, so the key is a shared secret (HS256), the cheapest
+	// to check, which leaves the cores to the surge; an identity provider
+	// would sign with RS256 or ES256 (BENCHMARKS.md has what each costs).
+	key, err := jwtsign.Generate("HS256", "demo")
+	if err != nil {
+		return err
+	}
+	jwks, err := key.PublicJWKS()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "floodgate-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	jwksFile := filepath.Join(dir, "jwks.json")
+	if err := os.WriteFile(jwksFile, jwks, 0o600); err != nil {
+		return err
+	}
+
 	store := "{type: memory}"
 	if redisAddr != "" {
 		store = fmt.Sprintf(`{type: redis, redis: {addrs: [%q], timeout: 100ms}}`, redisAddr)
 	}
-	yaml := fmt.Sprintf(demoConfig, gwL.Addr(), adL.Addr(), store, upL.Addr(), demoAPIRate, demoBurst)
+	yaml := fmt.Sprintf(demoConfig, gwL.Addr(), jwksFile, demoIssuer, adL.Addr(), store, upL.Addr(), demoAPIRate, demoBurst)
 	cfg, err := config.Parse("demo.yaml", []byte(yaml))
 	if err != nil {
 		return err
@@ -183,21 +210,22 @@ func demo(ctx context.Context, out io.Writer, redisAddr string, duration time.Du
 		storeName = "redis " + redisAddr
 	}
 	fmt.Fprintf(out, "floodgate demo: coupon API at %s answers in 200 ms up to %d requests/s, in 3 s beyond\n", upL.Addr(), demoCapacity)
-	fmt.Fprintf(out, "gateway at http://%s (store %s): global 2000/s, api %d/s (token bucket, burst %d), user 1/10s, ip 100/min, breaker\n",
+	fmt.Fprintf(out, "gateway at http://%s (store %s): global 2000/s, api %d/s (token bucket, burst %d), user 1/10s by its token's sub, ip 100/min, breaker\n",
 		gwL.Addr(), storeName, demoAPIRate, demoBurst)
 	fmt.Fprintf(out, "watch it while it runs: http://%s/ (dashboard), http://%s/metrics\n", adL.Addr(), adL.Addr())
-	fmt.Fprintf(out, "surge: 200/s, then %.0f/s at 3s, settling at %.0f/s; 20,000 users who retry at once\n", peak, peak/5)
+	fmt.Fprintf(out, "surge: 200/s, then %.0f/s at 3s, settling at %.0f/s; 20,000 users, each with a signed token, who retry at once\n", peak, peak/5)
 	fmt.Fprintf(out, "each second: requests sent, answers 2xx, 429 and 503 received, their p50 and p99, requests that reached the API, its breaker\n\n")
 	fmt.Fprintf(out, "%4s %7s %9s %7s %7s %8s %8s %9s  %s\n", "t", "sent", "2xx", "429", "503", "p50", "p99", "upstream", "breaker")
 
 	res, err := rehearse.Run(ctx, rehearse.LoadConfig{
-		URL:     "http://" + gwL.Addr().String() + "/api/activities/lucky-meal/receive",
-		Method:  http.MethodPost,
-		Profile: rehearse.Profile{Shape: rehearse.Surge, From: 200, Rate: peak, StepAt: 3 * time.Second, Duration: duration, Seed: 1},
-		Users:   20000,
-		IPs:     50000,
-		Retry:   rehearse.RetryImmediate,
-		Timeout: 5 * time.Second,
+		URL:       "http://" + gwL.Addr().String() + "/api/activities/lucky-meal/receive",
+		Method:    http.MethodPost,
+		Profile:   rehearse.Profile{Shape: rehearse.Surge, From: 200, Rate: peak, StepAt: 3 * time.Second, Duration: duration, Seed: 1},
+		Users:     20000,
+		UserToken: userTokens(key, demoIssuer, "lucky-meal", time.Now().Add(duration+time.Hour)),
+		IPs:       50000,
+		Retry:     rehearse.RetryImmediate,
+		Timeout:   5 * time.Second,
 		// One process plays every part here, on a machine that may have
 		// two cores: beyond this many requests in flight the generator
 		// drops (and counts) instead of exhausting file descriptors.
@@ -229,6 +257,7 @@ func demo(ctx context.Context, out io.Writer, redisAddr string, duration time.Du
 	if t.Dropped > 0 {
 		fmt.Fprintf(out, "(the generator shares this machine with the gateway and the API; --rate 2000 asks less of it)\n")
 	}
+	fmt.Fprintf(out, "the user limit counted each user by the sub of its verified token; tokens not accepted: %.0f\n", counterSum(reg, "gateway_jwt_failures_total"))
 	if peakReached <= demoCapacity {
 		fmt.Fprintf(out, "the coupon API saw at most %d requests in a second (capacity %d): floodgate held the flood back\n", peakReached, demoCapacity)
 		return nil
@@ -240,6 +269,20 @@ func demo(ctx context.Context, out io.Writer, redisAddr string, duration time.Du
 		"(%d/s and a burst of %d), so admitted requests reached it late and together: this machine was too busy to keep up (p99 above)\n",
 		peakReached, demoCapacity, demoAPIRate+demoBurst, demoAPIRate, demoBurst)
 	return nil
+}
+
+// counterSum is the sum of a counter's series in reg; 0 when it has none.
+func counterSum(reg prometheus.Gatherer, name string) float64 {
+	mfs, _ := reg.Gather()
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }
 
 func ms(d time.Duration) string {

@@ -10,7 +10,7 @@ func TestDemo(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	for _, want := range []string{"t    sent       2xx", "CLOSED", "the coupon API saw at most"} {
+	for _, want := range []string{"t    sent       2xx", "CLOSED", "the coupon API saw at most", "tokens not accepted: 0\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
