@@ -486,7 +486,9 @@ func TestNoInterimAnswersBesideAContinue(t *testing.T) {
 		io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 100 Continue\r\n\r\n"+
 			strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </b>\r\n\r\n", 10))
 		io.Copy(io.Discard, r.Body)
-		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		// It closes the connection after one answer, so it says so: the
+		// next request must not find it in the gateway's pool.
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok")
 	})
 	h := routeTo(t, up, "", "")
 	for range 10 {
