@@ -44,6 +44,7 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 		log:         o.Logger,
 		ids:         httplimit.NewIDSource(),
 		storeErrLog: newSampler(1),
+		framingLog:  newSampler(5),
 		samplers:    map[string]*sampler{},
 		clients:     map[string]*h1.Client{},
 		breakers:    map[string]*routeBreaker{},

@@ -32,6 +32,7 @@ type Gateway struct {
 	log         *slog.Logger
 	ids         *httplimit.IDSource
 	storeErrLog *sampler
+	framingLog  *sampler    // requests refused for their framing
 	storeDown   atomic.Bool // the store failed, and has not answered since
 
 	local     *memory.Store // the memory store, and the local fallback of Redis
@@ -91,10 +92,18 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	markHandled(r)
 	start := time.Now()
 	rt := g.rt.Load()
-	if r.Header["Upgrade"] != nil && g.upgrades.enter() {
-		// Counted until every deferred step, lease release included,
-		// has run.
-		defer g.upgrades.leave()
+	if r.Header["Upgrade"] != nil || hasToken(r.Header["Connection"], "upgrade") {
+		// After a request to switch protocols the client may send the
+		// new protocol's bytes (WebSocket frames) without waiting for the
+		// 101, and the connection's reader passes them on unread: any
+		// answer but the 101 closes the connection, so that none of them
+		// is read as a request. The 101 drops the field.
+		w.Header()["Connection"] = []string{"close"}
+		if g.upgrades.enter() {
+			// Counted until every deferred step, lease release included,
+			// has run.
+			defer g.upgrades.leave()
+		}
 	}
 
 	rid := g.ids.Use(r, w, rt.ridHeader)
@@ -300,6 +309,16 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 		a = rt.badRequest
 	case o.timeout:
 		a = rt.upstreamTimeout
+	}
+	if o.client {
+		// The request's body broke its framing or ended short: where the
+		// next request would begin is in doubt, so none is read.
+		w.Header()["Connection"] = []string{"close"}
+		if ac, ok := r.Context().Value(connKey{}).(*answeringConn); ok {
+			if e := ac.framing.Refused(); e != nil {
+				g.logRefused(ac.RemoteAddr(), e)
+			}
+		}
 	}
 	v.setHeaders(w.Header())
 	a.Write(w, rid, "")

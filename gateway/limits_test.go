@@ -440,7 +440,8 @@ func TestProtocolErrorsAnswered(t *testing.T) {
 	}{
 		{"a header line without a colon", "GET /api/x HTTP/1.1\r\nHost: x\r\nNo colon here\r\n\r\n", 400},
 		{"no Host", "GET /api/x HTTP/1.1\r\n\r\n", 400},
-		{"an unknown transfer coding", "POST /api/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: rot13\r\n\r\n", 501},
+		{"an unknown transfer coding", "POST /api/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: rot13, chunked\r\n\r\n", 501},
+		{"a transfer coding but not chunked", "POST /api/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: rot13\r\n\r\n", 400},
 		{"an unknown version", "GET /api/x HTTP/2.5\r\nHost: x\r\n\r\n", 505},
 		{"an unknown expectation", "GET /api/x HTTP/1.1\r\nHost: x\r\nExpect: something\r\n\r\n", 417},
 		{"after an answered request", "GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\nGET /api/x HTTP/1.1\r\nHost: x\r\nNo colon here\r\n\r\n", 400},
@@ -474,7 +475,7 @@ func TestProtocolErrorsAnswered(t *testing.T) {
 	if up.hits.Load() != 0 {
 		t.Fatalf("the upstream saw %d of the refused requests", up.hits.Load())
 	}
-	for status, want := range map[string]float64{"431": 1, "400": 3, "501": 1, "505": 1, "417": 1, "404": 1} {
+	for status, want := range map[string]float64{"431": 1, "400": 4, "501": 1, "505": 1, "417": 1, "404": 1} {
 		if n := counterValue(t, h, "gateway_http_requests_total", map[string]string{"route": "", "code": status}); n != want {
 			t.Errorf("requests of no route with status %s: %v, want %v", status, n, want)
 		}

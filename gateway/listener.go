@@ -11,6 +11,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/httplimit"
+	"github.com/floodgate-gw/floodgate/internal/framing"
 )
 
 // Listener returns ln with the answers net/http makes itself made the
@@ -54,12 +55,17 @@ func (g *Gateway) Listener(srv *http.Server, ln net.Listener) net.Listener {
 			connState(c, st)
 		}
 	}
-	return &answeringListener{ln, g}
+	maxHead := srv.MaxHeaderBytes
+	if maxHead <= 0 {
+		maxHead = http.DefaultMaxHeaderBytes
+	}
+	return &answeringListener{ln, g, maxHead}
 }
 
 type answeringListener struct {
 	net.Listener
-	g *Gateway
+	g       *Gateway
+	maxHead int
 }
 
 func (l *answeringListener) Accept() (net.Conn, error) {
@@ -67,7 +73,8 @@ func (l *answeringListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &answeringConn{Conn: c, g: l.g}, nil
+	fc := framing.NewConn(c, l.maxHead)
+	return &answeringConn{Conn: fc, framing: fc, g: l.g}, nil
 }
 
 // answeringConn replaces a write of net/http's own error answer with the
@@ -75,7 +82,8 @@ func (l *answeringListener) Accept() (net.Conn, error) {
 // and closes the connection after it.
 type answeringConn struct {
 	net.Conn
-	g *Gateway
+	framing *framing.Conn // the Conn's own reads
+	g       *Gateway
 	// handled is set while a request of the connection is in the
 	// gateway's handler and until its answer is out, and for good once
 	// the connection is taken over.
@@ -98,6 +106,11 @@ func (c *answeringConn) Write(p []byte) (int, error) {
 		return c.Conn.Write(p)
 	}
 	if status := errorStatus(p); status != 0 {
+		if e := c.framing.Refused(); e != nil {
+			// net/http's 400 stands for what the framing refused.
+			status = e.Status
+			c.g.logRefused(c.RemoteAddr(), e)
+		}
 		if _, err := c.Conn.Write(c.g.protocolAnswer(status)); err != nil {
 			return 0, err
 		}
@@ -108,11 +121,15 @@ func (c *answeringConn) Write(p []byte) (int, error) {
 
 // CloseWrite lets net/http half-close the connection after a 431, so that
 // the client reads the answer before the connection goes.
-func (c *answeringConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
+func (c *answeringConn) CloseWrite() error { return c.framing.CloseWrite() }
+
+// logRefused counts a request refused for its framing and logs it, a few
+// lines a second.
+func (g *Gateway) logRefused(peer net.Addr, e *framing.Error) {
+	g.metrics.framingRefused.WithLabelValues(e.Reason).Inc()
+	if g.framingLog.allow(timeNow().Unix()) {
+		g.log.Warn("request refused: its framing is in doubt", "reason", e.Reason, "status", e.Status, "peer", peer.String())
 	}
-	return nil
 }
 
 // errorStatus is the status of p if p begins with the status line of a

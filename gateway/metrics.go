@@ -23,6 +23,7 @@ type Metrics struct {
 	breakerState   *prometheus.GaugeVec
 	breakerChanges *prometheus.CounterVec
 	jwtFailures    map[jwtverify.Reason]prometheus.Counter
+	framingRefused *prometheus.CounterVec
 }
 
 // NewMetrics registers the gateway's series with reg.
@@ -60,12 +61,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		breakerChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_circuit_breaker_transitions_total", Help: "Circuit breaker transitions.",
 		}, []string{"route", "from", "to"}),
+		framingRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_framing_refused_total", Help: "Requests refused because their framing was in doubt (Transfer-Encoding with Content-Length, a bad chunk, obs-fold...), by reason; their connections were closed.",
+		}, []string{"reason"}),
 	}
 	jwtFailures := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gateway_jwt_failures_total", Help: "Bearer tokens not accepted for jwt: key parts and claim overrides, by reason; their parts are missing.",
 	}, []string{"reason"})
 	reg.MustRegister(m.requests, m.duration, m.rateLimited, m.decisions, m.storeDuration,
-		m.storeErrors, m.reloads, m.logsSuppressed, m.breakerState, m.breakerChanges, jwtFailures)
+		m.storeErrors, m.reloads, m.logsSuppressed, m.breakerState, m.breakerChanges, jwtFailures, m.framingRefused)
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
 	// Every reason's series exists from the start, so that a rate over it

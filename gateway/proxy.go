@@ -268,9 +268,13 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	}
 	if err != nil {
 		o := classify(r.Context(), err)
-		if body != nil && !o.client && o.status != statusClientClosed {
+		if body != nil && !o.client {
+			// A body that broke off fails the exchange, whichever way the
+			// upstream client says so: as its own error, or as the
+			// request's context, which net/http's server cancels when the
+			// client's side of the connection ends.
 			if berr := body.err(); berr != nil {
-				o = classifyBody(berr)
+				o = classifyBody(berr, o)
 			}
 		}
 		o.err, o.exchanged, o.took = err, true, time.Since(start)
@@ -404,6 +408,7 @@ func (u *upstream) switchProtocols(w http.ResponseWriter, resp *http.Response, a
 	// The server's read and write deadlines were for one request.
 	conn.SetDeadline(time.Time{})
 	h := w.Header()
+	delete(h, "Connection") // the close set for any other answer
 	copyHeader(h, resp.Header)
 	head(h)
 	resp.Header, resp.Body = h, nil
@@ -540,11 +545,19 @@ func (b *watchedBody) err() error {
 }
 
 // classifyBody is the outcome of an exchange that failed because the
-// client's request body did.
-func classifyBody(err error) outcome {
+// client's request body did with err; o is the outcome as the upstream
+// client's error tells it. A body cut short by the end of the client's
+// stream (a half-close, or a connection closed mid-body) or broken by its
+// chunked framing gets 400; one whose connection failed under it (a
+// reset) leaves a client that reads nothing more.
+func classifyBody(err error, o outcome) outcome {
 	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
+	var ne *net.OpError
+	switch {
+	case errors.As(err, &mbe):
 		return outcome{status: http.StatusRequestEntityTooLarge, client: true}
+	case errors.As(err, &ne):
+		return o
 	}
 	return outcome{status: http.StatusBadRequest, client: true}
 }

@@ -2,7 +2,6 @@ package framing
 
 import (
 	"bytes"
-	"io"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -58,7 +57,7 @@ const (
 	stChunkEnd               // the CRLF after a chunk's data
 	stTrailer                // the trailer section of a chunked body
 	stRaw                    // after a request to switch protocols: the rest passes
-	stRefused                // the poison is handed on, then io.EOF
+	stRefused                // the poison is handed on, then nothing
 )
 
 // Conn is a server connection whose reads pass on only requests whose
@@ -125,7 +124,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 			return k, nil
 		}
 		if c.st == stRefused {
-			return 0, io.EOF
+			return c.drain()
 		}
 		if c.v < c.w {
 			c.check()
@@ -150,6 +149,24 @@ func (c *Conn) Read(p []byte) (int, error) {
 			}
 		}
 		if err := c.fill(); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// drain reads what the client sends after the poison, and passes on
+// nothing of it but the connection's end or failure. Ending the stream at
+// once, with io.EOF, would fail the request net/http may still be
+// serving, whose context it cancels when its background read meets the
+// end of the stream; a client that keeps quiet blocks that read instead,
+// and so does a Conn, until net/http closes the connection after the
+// refusal's answer.
+func (c *Conn) drain() (int, error) {
+	if len(c.buf) == 0 {
+		c.buf = make([]byte, bufSize)
+	}
+	for {
+		if _, err := c.Conn.Read(c.buf); err != nil {
 			return 0, err
 		}
 	}
@@ -393,4 +410,13 @@ func (c *Conn) trailerLine() bool {
 		c.endBody()
 	}
 	return true
+}
+
+// CloseWrite half-closes the connection when it can, as net/http does
+// after an answer it closes the connection with.
+func (c *Conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }

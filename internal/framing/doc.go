@@ -23,10 +23,12 @@
 // until the head has passed every check; it then frames the body by its
 // Content-Length, or scans it chunk by chunk (RFC 9112 §7.1). Bytes pass
 // on once checked; body data of a known length passes on without a copy.
-// What it refuses, net/http never sees whole: Read returns an *Error, on
-// which net/http answers 400 and closes the connection, and io.EOF after
-// that. The server's Listener in package gateway turns that 400 into the
-// status the Error carries.
+// What it refuses, net/http never sees whole: in its place Read hands on
+// bytes that net/http refuses at the same place, so that net/http answers
+// 400 after the requests before it and closes the connection; after them
+// Read passes on nothing but the connection's end. Refused tells what was
+// refused and the status it deserves, which the server's Listener in
+// package gateway puts in place of net/http's 400.
 //
 // Conn is deliberately stricter than RFC 9112 in a few places where a
 // lenient reader is what makes smuggling possible, and where well-behaved

@@ -74,8 +74,31 @@ func (c *Conn) fieldLine(line []byte) *Error {
 		}
 	case equalFold(name, "upgrade"):
 		h.upgrade = h.upgrade || len(value) > 0
+	case bytes.IndexByte(name, '_') >= 0 && (underscored(name, "transfer-encoding") || underscored(name, "content-length")):
+		// "Transfer_Encoding" frames nothing here, but servers that read
+		// header fields through CGI's names (PHP, WSGI, Rack behind some
+		// front ends) take it for Transfer-Encoding, and read the body the
+		// gateway sends them otherwise.
+		return &Error{http.StatusBadRequest, "underscore_framing_field"}
 	}
 	return nil
+}
+
+// underscored reports whether name is lower with some of its dashes
+// written as underscores, ASCII case ignored.
+func underscored(name []byte, lower string) bool {
+	if len(name) != len(lower) {
+		return false
+	}
+	for i, x := range name {
+		if x == '_' && lower[i] == '-' {
+			continue
+		}
+		if !equalFold(name[i:i+1], lower[i:i+1]) {
+			return false
+		}
+	}
+	return true
 }
 
 // endHead checks the framing a whole head asks for (RFC 9112 §6).
