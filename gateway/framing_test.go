@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -770,5 +771,128 @@ func TestFramingRefusalsCounted(t *testing.T) {
 		if !strings.Contains(h.log.String(), `"reason":"`+reason+`"`) {
 			t.Errorf("no log line with reason %s in %s", reason, h.log.String())
 		}
+	}
+}
+
+var (
+	nginxBin = flag.String("framing.nginx", "", "nginx binary: compare the framing corpus's answers with nginx's (bench/framing-nginx.sh)")
+	nginxOut = flag.String("framing.out", "", "with -framing.nginx: where to write the table of the cases nginx treats differently")
+)
+
+// TestFramingNginx sends the corpus to nginx in front of the recorder, as
+// a reverse proxy is usually set up (HTTP/1.1 and keep-alive upstream,
+// WebSocket upgrades passed on), and to the gateway, and tabulates the
+// cases whose answers, closing or upstream requests differ. It runs only
+// with -framing.nginx, from bench/framing-nginx.sh.
+func TestFramingNginx(t *testing.T) {
+	if *nginxBin == "" {
+		t.Skip("needs -framing.nginx (bench/framing-nginx.sh)")
+	}
+	describe := func(c clientSide, up int) string {
+		s := fmt.Sprint(c.statuses)
+		switch {
+		case c.closed:
+			s += ", closed"
+		case c.open:
+			s += ", kept open"
+		}
+		return fmt.Sprintf("%s; upstream: %d", s, up)
+	}
+	var table strings.Builder
+	table.WriteString("| case | floodgate | nginx |\n|---|---|---|\n")
+	same := 0
+	for _, tc := range framingCorpus() {
+		raw := tc.raw + marker
+		if tc.half {
+			raw = tc.raw
+		}
+		rig := newFramingRig(t, false)
+		fg := sendRaw(t, rig.addr, raw, len(tc.want), tc.half)
+		fgUp := len(checkUpstream(t, rig.stop()))
+
+		rec := newRecorder(t, false)
+		addr, stop := startNginx(t, rec)
+		ng := sendRaw(t, addr, raw, len(tc.want), tc.half)
+		stop()
+		ngConns := rec.stop()
+		ngUp := 0
+		for _, c := range ngConns {
+			ngUp += len(c.reqs)
+		}
+		a, b := describe(fg, fgUp), describe(ng, ngUp)
+		if a == b {
+			same++
+			continue
+		}
+		fmt.Fprintf(&table, "| %s | %s | %s |\n", strings.ReplaceAll(tc.name, "|", `\|`), a, b)
+	}
+	fmt.Fprintf(&table, "\n%d of %d cases alike.\n", same, len(framingCorpus()))
+	t.Log("\n" + table.String())
+	if *nginxOut != "" {
+		if err := os.WriteFile(*nginxOut, []byte(table.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// startNginx runs nginx in the foreground in front of rec and returns its
+// address and a function that stops it (gracefully, so that its upstream
+// connections close).
+func startNginx(t *testing.T, rec *recorder) (string, func()) {
+	t.Helper()
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	user := ""
+	if os.Getuid() == 0 {
+		user = "user root;" // its workers write request bodies under dir
+	}
+	conf := fmt.Sprintf(`worker_processes 1;
+daemon off;
+%[4]s
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log;
+events { worker_connections 64; }
+http {
+  access_log off;
+  client_body_temp_path %[1]s;
+  proxy_temp_path %[1]s;
+  map $http_upgrade $connection_upgrade { default upgrade; '' ''; }
+  upstream up { server %[2]s; keepalive 16; }
+  server {
+    listen %[3]s;
+    location / {
+      proxy_pass http://up;
+      proxy_http_version 1.1;
+      proxy_set_header Upgrade $http_upgrade;
+      proxy_set_header Connection $connection_upgrade;
+    }
+  }
+}
+`, dir, rec.ln.Addr().String(), addr, user)
+	if err := os.WriteFile(dir+"/nginx.conf", []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(*nginxBin, "-c", dir+"/nginx.conf", "-p", dir)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nginx did not start")
+		}
+	}
+	return addr, func() {
+		cmd.Process.Signal(syscall.SIGQUIT)
+		cmd.Wait()
 	}
 }

@@ -84,15 +84,17 @@ type Conn struct {
 
 // head is what Conn keeps of a head while it reads it.
 type head struct {
-	bytes   int
-	lines   int
-	http10  bool
-	cl      []byte // the Content-Length value, if any
-	hasCL   bool
-	te      []string // Transfer-Encoding's codings, lower case, in order
-	teLines int
-	connUp  bool // Connection lists "upgrade"
-	upgrade bool // Upgrade names a protocol
+	bytes  int
+	lines  int
+	http10 bool
+	cl     []byte // the Content-Length value, if any
+	hasCL  bool
+	// Transfer-Encoding: its fields, its codings, whether the last is
+	// chunked and whether one before it is.
+	teLines, teCodings             int
+	teChunkedLast, teChunkedBefore bool
+	connUp                         bool // Connection lists "upgrade"
+	upgrade                        bool // Upgrade names a protocol
 }
 
 // NewConn returns c guarded. maxHead bounds a request's head (its request
@@ -256,7 +258,7 @@ func (c *Conn) endData() {
 // endBody follows the end of a request's body: the next head, or the rest
 // of the connection as it is after a request to switch protocols.
 func (c *Conn) endBody() {
-	c.head = head{te: c.head.te[:0]}
+	c.head = head{cl: c.head.cl[:0]}
 	c.st = stHead
 	if c.raw {
 		c.st = stRaw

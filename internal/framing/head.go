@@ -3,7 +3,6 @@ package framing
 import (
 	"bytes"
 	"net/http"
-	"strings"
 )
 
 // requestLine checks a request line: method SP request-target SP
@@ -61,10 +60,9 @@ func (c *Conn) fieldLine(line []byte) *Error {
 	case equalFold(name, "transfer-encoding"):
 		h.teLines++
 		for coding := range bytes.SplitSeq(value, []byte(",")) {
-			if len(h.te) == 8 {
-				return &Error{http.StatusBadRequest, "transfer_encoding_too_long"}
-			}
-			h.te = append(h.te, strings.ToLower(string(trimOWS(coding))))
+			h.teCodings++
+			h.teChunkedBefore = h.teChunkedBefore || h.teChunkedLast
+			h.teChunkedLast = equalFold(trimOWS(coding), "chunked")
 		}
 	case equalFold(name, "connection"):
 		for token := range bytes.SplitSeq(value, []byte(",")) {
@@ -122,17 +120,14 @@ func (c *Conn) endHead() *Error {
 		// §6.1). nginx and Envoy refuse it; net/http would go by the
 		// Transfer-Encoding.
 		return &Error{http.StatusBadRequest, "transfer_encoding_with_content_length"}
-	case h.te[len(h.te)-1] != "chunked":
+	case !h.teChunkedLast:
 		// Without chunked last, the body's length cannot be known (RFC
 		// 9112 §6.3).
 		return &Error{http.StatusBadRequest, "transfer_encoding_not_chunked"}
+	case h.teChunkedBefore:
+		return &Error{http.StatusBadRequest, "transfer_encoding_chunked_twice"}
 	}
-	for _, coding := range h.te[:len(h.te)-1] {
-		if coding == "chunked" {
-			return &Error{http.StatusBadRequest, "transfer_encoding_chunked_twice"}
-		}
-	}
-	if len(h.te) > 1 || h.teLines > 1 {
+	if h.teCodings > 1 || h.teLines > 1 {
 		// A coding besides chunked, which nothing here decodes.
 		return &Error{http.StatusNotImplemented, "transfer_encoding_unsupported"}
 	}
