@@ -81,14 +81,23 @@ type Flags struct {
 	// address beyond loopback needs admin.token, admin.token_env or
 	// admin.allow_open in the file.
 	AdminListen *Flag
+
+	// Listen replaces server.listen, as "floodgate serve --listen ADDR"
+	// does.
+	Listen *Flag
 }
 
 // setFlags puts the flags' values in c before it is validated, and
 // remembers which paths they gave.
 func (v *validator) setFlags(c *Config, f Flags) {
+	v.flags = map[string]string{}
 	if f.AdminListen != nil {
 		c.Admin.Listen = f.AdminListen.Value
-		v.flags = map[string]string{"admin.listen": f.AdminListen.Name}
+		v.flags["admin.listen"] = f.AdminListen.Name
+	}
+	if f.Listen != nil {
+		c.Server.Listen = f.Listen.Value
+		v.flags["server.listen"] = f.Listen.Name
 	}
 }
 

@@ -41,7 +41,7 @@ const (
 )
 
 func runServe(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("serve", "[-c FILE] [--admin ADDR] [--watch=false]",
+	fs := newFlagSet("serve", "[-c FILE] [--listen ADDR] [--admin ADDR] [--watch=false]",
 		"Run the gateway, and the admin listener the configuration names.\n\n"+
 			"The configuration reloads on SIGHUP, on POST /admin/reload, and when the file changes;\n"+
 			"a file that does not load is refused and the running configuration stays.\n"+
@@ -50,6 +50,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	file := fs.String("c", "floodgate.yaml", "the configuration `FILE`")
 	watch := fs.Bool("watch", true, "reload when the configuration file changes")
 	var flags config.Flags
+	fs.Func("listen", "serve the gateway on `ADDR` in place of server.listen", func(addr string) error {
+		flags.Listen = &config.Flag{Name: "--listen", Value: addr}
+		return nil
+	})
 	fs.Func("admin", "serve the admin listener on `ADDR` in place of admin.listen (\"\": none); "+
 		"beyond loopback it needs admin.token, admin.token_env or admin.allow_open", func(addr string) error {
 		flags.AdminListen = &config.Flag{Name: "--admin", Value: addr}

@@ -619,6 +619,34 @@ func TestServeReloadRefusesOpenAdmin(t *testing.T) {
 // --admin serves the admin listener at its address in place of
 // admin.listen, on start and after a reload, and is held to the same rule:
 // beyond loopback it needs a token.
+// --listen ADDR serves the gateway there in place of server.listen, on
+// every load; a bad address is refused naming the flag.
+func TestServeListenFlag(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	f.write(baseConfig)
+	inFile := f.listen
+	f.listen = freeAddr(t)
+	p := f.serve("--listen", f.listen)
+	if r := p.get("/api/x", "X-User-Id", "u"); r.code != 200 || r.body != "upstream /api/x" {
+		t.Errorf("GET /api/x on --listen: %d %q", r.code, r.body)
+	}
+	if c, err := net.DialTimeout("tcp", inFile, time.Second); err == nil {
+		c.Close()
+		t.Errorf("server.listen %s of the file accepts connections; want only --listen %s", inFile, f.listen)
+	}
+	if r := p.admin("POST", "/admin/reload"); r.code != 200 {
+		t.Fatalf("POST /admin/reload: %d %s", r.code, r.body)
+	}
+	if strings.Contains(p.stderr.String(), `"setting":"server.listen"`) {
+		t.Errorf("a reload warned of a changed server.listen:\n%s", p.stderr)
+	}
+	_, stderr, code := floodgate(t, "serve", "-c", f.file, "--listen", "nowhere:port")
+	if code != exitFailure || !strings.HasPrefix(stderr, f.file+": --listen: ") {
+		t.Errorf("--listen nowhere:port: exit %d, stderr %q; want %d and the flag named", code, stderr, exitFailure)
+	}
+}
+
 func TestServeAdminFlag(t *testing.T) {
 	t.Parallel()
 	t.Run("moves the listener", func(t *testing.T) {
