@@ -47,23 +47,10 @@ var jwtKeys = func() map[string]*jwtsign.Key {
 // jwksOf is the JSON of a JWKS holding the keys' verifying halves.
 func jwksOf(t *testing.T, ks ...*jwtsign.Key) []byte {
 	t.Helper()
-	var set struct {
-		Keys []json.RawMessage `json:"keys"`
+	b, err := jwtsign.PublicJWKS(ks...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, k := range ks {
-		b, err := k.PublicJWKS()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var one struct {
-			Keys []json.RawMessage `json:"keys"`
-		}
-		if err := json.Unmarshal(b, &one); err != nil {
-			t.Fatal(err)
-		}
-		set.Keys = append(set.Keys, one.Keys...)
-	}
-	b, _ := json.Marshal(set)
 	return b
 }
 

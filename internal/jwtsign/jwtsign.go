@@ -141,10 +141,17 @@ func (k *Key) PrivateJWK() ([]byte, error) { return json.MarshalIndent(k.jwk, ""
 
 // PublicJWKS is the JWKS that verifies the key's tokens: its public half,
 // or for an HMAC key the secret itself, which the verifier must hold too.
-func (k *Key) PublicJWKS() ([]byte, error) {
-	pub := k.jwk
-	if _, secret := k.jwk.Key.([]byte); !secret {
-		pub = k.jwk.Public()
+func (k *Key) PublicJWKS() ([]byte, error) { return PublicJWKS(k) }
+
+// PublicJWKS is the JWKS that verifies the tokens of all of keys.
+func PublicJWKS(keys ...*Key) ([]byte, error) {
+	var set jose.JSONWebKeySet
+	for _, k := range keys {
+		pub := k.jwk
+		if _, secret := k.jwk.Key.([]byte); !secret {
+			pub = k.jwk.Public()
+		}
+		set.Keys = append(set.Keys, pub)
 	}
-	return json.MarshalIndent(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{pub}}, "", "  ")
+	return json.MarshalIndent(set, "", "  ")
 }
