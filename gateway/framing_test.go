@@ -209,7 +209,7 @@ func framingCorpus() []framingCase {
 // whose key is always missing.
 const framingConfig = `
 admin: {listen: ""}
-server: {max_header_bytes: 4096}
+server: {max_header_bytes: 4096{{SERVER}}}
 routes:
   - id: deny
     match: {path: /deny/**}
@@ -234,9 +234,15 @@ type framingRig struct {
 }
 
 func newFramingRig(t testing.TB, useTLS bool) *framingRig {
+	return newFramingRigWith(t, useTLS, "")
+}
+
+// newFramingRigWith adds server to the server block of the rig's config.
+func newFramingRigWith(t testing.TB, useTLS bool, server string) *framingRig {
 	t.Helper()
 	rec := newRecorder(t, useTLS)
-	cfg, err := config.Parse("framing.yaml", []byte(strings.ReplaceAll(framingConfig, "{{UP}}", rec.url())))
+	yaml := strings.NewReplacer("{{UP}}", rec.url(), "{{SERVER}}", server).Replace(framingConfig)
+	cfg, err := config.Parse("framing.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -619,6 +625,35 @@ func framingCaseRun(t *testing.T, path string, tc framingCase, golden *strings.B
 			golden.WriteString(" and an incomplete request")
 		}
 		golden.WriteString("\n")
+	}
+}
+
+// The body's failures are the same whatever the gateway wraps the body in:
+// with max_body_bytes, http.MaxBytesReader stands between the client's
+// body and both upstream client paths.
+func TestFramingBodyFailuresWithMaxBody(t *testing.T) {
+	for _, tc := range framingCorpus() {
+		if !tc.half && !strings.HasPrefix(tc.raw, chunk) {
+			continue
+		}
+		for _, useTLS := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/tls=%v", tc.name, useTLS), func(t *testing.T) {
+				t.Parallel()
+				rig := newFramingRigWith(t, useTLS, ", max_body_bytes: 1000000")
+				raw := tc.raw + marker
+				if tc.half {
+					raw = tc.raw
+				}
+				got := sendRaw(t, rig.addr, raw, len(tc.want), tc.half)
+				up := checkUpstream(t, rig.stop())
+				if !slices.Equal(got.statuses, tc.want) || got.closed == tc.open {
+					t.Errorf("answers %v, closed %v; want %v, closed %v", got.statuses, got.closed, tc.want, !tc.open)
+				}
+				if want := tc.up + map[bool]int{true: 1}[tc.open]; len(up) != want {
+					t.Errorf("the upstream got %d whole requests, want %d: %v", len(up), want, summary(up))
+				}
+			})
+		}
 	}
 }
 
