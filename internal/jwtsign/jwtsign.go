@@ -110,6 +110,12 @@ func newKey(jwk jose.JSONWebKey) (*Key, error) {
 		return nil, fmt.Errorf("alg %q: this key type signs %s only", jwk.Algorithm, alg)
 	}
 	opts := (&jose.SignerOptions{}).WithType("JWT")
+	if jwk.KeyID != "" {
+		// go-jose writes the kid of an asymmetric key only: a symmetric
+		// key has no public half to name. A verifier holding more than a
+		// few HMAC keys needs it all the same, to know which to try.
+		opts = opts.WithHeader("kid", jwk.KeyID)
+	}
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: alg, Key: jwk}, opts)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,9 @@
 package jwtsign_test
 
 import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -56,7 +59,65 @@ func TestSignVerify(t *testing.T) {
 			if sub, _ := got.Claim("sub"); sub != "alice" {
 				t.Errorf("sub %q", sub)
 			}
+			if kid := headerKID(t, tok); kid != "k-"+alg {
+				t.Errorf("the header's kid is %q, want %q", kid, "k-"+alg)
+			}
 		})
+	}
+}
+
+// headerKID is the kid of a compact JWS's header, "" when it has none.
+func headerKID(t *testing.T, tok string) string {
+	t.Helper()
+	h, _, _ := strings.Cut(tok, ".")
+	data, err := base64.RawURLEncoding.DecodeString(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var header struct {
+		Kid string `json:"kid"`
+	}
+	if err := json.Unmarshal(data, &header); err != nil {
+		t.Fatal(err)
+	}
+	return header.Kid
+}
+
+// The tokens of each of several HMAC keys verify against a set of them
+// all: each names its key, so the verifier need not try more than one.
+// Without the kid, a set with more than a few keys of one algorithm
+// refuses them (unknown_kid).
+func TestSignManyHMACKeys(t *testing.T) {
+	var ks []*jwtsign.Key
+	for i := range 6 {
+		k, err := jwtsign.Generate("HS256", fmt.Sprintf("hmac-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ks = append(ks, k)
+	}
+	jwks, err := jwtsign.PublicJWKS(ks...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "jwks.json")
+	if err := os.WriteFile(file, jwks, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v, err := jwtverify.New(jwtverify.Options{File: file, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	now := time.Now()
+	for _, k := range ks {
+		tok, err := k.Sign(map[string]any{"sub": k.KeyID(), "exp": now.Add(time.Minute).Unix()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := v.Verify(tok, now); err != nil {
+			t.Errorf("%s: %v", k.KeyID(), err)
+		}
 	}
 }
 
