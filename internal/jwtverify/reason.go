@@ -14,8 +14,9 @@ const (
 	// TooLarge: the token is longer than Options.MaxTokenBytes; it is
 	// refused before any of it is decoded.
 	TooLarge Reason = "too_large"
-	// Malformed: not a compact JWS of a JSON object of claims, or a
-	// registered claim (exp, nbf) of the wrong type.
+	// Malformed: not a compact JWS of a JSON object of claims, claims
+	// that are not UTF-8 or that name a claim twice, or a registered
+	// claim (exp, nbf) of the wrong type.
 	Malformed Reason = "malformed"
 	// Alg: the header's algorithm is not RS256, ES256, EdDSA or HS256
 	// ("none" among them), or no key of the set verifies that algorithm.
@@ -37,7 +38,9 @@ const (
 	// Audience: aud does not hold the expected audience.
 	Audience Reason = "audience"
 	// ClaimType: a claim that a caller reads is neither a string nor a
-	// number (an object, an array, a boolean or null).
+	// number (an object, an array, a boolean or null), or is a string
+	// that escapes half of a surrogate pair alone ("\ud800"), which is
+	// no Unicode text.
 	ClaimType Reason = "claim_type"
 )
 

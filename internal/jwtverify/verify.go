@@ -1,16 +1,12 @@
 package jwtverify
 
 import (
-	"bytes"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -210,7 +206,8 @@ func (t *Token) Expiry() (time.Time, bool) { return t.expiry, !t.expiry.IsZero()
 // Claim is the value of the top-level claim name as text: a string as it
 // is, a number in canonical decimal ("42" for 42, 42.0 and 4.2e1). It is
 // "" with a nil error when the token has no such claim, and "" with a
-// ClaimType error when the claim is an object, an array, a boolean or null.
+// ClaimType error when the claim is an object, an array, a boolean or
+// null, or a string with a lone surrogate escape.
 func (t *Token) Claim(name string) (string, error) {
 	c := t.claims[name]
 	return c.text, c.err
@@ -330,97 +327,6 @@ func (s *KeySet) candidates(kid string, alg jose.SignatureAlgorithm) ([]key, err
 		return nil, fail(UnknownKID, "the token names no kid, and %d keys verify %s", len(cands), alg)
 	}
 	return cands, nil
-}
-
-// claims reads the payload of a verified token and checks its registered
-// claims at now. nbf is returned for a NotYetValid failure. The payload is
-// decoded once, numbers kept as their text.
-func (v *Verifier) claims(payload []byte, now time.Time) (t *Token, nbf time.Time, err error) {
-	dec := json.NewDecoder(bytes.NewReader(payload))
-	dec.UseNumber()
-	var raw map[string]any
-	if err := dec.Decode(&raw); err != nil || raw == nil || dec.InputOffset() != int64(len(bytes.TrimRight(payload, " \t\r\n"))) {
-		return nil, nbf, fail(Malformed, "the claims are not a JSON object")
-	}
-	t = &Token{claims: make(map[string]claim, len(raw))}
-	for name, val := range raw {
-		t.claims[name] = readClaim(name, val)
-	}
-	if val, ok := raw["exp"]; ok {
-		if t.expiry, err = numericDate("exp", val); err != nil {
-			return nil, nbf, err
-		}
-		if !now.Before(t.expiry.Add(v.o.Leeway)) {
-			return nil, nbf, fail(Expired, "exp %s is past (leeway %v)", t.expiry.UTC().Format(time.RFC3339), v.o.Leeway)
-		}
-	}
-	if val, ok := raw["nbf"]; ok {
-		if nbf, err = numericDate("nbf", val); err != nil {
-			return nil, nbf, err
-		}
-		if now.Before(nbf.Add(-v.o.Leeway)) {
-			return nil, nbf, fail(NotYetValid, "nbf %s is still to come (leeway %v)", nbf.UTC().Format(time.RFC3339), v.o.Leeway)
-		}
-	}
-	if want := v.o.Issuer; want != "" {
-		if iss, _ := raw["iss"].(string); iss != want {
-			return nil, nbf, fail(Issuer, "iss is not %q", want)
-		}
-	}
-	if want := v.o.Audience; want != "" && !hasAudience(raw["aud"], want) {
-		return nil, nbf, fail(Audience, "aud does not hold %q", want)
-	}
-	return t, nbf, nil
-}
-
-// readClaim makes a claim's text for a key part: a string as it is, a
-// number in its canonical decimal form; anything else is a ClaimType
-// failure, made once here rather than on every request that reads it.
-func readClaim(name string, val any) claim {
-	switch x := val.(type) {
-	case string:
-		return claim{text: x}
-	case json.Number:
-		if s, ok := canonicalNumber(string(x)); ok {
-			return claim{text: s}
-		}
-		return claim{err: fail(ClaimType, "claim %q is a number too long to write out", name)}
-	case map[string]any:
-		return claim{err: fail(ClaimType, "claim %q is an object, not a string or a number", name)}
-	case []any:
-		return claim{err: fail(ClaimType, "claim %q is an array, not a string or a number", name)}
-	case bool:
-		return claim{err: fail(ClaimType, "claim %q is a boolean, not a string or a number", name)}
-	}
-	return claim{err: fail(ClaimType, "claim %q is null, not a string or a number", name)}
-}
-
-// numericDate reads exp or nbf: seconds since the epoch, possibly with a
-// fraction (RFC 7519 §2).
-func numericDate(name string, val any) (time.Time, error) {
-	n, ok := val.(json.Number)
-	f, err := strconv.ParseFloat(string(n), 64)
-	if !ok || err != nil || math.Abs(f) > maxNumericDate {
-		return time.Time{}, fail(Malformed, "%s is not a time in seconds since the epoch", name)
-	}
-	sec, frac := math.Modf(f)
-	return time.Unix(int64(sec), int64(frac*1e9)), nil
-}
-
-// hasAudience reports whether aud, a string or a list of strings, holds
-// want (RFC 7519 §4.1.3).
-func hasAudience(aud any, want string) bool {
-	switch x := aud.(type) {
-	case string:
-		return x == want
-	case []any:
-		for _, a := range x {
-			if a == want {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // trimJose drops the library's prefix from its errors.

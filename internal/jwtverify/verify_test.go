@@ -1,9 +1,11 @@
 package jwtverify
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/floodgate-gw/floodgate/internal/jwtsign"
 )
@@ -67,6 +69,7 @@ func TestVerifyFailures(t *testing.T) {
 		{"header not JSON", b64([]byte("{")) + "." + parts[1] + "." + parts[2], Malformed},
 		{"claims not an object", signRaw(t, []byte(`["alice"]`)), Malformed},
 		{"claims not JSON", signRaw(t, []byte(`sub=alice`)), Malformed},
+		{"a second object after the claims", signRaw(t, []byte(`{"sub": "alice"} {}`)), Malformed},
 		{"exp a string", sign(t, keys.ec, with("exp", "tomorrow")), Malformed},
 		{"alg none", b64json(t, map[string]any{"alg": "none", "typ": "JWT"}) + "." + b64json(t, good()) + ".", Alg},
 		{"alg none, kid of a key", b64json(t, map[string]any{"alg": "none", "kid": "ec-1"}) + "." + b64json(t, good()) + ".", Alg},
@@ -118,6 +121,36 @@ func TestVerifyFailures(t *testing.T) {
 	})
 }
 
+// Claims that encoding/json reads one way and another reader may read
+// another are malformed: bytes that are not UTF-8, which it decodes as
+// U+FFFD, so that "\xff\xfe" and "\xfe\xff" would be one user; and a
+// claim named twice, of which it keeps the last, where an upstream may
+// keep the first.
+func TestClaimsReadOneWay(t *testing.T) {
+	v := fileVerifier(t, Options{})
+	for name, payload := range map[string]string{
+		"a claim not UTF-8":                 "{\"sub\": \"\xff\xfe\"}",
+		"a claim not UTF-8, the other way":  "{\"sub\": \"\xfe\xff\"}",
+		"a claim name not UTF-8":            "{\"s\xffb\": \"alice\"}",
+		"a claim named twice":               `{"sub": "alice", "sub": "bob"}`,
+		"a claim named twice, once escaped": `{"sub": "alice", "s\u0075b": "bob"}`,
+		"a claim named twice, apart":        `{"sub": "alice", "tier": "vip", "sub": "alice"}`,
+	} {
+		tok, err := v.Verify(signRaw(t, []byte(payload)), t0)
+		if tok != nil {
+			sub, _ := tok.Claim("sub")
+			t.Errorf("%s: verified, sub %q", name, sub)
+			continue
+		}
+		wantReason(t, err, Malformed)
+	}
+	// A claim that is an object may name its members as it likes: no key
+	// part reads inside it.
+	if _, err := v.Verify(signRaw(t, []byte(`{"sub": "alice", "x": {"a": 1, "a": 2}}`)), t0); err != nil {
+		t.Errorf("a member named twice inside a claim: %v", err)
+	}
+}
+
 // The part a claim makes is a string as it is, a number in canonical
 // decimal; any other claim is a ClaimType failure, and an absent one is
 // just absent.
@@ -159,6 +192,26 @@ func TestClaims(t *testing.T) {
 	}
 	if _, err := tok.Claim("f"); ReasonOf(err) != ClaimType {
 		t.Errorf("1e999999: %v, want claim_type", err)
+	}
+
+	// Escapes: a surrogate pair is its character, an escaped backslash
+	// is a backslash; a lone half of a pair is no character, and decoded
+	// every one would be U+FFFD, one key for them all.
+	raw = signRaw(t, []byte(`{"pair": "\ud83d\ude00", "text": "a\\ud800", "fffd": "\ufffd", "tab": "a\tb",`+
+		`"high": "\ud800", "other": "\udbff", "low": "\udc00", "reversed": "\udc00\ud800", "two highs": "x\ud800\ud800\udc00",`+
+		`"high at the end": "x\uD800"}`))
+	if tok, err = v.Verify(raw, t0); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"pair": "\U0001F600", "text": `a\ud800`, "fffd": "\uFFFD", "tab": "a\tb"} {
+		if got, err := tok.Claim(name); got != want || err != nil {
+			t.Errorf("claim %s: %q, %v; want %q", name, got, err, want)
+		}
+	}
+	for _, name := range []string{"high", "other", "low", "reversed", "two highs", "high at the end"} {
+		if got, err := tok.Claim(name); got != "" || ReasonOf(err) != ClaimType {
+			t.Errorf("claim %s: %q, %v; want a claim_type failure", name, got, err)
+		}
 	}
 }
 
@@ -215,6 +268,28 @@ func FuzzVerify(f *testing.F) {
 		}
 		if err != nil && ReasonOf(err) == "" {
 			t.Fatalf("an error without a reason: %v", err)
+		}
+	})
+}
+
+// readClaim never panics on a JSON string, and the text it accepts is
+// what encoding/json decodes.
+func FuzzReadClaim(f *testing.F) {
+	for _, s := range []string{"alice", `\ud83d\ude00`, `\ud800`, `a\\ud800`, `\udc00\ud800`, `x\uD800\u0041`, `\"`, "\u00e9"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		val := []byte(`"` + s + `"`)
+		var want string
+		if !utf8.Valid(val) || json.Unmarshal(val, &want) != nil {
+			return
+		}
+		c := readClaim("c", val)
+		if c.err == nil && c.text != want {
+			t.Fatalf("%s: %q, encoding/json reads %q", val, c.text, want)
+		}
+		if c.err != nil && !strings.Contains(want, "\uFFFD") {
+			t.Fatalf("%s refused (%v), yet it decodes to %q", val, c.err, want)
 		}
 	})
 }
