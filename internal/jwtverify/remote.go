@@ -29,7 +29,29 @@ const (
 	// double from the first to the last.
 	retryFirst = time.Second
 	retryMax   = time.Minute
+	// maxRedirects bounds the redirects a fetch follows: an identity
+	// provider may move its JWKS, and has no need of a chain.
+	maxRedirects = 3
 )
+
+// checkRedirect is the redirect policy of a JWKS fetch, before then, the
+// client's own (nil: none). A redirect from https to http is refused: the
+// keys that decide who a user is would come over a connection anyone on
+// the path can rewrite, when the URL configured said they must not.
+func checkRedirect(then func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if len(via) > maxRedirects {
+			return fmt.Errorf("stopped after %d redirects", maxRedirects)
+		}
+		if from := via[len(via)-1].URL.Scheme; from == "https" && req.URL.Scheme != "https" {
+			return fmt.Errorf("refused a redirect from https to %s: the keys must not come unencrypted", req.URL.Scheme)
+		}
+		if then != nil {
+			return then(req, via)
+		}
+		return nil
+	}
+}
 
 // remote keeps a Verifier's keys those of a JWKS URL.
 type remote struct {

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -258,5 +259,62 @@ func TestFreshness(t *testing.T) {
 		if got := freshness(tt.header, t0); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// A JWKS URL may redirect, a few times, and from http to https or within
+// https; never from https to http, where anyone on the path could put in
+// keys of their own, and the refresh error says why.
+func TestRemoteRedirects(t *testing.T) {
+	srv := newJWKSServer(t, jwks(t, keys.ec), nil)
+	var loops atomic.Int64
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/jwks":
+			w.Write(jwks(t, keys.ec))
+		case "/moved":
+			http.Redirect(w, r, "/jwks", http.StatusFound)
+		case "/to-http":
+			http.Redirect(w, r, srv.URL+"/jwks", http.StatusMovedPermanently)
+		case "/loop":
+			loops.Add(1)
+			http.Redirect(w, r, r.URL.Path, http.StatusFound)
+		}
+	}))
+	t.Cleanup(tlsSrv.Close)
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, tlsSrv.URL+"/moved", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(plain.Close)
+
+	fetch := func(url string) (*Verifier, error) {
+		v, err := newVerifier(Options{URL: url, Client: tlsSrv.Client(), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v, v.remote.refresh(t0)
+	}
+	for _, url := range []string{tlsSrv.URL + "/moved", plain.URL + "/to-tls"} {
+		if _, err := fetch(url); err != nil {
+			t.Errorf("%s: %v", url, err)
+		}
+	}
+
+	v, err := fetch(tlsSrv.URL + "/to-http")
+	if err == nil || !strings.Contains(err.Error(), "refused a redirect from https to http") {
+		t.Errorf("https to http: %v", err)
+	}
+	if gets, _ := srv.counts(); gets != 0 {
+		t.Errorf("the http URL was fetched %d times", gets)
+	}
+	if err := v.Status(); err == nil || !strings.Contains(err.Error(), "no keys yet") || !strings.Contains(err.Error(), "from https to http") {
+		t.Errorf("Status: %v", err)
+	}
+
+	if _, err := fetch(tlsSrv.URL + "/loop"); err == nil || !strings.Contains(err.Error(), "stopped after 3 redirects") {
+		t.Errorf("a redirect loop: %v", err)
+	}
+	if n := loops.Load(); n != 1+maxRedirects {
+		t.Errorf("a redirect loop: %d requests, want %d", n, 1+maxRedirects)
 	}
 }

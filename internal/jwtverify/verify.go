@@ -46,7 +46,8 @@ type Options struct {
 	// verifying.
 	File string
 
-	// URL is where a JWKS is fetched, over http or https. It is fetched
+	// URL is where a JWKS is fetched, over http or https (redirects
+	// followed, a few, but never from https to http). It is fetched
 	// in the background, at once and again when the copy expires by its
 	// HTTP cache headers (Cache-Control max-age, Expires; revalidated with
 	// ETag or Last-Modified), and when a token names a kid the set lacks,
@@ -74,7 +75,9 @@ type Options struct {
 	CacheEntries int
 
 	// Client fetches URL. Nil: a client with a timeout of
-	// DefaultFetchTimeout.
+	// DefaultFetchTimeout. Either way a fetch follows at most
+	// maxRedirects redirects, and none from https to http; a CheckRedirect
+	// of Client's own is asked after that.
 	Client *http.Client
 
 	// Logger receives a line for each key set loaded and each one
@@ -138,11 +141,12 @@ func newVerifier(o Options) (*Verifier, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("jwtverify: %q is not an absolute http(s) URL", redact(o.URL))
 	}
-	client := o.Client
-	if client == nil {
-		client = &http.Client{Timeout: DefaultFetchTimeout}
+	client := http.Client{Timeout: DefaultFetchTimeout}
+	if o.Client != nil {
+		client = *o.Client
 	}
-	v.remote = &remote{url: o.URL, shown: u.Redacted(), client: client, v: v}
+	client.CheckRedirect = checkRedirect(client.CheckRedirect)
+	v.remote = &remote{url: o.URL, shown: u.Redacted(), client: &client, v: v}
 	return v, nil
 }
 
