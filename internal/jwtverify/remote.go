@@ -70,6 +70,9 @@ type remote struct {
 	kidRefresh  time.Time // the last fetch an unknown kid caused
 	inflight    chan struct{}
 	lastOutcome error
+
+	// wake tells run that a fetch of refreshForKID has set next.
+	wake chan struct{}
 }
 
 // run refreshes the set whenever it is due, until stop is closed.
@@ -81,8 +84,9 @@ func (r *remote) run(stop <-chan struct{}) {
 		case <-stop:
 			return
 		case <-t.C:
+			r.refresh(time.Now())
+		case <-r.wake:
 		}
-		r.refresh(time.Now())
 		r.mu.Lock()
 		next := r.next
 		r.mu.Unlock()
@@ -108,6 +112,14 @@ func (r *remote) refreshForKID(now time.Time) bool {
 	r.kidRefresh = now
 	r.mu.Unlock()
 	r.refresh(now)
+	// The schedule is run's timer, which this fetch did not reset: a
+	// failure here must be retried in a second, as one of run's own is,
+	// not when the set fetched before expires (up to a day), with
+	// /readyz saying "refresh failed" all the while.
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
 	return true
 }
 

@@ -318,3 +318,49 @@ func TestRemoteRedirects(t *testing.T) {
 		t.Errorf("a redirect loop: %d requests, want %d", n, 1+maxRedirects)
 	}
 }
+
+// A refresh that a token's unknown kid caused and that failed is retried
+// by the background schedule a second later, as a failed scheduled one
+// is, rather than when the set fetched before expires (a day here); once
+// the URL answers, Status is clear again.
+func TestRemoteKIDRefreshFails(t *testing.T) {
+	srv := newJWKSServer(t, jwks(t, keys.ec), http.Header{"Cache-Control": {"max-age=86400"}})
+	v, err := New(Options{URL: srv.URL, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	eventually := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 5s; Status %v", what, v.Status())
+			}
+		}
+	}
+	eventually("the first fetch", func() bool { return v.keys.Load() != nil })
+
+	srv.mu.Lock()
+	srv.down = true
+	srv.mu.Unlock()
+	rotated, err := jwtsign.Generate("ES256", "ec-rotated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = v.Verify(sign(t, rotated, claims("alice")), time.Now())
+	wantReason(t, err, UnknownKID)
+	if err := v.Status(); err == nil || !strings.Contains(err.Error(), "refresh failed") {
+		t.Fatalf("Status after the failed refresh: %v", err)
+	}
+	if gets, _ := srv.counts(); gets != 2 {
+		t.Fatalf("%d fetches, want 2", gets)
+	}
+
+	srv.mu.Lock()
+	srv.down = false
+	srv.mu.Unlock()
+	eventually("Status clear after the retry", func() bool { return v.Status() == nil })
+	if gets, _ := srv.counts(); gets != 3 {
+		t.Errorf("%d fetches, want 3: the first, the kid's, the retry", gets)
+	}
+}

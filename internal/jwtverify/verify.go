@@ -52,7 +52,8 @@ type Options struct {
 	// HTTP cache headers (Cache-Control max-age, Expires; revalidated with
 	// ETag or Last-Modified), and when a token names a kid the set lacks,
 	// at most once a minute. Until the first fetch succeeds, tokens fail
-	// with NoKeys; a failed refresh keeps the keys fetched before.
+	// with NoKeys; a failed refresh keeps the keys fetched before, and is
+	// retried after 1s, then 2s, up to a minute apart.
 	URL string
 
 	// Issuer, when not empty, is the iss a token must have.
@@ -146,7 +147,7 @@ func newVerifier(o Options) (*Verifier, error) {
 		client = *o.Client
 	}
 	client.CheckRedirect = checkRedirect(client.CheckRedirect)
-	v.remote = &remote{url: o.URL, shown: u.Redacted(), client: &client, v: v}
+	v.remote = &remote{url: o.URL, shown: u.Redacted(), client: &client, v: v, wake: make(chan struct{}, 1)}
 	return v, nil
 }
 
