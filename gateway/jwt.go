@@ -17,9 +17,9 @@ import (
 )
 
 // tokens finds a request's bearer token where server.jwt says and verifies
-// it, for the jwt:CLAIM key parts and claim overrides (SPEC §3.3). One is
-// made for each runtime; its verifier, which holds the keys and the cache
-// of verified tokens, is kept across reloads while server.jwt is the same.
+// it, for the jwt:CLAIM key parts and claim overrides. One is made for each
+// runtime; its verifier, which holds the keys and the cache of verified
+// tokens, is kept across reloads while server.jwt is the same.
 type tokens struct {
 	cfg            config.JWT
 	v              *jwtverify.Verifier
@@ -116,32 +116,65 @@ func jwksFileError(cfg *config.Config, err error) error {
 	return config.Errors{{File: cfg.File, Line: cfg.Line("server.jwt.jwks_file"), Msg: msg}}
 }
 
-// read finds the request's token: "" when it carries none.
-func (t *tokens) read(r *http.Request) string {
-	var v string
+// read finds the request's token: "" when it carries none, and
+// jwtverify.ErrAmbiguous when it carries the header or the cookie more
+// than once. The gateway forwards them all, and which one an upstream
+// reads (the first, the last, the one it parses) is its own choice: were
+// the gateway to count the first, the upstream might act for another user
+// than the one counted.
+func (t *tokens) read(r *http.Request) (string, error) {
 	if t.header != "" {
 		vv := r.Header[t.header]
-		if len(vv) == 0 {
-			return ""
+		switch {
+		case len(vv) == 0:
+			return "", nil
+		case len(vv) > 1:
+			return "", fmt.Errorf("%d %s headers: %w", len(vv), t.header, jwtverify.ErrAmbiguous)
 		}
-		v = strings.TrimSpace(vv[0])
+		v := strings.TrimSpace(vv[0])
 		// The scheme is case-insensitive (RFC 9110 §11.1), and one space
 		// or more may follow it (RFC 6750 §2.1 writes one).
 		if scheme, rest, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Bearer") {
-			v = strings.TrimSpace(rest)
-		} else if t.bearerRequired {
-			return "" // Basic credentials, say: not a token
+			return strings.TrimSpace(rest), nil
 		}
-	} else if c, err := r.Cookie(t.cookie); err == nil {
-		v = c.Value
+		if t.bearerRequired {
+			return "", nil // Basic credentials, say: not a token
+		}
+		return v, nil
 	}
-	return v
+	// Counted in the header's text, not among the cookies net/http
+	// parses: a value it refuses may be one that an upstream accepts.
+	if n := cookiesNamed(r.Header["Cookie"], t.cookie); n > 1 {
+		return "", fmt.Errorf("%d cookies %s: %w", n, t.cookie, jwtverify.ErrAmbiguous)
+	}
+	if c, err := r.Cookie(t.cookie); err == nil {
+		return c.Value, nil
+	}
+	return "", nil
+}
+
+// cookiesNamed counts the cookies named name in Cookie header lines
+// (RFC 6265 §5.4; HTTP/2 sends one line per cookie, RFC 9113 §8.2.3).
+func cookiesNamed(lines []string, name string) int {
+	n := 0
+	for _, line := range lines {
+		for pair := range strings.SplitSeq(line, ";") {
+			if k, _, _ := strings.Cut(pair, "="); strings.TrimSpace(k) == name {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // verify reads and verifies the token of x's request; nil when it has
 // none or it fails, which is counted and logged.
 func (t *tokens) verify(x *exchange) *jwtverify.Token {
-	raw := t.read(x.r)
+	raw, err := t.read(x.r)
+	if err != nil {
+		t.failed(x, err)
+		return nil
+	}
 	if raw == "" {
 		return nil
 	}

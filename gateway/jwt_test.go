@@ -407,6 +407,65 @@ func TestJWTFrom(t *testing.T) {
 	}
 }
 
+// A request that carries its token more than once (the header twice, the
+// cookie twice, in one Cookie line or two) has none: the gateway forwards
+// them all, and an upstream that reads another than the first would act
+// for another user than the one counted. It counts as ambiguous. Other
+// headers and cookies may come as they like, and a token cookie beside
+// others in Cookie lines of their own (as HTTP/2 sends them) is read.
+func TestJWTAmbiguous(t *testing.T) {
+	ec := jwtKeys["ES256"]
+	alice, bob := token(t, ec, "alice", nil), token(t, ec, "bob", nil)
+	up := newBackend(t, nil)
+	file := filepath.Join(t.TempDir(), "jwks.json")
+	writeFile(t, file, jwksOf(t, ec))
+	type header struct{ name, value string }
+	for i, tt := range []struct {
+		from      string
+		hdr       []header
+		ambiguous bool
+	}{
+		{"header:Authorization", []header{{"Authorization", "Bearer " + alice}, {"Authorization", "Bearer " + bob}}, true},
+		{"header:Authorization", []header{{"Authorization", "Bearer " + alice}, {"authorization", "Bearer " + alice}}, true},
+		{"header:Authorization", []header{{"Authorization", "Basic YWxpY2U6cHc="}, {"Authorization", "Bearer " + bob}}, true},
+		{"header:Authorization", []header{{"Authorization", "Bearer " + alice}, {"X-Token", "a"}, {"X-Token", "b"}}, false},
+		{"header:X-Token", []header{{"X-Token", alice}, {"X-Token", bob}}, true},
+		{"header:X-Token", []header{{"X-Token", alice}, {"Authorization", "Bearer " + bob}}, false},
+		{"cookie:session", []header{{"Cookie", "session=" + alice + "; session=" + bob}}, true},
+		{"cookie:session", []header{{"Cookie", "session=" + alice}, {"Cookie", "theme=dark; session=" + bob}}, true},
+		{"cookie:session", []header{{"Cookie", "session=" + alice + "; session=\"not\\net/http's\""}}, true},
+		{"cookie:session", []header{{"Cookie", "theme=dark"}, {"Cookie", "session=" + alice}, {"Cookie", "lang=en; sessionid=1"}}, false},
+	} {
+		h := newHarness(t, jwtConfig(`jwks_file: `+file+`, from: "`+tt.from+`"`), up)
+		req, err := http.NewRequest("POST", h.srv.URL+"/user", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Forwarded-For", "10.4.0.2")
+		for _, hv := range tt.hdr {
+			req.Header[http.CanonicalHeaderKey(hv.name)] = append(req.Header[http.CanonicalHeaderKey(hv.name)], hv.value)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		drain(resp)
+		if resp.StatusCode != 200 {
+			t.Fatalf("case %d, from %s: %d", i, tt.from, resp.StatusCode)
+		}
+		ambiguous, fallback := h.jwtFailures(jwtverify.Ambiguous), h.remaining("user", "per-user", true, "10.4.0.2") == 0
+		users := h.remaining("user", "per-user", false, "alice") + h.remaining("user", "per-user", false, "bob")
+		switch {
+		case tt.ambiguous && (ambiguous != 1 || !fallback || users != 2):
+			t.Errorf("case %d, from %s: %v ambiguous, the fallback counted %v, users left %d; want 1, true, 2",
+				i, tt.from, ambiguous, fallback, users)
+		case !tt.ambiguous && (ambiguous != 0 || fallback || users != 1):
+			t.Errorf("case %d, from %s: %v ambiguous, the fallback counted %v, users left %d; want 0, false, 1 (one counted)",
+				i, tt.from, ambiguous, fallback, users)
+		}
+	}
+}
+
 // The JWKS file is watched: a new key verifies once it is written, a
 // broken file keeps the keys before it and /readyz's detail says so.
 func TestJWTFileReload(t *testing.T) {

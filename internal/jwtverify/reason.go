@@ -37,6 +37,13 @@ const (
 	Issuer Reason = "issuer"
 	// Audience: aud does not hold the expected audience.
 	Audience Reason = "audience"
+	// Ambiguous: the request carries more than one token (two
+	// Authorization headers, two cookies of the name), and which stands
+	// for it is each reader's choice: an upstream reading another than
+	// the gateway would act for another user than the one counted.
+	// Verify never returns it; the caller that finds the tokens reports
+	// it with ErrAmbiguous.
+	Ambiguous Reason = "ambiguous"
 	// ClaimType: a claim that a caller reads is neither a string nor a
 	// number (an object, an array, a boolean or null), or is a string
 	// that escapes half of a surrogate pair alone ("\ud800"), which is
@@ -47,8 +54,12 @@ const (
 // Reasons lists every Reason, in a fixed order, so that a caller can
 // create a metric's series before the first failure.
 func Reasons() []Reason {
-	return []Reason{TooLarge, Malformed, Alg, UnknownKID, NoKeys, Signature, Expired, NotYetValid, Issuer, Audience, ClaimType}
+	return []Reason{TooLarge, Malformed, Alg, UnknownKID, NoKeys, Signature, Expired, NotYetValid, Issuer, Audience, Ambiguous, ClaimType}
 }
+
+// ErrAmbiguous is the failure of a request that carries more than one
+// token; wrap it to say where they were.
+var ErrAmbiguous error = &failure{reason: Ambiguous, detail: "the request carries more than one token, so it has none"}
 
 // ReasonOf is the reason of an error that Verify or Token.Claim returned,
 // or "" for nil or any other error.
