@@ -1,12 +1,15 @@
 package main
 
 import (
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/floodgate-gw/floodgate/config"
 )
 
 // writeConfig writes a config file in a fresh directory and returns its path.
@@ -135,6 +138,53 @@ func TestCheckExamples(t *testing.T) {
 				t.Errorf("exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
 			}
 		})
+	}
+}
+
+// An example whose breaker records the requests it turns away, for
+// events replay to send again, records the headers that say whose they
+// are: each header a limit's key reads, the token's for a jwt: part. A
+// replayed entry without them would reach the upstream as nobody's.
+func TestExamplesRecordWho(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("../../examples/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	for _, f := range files {
+		cfg, err := config.Load(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept := map[string]bool{}
+		for _, h := range cfg.Events.Headers {
+			kept[http.CanonicalHeaderKey(h)] = true
+		}
+		for _, r := range cfg.Routes {
+			if !r.Fallback.Record {
+				continue
+			}
+			for _, l := range append(append([]*config.Limit{}, cfg.GlobalLimits...), r.Limits...) {
+				for _, p := range append(append([]config.KeyPart{}, l.Key...), l.Fallback...) {
+					var h string
+					switch {
+					case p.Source == config.SourceHeader:
+						h = p.Name
+					case p.Source == config.SourceCookie,
+						p.Source == config.SourceJWT && cfg.Server.JWT.From.Source == config.SourceCookie:
+						h = "Cookie"
+					case p.Source == config.SourceJWT:
+						h = cfg.Server.JWT.From.Name
+					default:
+						continue
+					}
+					if !kept[http.CanonicalHeaderKey(h)] {
+						t.Errorf("%s: route %s records its turned-away requests, and limit %s keys by %s:%s, but events.headers %v keeps no %s",
+							filepath.Base(f), r.ID, l.Name, p.Source, p.Name, cfg.Events.Headers, h)
+					}
+				}
+			}
+		}
 	}
 }
 
