@@ -31,7 +31,7 @@ var commands = []command{
 	{"upstream", "run a mock downstream that slows down and fails on cue", runUpstream},
 	{"load", "offer open-loop load to a URL and measure the answers", runLoad},
 	{"events", "replay recorded requests to a route's upstream (events replay)", runEvents},
-	{"token", "sign a JWT with a private key, for trying jwt: key parts", runToken},
+	{"token", "sign a JWT with a private key, or make a key pair, for trying jwt: key parts", runToken},
 	{"version", "print the version, the commit and the Go version", runVersion},
 }
 

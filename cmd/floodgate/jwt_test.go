@@ -2,7 +2,11 @@ package main
 
 import (
 	"bytes"
+	"cmp"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -145,6 +149,103 @@ func TestTokenUsage(t *testing.T) {
 		if code != tt.code || !strings.Contains(stderr, tt.want) {
 			t.Errorf("token %v: exit %d, stderr %q; want %d and %q", tt.args, code, stderr, tt.code, tt.want)
 		}
+	}
+}
+
+// floodgate token --new-key makes a key pair: the private JWK in a new
+// file only its owner reads, the JWKS on stdout; the token command signs
+// with the one, and the other verifies, naming the key by the kid given or
+// by its thumbprint. It never writes over a file.
+func TestTokenNewKey(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tt := range []struct{ alg, kid string }{{"ES256", ""}, {"RS256", "rsa-1"}, {"EdDSA", ""}, {"HS256", "shared-1"}, {"", ""}} {
+		name := "key-" + tt.alg + tt.kid + ".json"
+		args := []string{"token", "--new-key", name}
+		if tt.alg != "" {
+			args = append(args, "--alg", tt.alg)
+		}
+		if tt.kid != "" {
+			args = append(args, "--kid", tt.kid)
+		}
+		jwks, stderr, code := floodgateIn(t, dir, args...)
+		if code != exitOK || !strings.Contains(stderr, "wrote the private key "+name) {
+			t.Fatalf("%v: exit %d, stderr %q", args, code, stderr)
+		}
+		if hs := strings.Contains(stderr, "holds the secret itself"); hs != (tt.alg == "HS256") {
+			t.Errorf("%v: a word of the secret in the JWKS is %v: %q", args, hs, stderr)
+		}
+		path := filepath.Join(dir, name)
+		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%v: the key file: %v %v, want mode 0600", args, fi, err)
+		}
+		set, err := jwtverify.ParseKeySet([]byte(jwks))
+		if err != nil || set.Len() != 1 || len(set.Skipped()) != 0 {
+			t.Fatalf("%v: stdout is not a JWKS of one key: %v\n%s", args, err, jwks)
+		}
+		var parsed struct {
+			Keys []struct{ Kid, Alg string } `json:"keys"`
+		}
+		json.Unmarshal([]byte(jwks), &parsed)
+		kid, alg := parsed.Keys[0].Kid, parsed.Keys[0].Alg
+		if want := cmp.Or(tt.alg, "ES256"); alg != want {
+			t.Errorf("%v: alg %q, want %q", args, alg, want)
+		}
+		if tt.kid != "" && kid != tt.kid || tt.kid == "" && len(kid) != 43 {
+			t.Errorf("%v: kid %q, want %q or a thumbprint", args, kid, tt.kid)
+		}
+
+		jwksFile := filepath.Join(dir, name+".jwks")
+		os.WriteFile(jwksFile, []byte(jwks), 0o644)
+		tok, stderr, code := floodgateIn(t, dir, "token", "--key", name, "--sub", "alice")
+		if code != exitOK {
+			t.Fatalf("signing with the new key: exit %d, %s", code, stderr)
+		}
+		v, err := jwtverify.New(jwtverify.Options{File: jwksFile, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := v.Verify(strings.TrimSpace(tok), time.Now())
+		v.Close()
+		if err != nil {
+			t.Fatalf("%v: the new key's token does not verify with its JWKS: %v", args, err)
+		}
+		if sub, _ := got.Claim("sub"); sub != "alice" {
+			t.Errorf("sub %q", sub)
+		}
+		header, _ := base64.RawURLEncoding.DecodeString(strings.Split(tok, ".")[0])
+		if !strings.Contains(string(header), `"kid":"`+kid+`"`) {
+			t.Errorf("%v: the token's header %s does not name kid %q", args, header, kid)
+		}
+
+		before, _ := os.ReadFile(path)
+		_, stderr, code = floodgateIn(t, dir, args...)
+		after, _ := os.ReadFile(path)
+		if code != exitFailure || !strings.Contains(stderr, name+" exists") || !bytes.Equal(before, after) {
+			t.Errorf("%v again: exit %d, stderr %q, the file changed %v", args, code, stderr, !bytes.Equal(before, after))
+		}
+	}
+
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--new-key", "k.json", "--alg", "PS256"}, `--alg "PS256": ES256, RS256, EdDSA or HS256`},
+		{[]string{"--new-key", "k.json", "--sub", "alice"}, "--new-key makes a key and signs no token: --sub is for signing"},
+		{[]string{"--new-key", "k.json", "--key", "other.json"}, "--key is for signing"},
+		{[]string{"--key", "k.json", "--kid", "a"}, "--alg and --kid apply to --new-key"},
+		{[]string{"--alg", "HS256"}, "--alg and --kid apply to --new-key"},
+	} {
+		_, stderr, code := floodgateIn(t, dir, append([]string{"token"}, tt.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, tt.want) {
+			t.Errorf("token %v: exit %d, stderr %q; want %d and %q", tt.args, code, stderr, exitUsage, tt.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "k.json")); err == nil {
+		t.Error("a refused command wrote its key")
+	}
+	if _, stderr, code := floodgateIn(t, dir, "token", "--new-key", filepath.Join(dir, "no-such-dir", "k.json")); code != exitFailure || !strings.Contains(stderr, "no such file or directory") {
+		t.Errorf("into a missing directory: exit %d, stderr %q", code, stderr)
 	}
 }
 

@@ -5,11 +5,14 @@
 package jwtsign
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -121,6 +124,33 @@ func newKey(jwk jose.JSONWebKey) (*Key, error) {
 		return nil, err
 	}
 	return &Key{jwk: jwk, alg: alg, signer: signer}, nil
+}
+
+// Thumbprint is the key's RFC 7638 thumbprint: the SHA-256 of its
+// required public parameters (of the secret, for an HMAC key),
+// base64url. It names the key and no other, which makes it a kid that
+// needs no registry.
+func (k *Key) Thumbprint() (string, error) {
+	var sum []byte
+	if secret, ok := k.jwk.Key.([]byte); ok {
+		// go-jose has no thumbprint of an oct key; RFC 7638 §3.2 says
+		// its members are k and kty, in that order.
+		h := sha256.Sum256([]byte(`{"k":"` + base64.RawURLEncoding.EncodeToString(secret) + `","kty":"oct"}`))
+		sum = h[:]
+	} else {
+		var err error
+		if sum, err = k.jwk.Thumbprint(crypto.SHA256); err != nil {
+			return "", err
+		}
+	}
+	return base64.RawURLEncoding.EncodeToString(sum), nil
+}
+
+// WithKeyID is the same key named kid.
+func (k *Key) WithKeyID(kid string) (*Key, error) {
+	jwk := k.jwk
+	jwk.KeyID = kid
+	return newKey(jwk)
 }
 
 // Algorithm is the algorithm the key signs with.

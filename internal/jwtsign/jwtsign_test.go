@@ -142,3 +142,41 @@ func TestParseKeyRefuses(t *testing.T) {
 		t.Error("Generate PS256")
 	}
 }
+
+// A key's thumbprint is RFC 7638's: of its public parameters only, so
+// the same under another kid, and another for another key; an HMAC key's
+// is of {"k", "kty"}.
+func TestThumbprint(t *testing.T) {
+	for _, alg := range []string{"RS256", "ES256", "EdDSA", "HS256"} {
+		k, err := jwtsign.Generate(alg, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tp, err := k.Thumbprint()
+		if err != nil || len(tp) != 43 {
+			t.Fatalf("%s: thumbprint %q, %v", alg, tp, err)
+		}
+		named, err := k.WithKeyID(tp)
+		if err != nil || named.KeyID() != tp {
+			t.Fatalf("%s: WithKeyID: %v %v", alg, named, err)
+		}
+		if again, _ := named.Thumbprint(); again != tp {
+			t.Errorf("%s: %q under a kid, %q without", alg, again, tp)
+		}
+		other, _ := jwtsign.Generate(alg, "")
+		if otp, _ := other.Thumbprint(); otp == tp {
+			t.Errorf("%s: two keys, one thumbprint", alg)
+		}
+		if tok, err := named.Sign(map[string]any{"sub": "a"}); err != nil || headerKID(t, tok) != tp {
+			t.Errorf("%s: a token of the renamed key: %v", alg, err)
+		}
+	}
+	// Computed apart: base64url(SHA-256({"k":"<base64url of the secret>","kty":"oct"})).
+	k, err := jwtsign.ParseKey([]byte(`{"kty": "oct", "kid": "x", "k": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tp, _ := k.Thumbprint(); tp != "XOBEfwKZzZgziWfq7yZzhEKNQfihBMioCzRbNmqUH0Y" {
+		t.Errorf("the HMAC key's thumbprint %q", tp)
+	}
+}
