@@ -36,6 +36,11 @@ import (
 // protocols) keeps its mark for good: StateHijacked is the last state
 // net/http gives it. Hooks srv already has run too: the one for
 // ConnContext before, the one for ConnState after.
+//
+// The listener's connections also pass their requests through a
+// framing.Conn, which refuses any whose framing is in doubt (see
+// docs/framing.md), told by ConnState when a request was answered and when
+// a connection switched protocols.
 func (g *Gateway) Listener(srv *http.Server, ln net.Listener) net.Listener {
 	connContext, connState := srv.ConnContext, srv.ConnState
 	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
@@ -48,8 +53,14 @@ func (g *Gateway) Listener(srv *http.Server, ln net.Listener) net.Listener {
 		return ctx
 	}
 	srv.ConnState = func(c net.Conn, st http.ConnState) {
-		if ac, ok := c.(*answeringConn); ok && st == http.StateIdle {
-			ac.handled.Store(false)
+		if ac, ok := c.(*answeringConn); ok {
+			switch st {
+			case http.StateIdle:
+				ac.handled.Store(false)
+				ac.framing.Answered()
+			case http.StateHijacked:
+				ac.framing.Switched()
+			}
 		}
 		if connState != nil {
 			connState(c, st)

@@ -198,8 +198,10 @@ func demo(ctx context.Context, out io.Writer, redisAddr string, duration time.Du
 			return fmt.Errorf("redis at %s does not answer: %w", redisAddr, err)
 		}
 	}
-	gwSrv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second, ErrorLog: quiet}
-	go gwSrv.Serve(gwL)
+	// Served as serve serves it, through the gateway's listener, so that
+	// the demo answers malformed requests as the product does.
+	gwSrv := &http.Server{Handler: gw, MaxHeaderBytes: cfg.Server.MaxHeaderBytes, ReadHeaderTimeout: 10 * time.Second, ErrorLog: quiet}
+	go gwSrv.Serve(gw.Listener(gwSrv, gwL))
 	defer gwSrv.Close()
 	adSrv := &http.Server{Handler: admin.NewHandler(demoBackend{gw}, reg, logger), ErrorLog: quiet}
 	go adSrv.Serve(adL)

@@ -2,8 +2,10 @@ package framing
 
 import (
 	"bytes"
+	"io"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 )
 
@@ -56,9 +58,23 @@ const (
 	stChunkData              // a chunk's data: n bytes left
 	stChunkEnd               // the CRLF after a chunk's data
 	stTrailer                // the trailer section of a chunked body
-	stRaw                    // after a request to switch protocols: the rest passes
+	stHold                   // after a request to switch protocols, until it is answered
+	stRaw                    // the connection switched protocols: the rest passes
 	stRefused                // the poison is handed on, then nothing
 )
+
+// What became of a request to switch protocols (Conn.mode).
+const (
+	modeHTTP     int32 = iota
+	modeSwitched       // the connection was taken over: its bytes are the new protocol's
+	modeRefused        // the request was answered otherwise: nothing more passes
+)
+
+// maxHold bounds what a client may send after a request to switch
+// protocols before its answer; WebSocket's client sends nothing then.
+const maxHold = 64 << 10
+
+var errHoldFull = &Error{Status: http.StatusBadRequest, Reason: "too_much_before_switch"}
 
 // Conn is a server connection whose reads pass on only requests whose
 // framing is beyond doubt (see the package doc). Its Read is not safe for
@@ -76,11 +92,23 @@ type Conn struct {
 	n       int64 // stBody, stChunkData: bytes left
 	head    head  // stHead: what the head says so far
 	trailer int   // stTrailer: bytes of the trailer section so far
-	raw     bool  // the request asks to switch protocols: stRaw after its body
+	raw     bool  // the request asks to switch protocols: stHold after its body
+
+	// heads counts the heads passed; holdAt is the count at the request
+	// to switch protocols that the Conn holds what follows for, answered
+	// the requests answered. mode says what became of that request.
+	heads    int64
+	holdAt   atomic.Int64
+	answered atomic.Int64
+	mode     atomic.Int32
 
 	refusal *Error                // set when a request is refused
 	refused atomic.Pointer[Error] // published once the poison is handed on
 }
+
+// bufs are the Conns' read buffers, held only while bytes wait in them: an
+// idle keep-alive connection holds none.
+var bufs = sync.Pool{New: func() any { b := make([]byte, bufSize); return &b }}
 
 // head is what Conn keeps of a head while it reads it.
 type head struct {
@@ -111,6 +139,22 @@ func NewConn(c net.Conn, maxHead int) *Conn {
 // been read; nil before that, and while every request passed.
 func (c *Conn) Refused() *Error { return c.refused.Load() }
 
+// Switched tells the Conn that its connection was taken over from the
+// server (net/http's StateHijacked): from now on its bytes pass as they
+// are, the new protocol's.
+func (c *Conn) Switched() { c.mode.CompareAndSwap(modeHTTP, modeSwitched) }
+
+// Answered tells the Conn that the server answered a request and waits
+// for the next (net/http's StateIdle). Once the request to switch
+// protocols that it holds the bytes after is answered without a switch,
+// those bytes never pass: the connection ends there.
+func (c *Conn) Answered() {
+	n := c.answered.Add(1)
+	if at := c.holdAt.Load(); at > 0 && n >= at {
+		c.mode.CompareAndSwap(modeHTTP, modeRefused)
+	}
+}
+
 // Read reads the connection's bytes as far as they pass.
 func (c *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
@@ -125,19 +169,41 @@ func (c *Conn) Read(p []byte) (int, error) {
 			}
 			return k, nil
 		}
-		if c.st == stRefused {
+		if c.st != stRaw && c.mode.Load() == modeSwitched {
+			// What the Conn holds or has not checked is the new
+			// protocol's.
+			c.st = stRaw
+		}
+		switch c.st {
+		case stRefused:
 			return c.drain()
+		case stHold:
+			// The bytes after a request to switch protocols wait until
+			// the request is answered: a switch lets them pass, any
+			// other answer ends the connection before them. Meanwhile
+			// the reads (net/http's background read) block on the
+			// connection as on a quiet client.
+			if c.mode.Load() == modeRefused {
+				return 0, io.EOF
+			}
+			if c.w-c.r >= maxHold {
+				return 0, errHoldFull
+			}
+			if err := c.fill(); err != nil {
+				return 0, err
+			}
+			continue
 		}
 		if c.v < c.w {
 			c.check()
-			if c.r < c.v || c.st == stRefused {
+			if c.r < c.v || c.st == stRefused || c.st == stHold {
 				continue
 			}
 		}
 		// Nothing has passed that is not read. Data of a known length
 		// goes from the connection to p without a copy.
 		if c.v == c.w {
-			c.r, c.v, c.w = 0, 0, 0
+			c.release()
 			switch c.st {
 			case stRaw:
 				return c.Conn.Read(p)
@@ -174,8 +240,20 @@ func (c *Conn) drain() (int, error) {
 	}
 }
 
+// release gives the buffer back once everything in it is read.
+func (c *Conn) release() {
+	c.r, c.v, c.w = 0, 0, 0
+	if b := c.buf; len(b) == bufSize {
+		bufs.Put(&b)
+	}
+	c.buf = nil
+}
+
 // fill reads more of the connection into buf[w:], making room first.
 func (c *Conn) fill() error {
+	if c.buf == nil {
+		c.buf = *bufs.Get().(*[]byte)
+	}
 	if c.r > 0 && c.w == len(c.buf) {
 		n := copy(c.buf, c.buf[c.r:c.w])
 		c.v -= c.r
@@ -186,9 +264,12 @@ func (c *Conn) fill() error {
 		// A line longer than the buffer: grow it as far as a line may
 		// be long in this state (check refuses a line past that).
 		size := max(2*len(c.buf), bufSize)
-		if c.st == stHead {
+		switch c.st {
+		case stHead:
 			size = min(size, c.maxHead+2)
-		} else {
+		case stHold:
+			size = min(size, maxHold)
+		default:
 			size = min(size, maxChunkLine+maxTrailer)
 		}
 		if size <= len(c.buf) {
@@ -242,6 +323,8 @@ func (c *Conn) check() {
 			}
 		case stRaw:
 			c.v = c.w
+		case stHold:
+			return
 		}
 	}
 }
@@ -261,7 +344,8 @@ func (c *Conn) endBody() {
 	c.head = head{cl: c.head.cl[:0]}
 	c.st = stHead
 	if c.raw {
-		c.st = stRaw
+		c.st = stHold
+		c.holdAt.Store(c.heads)
 	}
 }
 
@@ -316,9 +400,17 @@ func (c *Conn) headLine() bool {
 	if len(content) == 0 && c.head.lines == 0 {
 		// An empty line before a request line is ignored (RFC 9112
 		// §2.2): a client may end a body with an extra CRLF. net/http
-		// would refuse it, so it does not pass.
-		copy(c.buf[c.v:], c.buf[c.v+n:c.w])
-		c.w -= n
+		// would refuse it, so it does not pass: it is skipped once what
+		// passed before it is read, and counts to the head's bound.
+		if c.r < c.v {
+			return false
+		}
+		if c.head.bytes += n; c.head.bytes > c.maxHead {
+			c.refuse(http.StatusRequestHeaderFieldsTooLarge, "head_too_large", headPoison)
+			return false
+		}
+		c.r += n
+		c.v += n
 		return true
 	}
 	if c.head.bytes += n; c.head.bytes > c.maxHead {
@@ -341,6 +433,7 @@ func (c *Conn) headLine() bool {
 	c.head.lines++
 	c.v += n
 	if len(content) == 0 {
+		c.heads++
 		c.startBody()
 	}
 	return true

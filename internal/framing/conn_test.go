@@ -191,17 +191,57 @@ func TestConn(t *testing.T) {
 }
 
 // A request that asks to switch protocols is followed by the protocol's
-// bytes, whatever they are; a request that merely carries Upgrade is not.
+// bytes, whatever they are, once the connection is taken over; if the
+// request is answered otherwise, nothing after it passes. A request that
+// merely carries Upgrade is not one.
 func TestConnUpgrade(t *testing.T) {
 	ws := "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, Upgrade\r\nUpgrade: websocket\r\n\r\n"
 	frames := "\x81\x05hello\nGET / HTTP/1.1 garbage\n"
-	out, e := passed(t, ws+frames, 5, 64, 0)
-	if e != nil || string(out) != ws+frames {
-		t.Errorf("passed %q (refused %v), want it all", out, e)
+	read := func(c *Conn, n int) (string, error) {
+		var out []byte
+		buf := make([]byte, 64)
+		for len(out) < n {
+			k, err := c.Read(buf)
+			out = append(out, buf[:k]...)
+			if err != nil {
+				return string(out), err
+			}
+		}
+		return string(out), nil
+	}
+	for _, answer := range []string{"switched", "refused"} {
+		c := NewConn(&pieceConn{in: []byte(get + ws + frames), step: 5}, 0)
+		head, err := read(c, len(get+ws))
+		if head != get+ws || err != nil {
+			t.Fatalf("%s: the heads %q (%v)", answer, head, err)
+		}
+		c.Answered() // the GET's answer: nothing yet for the upgrade
+		if answer == "switched" {
+			c.Switched()
+			if rest, err := read(c, len(frames)); rest != frames || err != nil {
+				t.Errorf("after the switch, passed %q (%v), want the frames", rest, err)
+			}
+			continue
+		}
+		c.Answered()
+		if rest, err := read(c, 1); rest != "" || err != io.EOF {
+			t.Errorf("after a refused switch, passed %q (%v), want nothing and io.EOF", rest, err)
+		}
 	}
 	half := "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\r\n"
-	if _, e = passed(t, half+frames, 5, 64, 0); e == nil {
+	if _, e := passed(t, half+frames, 5, 64, 0); e == nil {
 		t.Errorf("after a request with Upgrade but no Connection: upgrade, refused %v; want the frames read as a request", e)
+	}
+}
+
+// Empty lines before a request line are skipped, and count to the head's
+// bound: a stream of them is a head too large, not a loop.
+func TestConnEmptyLines(t *testing.T) {
+	if out, e := passed(t, strings.Repeat("\r\n", 100)+get, 7, 64, 512); e != nil || string(out) != get {
+		t.Errorf("passed %q, refused %v", out, e)
+	}
+	if _, e := passed(t, strings.Repeat("\r\n", 100000)+get, 4096, 4096, 64<<10); e == nil || e.Reason != "head_too_large" {
+		t.Errorf("100,000 empty lines: refused %v, want head_too_large", e)
 	}
 }
 
