@@ -100,6 +100,13 @@ type Server struct {
 	// body_too_large. Zero means unlimited.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 
+	// BodyTimeout bounds each wait for more of a request body, as nginx's
+	// client_body_timeout does: a client silent for longer gets 408
+	// request_timeout and its connection is closed. Default 60s; zero:
+	// no bound (a slow upload may then hold its upstream connection, and
+	// a concurrency lease, for as long as it likes).
+	BodyTimeout time.Duration `yaml:"body_timeout"`
+
 	// JWT verifies the bearer tokens that jwt:CLAIM key parts and claim
 	// overrides read. Nil: no token is verified, and a config that reads
 	// one is refused.

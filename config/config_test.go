@@ -160,6 +160,7 @@ routes:
 		ShutdownTimeout: 10 * time.Second,
 		RequestIDHeader: "X-Request-Id",
 		MaxHeaderBytes:  65536,
+		BodyTimeout:     time.Minute,
 	}
 	if !reflect.DeepEqual(c.Server, want) {
 		t.Errorf("Server = %+v, want %+v", c.Server, want)

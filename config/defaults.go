@@ -18,6 +18,7 @@ const (
 	CodeHeadersTooLarge     = "headers_too_large"
 	CodeKeyRequired         = "key_required"
 	CodeLimiterUnavailable  = "limiter_unavailable"
+	CodeRequestTimeout      = "request_timeout"
 )
 
 // builtinMessages are the texts of the gateway's own codes when neither a
@@ -33,6 +34,7 @@ var builtinMessages = map[string]string{
 	CodeHeadersTooLarge:     "The request headers are too large",
 	CodeKeyRequired:         "The request lacks the value this route is limited by",
 	CodeLimiterUnavailable:  "The rate limiter is unavailable, try again later",
+	CodeRequestTimeout:      "The request body arrived too slowly",
 }
 
 // The defaults are set before decoding, so a value the file gives, even a
@@ -51,6 +53,7 @@ func defaultConfig() *Config {
 			ShutdownTimeout: 10 * time.Second,
 			RequestIDHeader: "X-Request-Id",
 			MaxHeaderBytes:  65536,
+			BodyTimeout:     60 * time.Second,
 		},
 		Admin: Admin{Listen: "127.0.0.1:9090"},
 		Store: Store{

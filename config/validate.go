@@ -195,6 +195,9 @@ func (v *validator) server(c *Config) {
 	if s.MaxBodyBytes < 0 {
 		v.errorf("server.max_body_bytes", "%d is negative (0 means unlimited)", s.MaxBodyBytes)
 	}
+	if s.BodyTimeout < 0 {
+		v.errorf("server.body_timeout", "%v is negative (0 means no bound)", s.BodyTimeout)
+	}
 }
 
 // addr checks a HOST:PORT address; a listen address may leave out the

@@ -72,12 +72,13 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 		return nil, err
 	}
 	rt := &runtime{
-		cfg:       cfg,
-		ips:       ips,
-		local:     g.local,
-		ridHeader: http.CanonicalHeaderKey(cfg.Server.RequestIDHeader),
-		maxBody:   cfg.Server.MaxBodyBytes,
-		noRoute:   g.metrics.forRoute(""),
+		cfg:         cfg,
+		ips:         ips,
+		local:       g.local,
+		ridHeader:   http.CanonicalHeaderKey(cfg.Server.RequestIDHeader),
+		maxBody:     cfg.Server.MaxBodyBytes,
+		bodyTimeout: cfg.Server.BodyTimeout,
+		noRoute:     g.metrics.forRoute(""),
 	}
 	a := func(status int, code string) *httplimit.Answer {
 		return httplimit.NewAnswer(status, code, cfg.Message(code))
@@ -87,6 +88,7 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 	rt.badRequest = a(http.StatusBadRequest, "bad_request")
 	rt.tooLarge = a(http.StatusRequestEntityTooLarge, "body_too_large")
 	rt.headersTooLarge = a(http.StatusRequestHeaderFieldsTooLarge, config.CodeHeadersTooLarge)
+	rt.requestTimeout = a(http.StatusRequestTimeout, config.CodeRequestTimeout)
 	rt.limiterUnavailable = a(http.StatusServiceUnavailable, "limiter_unavailable")
 	rt.upstreamTimeout = a(http.StatusGatewayTimeout, "upstream_timeout")
 	rt.upstreamUnavailable = a(http.StatusBadGateway, "upstream_unavailable")
@@ -124,6 +126,7 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 			down:        make([]atomic.Int64, len(u.Targets)),
 			client:      g.client(u),
 			stripPrefix: u.StripPrefix,
+			ridHeader:   rt.ridHeader,
 			idle:        u.IdleTimeout,
 			upgrades:    &g.upgrades,
 		}

@@ -192,6 +192,11 @@ func framingCorpus() []framingCase {
 		{name: "upgrade refused by a limit", raw: "GET /deny/ws HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n", want: []int{403}},
 		{name: "upgrade to no route", raw: "GET /nowhere HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n", want: []int{404}},
 		{name: "upgrade header alone", raw: "GET /api/ws HTTP/1.1\r\nHost: gw\r\nUpgrade: echo\r\n\r\n", want: []int{200}, up: 1},
+		// net/http answers OPTIONS * itself, keeping the connection open:
+		// what follows the request is still never read.
+		{name: "upgrade by OPTIONS *, then CL.TE", raw: "OPTIONS * HTTP/1.1\r\nHost: gw\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n" +
+			post + "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", want: []int{200}},
+		{name: "upgrade pipelined after a request", raw: ok2 + "GET /api/ws HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: refuse\r\n\r\n", want: []int{200, 200}, up: 2},
 	}
 	// A NUL and a bare CR at every place of a head, and a good request
 	// before each: only the good one is answered 200 and passed on.
@@ -929,5 +934,62 @@ http {
 	return addr, func() {
 		cmd.Process.Signal(syscall.SIGQUIT)
 		cmd.Wait()
+	}
+}
+
+// A client that falls silent mid-body for longer than server.body_timeout
+// gets 408 and its connection is closed, on both upstream client paths;
+// one that keeps sending, however slowly, is not cut, nor is a long
+// answer once the body is in.
+func TestBodyTimeout(t *testing.T) {
+	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.URL.Path == "/api/stream" {
+			for range 6 {
+				io.WriteString(w, "x")
+				http.NewResponseController(w).Flush()
+				time.Sleep(100 * time.Millisecond)
+			}
+			return
+		}
+		fmt.Fprintf(w, "got %d", len(b))
+	})
+	h := newHarness(t, "server: {body_timeout: 250ms}\n"+basic, up)
+	addr := h.srv.Listener.Addr().String()
+	for _, size := range []int{1000, 20000} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(conn, "POST /api/x HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", size, strings.Repeat("a", 100))
+		start := time.Now()
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%d bytes: %v; log %s", size, err, h.log.String())
+		}
+		answerOf(t, resp, http.StatusRequestTimeout, "request_timeout")
+		if !resp.Close || time.Since(start) > 3*time.Second {
+			t.Errorf("%d bytes: close %v after %v", size, resp.Close, time.Since(start))
+		}
+		conn.Close()
+	}
+	// Steady but slow: a chunk every 100 ms for a second.
+	pr, pw := io.Pipe()
+	go func() {
+		for range 10 {
+			time.Sleep(100 * time.Millisecond)
+			pw.Write([]byte("chunk"))
+		}
+		pw.Close()
+	}()
+	resp := h.do("POST", "/api/x", nil, pr)
+	if body := drain(resp); resp.StatusCode != 200 || body != "got 50" {
+		t.Errorf("a slow body: %d %q", resp.StatusCode, body)
+	}
+	// The answer streams for 600 ms after the body is in.
+	resp = h.do("POST", "/api/stream", nil, strings.NewReader("hi"))
+	if body := drain(resp); resp.StatusCode != 200 || body != "xxxxxx" {
+		t.Errorf("a long answer: %d %q", resp.StatusCode, body)
 	}
 }

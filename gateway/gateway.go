@@ -70,10 +70,11 @@ type runtime struct {
 	ips      *clientip.Resolver
 	jwt      *tokens // nil: no server.jwt
 
-	ridHeader string // canonical
-	maxBody   int64
+	ridHeader   string // canonical
+	maxBody     int64
+	bodyTimeout time.Duration
 
-	keyRequired, notFound, badRequest, tooLarge, headersTooLarge,
+	keyRequired, notFound, badRequest, tooLarge, headersTooLarge, requestTimeout,
 	limiterUnavailable, upstreamTimeout, upstreamUnavailable *httplimit.Answer
 	noRoute *routeMetrics
 }
@@ -228,6 +229,9 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 			r.Body = http.MaxBytesReader(w, r.Body, rt.maxBody)
 		}
 	}
+	if rt.bodyTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
+		r.Body = &slowBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: rt.bodyTimeout}
+	}
 
 	ctx := r.Context()
 	// The lease id is the gateway's own: a request id may come from the
@@ -305,6 +309,8 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 	switch {
 	case o.client && o.status == http.StatusRequestEntityTooLarge:
 		a = rt.tooLarge
+	case o.client && o.status == http.StatusRequestTimeout:
+		a = rt.requestTimeout
 	case o.client:
 		a = rt.badRequest
 	case o.timeout:

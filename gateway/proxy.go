@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +27,7 @@ type upstream struct {
 	next        atomic.Uint64
 	client      *h1.Client
 	stripPrefix string
+	ridHeader   string        // canonical: the request id's, which the gateway sets
 	idle        time.Duration // longest silence while a response body streams
 	upgrades    *upgrades     // the gateway's joined connections
 }
@@ -86,10 +89,13 @@ var hopHeaders = []string{
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
-func removeHopHeaders(h http.Header) {
+// removeHopHeaders removes the hop-by-hop fields of h: the standard ones
+// and those its Connection fields name, but for the fields keep names
+// (canonical), which the gateway set itself.
+func removeHopHeaders(h http.Header, keep ...string) {
 	for _, f := range h["Connection"] {
 		for sf := range strings.SplitSeq(f, ",") {
-			if sf = textproto(sf); sf != "" {
+			if sf = textproto(sf); sf != "" && !slices.Contains(keep, sf) {
 				delete(h, sf)
 			}
 		}
@@ -209,11 +215,15 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		out.Body = body
 	}
 	upgrade := upgradeType(out.Header)
+	// A client's Connection field may name the fields the gateway set on
+	// the request, to strip them from it: an upstream would then see the
+	// gateway's own address as the client's, and no request id.
+	keep := [...]string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", u.ridHeader}
 	if te := out.Header["Te"]; len(te) > 0 && hasToken(te, "trailers") {
-		removeHopHeaders(out.Header)
+		removeHopHeaders(out.Header, keep[:]...)
 		out.Header["Te"] = []string{"trailers"}
 	} else {
-		removeHopHeaders(out.Header)
+		removeHopHeaders(out.Header, keep[:]...)
 	}
 	if upgrade != "" {
 		// A protocol switch (WebSocket, say) is asked for hop by hop;
@@ -556,10 +566,44 @@ func classifyBody(err error, o outcome) outcome {
 	switch {
 	case errors.As(err, &mbe):
 		return outcome{status: http.StatusRequestEntityTooLarge, client: true}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// server.body_timeout: the client fell silent mid-body.
+		return outcome{status: http.StatusRequestTimeout, client: true}
 	case errors.As(err, &ne):
 		return o
 	}
 	return outcome{status: http.StatusBadRequest, client: true}
+}
+
+// slowBody bounds each wait for more of a request body
+// (server.body_timeout) with the connection's read deadline. Once the body
+// ends, the deadline goes: the next request's head has one of its own, and
+// one left here would end net/http's background read of the connection,
+// and with it the request, while a long answer streams. After a failure it
+// stays, past: closing a body net/http's server has not read to its end
+// reads on, to reuse the connection, and must not wait on a silent client.
+type slowBody struct {
+	io.ReadCloser
+	rc      *http.ResponseController
+	timeout time.Duration
+	done    bool
+}
+
+func (b *slowBody) Read(p []byte) (int, error) {
+	if b.done {
+		return b.ReadCloser.Read(p)
+	}
+	b.rc.SetReadDeadline(time.Now().Add(b.timeout))
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.done = true
+		if err == io.EOF {
+			b.rc.SetReadDeadline(time.Time{})
+		} else {
+			b.rc.SetReadDeadline(time.Now())
+		}
+	}
+	return n, err
 }
 
 // statusClientClosed marks, in metrics and logs, a request the client gave up on (nginx's 499).
