@@ -13,7 +13,7 @@ import (
 // deleting each other's segments. The kernel drops the lock when the
 // process dies, so a crash never leaves a stale lock behind.
 func lockDir(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
 	}

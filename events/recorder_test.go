@@ -849,3 +849,27 @@ func TestFileSinkCutsATornLine(t *testing.T) {
 		}
 	}
 }
+
+// Recorded events hold the headers events.headers names, Authorization's
+// bearer tokens among them by default: the file sink and the spool are
+// readable by their owner alone.
+func TestRecordedFilesArePrivate(t *testing.T) {
+	t.Parallel()
+	c := baseEvents(config.SinkFile)
+	c.File.Path = filepath.Join(t.TempDir(), "events.jsonl")
+	c.SpoolDir = filepath.Join(t.TempDir(), "spool")
+	r := newTestRecorder(t, c, Options{})
+	recordAll(t, r, 0, 2)
+	r.Close()
+	paths := []string{c.File.Path, c.SpoolDir}
+	segs, _ := filepath.Glob(filepath.Join(c.SpoolDir, "*"))
+	for _, p := range append(paths, segs...) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s has mode %v: others may read recorded tokens", p, fi.Mode().Perm())
+		}
+	}
+}

@@ -33,7 +33,7 @@ func (s *fileSink) open() error {
 	}
 	// O_APPEND makes each batch one append even if the operator points
 	// two gateways at one file by mistake.
-	f, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}

@@ -95,7 +95,7 @@ var (
 // openSpool opens or creates the spool in dir, recovers it after a crash,
 // and returns it with the position to deliver from.
 func openSpool(dir string, maxBytes int64, log *slog.Logger) (*spool, *cursor, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("events: spool_dir: %w", err)
 	}
 	s := &spool{
@@ -123,7 +123,7 @@ func openSpool(dir string, maxBytes int64, log *slog.Logger) (*spool, *cursor, e
 // acknowledged), so whatever was acknowledged survives recovery.
 func (s *spool) recover() (*cursor, error) {
 	var err error
-	s.offset, err = os.OpenFile(filepath.Join(s.dir, offsetFile), os.O_RDWR|os.O_CREATE, 0o644)
+	s.offset, err = os.OpenFile(filepath.Join(s.dir, offsetFile), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +280,7 @@ func (s *spool) check(idx uint64, c *cursor) (size, undelivered int64, err error
 // directory is fsynced so that the new file's name survives a crash along
 // with the records fsynced into it.
 func (s *spool) roll(idx uint64) error {
-	f, err := os.OpenFile(s.segPath(idx), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := os.OpenFile(s.segPath(idx), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}
