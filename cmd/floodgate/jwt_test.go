@@ -266,7 +266,7 @@ routes:
     match: {path: /sale}
     upstream: {targets: ["{{UPSTREAM}}"]}
     limits:
-      - {name: user, key: [jwt:sub], rate: 1/min}
+      - {name: user, key: [jwt:sub], rate: 1/min, align: first}
 `)
 	f.serve()
 	url := "http://" + f.listen + "/sale"
