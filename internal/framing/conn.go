@@ -169,9 +169,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 			}
 			return k, nil
 		}
-		if c.st != stRaw && c.mode.Load() == modeSwitched {
+		if c.st != stRaw && c.st != stRefused && c.mode.Load() == modeSwitched {
 			// What the Conn holds or has not checked is the new
-			// protocol's.
+			// protocol's. What follows a refusal never is.
 			c.st = stRaw
 		}
 		switch c.st {
