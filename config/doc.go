@@ -6,9 +6,9 @@
 //
 //  1. decode the YAML node tree, rejecting unknown and repeated keys at any
 //     depth and values of the wrong type;
-//  2. apply the defaults of SPEC §2 to what the file left out, and put
-//     the values of a command line's flags (ParseWithFlags) in place of
-//     the file's;
+//  2. apply the defaults (docs/configuration.md) to what the file left
+//     out, and put the values of a command line's flags (ParseWithFlags)
+//     in place of the file's;
 //  3. validate every field and every relation between fields, building and
 //     validating a limit.Rule for each limit and override;
 //  4. return an immutable *Config, or every problem found, each with its
