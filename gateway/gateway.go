@@ -96,9 +96,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Header["Upgrade"] != nil || hasToken(r.Header["Connection"], "upgrade") {
 		// After a request to switch protocols the client may send the
 		// new protocol's bytes (WebSocket frames) without waiting for the
-		// 101, and the connection's reader passes them on unread: any
-		// answer but the 101 closes the connection, so that none of them
-		// is read as a request. The 101 drops the field.
+		// 101. The listener's framing.Conn holds them until the answer,
+		// and ends the connection before them unless it switched; any
+		// answer but the 101 says so to the client. The 101 drops the
+		// field.
 		w.Header()["Connection"] = []string{"close"}
 		if g.upgrades.enter() {
 			// Counted until every deferred step, lease release included,

@@ -218,12 +218,10 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	// A client's Connection field may name the fields the gateway set on
 	// the request, to strip them from it: an upstream would then see the
 	// gateway's own address as the client's, and no request id.
-	keep := [...]string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", u.ridHeader}
-	if te := out.Header["Te"]; len(te) > 0 && hasToken(te, "trailers") {
-		removeHopHeaders(out.Header, keep[:]...)
+	trailers := hasToken(out.Header["Te"], "trailers")
+	removeHopHeaders(out.Header, "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", u.ridHeader)
+	if trailers {
 		out.Header["Te"] = []string{"trailers"}
-	} else {
-		removeHopHeaders(out.Header, keep[:]...)
 	}
 	if upgrade != "" {
 		// A protocol switch (WebSocket, say) is asked for hop by hop;
