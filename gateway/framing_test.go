@@ -963,14 +963,13 @@ func TestBodyTimeout(t *testing.T) {
 		}
 		conn.SetDeadline(time.Now().Add(5 * time.Second))
 		fmt.Fprintf(conn, "POST /api/x HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", size, strings.Repeat("a", 100))
-		start := time.Now()
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		if err != nil {
 			t.Fatalf("%d bytes: %v; log %s", size, err, h.log.String())
 		}
 		answerOf(t, resp, http.StatusRequestTimeout, "request_timeout")
-		if !resp.Close || time.Since(start) > 3*time.Second {
-			t.Errorf("%d bytes: close %v after %v", size, resp.Close, time.Since(start))
+		if !resp.Close {
+			t.Errorf("%d bytes: the 408 does not close the connection", size)
 		}
 		conn.Close()
 	}
