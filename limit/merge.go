@@ -46,7 +46,7 @@ func DecideMerged(req *Request, decide func(*Request) (Result, error)) (Result, 
 	if err != nil {
 		return res, err
 	}
-	ds := make([]Decision, len(req.Limits))
+	ds := req.Decisions(len(req.Limits))
 	for i, l := range req.Limits {
 		ds[i] = res.Decisions[into[i]]
 		ds[i].Rule, ds[i].Key = l.Rule, l.Key
@@ -155,6 +155,7 @@ func merge(req *Request) (*Request, []int, error) {
 	}
 	m := *req
 	m.Limits = ls
+	m.Into = nil // the caller's array holds the answer, built from m's
 	return &m, into, nil
 }
 

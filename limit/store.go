@@ -71,6 +71,23 @@ type Request struct {
 
 	// Hits multiplies every rule's cost (Envoy's hits_addend). Zero means 1.
 	Hits int64
+
+	// Into, when it can hold one Decision per limit, is where the store
+	// writes Result.Decisions (Into[:len(Limits)]), so that a caller that
+	// decides request after request can reuse one array. Nil: the store
+	// makes the slice.
+	Into []Decision
+}
+
+// Decisions returns the slice a store answers req's n decisions in:
+// req.Into's array when it holds n, a new slice else.
+func (req *Request) Decisions(n int) []Decision {
+	if cap(req.Into) >= n {
+		ds := req.Into[:n]
+		clear(ds)
+		return ds
+	}
+	return make([]Decision, n)
 }
 
 // Result is the answer to a Request.

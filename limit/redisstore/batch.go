@@ -191,7 +191,7 @@ func replyLen(a *ruleArgs) int {
 func batchResult(req *limit.Request, now int64, v []rueidis.RedisMessage, o int) (limit.Result, int, error) {
 	res := limit.Result{
 		Allowed:   true,
-		Decisions: make([]limit.Decision, len(req.Limits)),
+		Decisions: req.Decisions(len(req.Limits)),
 		Time:      time.UnixMicro(now),
 	}
 	for i, l := range req.Limits {

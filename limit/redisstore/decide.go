@@ -258,7 +258,7 @@ func result(req *limit.Request, now rueidis.RedisMessage, v []rueidis.RedisMessa
 	}
 	res := limit.Result{
 		Allowed:   true,
-		Decisions: make([]limit.Decision, len(req.Limits)),
+		Decisions: req.Decisions(len(req.Limits)),
 		Time:      time.UnixMicro(t),
 	}
 	for i, l := range req.Limits {

@@ -189,7 +189,7 @@ func (s *Store) decideSlots(ctx context.Context, c rueidis.Client, req *limit.Re
 		return limit.Result{}, first.err
 	}
 	if !first.res.Allowed {
-		res := limit.Result{Decisions: make([]limit.Decision, len(req.Limits)), Time: first.res.Time}
+		res := limit.Result{Decisions: req.Decisions(len(req.Limits)), Time: first.res.Time}
 		for _, g := range rest {
 			for _, i := range g.idx {
 				l := req.Limits[i]
@@ -210,7 +210,7 @@ func (s *Store) decideSlots(ctx context.Context, c rueidis.Client, req *limit.Re
 		}
 		wg.Wait()
 	}
-	res := limit.Result{Allowed: true, Decisions: make([]limit.Decision, len(req.Limits)), Time: first.res.Time}
+	res := limit.Result{Allowed: true, Decisions: req.Decisions(len(req.Limits)), Time: first.res.Time}
 	var err error
 	for _, g := range gs {
 		if g.err != nil {
