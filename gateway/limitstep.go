@@ -212,6 +212,9 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 			if !failed {
 				l.metrics.rejected.Inc()
 			}
+			if d.Local {
+				l.metrics.local.Inc()
+			}
 			if v.reason < 0 {
 				v.reason = i
 				v.reject = l.reject

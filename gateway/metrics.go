@@ -24,6 +24,7 @@ type Metrics struct {
 	breakerChanges *prometheus.CounterVec
 	jwtFailures    map[jwtverify.Reason]prometheus.Counter
 	framingRefused *prometheus.CounterVec
+	localAnswers   *prometheus.CounterVec
 }
 
 // NewMetrics registers the gateway's series with reg.
@@ -64,12 +65,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		framingRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_framing_refused_total", Help: "Requests refused because their framing was in doubt (Transfer-Encoding with Content-Length, a bad chunk, obs-fold...), by reason; their connections were closed.",
 		}, []string{"reason"}),
+		localAnswers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_ratelimit_local_answers_total", Help: "Rejections the instance answered without a store call, from its memory of keys known to be exhausted (store.local_rejects), by the limit that rejected; each is also a rejected decision.",
+		}, []string{"route", "limit"}),
 	}
 	jwtFailures := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gateway_jwt_failures_total", Help: "Bearer tokens not accepted for jwt: key parts and claim overrides, by reason; their parts are missing.",
 	}, []string{"reason"})
 	reg.MustRegister(m.requests, m.duration, m.rateLimited, m.decisions, m.storeDuration,
-		m.storeErrors, m.reloads, m.logsSuppressed, m.breakerState, m.breakerChanges, jwtFailures, m.framingRefused)
+		m.storeErrors, m.reloads, m.logsSuppressed, m.breakerState, m.breakerChanges, jwtFailures, m.framingRefused, m.localAnswers)
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
 	// Every reason's series exists from the start, so that a rate over it
@@ -114,6 +118,7 @@ type limitMetrics struct {
 	rejected    prometheus.Counter
 	shadow      prometheus.Counter
 	errored     prometheus.Counter
+	local       prometheus.Counter
 }
 
 func (m *Metrics) forLimit(route, name string) *limitMetrics {
@@ -123,5 +128,6 @@ func (m *Metrics) forLimit(route, name string) *limitMetrics {
 		rejected:    m.decisions.WithLabelValues(route, name, "rejected"),
 		shadow:      m.decisions.WithLabelValues(route, name, "shadow_rejected"),
 		errored:     m.decisions.WithLabelValues(route, name, "error"),
+		local:       m.localAnswers.WithLabelValues(route, name),
 	}
 }

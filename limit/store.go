@@ -123,6 +123,11 @@ type Decision struct {
 	// ResetAfter are unknown and read zero.
 	Undecided bool
 
+	// Local marks a rejection the store answered from its memory of a key
+	// it knew to be exhausted, without asking where the counters live (the
+	// Redis store's local rejects). It reads as any other rejection.
+	Local bool
+
 	// Limit is the count, burst or number in flight the rule admits.
 	Limit int64
 
