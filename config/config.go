@@ -184,6 +184,14 @@ type Store struct {
 	// instance may grant while the store is down. Zero means auto: one over
 	// the number of gateway instances seen alive before the store failed.
 	LocalShare LocalShare `yaml:"local_share"`
+
+	// LocalRejects lets an instance reject a key the store said is
+	// exhausted until a time without asking the store again until then.
+	// Default true; the memory store decides locally anyway.
+	LocalRejects bool `yaml:"local_rejects"`
+
+	// LocalRejectsMax bounds the entries of that memory. Default 1000000.
+	LocalRejectsMax int `yaml:"local_rejects_max"`
 }
 
 // LocalShare is a fraction in (0, 1], or zero for "auto".

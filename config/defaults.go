@@ -63,8 +63,10 @@ func defaultConfig() *Config {
 				Prefix:  "fg:",
 				Timeout: 50 * time.Millisecond,
 			},
-			Memory:  Memory{MaxKeys: 1_000_000},
-			OnError: OnErrorLocal,
+			Memory:          Memory{MaxKeys: 1_000_000},
+			OnError:         OnErrorLocal,
+			LocalRejects:    true,
+			LocalRejectsMax: 1_000_000,
 		},
 		Events: Events{
 			Sink:          SinkNone,

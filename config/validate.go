@@ -331,6 +331,9 @@ func (v *validator) store(s *Store) {
 	if s.Memory.MaxKeys <= 0 {
 		v.errorf("store.memory.max_keys", "%d must be positive", s.Memory.MaxKeys)
 	}
+	if s.LocalRejectsMax <= 0 {
+		v.errorf("store.local_rejects_max", "%d must be positive (local_rejects: false turns local rejects off)", s.LocalRejectsMax)
+	}
 	v.onError("store.on_error", s.OnError, false)
 }
 

@@ -267,6 +267,7 @@ func openStore(c config.Store, local *memory.Store) (limit.Store, error) {
 		Mode: redisstore.Mode(r.Mode), MasterName: r.MasterName,
 		Addrs: r.Addrs, Username: r.Username, Password: r.Password,
 		DB: r.DB, Prefix: r.Prefix, Timeout: r.Timeout,
+		NoLocalRejects: !c.LocalRejects, LocalRejectsMax: c.LocalRejectsMax,
 	}
 	if r.TLS {
 		o.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
@@ -280,7 +281,8 @@ func openStore(c config.Store, local *memory.Store) (limit.Store, error) {
 }
 
 func sameStore(a, b config.Store) bool {
-	if a.Type != b.Type || a.Memory != b.Memory {
+	if a.Type != b.Type || a.Memory != b.Memory ||
+		a.LocalRejects != b.LocalRejects || a.LocalRejectsMax != b.LocalRejectsMax {
 		return false
 	}
 	ra, rb := a.Redis, b.Redis

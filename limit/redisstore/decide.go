@@ -213,8 +213,48 @@ func (s *Store) Decide(ctx context.Context, req *limit.Request) (limit.Result, e
 }
 
 // decide decides a valid request whose limits are all on different
-// counters, and so on different keys (limit.DecideMerged).
+// counters, and so on different keys (limit.DecideMerged): from the
+// store's memory of exhausted keys when one of them is, from Redis else.
 func (s *Store) decide(ctx context.Context, req *limit.Request) (limit.Result, error) {
+	if s.local == nil || len(req.Limits) == 0 {
+		return s.decideRemote(ctx, req)
+	}
+	now := s.local.Now()
+	if res, ok := s.decideLocal(req, now); ok {
+		return res, nil
+	}
+	gen := s.local.Gen()
+	res, err := s.decideRemote(ctx, req)
+	if err == nil {
+		for i, l := range req.Limits {
+			s.local.Note(gen, now, l, l.Rule.CostOf(req.Hits), &res.Decisions[i])
+		}
+	}
+	return res, err
+}
+
+// decideLocal rejects req if the store knows that one of its limits, the
+// first in req's order, cannot admit it now. The others were not asked:
+// they consumed nothing and are Undecided, as behind a rejection on a
+// cluster.
+func (s *Store) decideLocal(req *limit.Request, now int64) (limit.Result, bool) {
+	for i, l := range req.Limits {
+		d, ok := s.local.Lookup(l.Rule, l.Key, l.Rule.CostOf(req.Hits), now)
+		if !ok {
+			continue
+		}
+		res := limit.Result{Decisions: req.Decisions(len(req.Limits)), Time: req.Now}
+		for j, o := range req.Limits {
+			res.Decisions[j] = limit.Decision{Rule: o.Rule, Key: o.Key, Allowed: true, Undecided: true, Limit: o.Rule.Limit()}
+		}
+		res.Decisions[i] = d
+		return res, true
+	}
+	return limit.Result{}, false
+}
+
+// decideRemote decides req in Redis.
+func (s *Store) decideRemote(ctx context.Context, req *limit.Request) (limit.Result, error) {
 	n := len(req.Limits)
 	if n == 0 {
 		return limit.Result{Allowed: true, Decisions: []limit.Decision{}, Time: req.Now}, nil
@@ -387,7 +427,13 @@ func (s *Store) Reset(ctx context.Context, r *limit.Rule, k limit.Key) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	return unavailable("reset", c.Do(ctx, c.B().Del().Key(limit.StoredKey(s.prefix, r, k)).Build()).Error())
+	err = c.Do(ctx, c.B().Del().Key(limit.StoredKey(s.prefix, r, k)).Build()).Error()
+	if s.local != nil {
+		// After the DEL: an answer read before it is dropped (Forget), and
+		// one read after it says what the reset key holds.
+		s.local.Forget(r.Name, k)
+	}
+	return unavailable("reset", err)
 }
 
 func us(v int64) time.Duration {

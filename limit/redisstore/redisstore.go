@@ -18,6 +18,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/internal/exhausted"
 )
 
 // DefaultPrefix starts every stored key when Options.Prefix is empty.
@@ -89,6 +90,15 @@ type Options struct {
 	// Timeout is the budget of one call (a decision, a peek, a release),
 	// waiting for a connection included. Zero means DefaultTimeout.
 	Timeout time.Duration
+
+	// NoLocalRejects turns off the store's memory of exhausted keys. With
+	// it on (the default), a key Redis said cannot admit a request before
+	// some time rejects the requests that follow until then without a call
+	// (Decision.Local); doc.go says why that is exact.
+	NoLocalRejects bool
+
+	// LocalRejectsMax bounds that memory's entries. Zero means 1,000,000.
+	LocalRejectsMax int
 }
 
 // Store is the Redis store. Create it with New; it is safe for concurrent
@@ -111,6 +121,8 @@ type Store struct {
 	offset atomic.Int64
 
 	batch batcher // decisions of mode d waiting for a call (batch.go)
+
+	local *exhausted.Table // keys known to be exhausted; nil: off
 
 	life  context.Context
 	stop  context.CancelFunc
@@ -151,6 +163,8 @@ func New(opts Options) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: timeout %v is negative", opts.Timeout)
 	case opts.DB < 0:
 		return nil, fmt.Errorf("redisstore: db %d is negative", opts.DB)
+	case opts.LocalRejectsMax < 0:
+		return nil, fmt.Errorf("redisstore: local rejects max %d is negative", opts.LocalRejectsMax)
 	}
 	for _, a := range opts.Addrs {
 		if _, _, err := net.SplitHostPort(a); err != nil {
@@ -168,6 +182,9 @@ func New(opts Options) (*Store, error) {
 	}
 	if s.timeout == 0 {
 		s.timeout = DefaultTimeout
+	}
+	if !opts.NoLocalRejects {
+		s.local = exhausted.New(opts.LocalRejectsMax)
 	}
 	var b [8]byte
 	_, _ = crand.Read(b[:]) // never fails (crypto/rand)
