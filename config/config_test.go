@@ -176,6 +176,8 @@ routes:
 		Redis:   Redis{Mode: RedisStandalone, Prefix: "fg:", Timeout: 50 * time.Millisecond},
 		Memory:  Memory{MaxKeys: 1000000},
 		OnError: OnErrorLocal,
+
+		LocalRejects: true, LocalRejectsMax: 1000000,
 	}
 	if !reflect.DeepEqual(c.Store, wantStore) || !c.Store.LocalShare.Auto() {
 		t.Errorf("Store = %+v, want %+v", c.Store, wantStore)

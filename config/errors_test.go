@@ -384,6 +384,12 @@ store:
   memory: {max_keys: 0} #want: store.memory.max_keys: 0 must be positive
   on_error: ignore #want: store.on_error: unknown on_error "ignore"
   local_share: 0 #want: store.local_share: 0 is outside (0,1]
+  local_rejects_max: 0 #want: store.local_rejects_max: 0 must be positive (local_rejects: false turns local rejects off)
+` + okRoute},
+		{"local rejects", `
+store:
+  local_rejects: maybe #want: store.local_rejects: want true or false, got "maybe"
+  local_rejects_max: -5 #want: store.local_rejects_max: -5 must be positive
 ` + okRoute},
 		{"store modes", `
 store:
