@@ -16,9 +16,13 @@ import (
 )
 
 // openCluster returns a store on cl that the test closes when it ends.
-func openCluster(t testing.TB, cl *testredis.Cluster) *Store {
+func openCluster(t testing.TB, cl *testredis.Cluster, opts ...func(*Options)) *Store {
 	t.Helper()
-	s, err := New(Options{Mode: Cluster, Addrs: cl.Addrs()[:1], Timeout: time.Second})
+	o := Options{Mode: Cluster, Addrs: cl.Addrs()[:1], Timeout: time.Second}
+	for _, f := range opts {
+		f(&o)
+	}
+	s, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +54,7 @@ func TestClusterConformance(t *testing.T) {
 func TestClusterGivesBack(t *testing.T) {
 	t.Parallel() // most of a cluster's start is waiting
 	cl := testredis.StartCluster(t, 3)
-	s := openCluster(t, cl)
+	s := openCluster(t, cl, remoteOnly) // what Redis is asked
 	ctx := context.Background()
 	// The route limit admits 2 in 3 s, less selective than any of the
 	// first limits below (0.6 a second or fewer), so it is asked second.
@@ -119,7 +123,7 @@ func TestClusterGivesBack(t *testing.T) {
 func TestClusterGiveBackOnce(t *testing.T) {
 	t.Parallel() // most of a cluster's start is waiting
 	cl := testredis.StartCluster(t, 3)
-	s := openCluster(t, cl)
+	s := openCluster(t, cl, remoteOnly) // what Redis is asked
 	ctx := context.Background()
 	at(t, s, t0)
 	r := valid(t, &limit.Rule{Name: "user", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 5, Period: 10 * time.Second}})
@@ -416,7 +420,7 @@ func TestClusterWhenANodeFails(t *testing.T) {
 func TestClusterAsksTheRejectingLimitFirst(t *testing.T) {
 	t.Parallel() // most of a cluster's start is waiting
 	cl := testredis.StartCluster(t, 3)
-	s := openCluster(t, cl)
+	s := openCluster(t, cl, remoteOnly) // what Redis is asked
 	ctx := context.Background()
 	user := valid(t, &limit.Rule{Name: "user", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: 10 * time.Second}})
 	ip := valid(t, &limit.Rule{Name: "ip", Algorithm: limit.SlidingWindow, Rate: limit.Rate{Count: 10, Period: time.Minute}})

@@ -6,7 +6,13 @@ import (
 )
 
 // SetOffset moves the store's clock: the scripts add d to Redis TIME.
-func (s *Store) SetOffset(d time.Duration) { s.offset.Store(d.Microseconds()) }
+// A clock that jumps ends what the store knew of exhausted keys.
+func (s *Store) SetOffset(d time.Duration) {
+	s.offset.Store(d.Microseconds())
+	if s.local != nil {
+		s.local.ForgetAll()
+	}
+}
 
 // Offset is the store's clock offset.
 func (s *Store) Offset() time.Duration { return time.Duration(s.offset.Load()) * time.Microsecond }

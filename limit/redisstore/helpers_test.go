@@ -25,6 +25,10 @@ func open(t testing.TB, srv *testredis.Server, opts ...func(*Options)) *Store {
 	return s
 }
 
+// remoteOnly turns the store's local rejects off, for tests of what Redis
+// itself answers.
+func remoteOnly(o *Options) { o.NoLocalRejects = true }
+
 // at puts the store's clock at t.
 func at(t testing.TB, s *Store, when time.Time) {
 	t.Helper()

@@ -67,7 +67,7 @@ func (ref reference) decideMerged(req *limit.Request, now int64) limit.Result {
 func TestSameAnswersAsReference(t *testing.T) {
 	srv := testredis.Start(t)
 	t.Cleanup(func() { checkExpiry(t, srv) })
-	s := open(t, srv)
+	s := open(t, srv, remoteOnly) // the script's own answers
 	shanghai := shanghai(t)
 	rules := []*limit.Rule{
 		{Name: "fixed", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 5, Period: time.Second}},
@@ -180,7 +180,7 @@ func exported(d limit.Decision) limit.Decision {
 func TestClockStepsBack(t *testing.T) {
 	srv := testredis.Start(t)
 	t.Cleanup(func() { checkExpiry(t, srv) })
-	s := open(t, srv)
+	s := open(t, srv, remoteOnly) // the script's own answers
 	sliding := valid(t, &limit.Rule{Name: "sliding", Algorithm: limit.SlidingWindow, Rate: limit.Rate{Count: 3, Period: 10 * time.Second}})
 	bucket := valid(t, &limit.Rule{Name: "bucket", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 1, Period: time.Second}, Burst: 2})
 	fixed := valid(t, &limit.Rule{Name: "fixed", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 3, Period: 10 * time.Second}})
@@ -225,7 +225,7 @@ func TestClockStepsBack(t *testing.T) {
 func TestSlidingCostCopies(t *testing.T) {
 	srv := testredis.Start(t)
 	t.Cleanup(func() { checkExpiry(t, srv) })
-	s := open(t, srv)
+	s := open(t, srv, remoteOnly) // the script's own answers
 	r := valid(t, &limit.Rule{Name: "sliding-big", Algorithm: limit.SlidingWindow, Rate: limit.Rate{Count: 2500, Period: time.Minute}, Cost: 1200})
 	k := limit.StringKey("a")
 	ref := reference{}
