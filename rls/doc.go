@@ -31,8 +31,11 @@
 // Every status of a descriptor with a limit reports what the limit has
 // left and when it resets: a limit that the request's rejection kept out
 // of the store call is read for its status without counting. Only a limit
-// that Redis Cluster did not ask (limit.Decision.Undecided) and one whose
-// read failed are reported without. An unlimited descriptor reports
+// that the store did not ask (limit.Decision.Undecided: on Redis Cluster, a
+// limit in another slot than the one that rejected the request; with the
+// Redis store's local rejects, every other limit of a request rejected from
+// its memory of exhausted keys, so that a flood of such requests costs no
+// Redis call at all) and one whose read failed are reported without. An unlimited descriptor reports
 // math.MaxUint32 left, as in envoyproxy/ratelimit.
 //
 // requests_per_unit: 0 rejects every request, as in envoyproxy/ratelimit,

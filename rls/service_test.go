@@ -538,7 +538,17 @@ func TestRejectedReportsEveryLimit(t *testing.T) {
 		if resp.OverallCode != over {
 			t.Fatalf("over the login limit: %v", resp)
 		}
-		reports(t, resp.Statuses[0], ok, 3, 2)
+		if _, onRedis := s.(*redisstore.Store); onRedis {
+			// Unless the Redis store knew the login limit to be used
+			// up (local rejects): then it asked Redis nothing, and the
+			// other limit is reported as one Redis Cluster left
+			// undecided, without what it has left.
+			if st := resp.Statuses[0]; st.Code != ok || st.LimitRemaining != 0 || st.DurationUntilReset != nil || st.CurrentLimit.GetRequestsPerUnit() != 3 {
+				t.Fatalf("status %v, want OK, a limit of 3 an hour, nothing about what is left", st)
+			}
+		} else {
+			reports(t, resp.Statuses[0], ok, 3, 2)
+		}
 		wantLeft(t, c, up, 1, "rejected requests")
 	})
 }
@@ -556,5 +566,32 @@ func TestUnlimitedRemaining(t *testing.T) {
 		if st.Code != rlsv3.RateLimitResponse_OK || st.LimitRemaining != math.MaxUint32 || st.CurrentLimit != nil || st.DurationUntilReset != nil {
 			t.Fatalf("unlimited: %v, want OK, %d remaining, no limit", st, uint32(math.MaxUint32))
 		}
+	}
+}
+
+// A flood of requests over a limit on Redis is answered from the store's
+// memory of exhausted keys: OVER_LIMIT every time, and Redis is asked
+// once for the admission that used the limit up, not once a request.
+func TestOverLimitFloodSkipsRedis(t *testing.T) {
+	srv := testredis.Start(t)
+	s, err := redisstore.New(redisstore.Options{Addrs: []string{srv.Addr()}, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	c := serve(t, s)
+	login := desc("path", "/login")
+	for range 2 {
+		ask(t, c, "edge", login)
+	}
+	srv.Do(t, "CONFIG", "RESETSTAT")
+	for range 50 {
+		if resp := ask(t, c, "edge", login); resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+			t.Fatalf("over the login limit: %v", resp)
+		}
+	}
+	stats := srv.Do(t, "INFO", "commandstats")
+	if strings.Contains(stats, "cmdstat_evalsha") || strings.Contains(stats, "cmdstat_eval:") {
+		t.Fatalf("Redis was asked while the limit was known used up:\n%s", stats)
 	}
 }
