@@ -12,6 +12,18 @@
 // it: a rejected request consumes no quota anywhere. Concurrent decisions
 // from many goroutines are pipelined by rueidis over a few connections.
 //
+// # Keys known to be exhausted
+//
+// Unless Options.NoLocalRejects, the store remembers what Redis's answers
+// say about keys that cannot admit a request before some time: a rejection,
+// or an admission that left less than the next request needs. Until then it
+// rejects such requests itself (Decision.Local), asking Redis nothing; the
+// request's other limits are Undecided. Nothing but time makes such a key
+// admit sooner, so no request Redis would admit is turned away; the entries
+// end a little early, on the instance's monotonic clock, whatever its wall
+// clock says. Reset forgets its key. The package limit/internal/exhausted
+// says per algorithm why this is exact.
+//
 // # Batches
 //
 // Requests whose limits are all fixed windows (mode d below) are also
