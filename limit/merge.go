@@ -167,7 +167,7 @@ func sameSettings(a, b *Rule, now time.Time) bool {
 		return true
 	}
 	return a.Name == b.Name && a.Algorithm == b.Algorithm && a.Rate == b.Rate && a.Burst == b.Burst &&
-		a.Queue == b.Queue && a.Align == b.Align && a.Shadow == b.Shadow && a.LeaseTTL == b.LeaseTTL &&
+		a.Queue == b.Queue && a.Align == b.Align && a.Shadow == b.Shadow && a.LeaseTTL == b.LeaseTTL && a.Sliced == b.Sliced &&
 		(a.Location == b.Location || a.Location.String() == b.Location.String() && a.ZoneAt(now) == b.ZoneAt(now))
 }
 

@@ -105,6 +105,14 @@ type Rule struct {
 	// Shadow rules are decided and reported but never reject a request.
 	Shadow bool
 
+	// Sliced lets a store shared by many instances lease each of them
+	// slices of a FixedWindow's current window, which the instance admits
+	// from without asking the store, for keys that every request shares (a
+	// global limit, a route's). The limit holds fleet-wide; with demand above
+	// it, what the instances hold unused when the window ends is not
+	// admitted. A store in one process ignores it.
+	Sliced bool
+
 	// LeaseTTL is how long a Concurrency lease lives if it is neither
 	// released nor renewed, so that a caller that dies cannot hold quota
 	// for ever. Zero means DefaultLeaseTTL.
@@ -208,6 +216,9 @@ func (r *Rule) derive() error {
 	}
 	if r.Align > AlignFirst {
 		return fmt.Errorf("rule %s: unknown alignment %d", r.Name, r.Align)
+	}
+	if r.Sliced && r.Algorithm != FixedWindow {
+		return fmt.Errorf("rule %s: only a fixed_window may be leased in slices, not a %v", r.Name, r.Algorithm)
 	}
 	r.p = p
 	r.p.state = r.StateID()
@@ -332,7 +343,7 @@ func find(es *[]extension, owner any) (any, bool) {
 func (r *Rule) WithCost(cost int64) *Rule {
 	return &Rule{
 		Name: r.Name, Algorithm: r.Algorithm, Rate: r.Rate, Burst: r.Burst, Cost: cost, Queue: r.Queue,
-		Align: r.Align, Location: r.Location, Shadow: r.Shadow, LeaseTTL: r.LeaseTTL,
+		Align: r.Align, Location: r.Location, Shadow: r.Shadow, LeaseTTL: r.LeaseTTL, Sliced: r.Sliced,
 	}
 }
 

@@ -216,12 +216,28 @@ func (s *Store) Decide(ctx context.Context, req *limit.Request) (limit.Result, e
 // counters, and so on different keys (limit.DecideMerged): from the
 // store's memory of exhausted keys when one of them is, from Redis else.
 func (s *Store) decide(ctx context.Context, req *limit.Request) (limit.Result, error) {
-	if s.local == nil || len(req.Limits) == 0 {
+	if len(req.Limits) == 0 {
 		return s.decideRemote(ctx, req)
 	}
-	now := s.local.Now()
-	if res, ok := s.decideLocal(req, now); ok {
-		return res, nil
+	now := s.mono()
+	if s.local != nil {
+		if res, ok := s.decideLocal(req, now); ok {
+			return res, nil
+		}
+	}
+	for _, l := range req.Limits {
+		if l.Rule.Sliced {
+			return s.decideSliced(ctx, req)
+		}
+	}
+	return s.decideNoted(ctx, req, now)
+}
+
+// decideNoted decides req in Redis and notes what the answers say of
+// exhausted keys; now is mono before the call.
+func (s *Store) decideNoted(ctx context.Context, req *limit.Request, now int64) (limit.Result, error) {
+	if s.local == nil {
+		return s.decideRemote(ctx, req)
 	}
 	gen := s.local.Gen()
 	res, err := s.decideRemote(ctx, req)
@@ -231,6 +247,85 @@ func (s *Store) decide(ctx context.Context, req *limit.Request) (limit.Result, e
 		}
 	}
 	return res, err
+}
+
+// decideSliced decides a request with sliced limits: those from this
+// instance's slices, the others in one Redis call, as before. A limit
+// whose window has nothing left rejects the request at once, as a limit
+// known to be exhausted does; a request another limit rejects gets back
+// what it took from the slices.
+func (s *Store) decideSliced(ctx context.Context, req *limit.Request) (limit.Result, error) {
+	ds := req.Decisions(len(req.Limits))
+	var takenArr [4]struct {
+		i     int
+		cost  int64
+		until int64
+	}
+	held := takenArr[:0]
+	giveBack := func() { // what the slices gave a request that is not admitted
+		for _, t := range held {
+			s.unTake(req.Limits[t.i], t.cost, t.until)
+		}
+	}
+	rest := limit.Request{Now: req.Now, Lease: req.Lease, Hits: req.Hits}
+	var restAt []int
+	at := int64(0)
+	for i, l := range req.Limits {
+		if !l.Rule.Sliced {
+			rest.Limits, restAt = append(rest.Limits, l), append(restAt, i)
+			continue
+		}
+		cost := l.Rule.CostOf(req.Hits)
+		t, err := s.take(ctx, l, cost)
+		if err != nil {
+			giveBack()
+			return limit.Result{}, err
+		}
+		switch t.how {
+		case remote:
+			rest.Limits, restAt = append(rest.Limits, l), append(restAt, i)
+			continue
+		case empty:
+			if !l.Rule.Shadow {
+				giveBack()
+				for j, o := range req.Limits {
+					ds[j] = limit.Decision{Rule: o.Rule, Key: o.Key, Allowed: true, Undecided: true, Limit: o.Rule.Limit()}
+				}
+				ds[i] = t.d
+				return limit.Result{Decisions: ds, Time: time.UnixMicro(t.at)}, nil
+			}
+		case taken:
+			held = append(held, struct {
+				i     int
+				cost  int64
+				until int64
+			}{i, cost, t.until})
+		}
+		ds[i] = t.d
+		if at == 0 {
+			at = t.at
+		}
+	}
+	res := limit.Result{Allowed: true, Decisions: ds, Time: time.UnixMicro(at)}
+	if len(rest.Limits) == 0 {
+		return res, nil
+	}
+	rr, err := s.decideNoted(ctx, &rest, s.mono())
+	if err != nil {
+		giveBack()
+		return limit.Result{}, err
+	}
+	for j, i := range restAt {
+		ds[i] = rr.Decisions[j]
+	}
+	res.Allowed, res.Time, res.Delay = rr.Allowed, rr.Time, rr.Delay
+	if !rr.Allowed {
+		giveBack()
+		for _, t := range held {
+			ds[t.i].Remaining += t.cost
+		}
+	}
+	return res, nil
 }
 
 // decideLocal rejects req if the store knows that one of its limits, the

@@ -6,7 +6,7 @@
 --   1 mode: "d" decides every limit of a request whose limits are all
 --     fixed windows, "D" of any other request, "p" peeks at the one
 --     limit, "b" decides a batch of "d" requests, "r" gives back what a
---     "d" or "D" call took (below)
+--     "d" or "D" call took, "l" leases a slice of a fixed window (below)
 --   2 clock offset, µs, added to TIME (0 outside tests)
 --   3 token: makes sliding-window log members unique per decision
 --   4 lease id of concurrency limits
@@ -413,6 +413,27 @@ if ARGV[1] == 'r' then
     if alg == 'z' then j = j + 10 elseif alg == 't' then j = j + 7 else j = j + 5 end
   end
   return out
+end
+
+-- Mode l leases a slice of a fixed window (limit.Rule.Sliced): from the
+-- one limit's current window it takes what the limit's cost asks for, or
+-- what the window has left if that is less, as admissions that the
+-- instance then makes itself. The reply is the time, what it took, the
+-- window's reset and what the window has left after.
+if ARGV[1] == 'l' then
+  local key, alg = KEYS[1], ARGV[5]
+  local n, w, want = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+  local start, cur, live, wl = fixed(redis.call('MGET', key)[1], alg, w, 5)
+  local take = min(want, max(n - cur, 0))
+  if take > 0 then
+    local v = format('%d:%d', start, cur + take)
+    if live then
+      redis.call('SET', key, v, 'KEEPTTL')
+    else
+      redis.call('SET', key, v, 'PXAT', life(alg, start + wl - now, wl))
+    end
+  end
+  return {now, take, start + wl - now, max(n - cur - take, 0)}
 end
 
 if ARGV[1] == 'p' then

@@ -122,7 +122,9 @@ type Store struct {
 
 	batch batcher // decisions of mode d waiting for a call (batch.go)
 
-	local *exhausted.Table // keys known to be exhausted; nil: off
+	local  *exhausted.Table // keys known to be exhausted; nil: off
+	slices slicer           // this instance's slices of sliced rules (sliced.go)
+	epoch  time.Time        // mono counts from here
 
 	life  context.Context
 	stop  context.CancelFunc
@@ -186,6 +188,7 @@ func New(opts Options) (*Store, error) {
 	if !opts.NoLocalRejects {
 		s.local = exhausted.New(opts.LocalRejectsMax)
 	}
+	s.epoch = time.Now()
 	var b [8]byte
 	_, _ = crand.Read(b[:]) // never fails (crypto/rand)
 	s.token = strconv.FormatUint(binary.LittleEndian.Uint64(b[:]), 36) + "."
@@ -235,6 +238,10 @@ func New(opts Options) (*Store, error) {
 	}
 	return s, nil
 }
+
+// mono is the instance's monotonic clock, in ns, which local rejects and
+// slices keep their ends on: no wall clock's step or skew moves them.
+func (s *Store) mono() int64 { return int64(time.Since(s.epoch)) }
 
 // dial is rueidis's dialer, cut short when the store closes so that Close
 // never waits for a connection attempt to a host that does not answer.

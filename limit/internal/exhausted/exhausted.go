@@ -25,7 +25,9 @@
 //     tokens are due within the queue, so its entry ends that much sooner.
 //   - Concurrency: a release frees a lease at any time. Never remembered.
 //
-// Shadow rules never reject, so they are neither remembered nor answered.
+// Shadow rules never reject, so they are neither remembered nor answered;
+// sliced rules (limit.Rule.Sliced) know when their window is used up from
+// their slices.
 //
 // What can still change a key's answer is the store's own business (a
 // reset of the key) or a change of the rule, so an entry also holds the
@@ -140,7 +142,7 @@ func (t *Table) shard(name string, k limit.Key) *shard {
 // Lookup returns the rejection of a request that needs need from r's
 // counter for k, if the table knows that counter cannot admit it at now.
 func (t *Table) Lookup(r *limit.Rule, k limit.Key, need, now int64) (limit.Decision, bool) {
-	if r.Shadow || r.Algorithm == limit.Concurrency {
+	if r.Shadow || r.Sliced || r.Algorithm == limit.Concurrency {
 		return limit.Decision{}, false
 	}
 	sh := t.shard(r.Name, k)
@@ -171,7 +173,7 @@ func (e *entry) fits(r *limit.Rule) bool {
 // call was sent and gen the generation then.
 func (t *Table) Note(gen uint64, sent int64, l limit.Limit, need int64, d *limit.Decision) {
 	r := l.Rule
-	if d.Undecided || d.Local || r.Shadow || r.Algorithm == limit.Concurrency {
+	if d.Undecided || d.Local || r.Shadow || r.Sliced || r.Algorithm == limit.Concurrency {
 		return
 	}
 	if d.Allowed && d.Remaining >= need {
