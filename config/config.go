@@ -348,6 +348,15 @@ type KeyPart struct {
 	Name string
 }
 
+// Sync is how instances share a limit's counters.
+type Sync string
+
+// The ways to share counters.
+const (
+	SyncExact Sync = "exact" // every decision in the store
+	SyncLease Sync = "lease" // slices of the window, leased to each instance
+)
+
 // OnMissing is what happens to a request whose key and fallback are both
 // missing.
 type OnMissing string
@@ -390,6 +399,12 @@ type Limit struct {
 	// Shadow limits are decided, counted, logged and reported, but never
 	// reject.
 	Shadow bool `yaml:"shadow"`
+
+	// Sync is how the instances of a fleet share the limit's counters on
+	// Redis: exact (the default) decides every request in Redis; lease has
+	// each instance lease slices of the current window and admit from them
+	// itself, for keys every request shares (global, route).
+	Sync Sync `yaml:"sync"`
 
 	// Headers reports this limit in rate-limit headers. Default true.
 	Headers bool `yaml:"headers"`

@@ -106,6 +106,7 @@ func (l *Limit) setDefaults() {
 	l.Algorithm = limit.FixedWindow
 	l.Align = limit.AlignEpoch
 	l.Headers = true
+	l.Sync = SyncExact
 	l.Cost = 1
 	l.Reject = Reject{Status: 429, Code: CodeRateLimited}
 }

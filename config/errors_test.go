@@ -386,6 +386,16 @@ store:
   local_share: 0 #want: store.local_share: 0 is outside (0,1]
   local_rejects_max: 0 #want: store.local_rejects_max: 0 must be positive (local_rejects: false turns local rejects off)
 ` + okRoute},
+		{"sync", `
+store: {type: redis, redis: {addrs: ["127.0.0.1:6379"]}}
+global_limits:
+  - {name: g, key: [global], rate: 10/s, sync: lease}
+  - {name: u, key: ["header:X-User-Id"], rate: 10/s, sync: lease} #want: global_limits[1].sync: lease is for keys every request shares (global, route); key part header:X-User-Id differs from request to request
+  - {name: i, key: [route], fallback: [ip], rate: 10/s, sync: lease} #want: global_limits[2].sync: lease is for keys every request shares (global, route); key part ip differs from request to request
+  - {name: c, key: [global], algorithm: concurrency, limit: 5, sync: lease} #want: global_limits[3].sync: lease takes slices of a fixed window; a concurrency cannot be leased
+  - {name: s, key: [route], algorithm: sliding_window, rate: 5/s, sync: lease} #want: global_limits[4].sync: lease takes slices of a fixed window; a sliding_window cannot be leased
+  - {name: x, key: [route], rate: 5/s, sync: eventually} #want: global_limits[5].sync: unknown sync "eventually" (exact, lease)
+` + okRoute},
 		{"local rejects", `
 store:
   local_rejects: maybe #want: store.local_rejects: want true or false, got "maybe"
@@ -742,6 +752,25 @@ routes:
 	}
 	if len(mustParse(t, okRoute).Warnings) != 0 {
 		t.Error("a config without problems has warnings")
+	}
+}
+
+// sync: lease on the memory store is accepted with a warning: there is
+// nothing to lease from, and the limit is exact as it is.
+func TestLeaseOnMemoryWarns(t *testing.T) {
+	c := mustParse(t, `
+global_limits: [{name: g, key: [global], rate: 10/s, sync: lease}]
+`+okRoute)
+	var got []string
+	for _, w := range c.Warnings {
+		got = append(got, w.Error())
+	}
+	want := []string{`test.yaml:2: global_limits[0].sync: lease has nothing to lease from with the memory store, which decides in this process: the limit is exact`}
+	if !slices.Equal(got, want) {
+		t.Errorf("warnings %q, want %q", got, want)
+	}
+	if !c.GlobalLimits[0].Rule.Sliced {
+		t.Error("the rule is not sliced")
 	}
 }
 

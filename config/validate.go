@@ -42,6 +42,8 @@ type validator struct {
 	warns     Errors
 
 	messages map[string]string
+
+	storeType StoreType // for the checks of limits that depend on it
 }
 
 // line is the line of path, or of the nearest enclosing value the file
@@ -142,6 +144,7 @@ func (v *validator) config(c *Config) {
 	v.rls(&c.RLS)
 	v.listeners(c)
 	v.store(&c.Store)
+	v.storeType = c.Store.Type
 	if len(c.Routes) == 0 && c.RLS.Listen == "" {
 		v.errorf("", "nothing to serve: a config needs at least one route or rls.listen")
 	}
@@ -666,6 +669,7 @@ func (v *validator) limit(l *Limit, p, ruleName string, lease time.Duration, bui
 			v.errorf(p+".cost", "%d must be positive", l.Cost)
 		}
 	}
+	sliced := v.sync(l, p)
 	rateOK := v.rate(p, alg, &l.Rate, &l.Limit, &l.Window)
 	l.Burst = v.burst(p, alg, l.Burst, l.Rate, rateOK)
 	ruleOK := len(v.errs) == before && !v.failedAny(p, "algorithm", "align", "tz", "queue", "cost", "rate", "limit", "window", "burst")
@@ -698,6 +702,7 @@ func (v *validator) limit(l *Limit, p, ruleName string, lease time.Duration, bui
 		Align:     l.Align,
 		Location:  l.TZ,
 		Shadow:    l.Shadow,
+		Sliced:    sliced,
 	}
 	if alg == limit.Concurrency {
 		l.Cost, rule.Cost = 0, 0 // a request holds one lease
@@ -723,6 +728,7 @@ func (v *validator) limit(l *Limit, p, ruleName string, lease time.Duration, bui
 			Location:  rule.Location,
 			Shadow:    rule.Shadow,
 			LeaseTTL:  rule.LeaseTTL,
+			Sliced:    rule.Sliced,
 		}
 		if v.rule(fmt.Sprintf("%s.overrides[%d]", p, i), or) && build {
 			o.Rule = or
@@ -731,6 +737,39 @@ func (v *validator) limit(l *Limit, p, ruleName string, lease time.Duration, bui
 	if build {
 		l.Rule = rule
 	}
+}
+
+// sync checks a limit's sync and reports whether its rule is sliced.
+// Slices are of a fixed window's count, leased to instances that share
+// one key: for a key of a user or an IP every instance would hold a slice
+// of each, and lose what it holds when the window ends.
+func (v *validator) sync(l *Limit, p string) bool {
+	sp := p + ".sync"
+	switch l.Sync {
+	case SyncExact:
+		return false
+	case SyncLease:
+	default:
+		v.errorf(sp, "unknown sync %q (exact, lease)", l.Sync)
+		return false
+	}
+	ok := true
+	if l.Algorithm != limit.FixedWindow {
+		v.errorf(sp, "lease takes slices of a fixed window; a %v cannot be leased", l.Algorithm)
+		ok = false
+	}
+	for _, parts := range [][]KeyPart{l.Key, l.Fallback} {
+		for _, k := range parts {
+			if k.Source != SourceGlobal && k.Source != SourceRoute {
+				v.errorf(sp, "lease is for keys every request shares (global, route); key part %s differs from request to request", k)
+				return false
+			}
+		}
+	}
+	if ok && v.storeType != StoreRedis {
+		v.warnf(sp, "lease has nothing to lease from with the %s store, which decides in this process: the limit is exact", v.storeType)
+	}
+	return ok
 }
 
 // rule validates a built rule, reporting its problem at the line of the

@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/floodgate-gw/floodgate/internal/testredis"
@@ -120,4 +122,60 @@ func headerNames(h http.Header) string {
 	}
 	slices.Sort(names)
 	return strings.Join(names, ",")
+}
+
+// Three gateways on one Redis share a global limit by slices of its
+// window (sync: lease) beside a per-user limit decided in Redis: under
+// demand three times the limit, never more than the limit is admitted, at
+// most what the slices held is left unused, and nothing rejected reaches
+// the upstream.
+func TestLeasedGlobalLimit(t *testing.T) {
+	srv := testredis.Start(t)
+	up := newBackend(t, nil)
+	cfg := `
+admin: {listen: ""}
+store: {type: redis, redis: {addrs: ["` + srv.Addr() + `"], timeout: 1s}}
+global_limits:
+  - {name: global, key: [global], rate: 200/1h, sync: lease}
+routes:
+  - id: sale
+    match: {path: /sale}
+    upstream: {targets: ["{{UP}}"]}
+    limits:
+      - {name: user, key: ["header:X-User-Id"], rate: 1/1h}
+`
+	var gws []*harness
+	for range 3 {
+		gws = append(gws, newHarness(t, cfg, up))
+	}
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var wg sync.WaitGroup
+	for g := range 24 {
+		h := gws[g%3]
+		wg.Go(func() {
+			for i := range 25 {
+				// 600 users, each once; every tenth request repeats a
+				// user, whom the user limit rejects.
+				u := strconv.Itoa(g*25 + i)
+				if i%10 == 9 {
+					u = strconv.Itoa(g*25 + i - 1)
+				}
+				resp := h.do("GET", "/sale", map[string]string{"X-User-Id": u}, nil)
+				drain(resp)
+				mu.Lock()
+				codes[resp.StatusCode]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	admitted := codes[http.StatusOK]
+	if admitted > 200 || admitted < 200-3*2 || codes[http.StatusTooManyRequests] != 600-admitted {
+		t.Fatalf("answers %v: want 194 to 200 admitted (three slices of at most 2 left unused), the rest 429", codes)
+	}
+	t.Logf("answers %v", codes)
+	if int(up.hits.Load()) != admitted {
+		t.Fatalf("upstream saw %d requests, %d admitted", up.hits.Load(), admitted)
+	}
 }
