@@ -71,3 +71,73 @@ func TestGuard(t *testing.T) {
 		t.Fatalf("after a good probe: %v, tripped %v", err, g.Tripped())
 	}
 }
+
+// localAnswers answers every decision as a store's memory of exhausted
+// keys would, without asking anything.
+type localAnswers struct{ limit.Store }
+
+func (localAnswers) Decide(_ context.Context, req *limit.Request) (limit.Result, error) {
+	return limit.Result{Decisions: []limit.Decision{{Rule: req.Limits[0].Rule, Key: req.Limits[0].Key, Local: true}}}, nil
+}
+
+// A probe that the store answers from its memory says nothing of its
+// server: the guard stays tripped, and probes again after its rest.
+func TestGuardProbeAnsweredLocally(t *testing.T) {
+	mem := memory.New(memory.Options{})
+	defer mem.Close()
+	f := &flaky{Store: mem}
+	local := atomic.Bool{}
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	store := &switching{a: f, b: localAnswers{mem}, useB: &local}
+	g := limit.Guard(store, limit.GuardOptions{Failures: 1, Rest: time.Second, Now: func() time.Time { return now }})
+	r := &limit.Rule{Name: "t:g", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1000, Period: time.Second}}
+	decide := func() error {
+		_, err := g.Decide(context.Background(), &limit.Request{Now: now, Limits: []limit.Limit{{Rule: r, Key: "k"}}})
+		return err
+	}
+	f.down.Store(true)
+	if err := decide(); !errors.Is(err, limit.ErrStoreUnavailable) || !g.Tripped() {
+		t.Fatalf("err %v, tripped %v", err, g.Tripped())
+	}
+	now = now.Add(time.Second)
+	local.Store(true)
+	if err := decide(); err != nil {
+		t.Fatalf("the probe answered locally: %v", err)
+	}
+	if !g.Tripped() {
+		t.Fatal("a probe answered from memory closed the guard")
+	}
+	local.Store(false)
+	if err := decide(); err != nil && !errors.Is(err, limit.ErrStoreUnavailable) {
+		t.Fatal(err)
+	}
+	if f.calls.Load() != 2 {
+		t.Fatalf("the server was asked %d times, want 2 (the failure, the next probe)", f.calls.Load())
+	}
+}
+
+// switching decides with b while useB is set, else with a.
+type switching struct {
+	a, b limit.Store
+	useB *atomic.Bool
+}
+
+func (s *switching) Decide(ctx context.Context, req *limit.Request) (limit.Result, error) {
+	if s.useB.Load() {
+		return s.b.Decide(ctx, req)
+	}
+	return s.a.Decide(ctx, req)
+}
+func (s *switching) Peek(ctx context.Context, now time.Time, r *limit.Rule, k limit.Key) (limit.State, error) {
+	return s.a.Peek(ctx, now, r, k)
+}
+func (s *switching) Reset(ctx context.Context, r *limit.Rule, k limit.Key) error {
+	return s.a.Reset(ctx, r, k)
+}
+func (s *switching) Release(ctx context.Context, lease string, ls ...limit.Limit) error {
+	return s.a.Release(ctx, lease, ls...)
+}
+func (s *switching) Renew(ctx context.Context, now time.Time, lease string, ls ...limit.Limit) error {
+	return s.a.Renew(ctx, now, lease, ls...)
+}
+func (s *switching) Close() error { return nil }
