@@ -133,8 +133,10 @@ func TestStoreFails(t *testing.T) {
 	srv := testredis.Start(t)
 	// A second for a decision: on a loaded machine the first one (a
 	// connection and a script load) can take longer than 100ms, and a
-	// Redis that is down refuses at once.
-	store, err := redisstore.New(redisstore.Options{Addrs: []string{srv.Addr()}, Timeout: time.Second})
+	// Redis that is down refuses at once. Without local rejects, which
+	// would answer for the exhausted key while Redis is down: the store
+	// must fail.
+	store, err := redisstore.New(redisstore.Options{Addrs: []string{srv.Addr()}, Timeout: time.Second, NoLocalRejects: true})
 	if err != nil {
 		t.Fatal(err)
 	}
