@@ -3,7 +3,7 @@ package httplimit
 import (
 	"encoding/json"
 	"net/http"
-	"strconv"
+	"sync"
 )
 
 // Answer is a JSON response of SPEC §4.2, which the gateway and the
@@ -30,30 +30,57 @@ func NewAnswer(status int, code, message string) *Answer {
 
 // Write sends the answer. requestID is well formed (WellFormedID), so it
 // needs no JSON escaping; extra is appended inside the object as is.
+//
+// The body is put together in a buffer that is used again once Write
+// returns (an io.Writer keeps nothing of what it is given), and the
+// header values are shared ones: an answer costs no allocation of its
+// own while its length is below 4 KiB.
 func (a *Answer) Write(w http.ResponseWriter, requestID string, extra string) {
-	body := a.Body(requestID, extra)
-	SetAnswerHeaders(w.Header(), len(body))
+	n := a.bodyLen(requestID, extra)
+	SetAnswerHeaders(w.Header(), n)
 	w.WriteHeader(a.Status)
+	bp := bodies.Get().(*[]byte)
+	body := a.appendBody((*bp)[:0], requestID, extra)
 	w.Write(body)
+	if cap(body) <= maxPooledBody {
+		*bp = body[:0]
+		bodies.Put(bp)
+	}
 }
 
 // SetAnswerHeaders sets the fields of an answer whose body, as Body makes
 // it, is n bytes long.
 func SetAnswerHeaders(h http.Header, n int) {
 	h["Content-Type"] = jsonType
-	h["Content-Length"] = []string{strconv.Itoa(n)}
+	h["Content-Length"] = intValue(int64(n))
 	h["Cache-Control"] = noStore
 }
 
 // Body is the answer's JSON body, as Write sends it.
 func (a *Answer) Body(requestID string, extra string) []byte {
-	body := make([]byte, 0, len(a.prefix)+len(requestID)+len(extra)+3)
+	return a.appendBody(make([]byte, 0, a.bodyLen(requestID, extra)), requestID, extra)
+}
+
+func (a *Answer) bodyLen(requestID, extra string) int {
+	return len(a.prefix) + len(requestID) + len(extra) + 3
+}
+
+func (a *Answer) appendBody(body []byte, requestID, extra string) []byte {
 	body = append(body, a.prefix...)
 	body = append(body, requestID...)
 	body = append(body, '"')
 	body = append(body, extra...)
 	return append(body, '}', '\n')
 }
+
+// bodies are the buffers Write puts bodies together in; one that grew
+// past maxPooledBody (a long message) is left to the collector.
+var bodies = sync.Pool{New: func() any {
+	b := make([]byte, 0, 512)
+	return &b
+}}
+
+const maxPooledBody = 4 << 10
 
 var (
 	jsonType = []string{"application/json"}

@@ -163,5 +163,5 @@ func RetryAfter(ds []limit.Decision) time.Duration {
 
 // SetRetryAfter sets Retry-After to d rounded up, at least one second.
 func SetRetryAfter(h http.Header, d time.Duration) {
-	h["Retry-After"] = []string{strconv.FormatInt(max(ceilSeconds(d), 1), 10)}
+	h["Retry-After"] = retryAfterValue(d)
 }

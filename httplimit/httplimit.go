@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
+	"github.com/floodgate-gw/floodgate/internal/keycache"
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
@@ -103,7 +105,10 @@ func New(o Options) (func(http.Handler) http.Handler, error) {
 		if l.Message == "" {
 			l.Message = "Too many requests"
 		}
-		ls[i] = preparedLimit{Limit: l, answer: NewAnswer(l.Status, l.Code, l.Message)}
+		ls[i] = preparedLimit{Limit: l, answer: NewAnswer(l.Status, l.Code, l.Message), report: NewReporter(l.Rule.Name)}
+		if l.Key != nil {
+			ls[i].keys = keycache.New()
+		}
 	}
 	m := &middleware{o: o, limits: ls, ids: NewIDSource(),
 		unavailable: NewAnswer(http.StatusServiceUnavailable, "limiter_unavailable", "The rate limiter is unavailable, try again later"),
@@ -119,6 +124,8 @@ var globalKey = limit.StringKey("")
 type preparedLimit struct {
 	Limit
 	answer *Answer
+	report *Reporter
+	keys   *keycache.Cache // nil: one key for every request
 }
 
 type middleware struct {
@@ -129,23 +136,41 @@ type middleware struct {
 	keyRequired *Answer
 }
 
+// scratch is what serve makes for a request that up to scratchLimits
+// limits apply to, used again by the requests after it: a request with
+// more grows its slices as usual.
+type scratch struct {
+	req       limit.Request
+	limits    [scratchLimits]limit.Limit
+	applied   [scratchLimits]int // the limits' places in m.limits
+	decisions [scratchLimits]limit.Decision
+}
+
+const scratchLimits = 4
+
+var scratches = sync.Pool{New: func() any { return new(scratch) }}
+
 func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Request) {
 	id := m.ids.Use(r, w, m.o.RequestIDHeader)
 
-	req := &limit.Request{Now: m.o.Now()}
-	applied := make([]int, 0, len(m.limits)) // the limits' places in m.limits
-	for i, l := range m.limits {
+	sc := scratches.Get().(*scratch)
+	req := &sc.req
+	*req = limit.Request{Now: m.o.Now(), Limits: sc.limits[:0], Into: sc.decisions[:]}
+	applied := sc.applied[:0]
+	for i := range m.limits {
+		l := &m.limits[i]
 		k := globalKey
 		if l.Key != nil {
 			v, ok := l.Key(r)
 			if !ok {
 				if l.KeyRequired {
+					scratches.Put(sc)
 					m.keyRequired.Write(w, id, "")
 					return
 				}
 				continue
 			}
-			k = limit.StringKey(v)
+			k = l.keys.Key(limit.Part{Kind: "k", Value: v})
 		}
 		if l.Rule.Algorithm == limit.Concurrency && req.Lease == "" {
 			req.Lease = m.ids.Next()
@@ -154,14 +179,26 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 		applied = append(applied, i)
 	}
 	if len(req.Limits) == 0 {
+		scratches.Put(sc)
 		next.ServeHTTP(w, r)
 		return
 	}
 	store := m.o.Store
 	res, err := store.Decide(r.Context(), req)
-	if err != nil && m.o.Fallback != nil && errors.Is(err, limit.ErrStoreUnavailable) {
-		store = m.o.Fallback
-		res, err = store.Decide(r.Context(), req)
+	if err != nil {
+		// A store that failed may still be deciding req (a batch that
+		// outlived the request's context): nothing of it is used again,
+		// and the fallback writes its decisions elsewhere.
+		sc = nil
+		req.Into = nil
+		if m.o.Fallback != nil && errors.Is(err, limit.ErrStoreUnavailable) {
+			store = m.o.Fallback
+			res, err = store.Decide(r.Context(), req)
+		}
+	}
+	if sc != nil {
+		// Last, after the handler and the release of the leases.
+		defer scratches.Put(sc)
 	}
 	if err != nil {
 		if m.o.OnError == Allow {
@@ -179,8 +216,8 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 	}
 
 	first := -1 // the limit that rejected the request and gives the answer
-	for j, d := range res.Decisions {
-		if !d.Allowed && !d.Rule.Shadow {
+	for j := range res.Decisions {
+		if d := &res.Decisions[j]; !d.Allowed && !d.Rule.Shadow {
 			first = j
 			break
 		}
@@ -190,9 +227,9 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 	reported := Reported(res.Decisions, first, reportable)
 	if first >= 0 {
 		if reported >= 0 {
-			SetHeaders(h, res.Decisions[reported].Rule.Name, &res.Decisions[reported])
+			m.limits[applied[reported]].report.Set(h, &res.Decisions[reported])
 		}
-		SetRetryAfter(h, RetryAfter(res.Decisions))
+		h["Retry-After"] = retryAfterValue(RetryAfter(res.Decisions))
 		m.limits[applied[first]].answer.Write(w, id, "")
 		return
 	}
@@ -202,7 +239,7 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 		// no limit to report, the handler's own rate-limit headers stand:
 		// there are none of the same name to replace them.
 		lw := &limitWriter{ResponseWriter: w}
-		lw.values.format(res.Decisions[reported].Rule.Name, &res.Decisions[reported])
+		lw.values = m.limits[applied[reported]].report.values(&res.Decisions[reported], &lw.formatted)
 		lw.values.set(h)
 		w = lw
 		defer lw.send()

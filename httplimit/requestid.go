@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync/atomic"
+	"unsafe"
 )
 
 // maxRequestID bounds a request id a client may send; a longer one, or one
@@ -48,10 +49,41 @@ func (s *IDSource) Prefix() string { return s.prefix }
 
 // Next returns a new request id.
 func (s *IDSource) Next() string {
-	var buf [40]byte
-	b := append(buf[:0], s.prefix...)
-	b = strconv.AppendUint(b, s.n.Add(1), 36)
-	return string(b)
+	var buf [idLen]byte
+	return string(s.append(buf[:0]))
+}
+
+// idLen bounds a generated id: 17 bytes of prefix and at most 13 base-36
+// digits of the counter.
+const idLen = 32
+
+func (s *IDSource) append(b []byte) []byte {
+	b = append(b, s.prefix...)
+	return strconv.AppendUint(b, s.n.Add(1), 36)
+}
+
+// idValue is a new request id as a header value, in one allocation: the
+// one-element array the slice holds and the bytes its string reads. It
+// cannot be a buffer used again, since net/http reads the response's
+// header map after the handler returns.
+type idValue struct {
+	v [1]string
+	b [idLen]byte
+}
+
+// nextValue returns a new request id as a header value, a one-element
+// slice capped at its length.
+func (s *IDSource) nextValue() []string {
+	iv := new(idValue)
+	b := s.append(iv.b[:0])
+	if len(b) > len(iv.b) {
+		// A prefix longer than NewIDSource makes: b is another array.
+		iv.v[0] = string(b)
+	} else {
+		// The bytes are never written again: the string may read them.
+		iv.v[0] = unsafe.String(&iv.b[0], len(b))
+	}
+	return iv.v[:]
 }
 
 // Use returns r's request id and puts it on the request and the response
@@ -65,7 +97,7 @@ func (s *IDSource) Use(r *http.Request, w http.ResponseWriter, header string) st
 	if len(idv) == 1 && WellFormedID(idv[0]) {
 		idv = idv[:1:1]
 	} else {
-		idv = []string{s.Next()}
+		idv = s.nextValue()
 		r.Header[header] = idv
 	}
 	w.Header()[header] = idv

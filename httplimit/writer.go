@@ -15,16 +15,18 @@ import (
 // Write, ReadFrom or Flush, and after the handler returns, for a response
 // the server ends without the handler having written anything.
 //
-// It holds the header values too, taking the place of the array SetHeaders
-// allocates, so that reporting a limit through it allocates no more. It
-// keeps the server writer's optional interfaces: io.ReaderFrom and
-// http.Flusher, Hijack for the handlers that assert http.Hijacker, and
-// Unwrap for http.ResponseController, which finds the deadlines and the
-// rest through it.
+// It holds the values the limit's Reporter keeps none of too (RateLimit,
+// for a request that leaves some quota), so that reporting a limit
+// through it allocates no more than one string. It keeps the server
+// writer's optional interfaces: io.ReaderFrom and http.Flusher, Hijack
+// for the handlers that assert http.Hijacker, and Unwrap for
+// http.ResponseController, which finds the deadlines and the rest
+// through it.
 type limitWriter struct {
 	http.ResponseWriter
-	values headerValues
-	sent   bool // the head has left, or the connection was hijacked
+	values    headerSet
+	formatted formatted // the values' own, where the Reporter keeps none
+	sent      bool      // the head has left, or the connection was hijacked
 }
 
 // send puts the middleware's rate-limit headers back, once.

@@ -1,0 +1,5 @@
+//go:build !race
+
+package httplimit
+
+const raceEnabled = false
