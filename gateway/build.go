@@ -17,6 +17,7 @@ import (
 	"github.com/floodgate-gw/floodgate/gateway/clientip"
 	"github.com/floodgate-gw/floodgate/httplimit"
 	"github.com/floodgate-gw/floodgate/internal/h1"
+	"github.com/floodgate-gw/floodgate/internal/keycache"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
 	"github.com/floodgate-gw/floodgate/limit/redisstore"
@@ -136,6 +137,11 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 		for _, lc := range rc.Limits {
 			r.limits = append(r.limits, g.limitSpec(cfg, rc.ID, lc))
 		}
+		for _, l := range r.limits {
+			if l.usesIP && rt.ipKeys == nil {
+				rt.ipKeys = newIPKeys(ips)
+			}
+		}
 		r.fallback = httplimit.NewAnswer(rc.Fallback.Status, rc.Fallback.Code, cfg.Message(rc.Fallback.Code))
 		if r.breaker, err = g.breakerFor(rc); err != nil {
 			return nil, err
@@ -161,6 +167,7 @@ func (g *Gateway) limitSpec(cfg *config.Config, route string, lc *config.Limit) 
 		allowMissing: lc.OnMissing == config.OnMissingAllow,
 		headers:      lc.Headers,
 		reject:       httplimit.NewAnswer(lc.Reject.Status, lc.Reject.Code, cfg.Message(lc.Reject.Code)),
+		report:       httplimit.NewReporter(lc.Name),
 		metrics:      g.metrics.forLimit(route, lc.Name),
 		sampler:      g.sampler(route + "/" + lc.Name),
 	}
@@ -180,10 +187,18 @@ func (g *Gateway) limitSpec(cfg *config.Config, route string, lc *config.Limit) 
 	if !slices.ContainsFunc(l.key, func(p keyPart) bool { return p.src != srcGlobal && p.src != srcRoute }) {
 		x := exchange{route: route}
 		l.constKey, l.constValues, _ = x.resolve(l.key, false, nil)
+	} else {
+		// Made per request, and the same for every request of one
+		// client: a client that comes again finds its key made.
+		l.keys = keycache.New()
 	}
 	for _, p := range lc.Fallback {
 		l.fallback = append(l.fallback, keyPartOf(p))
 	}
+	if len(l.fallback) > 0 {
+		l.fallbackKeys = keycache.New()
+	}
+	l.usesIP = usesIP(l.key) || usesIP(l.fallback)
 	for _, oc := range lc.Overrides {
 		o := override{rule: oc.Rule}
 		if oc.Header != nil {

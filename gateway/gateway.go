@@ -68,6 +68,7 @@ type runtime struct {
 	local    *memory.Store    // decides on_error: local
 	share    func() float64
 	ips      *clientip.Resolver
+	ipKeys   *ipKeys // the ip key parts of recent clients; nil: no limit has one
 	jwt      *tokens // nil: no server.jwt
 
 	ridHeader   string // canonical
@@ -239,6 +240,7 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 	// client, and two requests sharing one would share one lease, letting
 	// a client past a concurrency limit.
 	v, err := g.decide(ctx, rt, rte, &x, g.ids)
+	defer v.free()
 	if err != nil {
 		if !errors.Is(err, errStoreDenied) {
 			g.log.Error("limit step failed", "request_id", rid, "route", rte.id, "error", err.Error())
@@ -247,12 +249,12 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 	}
 	g.audit(rt, rte, r, &x, rid, &v)
 	if v.shadowed {
-		g.logShadowed(rte, &v, rid, x.ipKey())
+		g.logShadowed(rte, &v, rid, &x)
 	}
 	if v.reject != nil {
 		v.setHeaders(w.Header())
 		if v.reason >= 0 {
-			g.logRejection(rte, &v, rid, x.ipKey())
+			g.logRejection(rte, &v, rid, &x)
 		}
 		return answerWith(w, v.reject, rid)
 	}

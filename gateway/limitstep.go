@@ -6,9 +6,12 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/floodgate-gw/floodgate/httplimit"
+	"github.com/floodgate-gw/floodgate/internal/keycache"
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
@@ -34,6 +37,10 @@ type limitSpec struct {
 	headers      bool
 	onError      onError
 	reject       *httplimit.Answer
+	report       *httplimit.Reporter // the rate-limit headers, as name
+	keys         *keycache.Cache     // recent keys of key, nil with a constKey
+	fallbackKeys *keycache.Cache     // and of fallback
+	usesIP       bool                // key or fallback has the ip part
 	overrides    []override
 	metrics      *limitMetrics
 	sampler      *sampler
@@ -99,20 +106,34 @@ type verdict struct {
 	lease    string      // the id the leases are held under
 	missing  bool
 	shadowed bool // a shadow limit would have rejected the request
+
+	buf *stepBuffers // what specs, limits, values and res.Decisions are in, to free
 }
 
 // stepBuffers hold what the limit step of a request with up to
-// stepLimits limits makes, in one allocation instead of one per slice;
-// a route with more limits grows the slices as usual.
+// stepLimits limits makes, made once and used again by request after
+// request; a route with more limits grows the slices as usual.
 type stepBuffers struct {
-	specs  [stepLimits]*limitSpec
-	limits [stepLimits]limit.Limit
-	values [stepLimits][]string
-	parts  [2 * stepLimits]string
-	req    limit.Request
+	specs     [stepLimits]*limitSpec
+	limits    [stepLimits]limit.Limit
+	values    [stepLimits][]string
+	parts     [2 * stepLimits]string
+	req       limit.Request
+	decisions [stepLimits]limit.Decision // req.Into
 }
 
 const stepLimits = 6
+
+var stepPool = sync.Pool{New: func() any { return new(stepBuffers) }}
+
+// free gives the verdict's buffers back, once nothing reads the verdict
+// any more: after the response, and any lease, is done with.
+func (v *verdict) free() {
+	if v.buf != nil {
+		stepPool.Put(v.buf)
+		v.buf = nil
+	}
+}
 
 // decide runs the limit step of one request: every limit that applies,
 // global ones first, decided together in one store call.
@@ -123,20 +144,24 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 	}
 	// The token is verified only if a part or an override reads it.
 	x.tokens = rt.jwt
-	b := new(stepBuffers)
+	b := stepPool.Get().(*stepBuffers)
+	v.buf = b
 	v.specs, v.limits, v.values = b.specs[:0], b.limits[:0], b.values[:0]
 	all := b.parts[:0] // every limit's key values, one after the other
 	for _, l := range rte.limits {
 		from := len(all)
 		var key limit.Key
 		var ok bool
+		if l.usesIP && x.clientIP == "" {
+			x.clientIP = rt.ipKeys.key(x.client)
+		}
 		if l.constKey != "" {
 			key, all, ok = l.constKey, append(all, l.constValues...), true
 		} else {
-			key, all, ok = x.resolve(l.key, false, all)
+			key, all, ok = x.resolveCached(l.key, false, all, l.keys)
 		}
 		if !ok && len(l.fallback) > 0 {
-			key, all, ok = x.resolve(l.fallback, true, all[:from])
+			key, all, ok = x.resolveCached(l.fallback, true, all[:from], l.fallbackKeys)
 		}
 		if !ok {
 			all = all[:from]
@@ -163,7 +188,7 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 		return v, nil
 	}
 	req := &b.req
-	*req = limit.Request{Limits: v.limits, Now: time.Now()}
+	*req = limit.Request{Limits: v.limits, Now: time.Now(), Into: b.decisions[:]}
 	for _, l := range v.limits {
 		if l.Rule.Algorithm == limit.Concurrency {
 			v.lease = ids.Next()
@@ -181,6 +206,10 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 	if !failed {
 		g.storeAnswered()
 	} else {
+		// A store that failed may still be deciding req (a batch that
+		// outlived the request's context) and write in its buffers:
+		// they are not used again.
+		v.buf = nil
 		if !errors.Is(err, limit.ErrStoreUnavailable) {
 			return v, err
 		}
@@ -242,6 +271,7 @@ func (g *Gateway) releaseUnknown(store limit.Store, req *limit.Request) {
 	if len(leases) == 0 {
 		return
 	}
+	lease := req.Lease // req is the caller's to use again
 	go func() {
 		// Once now, and once more later for a script that Redis ran after
 		// the release (it was stuck behind a pause or a slow command, or on
@@ -250,7 +280,7 @@ func (g *Gateway) releaseUnknown(store limit.Store, req *limit.Request) {
 		for _, wait := range []time.Duration{0, lateRelease} {
 			time.Sleep(wait)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			store.Release(ctx, req.Lease, leases...)
+			store.Release(ctx, lease, leases...)
 			cancel()
 		}
 	}()
@@ -356,7 +386,8 @@ func (g *Gateway) storeAnswered() {
 	}
 }
 
-// rejectHeaders sets the headers of a rejected request.
+// setHeaders sets the rate-limit headers of a request, and Retry-After
+// of a rejected one.
 func (v *verdict) setHeaders(h http.Header) {
 	if len(v.res.Decisions) == 0 {
 		return
@@ -365,7 +396,7 @@ func (v *verdict) setHeaders(h http.Header) {
 	if i := httplimit.Reported(v.res.Decisions, v.reason, reportable); i >= 0 {
 		// After an upstream's headers: none of its rate-limit family
 		// stays beside the gateway's (SPEC §4.3).
-		httplimit.ReplaceHeaders(h, v.specs[i].name, &v.res.Decisions[i])
+		v.specs[i].report.Replace(h, &v.res.Decisions[i])
 	}
 	if v.reject != nil && v.reason >= 0 {
 		httplimit.SetRetryAfter(h, httplimit.RetryAfter(v.res.Decisions))
@@ -374,24 +405,25 @@ func (v *verdict) setHeaders(h http.Header) {
 
 // logRejection writes the one WARN line of a rejection, sampled per route
 // and limit (SPEC §10).
-func (g *Gateway) logRejection(rte *route, v *verdict, requestID, clientIP string) {
-	g.logLimit(rte, v, v.reason, "rate limited", requestID, clientIP)
+func (g *Gateway) logRejection(rte *route, v *verdict, requestID string, x *exchange) {
+	g.logLimit(rte, v, v.reason, "rate limited", requestID, x)
 }
 
 // logShadowed writes the WARN line of each shadow limit that would have
 // rejected the request (SPEC §2: a shadow limit is decided, counted and
 // logged, never enforced), sampled as rejections are.
-func (g *Gateway) logShadowed(rte *route, v *verdict, requestID, clientIP string) {
+func (g *Gateway) logShadowed(rte *route, v *verdict, requestID string, x *exchange) {
 	for i := range v.res.Decisions {
 		if d := &v.res.Decisions[i]; !d.Allowed && !d.Undecided && v.specs[i].rule.Shadow {
-			g.logLimit(rte, v, i, "rate limited (shadow: not enforced)", requestID, clientIP)
+			g.logLimit(rte, v, i, "rate limited (shadow: not enforced)", requestID, x)
 		}
 	}
 }
 
 // logLimit writes the WARN line of limit i's rejection, sampled per route
-// and limit.
-func (g *Gateway) logLimit(rte *route, v *verdict, i int, msg, requestID, clientIP string) {
+// and limit. What only the line needs (the client's ip key part) is made
+// only for a line that is written.
+func (g *Gateway) logLimit(rte *route, v *verdict, i int, msg, requestID string, x *exchange) {
 	l := v.specs[i]
 	if !l.sampler.allow(time.Now().Unix()) {
 		g.metrics.logsSuppressed.Inc()
@@ -402,11 +434,29 @@ func (g *Gateway) logLimit(rte *route, v *verdict, i int, msg, requestID, client
 		slog.String("request_id", requestID),
 		slog.String("route", rte.id),
 		slog.String("limit", l.name),
-		slog.Any("key", v.values[i]),
+		// A copy: the values are in buffers the next request uses, and
+		// a handler may keep the record.
+		slog.Any("key", slices.Clone(v.values[i])),
 		slog.Int64("limit_value", d.Limit),
 		slog.Float64("window", d.Rule.Window().Seconds()),
 		slog.Int64("remaining", d.Remaining),
 		slog.Float64("retry_after", d.RetryAfter.Seconds()),
-		slog.String("client_ip", clientIP),
+		slog.String("client_ip", x.ipKey()),
 	)
+}
+
+// resolveCached is resolve, with the key taken from c when c made it
+// before: c is the cache of parts' keys, nil for none.
+func (x *exchange) resolveCached(parts []keyPart, fallback bool, values []string, c *keycache.Cache) (limit.Key, []string, bool) {
+	var buf [4]limit.Part
+	ps := buf[:0]
+	for _, p := range parts {
+		v := x.value(p)
+		if v == "" {
+			return "", values, false
+		}
+		ps = append(ps, limit.Part{Kind: p.kind, Value: v, Fallback: fallback})
+		values = append(values, v)
+	}
+	return c.Key(ps...), values, true
 }
