@@ -73,9 +73,10 @@ type Request struct {
 	Hits int64
 
 	// Into, when it can hold one Decision per limit, is where the store
-	// writes Result.Decisions (Into[:len(Limits)]), so that a caller that
-	// decides request after request can reuse one array. Nil: the store
-	// makes the slice.
+	// may write Result.Decisions (Into[:len(Limits)]), so that a caller
+	// that decides request after request can reuse one array. Nil: the
+	// store makes the slice. The array is the store's until Decide
+	// returns without an error; after an error, the caller drops it.
 	Into []Decision
 }
 

@@ -191,7 +191,9 @@ func replyLen(a *ruleArgs) int {
 func batchResult(req *limit.Request, now int64, v []rueidis.RedisMessage, o int) (limit.Result, int, error) {
 	res := limit.Result{
 		Allowed:   true,
-		Decisions: req.Decisions(len(req.Limits)),
+		// Not req.Into: a batch may answer a request whose caller has
+		// given up waiting, and whose array is someone else's by now.
+		Decisions: make([]limit.Decision, len(req.Limits)),
 		Time:      time.UnixMicro(now),
 	}
 	for i, l := range req.Limits {
