@@ -190,7 +190,7 @@ func replyLen(a *ruleArgs) int {
 // above the limit.
 func batchResult(req *limit.Request, now int64, v []rueidis.RedisMessage, o int) (limit.Result, int, error) {
 	res := limit.Result{
-		Allowed:   true,
+		Allowed: true,
 		// Not req.Into: a batch may answer a request whose caller has
 		// given up waiting, and whose array is someone else's by now.
 		Decisions: make([]limit.Decision, len(req.Limits)),
