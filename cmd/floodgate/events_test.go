@@ -58,14 +58,20 @@ func newReplayUpstream(t *testing.T, status int, opts ...func(*replayUpstream)) 
 		u.inFlight++
 		u.mostInFly = max(u.mostInFly, u.inFlight)
 		u.mu.Unlock()
-		defer func() {
+		done := sync.OnceFunc(func() {
 			u.mu.Lock()
 			u.inFlight--
 			u.mu.Unlock()
-		}()
+		})
+		defer done()
 		time.Sleep(u.delay)
 		if u.mute != "" && r.Header.Get("X-User-Id") == u.mute {
 			c, _, err := http.NewResponseController(w).Hijack()
+			// No longer held once the client sees the connection close,
+			// which it may answer at once with the same request on a new
+			// one (http.Transport retries a request with an
+			// Idempotency-Key).
+			done()
 			if err == nil {
 				c.Close()
 			}
