@@ -42,7 +42,12 @@ func main() {
 	ips := flag.Int("ips", 0, "an X-Forwarded-For of one of N addresses per request (0: none)")
 	retry := flag.String("retry", "none", "after a 429 or 503: none, immediate or backoff")
 	seed := flag.Uint64("seed", 1, "draws users, addresses and the plateau's jitter")
+	bare := flag.String("bare", "", "instead, serve a bare net/http limiter on this address (the reference for the 429's cost)")
 	flag.Parse()
+	if *bare != "" {
+		serveBare(*bare)
+		return
+	}
 	if *url == "" || flag.NArg() > 0 {
 		flag.Usage()
 		os.Exit(2)
@@ -122,4 +127,46 @@ func (b *timedBody) Read(p []byte) (int, error) {
 		b.done = nil
 	}
 	return n, err
+}
+
+// serveBare is the cheapest 429 net/http gives: a handler that admits each
+// X-User-Id once per 10 s (a map under a lock, no framing guard, no
+// routing, no metrics) and otherwise writes a fixed 429 with the headers
+// and body floodgate's has. Admitted requests get "ok" without an
+// upstream: the flood is all rejections.
+func serveBare(addr string) {
+	body := []byte(`{"error":{"code":"rate_limited","message":"Too many requests","request_id":"0123456789abcdef-1"}}` + "\n")
+	type window struct{ start int64 }
+	var mu sync.Mutex
+	seen := map[string]window{}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now().Unix() / 10
+		u := r.Header.Get("X-User-Id")
+		mu.Lock()
+		first := seen[u].start != now
+		if first {
+			seen[u] = window{now}
+		}
+		mu.Unlock()
+		hd := w.Header()
+		if first {
+			io.WriteString(w, "ok")
+			return
+		}
+		hd["Content-Type"] = []string{"application/json"}
+		hd["Cache-Control"] = []string{"no-store"}
+		hd["Retry-After"] = []string{"7"}
+		hd["X-Request-Id"] = []string{"0123456789abcdef-1"}
+		hd["Ratelimit"] = []string{`"user";r=0;t=7`}
+		hd["Ratelimit-Policy"] = []string{`"user";q=1;w=10`}
+		hd["X-Ratelimit-Limit"] = []string{"1"}
+		hd["X-Ratelimit-Remaining"] = []string{"0"}
+		hd["X-Ratelimit-Reset"] = []string{"7"}
+		w.WriteHeader(http.StatusTooManyRequests)
+		w.Write(body)
+	})
+	if err := http.ListenAndServe(addr, h); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 }
