@@ -60,22 +60,46 @@ type sliceID struct {
 }
 
 type slicer struct {
-	mu sync.Mutex
+	mu sync.RWMutex
 	m  map[sliceID]*slice
 }
 
+// maxSlices is how many slices a store keeps before it drops those whose
+// window has ended: sliced rules are for keys that every request shares,
+// a few per route, but a library's caller may slice a rule of many keys.
+const maxSlices = 4096
+
 func (s *Store) sliceOf(l limit.Limit) *slice {
 	id := sliceID{l.Rule.Name, l.Rule.StateID(), l.Key}
+	s.slices.mu.RLock()
+	sl := s.slices.m[id]
+	s.slices.mu.RUnlock()
+	if sl != nil {
+		return sl
+	}
 	s.slices.mu.Lock()
 	defer s.slices.mu.Unlock()
-	sl := s.slices.m[id]
-	if sl == nil {
-		if s.slices.m == nil {
-			s.slices.m = map[sliceID]*slice{}
-		}
-		sl = &slice{}
-		s.slices.m[id] = sl
+	if sl = s.slices.m[id]; sl != nil {
+		return sl
 	}
+	if s.slices.m == nil {
+		s.slices.m = map[sliceID]*slice{}
+	}
+	if len(s.slices.m) >= maxSlices {
+		now := s.mono()
+		for k, o := range s.slices.m {
+			// A slice past its window holds nothing; one whose lease is
+			// out is left to it.
+			if o.mu.TryLock() {
+				if o.flying == nil && now >= o.gapEnd {
+					delete(s.slices.m, k)
+				}
+				o.mu.Unlock()
+			}
+		}
+	}
+	sl = &slice{}
+	s.slices.m[id] = sl
 	return sl
 }
 

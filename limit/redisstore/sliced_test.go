@@ -209,3 +209,22 @@ func TestSlicedRedisDies(t *testing.T) {
 		t.Fatalf("%d admitted from the slice held when Redis died, want 10", admitted)
 	}
 }
+
+// Slices whose window has ended are dropped once a store holds
+// maxSlices: a caller that slices a rule of many keys does not grow the
+// store without bound.
+func TestSlicesBounded(t *testing.T) {
+	s := &Store{epoch: time.Now()}
+	r := valid(t, &limit.Rule{Name: "many", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 10, Period: time.Second}, Sliced: true})
+	live := s.sliceOf(limit.Limit{Rule: r, Key: "live"})
+	live.gapEnd = s.mono() + int64(time.Hour)
+	for i := range 3 * maxSlices {
+		s.sliceOf(limit.Limit{Rule: r, Key: limit.StringKey(strconv.Itoa(i))}) // gapEnd 0: ended
+	}
+	if n := len(s.slices.m); n > maxSlices+1 {
+		t.Fatalf("%d slices held, want at most %d", n, maxSlices+1)
+	}
+	if s.sliceOf(limit.Limit{Rule: r, Key: "live"}) != live {
+		t.Fatal("a live slice was dropped")
+	}
+}
