@@ -528,6 +528,10 @@ func (s *Store) Reset(ctx context.Context, r *limit.Rule, k limit.Key) error {
 		// one read after it says what the reset key holds.
 		s.local.Forget(r.Name, k)
 	}
+	if r.Sliced {
+		// What this instance held of the old count is gone with it.
+		s.dropSlice(limit.Limit{Rule: r, Key: k})
+	}
 	return unavailable("reset", err)
 }
 

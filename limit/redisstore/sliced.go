@@ -211,6 +211,15 @@ func (s *Store) unTake(l limit.Limit, cost int64, until int64) {
 	sl.mu.Unlock()
 }
 
+// dropSlice forgets what the instance holds of l's window, for a reset:
+// the next request leases from the fresh count.
+func (s *Store) dropSlice(l limit.Limit) {
+	sl := s.sliceOf(l)
+	sl.mu.Lock()
+	sl.left, sl.until, sl.gapEnd, sl.empty, sl.end = 0, 0, 0, false, 0
+	sl.mu.Unlock()
+}
+
 // lease asks Redis for want admissions of l's current window.
 func (s *Store) lease(ctx context.Context, sl *slice, l limit.Limit, want int64) error {
 	c, err := s.get("lease")

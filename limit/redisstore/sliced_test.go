@@ -153,6 +153,21 @@ func TestSlicedBesideOtherLimits(t *testing.T) {
 		t.Fatalf("global remaining %d in Redis, want 298 (one slice of 2)", st.Remaining)
 	}
 
+	// A reset starts the key afresh: what the slice held is gone too.
+	if err := s.Reset(ctx, global, "g"); err != nil {
+		t.Fatal(err)
+	}
+	if sl.left != 0 {
+		t.Fatalf("slice holds %d after a reset", sl.left)
+	}
+	if res := decide("u2"); !res.Allowed {
+		t.Fatalf("after a reset: %+v", res.Decisions)
+	}
+	// A slice of 1 now: 2% of the 1 this instance used before.
+	if st, err := s.Peek(ctx, time.Now(), global, "g"); err != nil || st.Remaining != 299 {
+		t.Fatalf("global remaining %d after a reset and one request, want 299 (%v)", st.Remaining, err)
+	}
+
 	// A window used up rejects from the slice, without a call.
 	small := valid(t, &limit.Rule{Name: "small", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 3, Period: time.Hour}, Sliced: true})
 	for i := range 3 {
