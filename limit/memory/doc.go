@@ -2,9 +2,14 @@
 // limit, with the same answers as the Redis store, for one gateway
 // instance or as the local fallback when Redis fails.
 //
-// State lives in sharded maps. A decision merges the limits that share a
-// counter (limit.DecideMerged), locks the shards of its keys in ascending
-// order, checks every limit, and commits only if the request is admitted.
-// Memory is bounded: expired state is swept, maps that shrank are rebuilt,
+// State lives in shards, each a lock and a table: the entries of its keys
+// in one array, found through an open-addressed index of their hashes, so
+// that a decision reads one index word and then the entry itself. A
+// decision merges the limits that share a counter (limit.DecideMerged; a
+// request of one limit has nothing to merge and skips it), locks the
+// shards of its keys in ascending order, checks every limit, and commits
+// only if the request is admitted. It answers in the array the request
+// brings (limit.Request.Into), and then allocates nothing. Memory is
+// bounded: expired state is swept, tables that shrank are reallocated,
 // and MaxKeys caps the keys held at once.
 package memory

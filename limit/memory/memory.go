@@ -18,7 +18,7 @@ type Options struct {
 	// beyond it fails with limit.ErrFull. Zero means 1,000,000.
 	MaxKeys int
 
-	// Shards is the number of independently locked maps; rounded up to a
+	// Shards is the number of independently locked tables; rounded up to a
 	// power of two. Zero means 256.
 	Shards int
 
@@ -50,19 +50,14 @@ type Store struct {
 	once sync.Once
 }
 
+// shard is one lock and the table it guards. The fields a decision reads
+// come first, in one cache line; the shard fills two, so that no two
+// locks share one.
 type shard struct {
 	mu   sync.Mutex
-	m    map[mapKey]*limit.Entry
-	peak int   // the largest len(m) since the map was last rebuilt
 	last int64 // the latest time a decision on this shard was made at, µs
-	_    [32]byte
-}
-
-// mapKey avoids building a string per decision: the rule's scope is
-// derived once per rule (see scopeOf), the key is the caller's.
-type mapKey struct {
-	scope string
-	key   limit.Key
+	t    table
+	_    [56]byte
 }
 
 var _ limit.Store = (*Store)(nil)
@@ -89,9 +84,6 @@ func New(o Options) *Store {
 		now:    o.Now,
 		stop:   make(chan struct{}),
 	}
-	for i := range s.shards {
-		s.shards[i].m = make(map[mapKey]*limit.Entry)
-	}
 	s.max.Store(int64(o.MaxKeys))
 	every := o.SweepEvery
 	if every == 0 {
@@ -105,42 +97,76 @@ func New(o Options) *Store {
 }
 
 // scope is the rule's name and state shape: rules that share it share
-// counters, as limit.StoredKey does for the Redis store. Its hash is
-// computed once per rule, so a decision hashes only the caller's key.
+// counters, as limit.StoredKey does for the Redis store. It is derived
+// once per rule (scopeOf), with its hash, so a decision hashes only the
+// caller's key.
 type scope struct {
 	name string
 	hash uint64
 }
 
-func (s *Store) locate(r *limit.Rule, k limit.Key) (mapKey, int) {
-	sc := r.Ext(s, func(r *limit.Rule) any {
+// same reports whether a and b are one scope: the same rule's, or that of
+// another rule with the same name and state shape (a copy at another
+// cost, a rule loaded again).
+func (a *scope) same(b *scope) bool { return a == b || a.name == b.name }
+
+// scopeOf is r's scope. r has been validated.
+func (s *Store) scopeOf(r *limit.Rule) *scope {
+	return r.Ext(s, func(r *limit.Rule) any {
 		name := r.Name + ":" + r.StateID()
 		return &scope{name: name, hash: maphash.String(s.seed, name)}
 	}).(*scope)
+}
+
+// locate is where the state of sc for k lives: its hash, which also
+// picks its shard, and the shard.
+func (s *Store) locate(sc *scope, k limit.Key) (uint64, *shard) {
 	h := maphash.String(s.seed, string(k)) ^ sc.hash
-	return mapKey{scope: sc.name, key: k}, int(h & s.mask)
+	return h, &s.shards[h&s.mask]
 }
 
 // Decide implements limit.Store. The shards a request touches are locked
 // together, in ascending order so that two requests never wait on each
-// other, which makes a multi-limit decision atomic.
+// other, which makes a multi-limit decision atomic. A request of one
+// limit, which shares a counter with no other, skips the merging
+// (limit.DecideMerged) and locks its one shard.
 func (s *Store) Decide(_ context.Context, req *limit.Request) (limit.Result, error) {
-	return limit.DecideMerged(req, s.decideMerged)
+	if len(req.Limits) != 1 {
+		return limit.DecideMerged(req, s.decideMerged)
+	}
+	if err := limit.ValidateRequest(req); err != nil {
+		return limit.Result{}, err
+	}
+	at := req.Now
+	if at.IsZero() {
+		at = time.Now()
+	}
+	ds := req.Decisions(1)
+	now, err := s.decideOne(req, at, &ds[0])
+	if err == errNoRoom {
+		if s.sweepFull(at) {
+			now, err = s.decideOne(req, at, &ds[0])
+		}
+		if err == errNoRoom {
+			err = limit.ErrFull
+		}
+	}
+	if err != nil {
+		return limit.Result{}, err
+	}
+	// A rejection consumes nothing, and a shadow rule's admits the
+	// request; only an admission queues (Delay).
+	d := &ds[0]
+	return limit.Result{Allowed: d.Allowed || d.Rule.Shadow, Decisions: ds, Time: time.UnixMicro(now), Delay: d.Delay}, nil
 }
 
 // decideMerged decides a valid request whose limits are all on different
-// counters (limit.DecideMerged): each map entry is judged and committed
-// by one limit.
+// counters (limit.DecideMerged): each entry is judged and committed by
+// one limit.
 func (s *Store) decideMerged(req *limit.Request) (limit.Result, error) {
 	res, err := s.decide(req)
 	if err == errNoRoom {
-		// Expired keys may be holding the room. Sweeping needs every
-		// shard's lock, so it happens outside decide, and at most every
-		// fullSweepGap, so that a store that really is full does not scan
-		// itself on every request.
-		now := req.Now.UnixMicro()
-		if last := s.lastFull.Load(); now-last >= fullSweepGap.Microseconds() && s.lastFull.CompareAndSwap(last, now) {
-			s.Sweep(req.Now)
+		if s.sweepFull(req.Now) {
 			res, err = s.decide(req)
 		}
 		if err == errNoRoom {
@@ -150,26 +176,108 @@ func (s *Store) decideMerged(req *limit.Request) (limit.Result, error) {
 	return res, err
 }
 
+// sweepFull sweeps the whole store for a decision that found no room,
+// unless a sweep forced so started less than fullSweepGap before now, and
+// reports whether it swept. Expired keys may be holding the room.
+// Sweeping needs every shard's lock, so it happens outside a decision,
+// and at most every fullSweepGap, so that a store that really is full
+// does not scan itself on every request.
+func (s *Store) sweepFull(at time.Time) bool {
+	now := at.UnixMicro()
+	if last := s.lastFull.Load(); now-last >= fullSweepGap.Microseconds() && s.lastFull.CompareAndSwap(last, now) {
+		s.Sweep(at)
+		return true
+	}
+	return false
+}
+
 // errNoRoom is decide's signal that the request needs keys the store has no room for.
 var errNoRoom = errors.New("no room")
 
 // fullSweepGap is the least time between two sweeps forced by a full store.
 const fullSweepGap = 100 * time.Millisecond
 
+// lockTime is the time a decision on the locked shard sh is made at: at,
+// or the latest time the shard has seen. Callers read their clocks before
+// they wait for the locks, so their times arrive out of order. Deciding
+// at the latest time keeps each key's time monotonic, as Redis's single
+// thread does; otherwise a late request stamped with an earlier time
+// would reopen a fixed window that had already moved on.
+func (sh *shard) lockTime(at int64) int64 {
+	now := max(at, sh.last)
+	sh.last = now
+	return now
+}
+
+// decideOne decides a valid request of one limit at at (req.Now, or the
+// time of the call) into d, and returns the time it decided at, µs: decide
+// for one shard, one key, no arrays.
+func (s *Store) decideOne(req *limit.Request, at time.Time, d *limit.Decision) (int64, error) {
+	l := req.Limits[0]
+	r := l.Rule
+	sc := s.scopeOf(r)
+	h, sh := s.locate(sc, l.Key)
+
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := sh.lockTime(at.UnixMicro())
+	// A zone's windows are placed at the decision's time too.
+	z := r.ZoneAt(time.UnixMicro(now))
+	p := sh.t.find(h, sc, l.Key)
+	// An absent key is judged against empty state and stored only if the
+	// request is admitted.
+	var fresh limit.Entry
+	e := &fresh
+	if p >= 0 {
+		e = &sh.t.slots[p].e
+	}
+	dec := r.Check(e, now, req.Hits, z)
+	dec.Key = l.Key
+	if !dec.Allowed {
+		*d = dec
+		return now, nil
+	}
+	if p < 0 {
+		if s.live.Load()+1 > s.max.Load() {
+			s.sweepShard(sh, now)
+			if s.live.Load()+1 > s.max.Load() {
+				return 0, errNoRoom
+			}
+		}
+		p = sh.t.insert(h, sc, l.Key)
+		sh.t.slots[p].e = fresh
+		s.live.Add(1)
+	}
+	r.Commit(&sh.t.slots[p].e, now, req.Hits, z, req.Lease)
+	*d = dec
+	return now, nil
+}
+
+// limitsBuf is how many limits decide keeps its bookkeeping for on the
+// stack.
+const limitsBuf = 8
+
 func (s *Store) decide(req *limit.Request) (limit.Result, error) {
 	n := len(req.Limits)
-	res := limit.Result{Allowed: true, Decisions: make([]limit.Decision, n), Time: req.Now}
+	res := limit.Result{Allowed: true, Decisions: req.Decisions(n), Time: req.Now}
 	if n == 0 {
 		return res, nil
 	}
 
-	var keysBuf [8]mapKey
-	var idxBuf, lockBuf [8]int
-	var entBuf [8]*limit.Entry
-	keys, idx, locks, ents := keysBuf[:0], idxBuf[:0], lockBuf[:0], entBuf[:0]
+	var scBuf [limitsBuf]*scope
+	var hashBuf [limitsBuf]uint64
+	var idxBuf, lockBuf, posBuf [limitsBuf]int
+	var zoneBuf [limitsBuf]limit.Zone
+	var freshBuf [limitsBuf]limit.Entry
+	scs, hashes, idx, locks := scBuf[:0], hashBuf[:0], idxBuf[:0], lockBuf[:0]
+	pos, zones, fresh := posBuf[:0], zoneBuf[:0], freshBuf[:0]
+	if n > limitsBuf {
+		pos, zones, fresh = make([]int, 0, n), make([]limit.Zone, 0, n), make([]limit.Entry, 0, n)
+	}
 	for _, l := range req.Limits {
-		mk, i := s.locate(l.Rule, l.Key)
-		keys, idx = append(keys, mk), append(idx, i)
+		sc := s.scopeOf(l.Rule)
+		h := maphash.String(s.seed, string(l.Key)) ^ sc.hash
+		scs, hashes, idx = append(scs, sc), append(hashes, h), append(idx, int(h&s.mask))
 	}
 	locks = append(locks, idx...)
 	if n > 1 {
@@ -184,12 +292,8 @@ func (s *Store) decide(req *limit.Request) (limit.Result, error) {
 			s.shards[i].mu.Unlock()
 		}
 	}()
-	// Callers read their clocks before they wait for the locks, so their
-	// times arrive out of order. Deciding at the latest time any of these
-	// shards has seen keeps each key's time monotonic, as Redis's single
-	// thread does; otherwise a late request stamped with an earlier time
-	// would reopen a fixed window that had already moved on. A zone's
-	// windows are placed at that time too.
+	// Decide at the latest time any of these shards has seen (lockTime).
+	// A zone's windows are placed at that time too.
 	now := req.Now.UnixMicro()
 	for _, i := range locks {
 		now = max(now, s.shards[i].last)
@@ -200,20 +304,25 @@ func (s *Store) decide(req *limit.Request) (limit.Result, error) {
 	res.Time = time.UnixMicro(now)
 
 	created := 0
+	fresh = fresh[:n]
 	for j, l := range req.Limits {
-		e := s.shards[idx[j]].m[keys[j]]
-		if e == nil {
-			// An absent key is judged against empty state and stored
-			// only if the request is admitted.
-			e = new(limit.Entry)
-			created++
+		t := &s.shards[idx[j]].t
+		p := t.find(hashes[j], scs[j], l.Key)
+		// An absent key is judged against empty state and stored only if
+		// the request is admitted.
+		e := &fresh[j]
+		if p >= 0 {
+			e = &t.slots[p].e
 		}
-		ents = append(ents, e)
-		d := l.Rule.Check(e, now, req.Hits, l.Rule.ZoneAt(res.Time))
+		pos, zones = append(pos, p), append(zones, l.Rule.ZoneAt(res.Time))
+		d := &res.Decisions[j]
+		*d = l.Rule.Check(e, now, req.Hits, zones[j])
 		d.Key = l.Key
-		res.Decisions[j] = d
-		if !d.Allowed && !l.Rule.Shadow {
+		switch {
+		case !d.Allowed && !l.Rule.Shadow:
 			res.Allowed = false
+		case d.Allowed && p < 0:
+			created++ // a key to add: a rejecting shadow limit adds none
 		}
 	}
 	if !res.Allowed {
@@ -224,6 +333,16 @@ func (s *Store) decide(req *limit.Request) (limit.Result, error) {
 	}
 	if created > 0 && s.live.Load()+int64(created) > s.max.Load() {
 		s.sweepLocked(locks, now)
+		// The sweep moved entries, and may have removed expired ones
+		// that were judged here as the empty state they stand for: they
+		// are added again, and need room as new keys do.
+		created = 0
+		for j, l := range req.Limits {
+			pos[j] = s.shards[idx[j]].t.find(hashes[j], scs[j], l.Key)
+			if pos[j] < 0 && res.Decisions[j].Allowed {
+				created++
+			}
+		}
 		if s.live.Load()+int64(created) > s.max.Load() {
 			return limit.Result{}, errNoRoom
 		}
@@ -233,13 +352,16 @@ func (s *Store) decide(req *limit.Request) (limit.Result, error) {
 		if !d.Allowed {
 			continue // a shadow limit that rejected consumes nothing
 		}
-		e := ents[j]
-		if sh := &s.shards[idx[j]]; created > 0 && sh.m[keys[j]] == nil {
-			sh.m[keys[j]] = e
-			sh.peak = max(sh.peak, len(sh.m))
+		t := &s.shards[idx[j]].t
+		p := pos[j]
+		if p < 0 {
+			// Adding keys moves no other slot, so the positions found
+			// above stay good; pointers into slots may not.
+			p = t.insert(hashes[j], scs[j], l.Key)
+			t.slots[p].e = fresh[j]
 			s.live.Add(1)
 		}
-		l.Rule.Commit(e, now, req.Hits, l.Rule.ZoneAt(res.Time), req.Lease)
+		l.Rule.Commit(&t.slots[p].e, now, req.Hits, zones[j], req.Lease)
 		res.Delay = max(res.Delay, d.Delay)
 	}
 	return res, nil
@@ -253,13 +375,14 @@ func (s *Store) Peek(_ context.Context, now time.Time, r *limit.Rule, k limit.Ke
 	if err := r.Validate(); err != nil {
 		return limit.State{}, err
 	}
-	mk, i := s.locate(r, k)
-	sh := &s.shards[i]
+	sc := s.scopeOf(r)
+	h, sh := s.locate(sc, k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.m[mk]
-	if e == nil {
-		e = new(limit.Entry)
+	var fresh limit.Entry
+	e := &fresh
+	if p := sh.t.find(h, sc, k); p >= 0 {
+		e = &sh.t.slots[p].e
 	}
 	return r.Peek(e, now.UnixMicro(), r.ZoneAt(now)), nil
 }
@@ -269,12 +392,12 @@ func (s *Store) Reset(_ context.Context, r *limit.Rule, k limit.Key) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
-	mk, i := s.locate(r, k)
-	sh := &s.shards[i]
+	sc := s.scopeOf(r)
+	h, sh := s.locate(sc, k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if _, ok := sh.m[mk]; ok {
-		delete(sh.m, mk)
+	if p := sh.t.find(h, sc, k); p >= 0 {
+		sh.t.remove(p)
 		s.live.Add(-1)
 	}
 	return nil
@@ -286,11 +409,11 @@ func (s *Store) Release(_ context.Context, lease string, limits ...limit.Limit) 
 		if l.Rule == nil || l.Rule.Algorithm != limit.Concurrency {
 			continue
 		}
-		mk, i := s.locate(l.Rule, l.Key)
-		sh := &s.shards[i]
+		sc := s.scopeOf(l.Rule)
+		h, sh := s.locate(sc, l.Key)
 		sh.mu.Lock()
-		if e := sh.m[mk]; e != nil {
-			e.Release(lease)
+		if p := sh.t.find(h, sc, l.Key); p >= 0 {
+			sh.t.slots[p].e.Release(lease)
 		}
 		sh.mu.Unlock()
 	}
@@ -306,11 +429,11 @@ func (s *Store) Renew(_ context.Context, now time.Time, lease string, limits ...
 		if err := l.Rule.Validate(); err != nil {
 			return err
 		}
-		mk, i := s.locate(l.Rule, l.Key)
-		sh := &s.shards[i]
+		sc := s.scopeOf(l.Rule)
+		h, sh := s.locate(sc, l.Key)
 		sh.mu.Lock()
-		if e := sh.m[mk]; e != nil {
-			l.Rule.Renew(e, now.UnixMicro(), lease)
+		if p := sh.t.find(h, sc, l.Key); p >= 0 {
+			l.Rule.Renew(&sh.t.slots[p].e, now.UnixMicro(), lease)
 		}
 		sh.mu.Unlock()
 	}
@@ -366,27 +489,10 @@ func (s *Store) sweepLocked(locks []int, now int64) {
 	}
 }
 
-// sweepShard deletes expired entries and, when the map has shrunk to a
-// quarter of its peak, moves the survivors to a new map: Go maps never
-// give back the memory of deleted entries, so without this a burst of
-// ten million keys would keep its buckets for ever.
+// sweepShard removes the locked shard's expired entries (table.sweep).
 func (s *Store) sweepShard(sh *shard, now int64) {
-	removed := 0
-	for k, e := range sh.m {
-		if !e.Live(now) {
-			delete(sh.m, k)
-			removed++
-		}
-	}
-	if removed > 0 {
+	if removed := sh.t.sweep(now); removed > 0 {
 		s.live.Add(-int64(removed))
-	}
-	if sh.peak > 64 && len(sh.m)*4 <= sh.peak {
-		m := make(map[mapKey]*limit.Entry, len(sh.m))
-		for k, e := range sh.m {
-			m[k] = e
-		}
-		sh.m, sh.peak = m, len(m)
 	}
 }
 
@@ -397,8 +503,8 @@ func (s *Store) Unexpiring() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for _, e := range sh.m {
-			if e.Expires == 0 {
+		for p := range sh.t.slots {
+			if sh.t.slots[p].e.Expires == 0 {
 				n++
 			}
 		}

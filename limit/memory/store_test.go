@@ -100,3 +100,54 @@ func TestBackgroundSweep(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A full store that sweeps the shards of a multi-limit request, between
+// judging its limits and committing them, removes an expired key the
+// request judged: the key is added again, and needs room like a new one,
+// so the store never holds more than its bound.
+func TestMaxKeysSweepsALimitItJudged(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	later := now.Add(time.Second) // the short windows have ended
+	short := &limit.Rule{Name: "t:short", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 2, Period: time.Second}}
+	long := &limit.Rule{Name: "t:long", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 2, Period: time.Hour}}
+	ctx := context.Background()
+	fill := func(max int, ls ...limit.Limit) *memory.Store {
+		s := memory.New(memory.Options{MaxKeys: max, SweepEvery: -1})
+		t.Cleanup(func() { s.Close() })
+		for i, l := range ls {
+			if res, err := s.Decide(ctx, &limit.Request{Now: now, Limits: []limit.Limit{l}}); err != nil || !res.Allowed {
+				t.Fatalf("key %d: %v, %v", i, res.Allowed, err)
+			}
+		}
+		return s
+	}
+	// "a" is held but expired; the request needs it and a new key, "d":
+	// four keys with "b" and "c", on a store of three.
+	s := fill(3, limit.Limit{Rule: short, Key: "a"}, limit.Limit{Rule: long, Key: "b"}, limit.Limit{Rule: long, Key: "c"})
+	req := []limit.Limit{{Rule: short, Key: "a"}, {Rule: short, Key: "d"}}
+	if _, err := s.Decide(ctx, &limit.Request{Now: later, Limits: req}); !errors.Is(err, limit.ErrFull) {
+		t.Fatalf("a request of two keys beside two live ones, on a store of three: %v, want ErrFull", err)
+	}
+	if s.Len() > 3 {
+		t.Fatalf("Len = %d, over max_keys 3", s.Len())
+	}
+	// With room for four, and an expired "x" that only the whole store's
+	// sweep finds (unless it shares a shard with "a" or "d"), it fits.
+	s = fill(4, limit.Limit{Rule: short, Key: "a"}, limit.Limit{Rule: long, Key: "b"}, limit.Limit{Rule: long, Key: "c"}, limit.Limit{Rule: short, Key: "x"})
+	into := make([]limit.Decision, 2)
+	res, err := s.Decide(ctx, &limit.Request{Now: later, Into: into, Limits: req})
+	if err != nil || !res.Allowed {
+		t.Fatalf("a request that fits once the expired keys are swept: %v, %v", res.Allowed, err)
+	}
+	if &res.Decisions[0] != &into[0] {
+		t.Fatal("the decisions are not in the request's array")
+	}
+	for i, d := range res.Decisions {
+		if d.Remaining != 1 {
+			t.Fatalf("decision %d: remaining %d, want 1 (a fresh window)", i, d.Remaining)
+		}
+	}
+	if s.Len() != 4 {
+		t.Fatalf("Len = %d, want 4: b, c, a and d", s.Len())
+	}
+}
