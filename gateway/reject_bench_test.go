@@ -5,6 +5,10 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/floodgate-gw/floodgate/internal/testredis"
 )
 
 type rejectWriter struct {
@@ -79,5 +83,49 @@ routes:
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkRejectLocally measures a request that a per-user limit on a
+// Redis started for the run rejects from the store's memory of exhausted
+// keys (store.local_rejects): no round trip, and nothing allocated.
+func BenchmarkRejectLocally(b *testing.B) {
+	srv := testredis.Start(b)
+	cfg := mustParseB(b, `admin: {listen: ""}
+store: {type: redis, redis: {addrs: ["`+srv.Addr()+`"]}}
+routes:
+  - id: api
+    match: {path: /**}
+    upstream: {targets: ["http://127.0.0.1:1"]}
+    limits:
+      - {name: user, key: ["header:X-User-Id"], algorithm: token_bucket, rate: 1/1h}
+`)
+	gw, err := New(cfg, Options{Logger: discardLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer gw.Close()
+	const users = 2000
+	reqs := make([]*http.Request, users)
+	for i := range reqs {
+		reqs[i] = httptest.NewRequest("GET", "/api/x", nil)
+		reqs[i].Header.Set("X-User-Id", strconv.Itoa(i))
+		reqs[i].Header.Set("X-Request-Id", "req-"+strconv.Itoa(i))
+		gw.ServeHTTP(&rejectWriter{h: http.Header{}}, reqs[i])
+	}
+	b.ReportAllocs()
+	w := &rejectWriter{h: http.Header{}}
+	i := 0
+	for b.Loop() {
+		clear(w.h)
+		gw.ServeHTTP(w, reqs[i%users])
+		i++
+		if w.code != 429 {
+			b.Fatal(w.code)
+		}
+	}
+	local := testutil.ToFloat64(gw.metrics.localAnswers.WithLabelValues("api", "user"))
+	if local < float64(b.N) {
+		b.Fatalf("%v of %d rejections answered locally", local, b.N)
 	}
 }
