@@ -103,16 +103,25 @@ func (x *exchange) value(p keyPart) string {
 // hold some of them.
 func (x *exchange) resolve(parts []keyPart, fallback bool, values []string) (limit.Key, []string, bool) {
 	var buf [4]limit.Part
-	ps := buf[:0]
+	ps, values, ok := x.parts(parts, fallback, values, buf[:0])
+	if !ok {
+		return "", values, false
+	}
+	return limit.NewKey(ps...), values, true
+}
+
+// parts appends the parts of the key for this request to ps and their
+// values to values; it fails when any part is missing.
+func (x *exchange) parts(parts []keyPart, fallback bool, values []string, ps []limit.Part) ([]limit.Part, []string, bool) {
 	for _, p := range parts {
 		v := x.value(p)
 		if v == "" {
-			return "", values, false
+			return ps, values, false
 		}
 		ps = append(ps, limit.Part{Kind: p.kind, Value: v, Fallback: fallback})
 		values = append(values, v)
 	}
-	return limit.NewKey(ps...), values, true
+	return ps, values, true
 }
 
 // ipKey is the ip key part: the client address, IPv6 grouped by prefix.

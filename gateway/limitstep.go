@@ -446,17 +446,12 @@ func (g *Gateway) logLimit(rte *route, v *verdict, i int, msg, requestID string,
 }
 
 // resolveCached is resolve, with the key taken from c when c made it
-// before: c is the cache of parts' keys, nil for none.
+// before: c is the cache of parts' keys.
 func (x *exchange) resolveCached(parts []keyPart, fallback bool, values []string, c *keycache.Cache) (limit.Key, []string, bool) {
 	var buf [4]limit.Part
-	ps := buf[:0]
-	for _, p := range parts {
-		v := x.value(p)
-		if v == "" {
-			return "", values, false
-		}
-		ps = append(ps, limit.Part{Kind: p.kind, Value: v, Fallback: fallback})
-		values = append(values, v)
+	ps, values, ok := x.parts(parts, fallback, values, buf[:0])
+	if !ok {
+		return "", values, false
 	}
 	return c.Key(ps...), values, true
 }
