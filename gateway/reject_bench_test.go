@@ -46,14 +46,7 @@ routes:
 	}
 	defer gw.Close()
 	const users = 2000
-	reqs := make([]*http.Request, users)
-	for i := range reqs {
-		reqs[i] = httptest.NewRequest("GET", "/api/x", nil)
-		reqs[i].Header.Set("X-User-Id", strconv.Itoa(i))
-		reqs[i].Header.Set("X-Request-Id", "req-"+strconv.Itoa(i))
-		w := &rejectWriter{h: http.Header{}}
-		gw.ServeHTTP(w, reqs[i])
-	}
+	reqs := overLimit(gw, users)
 	byIP := make([]*http.Request, users)
 	for i := range byIP {
 		byIP[i] = httptest.NewRequest("GET", "/ip/x", nil)
@@ -106,13 +99,7 @@ routes:
 	}
 	defer gw.Close()
 	const users = 2000
-	reqs := make([]*http.Request, users)
-	for i := range reqs {
-		reqs[i] = httptest.NewRequest("GET", "/api/x", nil)
-		reqs[i].Header.Set("X-User-Id", strconv.Itoa(i))
-		reqs[i].Header.Set("X-Request-Id", "req-"+strconv.Itoa(i))
-		gw.ServeHTTP(&rejectWriter{h: http.Header{}}, reqs[i])
-	}
+	reqs := overLimit(gw, users)
 	b.ReportAllocs()
 	w := &rejectWriter{h: http.Header{}}
 	i := 0
@@ -128,4 +115,17 @@ routes:
 	if local < float64(b.N) {
 		b.Fatalf("%v of %d rejections answered locally", local, b.N)
 	}
+}
+
+// overLimit returns a request to /api/x of each of n users, with its own
+// request id, sent once to gw so that each user has used its limit.
+func overLimit(gw *Gateway, n int) []*http.Request {
+	reqs := make([]*http.Request, n)
+	for i := range reqs {
+		reqs[i] = httptest.NewRequest("GET", "/api/x", nil)
+		reqs[i].Header.Set("X-User-Id", strconv.Itoa(i))
+		reqs[i].Header.Set("X-Request-Id", "req-"+strconv.Itoa(i))
+		gw.ServeHTTP(&rejectWriter{h: http.Header{}}, reqs[i])
+	}
+	return reqs
 }
