@@ -66,7 +66,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "gateway_framing_refused_total", Help: "Requests refused because their framing was in doubt (Transfer-Encoding with Content-Length, a bad chunk, obs-fold...), by reason; their connections were closed.",
 		}, []string{"reason"}),
 		localAnswers: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gateway_ratelimit_local_answers_total", Help: "Rejections the instance answered without a store call, from its memory of keys known to be exhausted (store.local_rejects), by the limit that rejected; each is also a rejected decision.",
+			Name: "gateway_ratelimit_local_answers_total", Help: "Rejections the instance answered without a store call, by the limit that rejected: from its memory of keys known to be exhausted (store.local_rejects), or from a leased slice of a window with nothing left (sync: lease); each is also a rejected decision.",
 		}, []string{"route", "limit"}),
 	}
 	jwtFailures := prometheus.NewCounterVec(prometheus.CounterOpts{

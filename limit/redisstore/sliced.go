@@ -49,6 +49,7 @@ type slice struct {
 	prev   int64 // and of the window before
 	empty  bool  // Redis had nothing left in this window
 	rem    int64 // what the window had left after the last lease
+	n      int64 // the rule's count when the slice was leased
 	flying chan struct{}
 	err    error // of the lease call that flying closed for
 }
@@ -128,6 +129,12 @@ func (s *Store) take(ctx context.Context, l limit.Limit, cost int64) (took, erro
 	for {
 		now := s.mono()
 		sl.mu.Lock()
+		if sl.n != n {
+			// A reload changed the count: what the window has left is
+			// Redis's to say again, and what the slice holds was leased
+			// under the old count.
+			sl.n, sl.left, sl.empty = n, 0, false
+		}
 		switch {
 		case now < sl.until && sl.left >= cost:
 			sl.left -= cost

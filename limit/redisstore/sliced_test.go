@@ -169,6 +169,19 @@ func TestSlicedBesideOtherLimits(t *testing.T) {
 	}
 
 	// A window used up rejects from the slice, without a call.
+	tiny := valid(t, &limit.Rule{Name: "tiny", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: time.Hour}, Sliced: true})
+	for i, want := range []bool{true, false} {
+		res, err := s.Decide(ctx, &limit.Request{Now: time.Now(), Limits: []limit.Limit{{Rule: tiny, Key: "g"}}})
+		if err != nil || res.Allowed != want {
+			t.Fatalf("tiny request %d: %v %+v", i, err, res.Decisions)
+		}
+	}
+	// A reload that raises its count: the next request leases again.
+	raised := valid(t, &limit.Rule{Name: "tiny", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 2, Period: time.Hour}, Sliced: true})
+	if res, err := s.Decide(ctx, &limit.Request{Now: time.Now(), Limits: []limit.Limit{{Rule: raised, Key: "g"}}}); err != nil || !res.Allowed {
+		t.Fatalf("after raising the count to 2: %v %+v", err, res.Decisions)
+	}
+
 	small := valid(t, &limit.Rule{Name: "small", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 3, Period: time.Hour}, Sliced: true})
 	for i := range 3 {
 		res, err := s.Decide(ctx, &limit.Request{Now: time.Now(), Limits: []limit.Limit{{Rule: small, Key: "g"}}})

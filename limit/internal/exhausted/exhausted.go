@@ -48,10 +48,12 @@
 //
 // # Bounds
 //
-// The table is sharded, with a cap on its entries; a shard that is full
-// makes room by dropping expired entries, or the one of a few it samples
-// that ends first. Nothing runs in the background: an expired entry is
-// ignored until it is overwritten or dropped.
+// The table is sharded, with a cap on its entries shared out among the
+// shards; a shard that is full makes room by dropping expired entries, or
+// the one of a few it samples that ends first. Nothing runs in the
+// background: an expired entry is ignored until it is overwritten or
+// dropped, and a shard's map keeps the memory it grew to (about 400 bytes
+// an entry, with its key).
 package exhausted
 
 import (
@@ -75,15 +77,15 @@ const sample = 8
 // concurrent use.
 type Table struct {
 	epoch    time.Time // Now counts from here, on the monotonic clock
-	perShard int
 	gen      atomic.Uint64 // advanced by every Forget
 	size     atomic.Int64
 	shards   [shards]shard
 }
 
 type shard struct {
-	mu sync.RWMutex
-	m  map[id]entry
+	mu  sync.RWMutex
+	m   map[id]entry
+	cap int // of m: the table's cap shared out
 	_  [32]byte // keeps shards' locks off one cache line
 }
 
@@ -95,13 +97,17 @@ type id struct {
 }
 
 type entry struct {
+	// The settings of the rule the entry was made under.
 	state string // the rule's StateID
 	rate  limit.Rate
 	burst int64
+	queue time.Duration
+	loc   *time.Location
 
 	need      int64 // a request needing need or more is rejected
 	remaining int64 // what Decision.Remaining reads
 	until     int64 // Now at which the entry ends
+	retry     int64 // Now at which Decision.RetryAfter ends: the store's, not shortened
 	reset     int64 // Now at which Decision.ResetAfter ends
 }
 
@@ -110,9 +116,13 @@ func New(max int) *Table {
 	if max <= 0 {
 		max = DefaultMax
 	}
-	t := &Table{epoch: time.Now(), perShard: (max + shards - 1) / shards}
+	t := &Table{epoch: time.Now()}
 	for i := range t.shards {
 		t.shards[i].m = make(map[id]entry)
+		t.shards[i].cap = max / shards
+		if i < max%shards {
+			t.shards[i].cap++
+		}
 	}
 	return t
 }
@@ -152,7 +162,7 @@ func (t *Table) Lookup(r *limit.Rule, k limit.Key, need, now int64) (limit.Decis
 	if !ok || now >= e.until || need < e.need || !e.fits(r) {
 		return limit.Decision{}, false
 	}
-	retry := time.Duration(e.until - now)
+	retry := time.Duration(max(e.retry, e.until) - now)
 	return limit.Decision{
 		Rule: r, Key: k, Local: true,
 		Limit:      r.Limit(),
@@ -164,7 +174,7 @@ func (t *Table) Lookup(r *limit.Rule, k limit.Key, need, now int64) (limit.Decis
 
 // fits reports whether e was made under r's settings.
 func (e *entry) fits(r *limit.Rule) bool {
-	return e.rate == r.Rate && e.burst == r.Burst && e.state == r.StateID()
+	return e.rate == r.Rate && e.burst == r.Burst && e.queue == r.Queue && e.loc == r.Location && e.state == r.StateID()
 }
 
 // Note remembers what d, the store's decision of l for a request that
@@ -179,7 +189,7 @@ func (t *Table) Note(gen uint64, sent int64, l limit.Limit, need int64, d *limit
 	if d.Allowed && d.Remaining >= need {
 		return // the next such request fits
 	}
-	e := entry{state: r.StateID(), rate: r.Rate, burst: r.Burst, reset: sent + int64(d.ResetAfter)}
+	e := entry{state: r.StateID(), rate: r.Rate, burst: r.Burst, queue: r.Queue, loc: r.Location, reset: sent + int64(d.ResetAfter)}
 	var wait time.Duration
 	if d.Allowed {
 		// Nothing more than Remaining fits until its next slot or token.
@@ -192,6 +202,9 @@ func (t *Table) Note(gen uint64, sent int64, l limit.Limit, need int64, d *limit
 		e.need, e.remaining = need, d.Remaining
 		wait = d.RetryAfter
 	}
+	// What the store would answer as RetryAfter: the wait for the tokens
+	// or the window, unshortened.
+	e.retry = sent + int64(wait)
 	if r.Algorithm == limit.TokenBucket {
 		// The queue admits a request whose tokens are due within it; the
 		// store rounds a bucket's times up to whole µs, and admits a
@@ -214,7 +227,10 @@ func (t *Table) Note(gen uint64, sent int64, l limit.Limit, need int64, d *limit
 		return
 	}
 	if _, ok := sh.m[k]; !ok {
-		if len(sh.m) >= t.perShard {
+		if sh.cap == 0 {
+			return // a table smaller than its shards has none here
+		}
+		if len(sh.m) >= sh.cap {
 			sh.makeRoom(t, sent)
 		}
 		t.size.Add(1)
@@ -229,9 +245,12 @@ func tokensTime(r *limit.Rule, n int64) time.Duration {
 	perNS := r.Rate.PerSecond() / 1e9
 	if n == 0 {
 		// The store admits a request 1e-9 tokens short (limit.tokenEpsilon).
-		return time.Duration(math.Ceil(1e-9 / perNS))
+		return time.Duration(min(math.Ceil(1e-9/perNS), math.MaxInt64/2))
 	}
-	return time.Duration(math.Floor(float64(n) / perNS))
+	if t := math.Floor(float64(n) / perNS); t < math.MaxInt64 {
+		return time.Duration(t)
+	}
+	return math.MaxInt64 // a rule so slow that nothing it waits for is remembered
 }
 
 // makeRoom drops the expired entries among a few of the shard's, or the

@@ -47,7 +47,9 @@ func TestRejectionIsRememberedUntilItsRetry(t *testing.T) {
 			t.Errorf("Lookup at %v, need %d: %v, want %v", time.Duration(tc.now), tc.need, ok, tc.hit)
 			continue
 		}
-		if ok && (d.Allowed || !d.Local || d.Remaining != 0 || d.Limit != 5 || d.RetryAfter != time.Duration(until-tc.now) || d.ResetAfter < d.RetryAfter) {
+		// RetryAfter is the store's, from the call's send; only the
+		// entry ends early.
+		if ok && (d.Allowed || !d.Local || d.Remaining != 0 || d.Limit != 5 || d.RetryAfter != time.Duration(sent+4*sec-tc.now) || d.ResetAfter < d.RetryAfter) {
 			t.Errorf("Lookup at %v: %+v", time.Duration(tc.now), d)
 		}
 	}
@@ -86,19 +88,31 @@ func TestTokenBucketEndsWhenTheNextTokenIsDue(t *testing.T) {
 	tb.Note(tb.Gen(), 0, limit.Limit{Rule: r, Key: k}, 1, &limit.Decision{Allowed: true, Remaining: 0, ResetAfter: 500 * time.Millisecond})
 	due := 100 * ms
 	d, ok := tb.Lookup(r, k, 1, 0)
-	if !ok || d.RetryAfter >= time.Duration(due) || d.RetryAfter < time.Duration(due-2*ms) {
-		t.Fatalf("empty bucket: %v, RetryAfter %v, want just under %v", ok, d.RetryAfter, time.Duration(due))
+	if !ok || d.RetryAfter != time.Duration(due) {
+		t.Fatalf("empty bucket: %v, RetryAfter %v, want %v", ok, d.RetryAfter, time.Duration(due))
+	}
+	if _, ok := tb.Lookup(r, k, 1, due-2*ms); !ok {
+		t.Fatal("the entry ended more than 2 ms before the token")
+	}
+	if _, ok := tb.Lookup(r, k, 1, due-ms); ok {
+		t.Fatal("the entry lasts to within 1 ms of the token")
 	}
 	// With a queue of 60 ms, the next request is queued 60 ms sooner.
 	q := rule(t, &limit.Rule{Name: "q", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 10, Period: time.Second}, Burst: 5, Queue: 60 * time.Millisecond})
 	tb.Note(tb.Gen(), 0, limit.Limit{Rule: q, Key: k}, 1, &limit.Decision{Allowed: true, Remaining: 0, ResetAfter: 500 * time.Millisecond})
-	if d, ok := tb.Lookup(q, k, 1, 0); !ok || d.RetryAfter >= 40*time.Millisecond {
-		t.Fatalf("queued bucket: %v, RetryAfter %v, want under 40ms", ok, d.RetryAfter)
+	if _, ok := tb.Lookup(q, k, 1, 38*ms); !ok {
+		t.Fatal("queued bucket: the entry ended before 38 ms")
+	}
+	if _, ok := tb.Lookup(q, k, 1, 40*ms); ok {
+		t.Fatal("queued bucket: the entry lasts past 40 ms, when the queue would take the request")
 	}
 	// A rejection's RetryAfter is when its tokens are due.
 	tb.Note(tb.Gen(), 0, limit.Limit{Rule: r, Key: limit.StringKey("c")}, 1, &limit.Decision{Allowed: false, Remaining: 0, ResetAfter: 450 * time.Millisecond, RetryAfter: 50 * time.Millisecond})
-	if d, ok := tb.Lookup(r, limit.StringKey("c"), 1, 0); !ok || d.RetryAfter >= 50*time.Millisecond || d.RetryAfter < 48*time.Millisecond {
+	if d, ok := tb.Lookup(r, limit.StringKey("c"), 1, 0); !ok || d.RetryAfter != 50*time.Millisecond {
 		t.Fatalf("rejection: %v, RetryAfter %v", ok, d.RetryAfter)
+	}
+	if _, ok := tb.Lookup(r, limit.StringKey("c"), 1, 49*ms); ok {
+		t.Fatal("rejection: the entry lasts to within 1 ms of its tokens")
 	}
 }
 
@@ -140,10 +154,27 @@ func TestChangedRuleMisses(t *testing.T) {
 		{Name: "user", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 1, Period: time.Minute}, Burst: 3},
 		{Name: "user", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 2, Period: time.Minute}},
 		{Name: "other", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 1, Period: time.Minute}, Burst: 2},
+		{Name: "user", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 1, Period: time.Minute}, Burst: 2, Queue: time.Minute},
 	} {
 		if _, ok := tb.Lookup(rule(t, r), k, 1, 0); ok {
 			t.Errorf("rule %+v is answered from an entry of %+v", r, old)
 		}
+	}
+}
+
+// A day window moved to another zone (a reload's tz) is another window.
+func TestChangedZoneMisses(t *testing.T) {
+	tb := New(0)
+	k := limit.StringKey("a")
+	tokyo, err := time.LoadLocation("Asia/Tokyo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	utc := rule(t, &limit.Rule{Name: "day", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: 24 * time.Hour}})
+	tb.Note(tb.Gen(), 0, limit.Limit{Rule: utc, Key: k}, 1, &limit.Decision{Allowed: false, RetryAfter: time.Hour, ResetAfter: time.Hour})
+	moved := rule(t, &limit.Rule{Name: "day", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: 24 * time.Hour}, Location: tokyo})
+	if _, ok := tb.Lookup(moved, k, 1, 0); ok {
+		t.Error("a window in another zone is answered from an entry of UTC's")
 	}
 }
 
@@ -238,4 +269,16 @@ func BenchmarkLookup(b *testing.B) {
 			}
 		}
 	})
+}
+
+// The cap is the table's, not rounded up per shard.
+func TestSmallCap(t *testing.T) {
+	tb := New(10)
+	r := rule(t, &limit.Rule{Name: "user", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: time.Hour}})
+	for i := range 1000 {
+		tb.Note(tb.Gen(), 0, limit.Limit{Rule: r, Key: limit.StringKey(strconv.Itoa(i))}, 1, &limit.Decision{Allowed: false, RetryAfter: time.Hour, ResetAfter: time.Hour})
+	}
+	if tb.Len() > 10 || tb.Len() == 0 {
+		t.Fatalf("%d entries, cap 10", tb.Len())
+	}
 }
