@@ -492,3 +492,85 @@ func TestGroups(t *testing.T) {
 		}
 	}
 }
+
+// On a cluster a request rejected in one slot gives back what another
+// slot took for it. Another instance that saw the key used up meanwhile,
+// and remembered it, forgets it when the give-back is announced: it admits
+// the key again, as Redis would.
+func TestClusterGiveBackReachesMemory(t *testing.T) {
+	t.Parallel()
+	cl := testredis.StartCluster(t, 3)
+	ctx := context.Background()
+	slow := func(o *Options) { o.Timeout = 5 * time.Second }
+	b := openCluster(t, cl, slow)             // remembers
+	c := openCluster(t, cl, remoteOnly, slow) // takes and gives back
+	user := valid(t, &limit.Rule{Name: "user", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 2, Period: time.Hour}})
+	route := valid(t, &limit.Rule{Name: "route", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: time.Hour}})
+	for range rejectionWindow {
+		rejectionsOf(user).add(true) // the user limit is asked first
+	}
+	// node is the index of the node whose slot holds key: the others
+	// answer MOVED.
+	node := func(key string) int {
+		for i, n := range cl.Nodes() {
+			if _, err := n.DoValue(t, "EXISTS", key); err == nil {
+				return i
+			}
+		}
+		t.Fatalf("no node holds %s", key)
+		return -1
+	}
+	u := limit.Limit{Rule: user, Key: "u"}
+	var r limit.Limit
+	for i := 0; ; i++ {
+		r = limit.Limit{Rule: route, Key: limit.StringKey("r" + strconv.Itoa(i))}
+		if node(limit.StoredKey(DefaultPrefix, route, r.Key)) != node(limit.StoredKey(DefaultPrefix, user, u.Key)) {
+			break
+		}
+	}
+	within(t, 5*time.Second, func() error {
+		n := 0
+		for _, nd := range cl.Nodes() {
+			v, err := nd.DoValue(t, "PUBSUB", "NUMSUB", forgetChannel(DefaultPrefix))
+			if err != nil {
+				return err
+			}
+			n += int(v.([]any)[1].(int64))
+		}
+		if n < 2 {
+			return fmt.Errorf("%d stores listen", n)
+		}
+		return nil
+	})
+	decide := func(s *Store, ls ...limit.Limit) limit.Result {
+		t.Helper()
+		res, err := s.Decide(ctx, &limit.Request{Limits: ls, Now: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	decide(c, u) // the user has 1 left
+	decide(c, r) // the route has none
+	// Hold c's request [user, route] between the user's take and its
+	// give-back: the route's node does not answer for a while.
+	cl.Nodes()[node(limit.StoredKey(DefaultPrefix, route, r.Key))].Do(t, "CLIENT", "PAUSE", "1000", "WRITE")
+	done := make(chan limit.Result)
+	go func() {
+		res, _ := c.Decide(ctx, &limit.Request{Limits: []limit.Limit{u, r}, Now: time.Now()})
+		done <- res
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if res := decide(b, u); res.Allowed {
+		t.Fatal("b admitted the user while c held its last admission")
+	}
+	if res := <-done; res.Allowed {
+		t.Fatal("c's request over the route limit was admitted")
+	}
+	within(t, 2*time.Second, func() error {
+		if res := decide(b, u); !res.Allowed {
+			return fmt.Errorf("b rejects the user after the give-back (local %v, retry %v)", res.Decisions[0].Local, res.Decisions[0].RetryAfter)
+		}
+		return nil
+	})
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/internal/exhausted"
 )
 
 //go:embed decide.lua
@@ -219,9 +220,8 @@ func (s *Store) decide(ctx context.Context, req *limit.Request) (limit.Result, e
 	if len(req.Limits) == 0 {
 		return s.decideRemote(ctx, req)
 	}
-	now := s.mono()
 	if s.local != nil {
-		if res, ok := s.decideLocal(req, now); ok {
+		if res, ok := s.decideLocal(req); ok {
 			return res, nil
 		}
 	}
@@ -230,20 +230,21 @@ func (s *Store) decide(ctx context.Context, req *limit.Request) (limit.Result, e
 			return s.decideSliced(ctx, req)
 		}
 	}
-	return s.decideNoted(ctx, req, now)
+	return s.decideNoted(ctx, req)
 }
 
 // decideNoted decides req in Redis and notes what the answers say of
-// exhausted keys; now is mono before the call.
-func (s *Store) decideNoted(ctx context.Context, req *limit.Request, now int64) (limit.Result, error) {
+// exhausted keys.
+func (s *Store) decideNoted(ctx context.Context, req *limit.Request) (limit.Result, error) {
 	if s.local == nil {
 		return s.decideRemote(ctx, req)
 	}
-	gen := s.local.Gen()
+	gen, now := s.local.Gen(), s.mono()
 	res, err := s.decideRemote(ctx, req)
 	if err == nil {
+		call := exhausted.Call{Sent: now, Recv: s.mono(), At: res.Time}
 		for i, l := range req.Limits {
-			s.local.Note(gen, now, l, l.Rule.CostOf(req.Hits), &res.Decisions[i])
+			s.local.Note(gen, call, l, l.Rule.CostOf(req.Hits), &res.Decisions[i])
 		}
 	}
 	return res, err
@@ -310,7 +311,7 @@ func (s *Store) decideSliced(ctx context.Context, req *limit.Request) (limit.Res
 	if len(rest.Limits) == 0 {
 		return res, nil
 	}
-	rr, err := s.decideNoted(ctx, &rest, s.mono())
+	rr, err := s.decideNoted(ctx, &rest)
 	if err != nil {
 		giveBack()
 		return limit.Result{}, err
@@ -332,13 +333,16 @@ func (s *Store) decideSliced(ctx context.Context, req *limit.Request) (limit.Res
 // first in req's order, cannot admit it now. The others were not asked:
 // they consumed nothing and are Undecided, as behind a rejection on a
 // cluster.
-func (s *Store) decideLocal(req *limit.Request, now int64) (limit.Result, bool) {
+func (s *Store) decideLocal(req *limit.Request) (limit.Result, bool) {
+	// The time of the look-up itself: an earlier one, read before this
+	// goroutine waited for a core, could find an entry that has ended.
+	now := s.mono()
 	for i, l := range req.Limits {
-		d, ok := s.local.Lookup(l.Rule, l.Key, l.Rule.CostOf(req.Hits), now)
+		d, at, ok := s.local.Lookup(l.Rule, l.Key, l.Rule.CostOf(req.Hits), now)
 		if !ok {
 			continue
 		}
-		res := limit.Result{Decisions: req.Decisions(len(req.Limits)), Time: req.Now}
+		res := limit.Result{Decisions: req.Decisions(len(req.Limits)), Time: at}
 		for j, o := range req.Limits {
 			res.Decisions[j] = limit.Decision{Rule: o.Rule, Key: o.Key, Allowed: true, Undecided: true, Limit: o.Rule.Limit()}
 		}
@@ -531,6 +535,10 @@ func (s *Store) Reset(ctx context.Context, r *limit.Rule, k limit.Key) error {
 	if r.Sliced {
 		// What this instance held of the old count is gone with it.
 		s.dropSlice(limit.Limit{Rule: r, Key: k})
+	}
+	if err == nil {
+		// And what the other instances remember of it.
+		s.publishForget(ctx, c, limit.Limit{Rule: r, Key: k})
 	}
 	return unavailable("reset", err)
 }

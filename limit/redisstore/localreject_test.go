@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -307,4 +308,83 @@ func TestNoLocalRejects(t *testing.T) {
 			t.Fatalf("request %d: %+v", i, res.Decisions)
 		}
 	}
+}
+
+// subscribed waits until n stores listen on srv's channel of forgotten
+// keys.
+func subscribed(t *testing.T, srv *testredis.Server, n int) {
+	t.Helper()
+	within(t, 5*time.Second, func() error {
+		v, err := srv.DoValue(t, "PUBSUB", "NUMSUB", forgetChannel(DefaultPrefix))
+		if err != nil {
+			return err
+		}
+		if got := v.([]any)[1].(int64); got < int64(n) {
+			return fmt.Errorf("%d stores listen, want %d", got, n)
+		}
+		return nil
+	})
+}
+
+// A reset on one instance reaches what every instance remembers: another
+// instance that rejected the key from memory admits it again.
+func TestResetReachesOtherInstances(t *testing.T) {
+	srv := testredis.Start(t)
+	a, b := open(t, srv), open(t, srv)
+	subscribed(t, srv, 2)
+	ctx := context.Background()
+	r := valid(t, &limit.Rule{Name: "user", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: time.Hour}})
+	decide := func(s *Store) limit.Result {
+		t.Helper()
+		res, err := s.Decide(ctx, &limit.Request{Now: time.Now(), Limits: []limit.Limit{{Rule: r, Key: "u"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if !decide(a).Allowed {
+		t.Fatal("first request rejected")
+	}
+	for range 2 {
+		decide(b)
+	}
+	if d := decide(b).Decisions[0]; d.Allowed || !d.Local {
+		t.Fatalf("b does not answer from memory: %+v", d)
+	}
+	if err := a.Reset(ctx, r, "u"); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 2*time.Second, func() error {
+		if b.local.Len() != 0 {
+			return fmt.Errorf("b still remembers %d keys", b.local.Len())
+		}
+		return nil
+	})
+	if res := decide(b); !res.Allowed {
+		t.Fatalf("b after a's reset: %+v", res.Decisions)
+	}
+}
+
+// A store that loses its subscription (Redis restarted: its counts may be
+// gone) forgets everything it remembered.
+func TestLostSubscriptionForgets(t *testing.T) {
+	srv := testredis.Start(t)
+	s := open(t, srv)
+	subscribed(t, srv, 1)
+	r := valid(t, &limit.Rule{Name: "user", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: time.Hour}})
+	for range 2 {
+		if _, err := s.Decide(context.Background(), &limit.Request{Now: time.Now(), Limits: []limit.Limit{{Rule: r, Key: "u"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.local.Len() != 1 {
+		t.Fatalf("%d keys remembered, want 1", s.local.Len())
+	}
+	srv.Do(t, "CLIENT", "KILL", "TYPE", "pubsub")
+	within(t, 2*time.Second, func() error {
+		if n := s.local.Len(); n != 0 {
+			return fmt.Errorf("%d keys remembered after the subscription broke", n)
+		}
+		return nil
+	})
 }

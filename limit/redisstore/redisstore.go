@@ -236,6 +236,8 @@ func New(opts Options) (*Store, error) {
 		s.wg.Add(1)
 		go s.reconnect()
 	}
+	s.wg.Add(1)
+	go s.listen()
 	return s, nil
 }
 

@@ -45,6 +45,7 @@ type slice struct {
 	gapEnd int64 // Now at which the window has surely ended
 	end    int64 // the window's end on Redis's clock, µs
 	at     int64 // Redis's clock when the slice was granted, µs
+	recv   int64 // Now when the grant came
 	used   int64 // admissions made from slices of this window
 	prev   int64 // and of the window before
 	empty  bool  // Redis had nothing left in this window
@@ -118,7 +119,7 @@ type took struct {
 	how   how
 	d     limit.Decision
 	until int64 // the slice's end, which giveBack checks
-	at    int64 // Redis's clock at the slice's lease, µs: a time in its window
+	at    int64 // Redis's clock now, no later than it is, µs: a time in the slice's window
 }
 
 // take admits a request of cost from l's slice, leasing a new slice when
@@ -139,11 +140,11 @@ func (s *Store) take(ctx context.Context, l limit.Limit, cost int64) (took, erro
 		case now < sl.until && sl.left >= cost:
 			sl.left -= cost
 			sl.used += cost
-			t := took{how: taken, d: sl.decision(l, n, now, true), until: sl.until, at: sl.at}
+			t := took{how: taken, d: sl.decision(l, n, now, true), until: sl.until, at: sl.at + (now-sl.recv)/1000}
 			sl.mu.Unlock()
 			return t, nil
 		case now < sl.until && sl.empty:
-			t := took{how: empty, d: sl.decision(l, n, now, false), until: sl.until, at: sl.at}
+			t := took{how: empty, d: sl.decision(l, n, now, false), until: sl.until, at: sl.at + (now-sl.recv)/1000}
 			sl.mu.Unlock()
 			return t, nil
 		case now >= sl.until && now < sl.gapEnd:
@@ -220,8 +221,10 @@ func (s *Store) unTake(l limit.Limit, cost int64, until int64) {
 
 // dropSlice forgets what the instance holds of l's window, for a reset:
 // the next request leases from the fresh count.
-func (s *Store) dropSlice(l limit.Limit) {
-	sl := s.sliceOf(l)
+func (s *Store) dropSlice(l limit.Limit) { s.sliceOf(l).drop() }
+
+// drop forgets what the slice holds and knows of its window.
+func (sl *slice) drop() {
 	sl.mu.Lock()
 	sl.left, sl.until, sl.gapEnd, sl.empty, sl.end = 0, 0, 0, false, 0
 	sl.mu.Unlock()
@@ -257,7 +260,7 @@ func (s *Store) lease(ctx context.Context, sl *slice, l limit.Limit, want int64)
 		sl.prev, sl.used, sl.left = sl.used, 0, 0
 		sl.end = end
 	}
-	sl.at, sl.rem = at, rem
+	sl.at, sl.recv, sl.rem = at, recv, rem
 	sl.left += got
 	sl.empty = rem == 0
 	// The window ends reset after Redis decided, which was after sent and

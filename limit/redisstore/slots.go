@@ -283,6 +283,24 @@ func (s *Store) giveBack(ctx context.Context, c rueidis.Client, gs []*group, tok
 		wg.Go(func() { s.giveBackGroup(ctx, c, g, token) })
 	}
 	wg.Wait()
+	// While the groups held what they gave back, a key of theirs may have
+	// looked used up to another request, here or on another instance,
+	// which remembered it so: every instance forgets these keys.
+	var back []limit.Limit
+	for _, g := range gs {
+		if g.err != nil || !g.res.Allowed {
+			continue
+		}
+		for j, l := range g.req.Limits {
+			if g.res.Decisions[j].Allowed && l.Rule.Algorithm != limit.Concurrency {
+				back = append(back, l)
+			}
+		}
+	}
+	for _, l := range back {
+		s.forgetLocally(l.Rule.Name, l.Key)
+	}
+	s.publishForget(ctx, c, back...)
 }
 
 func (s *Store) giveBackGroup(ctx context.Context, c rueidis.Client, g *group, token string) {

@@ -109,6 +109,15 @@ type entry struct {
 	until     int64 // Now at which the entry ends
 	retry     int64 // Now at which Decision.RetryAfter ends: the store's, not shortened
 	reset     int64 // Now at which Decision.ResetAfter ends
+	at        int64 // the store's clock when it decided, in µs since the epoch
+	recv      int64 // Now when its answer came
+}
+
+// Call is when a store call was made: Sent and Recv on the table's clock
+// (Now), and At, the store's own clock when it decided (Result.Time).
+type Call struct {
+	Sent, Recv int64
+	At         time.Time
 }
 
 // New returns a table of at most max entries; max 0 is DefaultMax.
@@ -150,17 +159,22 @@ func (t *Table) shard(name string, k limit.Key) *shard {
 }
 
 // Lookup returns the rejection of a request that needs need from r's
-// counter for k, if the table knows that counter cannot admit it at now.
-func (t *Table) Lookup(r *limit.Rule, k limit.Key, need, now int64) (limit.Decision, bool) {
+// counter for k, if the table knows that counter cannot admit it at now,
+// and a time on the store's clock at which the store would have rejected
+// it too (Result.Time): the store's time when it decided, plus what has
+// passed since its answer came, which is no later than the store's clock
+// now. (A look-up at a now read before the answer came, by a goroutine
+// that then waited, is placed at the decision.)
+func (t *Table) Lookup(r *limit.Rule, k limit.Key, need, now int64) (limit.Decision, time.Time, bool) {
 	if r.Shadow || r.Sliced || r.Algorithm == limit.Concurrency {
-		return limit.Decision{}, false
+		return limit.Decision{}, time.Time{}, false
 	}
 	sh := t.shard(r.Name, k)
 	sh.mu.RLock()
 	e, ok := sh.m[id{r.Name, k}]
 	sh.mu.RUnlock()
 	if !ok || now >= e.until || need < e.need || !e.fits(r) {
-		return limit.Decision{}, false
+		return limit.Decision{}, time.Time{}, false
 	}
 	retry := time.Duration(max(e.retry, e.until) - now)
 	return limit.Decision{
@@ -169,7 +183,7 @@ func (t *Table) Lookup(r *limit.Rule, k limit.Key, need, now int64) (limit.Decis
 		Remaining:  e.remaining,
 		RetryAfter: retry,
 		ResetAfter: max(time.Duration(e.reset-now), retry),
-	}, true
+	}, time.UnixMicro(e.at + max(now-e.recv, 0)/1000), true
 }
 
 // fits reports whether e was made under r's settings.
@@ -179,10 +193,11 @@ func (e *entry) fits(r *limit.Rule) bool {
 
 // Note remembers what d, the store's decision of l for a request that
 // needed need from it, says about the counter, if it says that a request
-// needing as much cannot be admitted for a while. sent is Now when the
-// call was sent and gen the generation then.
-func (t *Table) Note(gen uint64, sent int64, l limit.Limit, need int64, d *limit.Decision) {
+// needing as much cannot be admitted for a while. gen is the generation
+// when the call was sent.
+func (t *Table) Note(gen uint64, call Call, l limit.Limit, need int64, d *limit.Decision) {
 	r := l.Rule
+	sent := call.Sent
 	if d.Undecided || d.Local || r.Shadow || r.Sliced || r.Algorithm == limit.Concurrency {
 		return
 	}
@@ -217,6 +232,7 @@ func (t *Table) Note(gen uint64, sent int64, l limit.Limit, need int64, d *limit
 		return
 	}
 	e.until = sent + int64(wait)
+	e.at, e.recv = call.At.UnixMicro(), max(call.Recv, sent)
 	sh := t.shard(r.Name, l.Key)
 	k := id{r.Name, l.Key}
 	sh.mu.Lock()

@@ -27,7 +27,7 @@ func TestRejectionIsRememberedUntilItsRetry(t *testing.T) {
 	r := rule(t, &limit.Rule{Name: "user", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 5, Period: 10 * time.Second}})
 	k := limit.StringKey("u1")
 	sent := 100 * ms
-	tb.Note(tb.Gen(), sent, limit.Limit{Rule: r, Key: k}, 1, &limit.Decision{
+	tb.Note(tb.Gen(), Call{Sent: sent}, limit.Limit{Rule: r, Key: k}, 1, &limit.Decision{
 		Rule: r, Key: k, Allowed: false, Limit: 5, Remaining: 0, ResetAfter: 4 * time.Second, RetryAfter: 4 * time.Second,
 	})
 	// 4 s less the margin: 1 ms and 4 ms.
@@ -42,7 +42,7 @@ func TestRejectionIsRememberedUntilItsRetry(t *testing.T) {
 		{sent + 10*sec, 1, false},
 		{sent, 3, true}, // needs more: rejected too
 	} {
-		d, ok := tb.Lookup(r, k, tc.need, tc.now)
+		d, _, ok := tb.Lookup(r, k, tc.need, tc.now)
 		if ok != tc.hit {
 			t.Errorf("Lookup at %v, need %d: %v, want %v", time.Duration(tc.now), tc.need, ok, tc.hit)
 			continue
@@ -53,7 +53,7 @@ func TestRejectionIsRememberedUntilItsRetry(t *testing.T) {
 			t.Errorf("Lookup at %v: %+v", time.Duration(tc.now), d)
 		}
 	}
-	if _, ok := tb.Lookup(r, limit.StringKey("u2"), 1, sent); ok {
+	if _, _, ok := tb.Lookup(r, limit.StringKey("u2"), 1, sent); ok {
 		t.Error("another key is rejected")
 	}
 }
@@ -64,16 +64,16 @@ func TestAdmissionThatLeftTooLittle(t *testing.T) {
 	k := limit.StringKey("a")
 	l := limit.Limit{Rule: r, Key: k}
 	// 3 remain: the next request of 3 fits, nothing to remember.
-	tb.Note(tb.Gen(), 0, l, 3, &limit.Decision{Allowed: true, Remaining: 3, ResetAfter: time.Minute})
+	tb.Note(tb.Gen(), Call{Sent: 0}, l, 3, &limit.Decision{Allowed: true, Remaining: 3, ResetAfter: time.Minute})
 	if tb.Len() != 0 {
 		t.Fatalf("%d entries after an admission that left enough", tb.Len())
 	}
 	// 1 remains: a request of 2 or more is rejected until the window ends.
-	tb.Note(tb.Gen(), 0, l, 3, &limit.Decision{Allowed: true, Remaining: 1, ResetAfter: time.Minute})
-	if _, ok := tb.Lookup(r, k, 1, sec); ok {
+	tb.Note(tb.Gen(), Call{Sent: 0}, l, 3, &limit.Decision{Allowed: true, Remaining: 1, ResetAfter: time.Minute})
+	if _, _, ok := tb.Lookup(r, k, 1, sec); ok {
 		t.Error("a request of 1 is rejected with 1 remaining")
 	}
-	d, ok := tb.Lookup(r, k, 3, sec)
+	d, _, ok := tb.Lookup(r, k, 3, sec)
 	if !ok || d.Remaining != 1 {
 		t.Errorf("a request of 3 with 1 remaining: %v %+v", ok, d)
 	}
@@ -85,33 +85,33 @@ func TestTokenBucketEndsWhenTheNextTokenIsDue(t *testing.T) {
 	// again in 500 ms, and has its next token 400 ms before that.
 	r := rule(t, &limit.Rule{Name: "b", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 10, Period: time.Second}, Burst: 5})
 	k := limit.StringKey("a")
-	tb.Note(tb.Gen(), 0, limit.Limit{Rule: r, Key: k}, 1, &limit.Decision{Allowed: true, Remaining: 0, ResetAfter: 500 * time.Millisecond})
+	tb.Note(tb.Gen(), Call{Sent: 0}, limit.Limit{Rule: r, Key: k}, 1, &limit.Decision{Allowed: true, Remaining: 0, ResetAfter: 500 * time.Millisecond})
 	due := 100 * ms
-	d, ok := tb.Lookup(r, k, 1, 0)
+	d, _, ok := tb.Lookup(r, k, 1, 0)
 	if !ok || d.RetryAfter != time.Duration(due) {
 		t.Fatalf("empty bucket: %v, RetryAfter %v, want %v", ok, d.RetryAfter, time.Duration(due))
 	}
-	if _, ok := tb.Lookup(r, k, 1, due-2*ms); !ok {
+	if _, _, ok := tb.Lookup(r, k, 1, due-2*ms); !ok {
 		t.Fatal("the entry ended more than 2 ms before the token")
 	}
-	if _, ok := tb.Lookup(r, k, 1, due-ms); ok {
+	if _, _, ok := tb.Lookup(r, k, 1, due-ms); ok {
 		t.Fatal("the entry lasts to within 1 ms of the token")
 	}
 	// With a queue of 60 ms, the next request is queued 60 ms sooner.
 	q := rule(t, &limit.Rule{Name: "q", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 10, Period: time.Second}, Burst: 5, Queue: 60 * time.Millisecond})
-	tb.Note(tb.Gen(), 0, limit.Limit{Rule: q, Key: k}, 1, &limit.Decision{Allowed: true, Remaining: 0, ResetAfter: 500 * time.Millisecond})
-	if _, ok := tb.Lookup(q, k, 1, 38*ms); !ok {
+	tb.Note(tb.Gen(), Call{Sent: 0}, limit.Limit{Rule: q, Key: k}, 1, &limit.Decision{Allowed: true, Remaining: 0, ResetAfter: 500 * time.Millisecond})
+	if _, _, ok := tb.Lookup(q, k, 1, 38*ms); !ok {
 		t.Fatal("queued bucket: the entry ended before 38 ms")
 	}
-	if _, ok := tb.Lookup(q, k, 1, 40*ms); ok {
+	if _, _, ok := tb.Lookup(q, k, 1, 40*ms); ok {
 		t.Fatal("queued bucket: the entry lasts past 40 ms, when the queue would take the request")
 	}
 	// A rejection's RetryAfter is when its tokens are due.
-	tb.Note(tb.Gen(), 0, limit.Limit{Rule: r, Key: limit.StringKey("c")}, 1, &limit.Decision{Allowed: false, Remaining: 0, ResetAfter: 450 * time.Millisecond, RetryAfter: 50 * time.Millisecond})
-	if d, ok := tb.Lookup(r, limit.StringKey("c"), 1, 0); !ok || d.RetryAfter != 50*time.Millisecond {
+	tb.Note(tb.Gen(), Call{Sent: 0}, limit.Limit{Rule: r, Key: limit.StringKey("c")}, 1, &limit.Decision{Allowed: false, Remaining: 0, ResetAfter: 450 * time.Millisecond, RetryAfter: 50 * time.Millisecond})
+	if d, _, ok := tb.Lookup(r, limit.StringKey("c"), 1, 0); !ok || d.RetryAfter != 50*time.Millisecond {
 		t.Fatalf("rejection: %v, RetryAfter %v", ok, d.RetryAfter)
 	}
-	if _, ok := tb.Lookup(r, limit.StringKey("c"), 1, 49*ms); ok {
+	if _, _, ok := tb.Lookup(r, limit.StringKey("c"), 1, 49*ms); ok {
 		t.Fatal("rejection: the entry lasts to within 1 ms of its tokens")
 	}
 }
@@ -123,7 +123,7 @@ func TestNeverRemembered(t *testing.T) {
 		rule(t, &limit.Rule{Name: "c", Algorithm: limit.Concurrency, Rate: limit.Rate{Count: 1}}),
 		rule(t, &limit.Rule{Name: "s", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: time.Minute}, Shadow: true}),
 	} {
-		tb.Note(tb.Gen(), 0, limit.Limit{Rule: r, Key: k}, 1, &limit.Decision{Allowed: false, RetryAfter: time.Minute, ResetAfter: time.Minute})
+		tb.Note(tb.Gen(), Call{Sent: 0}, limit.Limit{Rule: r, Key: k}, 1, &limit.Decision{Allowed: false, RetryAfter: time.Minute, ResetAfter: time.Minute})
 	}
 	r := rule(t, &limit.Rule{Name: "f", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: time.Minute}})
 	for _, d := range []limit.Decision{
@@ -131,7 +131,7 @@ func TestNeverRemembered(t *testing.T) {
 		{Local: true, RetryAfter: time.Minute},
 		{Allowed: false, RetryAfter: time.Millisecond, ResetAfter: time.Millisecond}, // ends within the margin
 	} {
-		tb.Note(tb.Gen(), 0, limit.Limit{Rule: r, Key: k}, 1, &d)
+		tb.Note(tb.Gen(), Call{Sent: 0}, limit.Limit{Rule: r, Key: k}, 1, &d)
 	}
 	if tb.Len() != 0 {
 		t.Fatalf("%d entries", tb.Len())
@@ -144,9 +144,9 @@ func TestChangedRuleMisses(t *testing.T) {
 	tb := New(0)
 	k := limit.StringKey("a")
 	old := rule(t, &limit.Rule{Name: "user", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 1, Period: time.Minute}, Burst: 2})
-	tb.Note(tb.Gen(), 0, limit.Limit{Rule: old, Key: k}, 1, &limit.Decision{Allowed: false, RetryAfter: time.Minute, ResetAfter: time.Minute})
+	tb.Note(tb.Gen(), Call{Sent: 0}, limit.Limit{Rule: old, Key: k}, 1, &limit.Decision{Allowed: false, RetryAfter: time.Minute, ResetAfter: time.Minute})
 	same := rule(t, &limit.Rule{Name: "user", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 1, Period: time.Minute}, Burst: 2})
-	if _, ok := tb.Lookup(same, k, 1, 0); !ok {
+	if _, _, ok := tb.Lookup(same, k, 1, 0); !ok {
 		t.Error("an equal rule (a reload that changed nothing) misses")
 	}
 	for _, r := range []*limit.Rule{
@@ -156,7 +156,7 @@ func TestChangedRuleMisses(t *testing.T) {
 		{Name: "other", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 1, Period: time.Minute}, Burst: 2},
 		{Name: "user", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 1, Period: time.Minute}, Burst: 2, Queue: time.Minute},
 	} {
-		if _, ok := tb.Lookup(rule(t, r), k, 1, 0); ok {
+		if _, _, ok := tb.Lookup(rule(t, r), k, 1, 0); ok {
 			t.Errorf("rule %+v is answered from an entry of %+v", r, old)
 		}
 	}
@@ -171,9 +171,9 @@ func TestChangedZoneMisses(t *testing.T) {
 		t.Fatal(err)
 	}
 	utc := rule(t, &limit.Rule{Name: "day", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: 24 * time.Hour}})
-	tb.Note(tb.Gen(), 0, limit.Limit{Rule: utc, Key: k}, 1, &limit.Decision{Allowed: false, RetryAfter: time.Hour, ResetAfter: time.Hour})
+	tb.Note(tb.Gen(), Call{Sent: 0}, limit.Limit{Rule: utc, Key: k}, 1, &limit.Decision{Allowed: false, RetryAfter: time.Hour, ResetAfter: time.Hour})
 	moved := rule(t, &limit.Rule{Name: "day", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: 24 * time.Hour}, Location: tokyo})
-	if _, ok := tb.Lookup(moved, k, 1, 0); ok {
+	if _, _, ok := tb.Lookup(moved, k, 1, 0); ok {
 		t.Error("a window in another zone is answered from an entry of UTC's")
 	}
 }
@@ -183,25 +183,25 @@ func TestForget(t *testing.T) {
 	r := rule(t, &limit.Rule{Name: "user", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: time.Minute}})
 	no := &limit.Decision{Allowed: false, RetryAfter: time.Minute, ResetAfter: time.Minute}
 	a, b := limit.StringKey("a"), limit.StringKey("b")
-	tb.Note(tb.Gen(), 0, limit.Limit{Rule: r, Key: a}, 1, no)
-	tb.Note(tb.Gen(), 0, limit.Limit{Rule: r, Key: b}, 1, no)
+	tb.Note(tb.Gen(), Call{Sent: 0}, limit.Limit{Rule: r, Key: a}, 1, no)
+	tb.Note(tb.Gen(), Call{Sent: 0}, limit.Limit{Rule: r, Key: b}, 1, no)
 
 	// A call that was out when its key was reset may have read the
 	// counter before the reset: its answer is dropped.
 	gen := tb.Gen()
 	tb.Forget("user", a)
-	if _, ok := tb.Lookup(r, a, 1, 0); ok {
+	if _, _, ok := tb.Lookup(r, a, 1, 0); ok {
 		t.Fatal("a forgotten key is still rejected")
 	}
-	if _, ok := tb.Lookup(r, b, 1, 0); !ok {
+	if _, _, ok := tb.Lookup(r, b, 1, 0); !ok {
 		t.Fatal("Forget dropped another key")
 	}
-	tb.Note(gen, 0, limit.Limit{Rule: r, Key: a}, 1, no)
-	if _, ok := tb.Lookup(r, a, 1, 0); ok {
+	tb.Note(gen, Call{Sent: 0}, limit.Limit{Rule: r, Key: a}, 1, no)
+	if _, _, ok := tb.Lookup(r, a, 1, 0); ok {
 		t.Fatal("an answer from before the reset was kept")
 	}
-	tb.Note(tb.Gen(), 0, limit.Limit{Rule: r, Key: a}, 1, no)
-	if _, ok := tb.Lookup(r, a, 1, 0); !ok {
+	tb.Note(tb.Gen(), Call{Sent: 0}, limit.Limit{Rule: r, Key: a}, 1, no)
+	if _, _, ok := tb.Lookup(r, a, 1, 0); !ok {
 		t.Fatal("an answer from after the reset was dropped")
 	}
 	tb.ForgetAll()
@@ -221,7 +221,7 @@ func TestBounded(t *testing.T) {
 		wg.Go(func() {
 			for i := range 20_000 {
 				k := limit.StringKey(strconv.Itoa(g) + "." + strconv.Itoa(i))
-				tb.Note(tb.Gen(), int64(i)*ms, limit.Limit{Rule: r, Key: k}, 1, &limit.Decision{Allowed: false, RetryAfter: time.Duration(1+i%7) * time.Second, ResetAfter: time.Hour})
+				tb.Note(tb.Gen(), Call{Sent: int64(i)*ms}, limit.Limit{Rule: r, Key: k}, 1, &limit.Decision{Allowed: false, RetryAfter: time.Duration(1+i%7) * time.Second, ResetAfter: time.Hour})
 			}
 		})
 	}
@@ -238,8 +238,8 @@ func TestBounded(t *testing.T) {
 	}
 	// A full table still takes a new key: room is made for it.
 	late := limit.StringKey("late")
-	tb.Note(tb.Gen(), 20*sec, limit.Limit{Rule: r, Key: late}, 1, &limit.Decision{Allowed: false, RetryAfter: time.Minute, ResetAfter: time.Hour})
-	if _, ok := tb.Lookup(r, late, 1, 20*sec); !ok {
+	tb.Note(tb.Gen(), Call{Sent: 20*sec}, limit.Limit{Rule: r, Key: late}, 1, &limit.Decision{Allowed: false, RetryAfter: time.Minute, ResetAfter: time.Hour})
+	if _, _, ok := tb.Lookup(r, late, 1, 20*sec); !ok {
 		t.Error("a new key is not remembered in a full table")
 	}
 	if tb.Len() > max {
@@ -256,7 +256,7 @@ func BenchmarkLookup(b *testing.B) {
 	keys := make([]limit.Key, 100_000)
 	for i := range keys {
 		keys[i] = limit.StringKey(strconv.Itoa(i))
-		tb.Note(tb.Gen(), 0, limit.Limit{Rule: r, Key: keys[i]}, 1, &limit.Decision{Allowed: false, RetryAfter: time.Hour, ResetAfter: time.Hour})
+		tb.Note(tb.Gen(), Call{Sent: 0}, limit.Limit{Rule: r, Key: keys[i]}, 1, &limit.Decision{Allowed: false, RetryAfter: time.Hour, ResetAfter: time.Hour})
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -264,7 +264,7 @@ func BenchmarkLookup(b *testing.B) {
 		i := 0
 		for pb.Next() {
 			i++
-			if _, ok := tb.Lookup(r, keys[i%len(keys)], 1, tb.Now()); !ok {
+			if _, _, ok := tb.Lookup(r, keys[i%len(keys)], 1, tb.Now()); !ok {
 				b.Fatal("miss")
 			}
 		}
@@ -276,7 +276,7 @@ func TestSmallCap(t *testing.T) {
 	tb := New(10)
 	r := rule(t, &limit.Rule{Name: "user", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: time.Hour}})
 	for i := range 1000 {
-		tb.Note(tb.Gen(), 0, limit.Limit{Rule: r, Key: limit.StringKey(strconv.Itoa(i))}, 1, &limit.Decision{Allowed: false, RetryAfter: time.Hour, ResetAfter: time.Hour})
+		tb.Note(tb.Gen(), Call{Sent: 0}, limit.Limit{Rule: r, Key: limit.StringKey(strconv.Itoa(i))}, 1, &limit.Decision{Allowed: false, RetryAfter: time.Hour, ResetAfter: time.Hour})
 	}
 	if tb.Len() > 10 || tb.Len() == 0 {
 		t.Fatalf("%d entries, cap 10", tb.Len())
