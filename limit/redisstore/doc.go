@@ -21,8 +21,10 @@
 // request's other limits are Undecided. Nothing but time makes such a key
 // admit sooner, so no request Redis would admit is turned away; the entries
 // end a little early, on the instance's monotonic clock, whatever its wall
-// clock says. Reset forgets its key. The package limit/internal/exhausted
-// says per algorithm why this is exact.
+// clock says. Reset forgets its key on every instance, by a message on the
+// channel PREFIX + "forget" (forget.go), as does a give-back on a cluster.
+// The package limit/internal/exhausted says per algorithm why this is
+// exact.
 //
 // # Batches
 //
