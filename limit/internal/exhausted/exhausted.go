@@ -76,17 +76,17 @@ const sample = 8
 // Table is the memory of exhausted keys. Its methods are safe for
 // concurrent use.
 type Table struct {
-	epoch    time.Time // Now counts from here, on the monotonic clock
-	gen      atomic.Uint64 // advanced by every Forget
-	size     atomic.Int64
-	shards   [shards]shard
+	epoch  time.Time     // Now counts from here, on the monotonic clock
+	gen    atomic.Uint64 // advanced by every Forget
+	size   atomic.Int64
+	shards [shards]shard
 }
 
 type shard struct {
 	mu  sync.RWMutex
 	m   map[id]entry
-	cap int // of m: the table's cap shared out
-	_  [32]byte // keeps shards' locks off one cache line
+	cap int      // of m: the table's cap shared out
+	_   [32]byte // keeps shards' locks off one cache line
 }
 
 // id is a counter, as limit.StoredKey names it, but for the state id,

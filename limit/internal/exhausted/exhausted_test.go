@@ -221,7 +221,7 @@ func TestBounded(t *testing.T) {
 		wg.Go(func() {
 			for i := range 20_000 {
 				k := limit.StringKey(strconv.Itoa(g) + "." + strconv.Itoa(i))
-				tb.Note(tb.Gen(), Call{Sent: int64(i)*ms}, limit.Limit{Rule: r, Key: k}, 1, &limit.Decision{Allowed: false, RetryAfter: time.Duration(1+i%7) * time.Second, ResetAfter: time.Hour})
+				tb.Note(tb.Gen(), Call{Sent: int64(i) * ms}, limit.Limit{Rule: r, Key: k}, 1, &limit.Decision{Allowed: false, RetryAfter: time.Duration(1+i%7) * time.Second, ResetAfter: time.Hour})
 			}
 		})
 	}
@@ -238,7 +238,7 @@ func TestBounded(t *testing.T) {
 	}
 	// A full table still takes a new key: room is made for it.
 	late := limit.StringKey("late")
-	tb.Note(tb.Gen(), Call{Sent: 20*sec}, limit.Limit{Rule: r, Key: late}, 1, &limit.Decision{Allowed: false, RetryAfter: time.Minute, ResetAfter: time.Hour})
+	tb.Note(tb.Gen(), Call{Sent: 20 * sec}, limit.Limit{Rule: r, Key: late}, 1, &limit.Decision{Allowed: false, RetryAfter: time.Minute, ResetAfter: time.Hour})
 	if _, _, ok := tb.Lookup(r, late, 1, 20*sec); !ok {
 		t.Error("a new key is not remembered in a full table")
 	}
