@@ -23,9 +23,13 @@ import (
 // forgetChannel is where a store with prefix publishes forgotten keys.
 func forgetChannel(prefix string) string { return prefix + "forget" }
 
-// forgetMessage names a rule's counter for a key: the rule's name, a
-// newline (which neither a name nor a key holds), the key.
-func forgetMessage(name string, k limit.Key) string { return name + "\n" + string(k) }
+// forgetMessage names a rule's counter for a key, from the store whose
+// token is from: the token, the rule's name and the key, each after a
+// newline (which none of them holds). A store skips its own: it forgot the
+// key as it published.
+func forgetMessage(from, name string, k limit.Key) string {
+	return from + "\n" + name + "\n" + string(k)
+}
 
 // publishForget tells every store on the channel to forget l's key. It
 // runs after the change it announces, and a failure to publish leaves the
@@ -37,7 +41,7 @@ func (s *Store) publishForget(ctx context.Context, c rueidis.Client, ls ...limit
 	ch := forgetChannel(s.prefix)
 	cmds := make(rueidis.Commands, len(ls))
 	for i, l := range ls {
-		cmds[i] = c.B().Publish().Channel(ch).Message(forgetMessage(l.Rule.Name, l.Key)).Build()
+		cmds[i] = c.B().Publish().Channel(ch).Message(forgetMessage(s.token, l.Rule.Name, l.Key)).Build()
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
 	defer cancel()
@@ -55,7 +59,8 @@ func (s *Store) listen() {
 			start := time.Now()
 			ch := forgetChannel(s.prefix)
 			c.Receive(s.life, c.B().Subscribe().Channel(ch).Build(), func(m rueidis.PubSubMessage) {
-				if name, key, ok := strings.Cut(m.Message, "\n"); ok {
+				from, rest, _ := strings.Cut(m.Message, "\n")
+				if name, key, ok := strings.Cut(rest, "\n"); ok && from != s.token {
 					s.forgetLocally(name, limit.Key(key))
 				}
 			})

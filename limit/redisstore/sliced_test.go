@@ -141,9 +141,14 @@ func TestSlicedBesideOtherLimits(t *testing.T) {
 		}
 	}
 	sl := s.sliceOf(limit.Limit{Rule: global, Key: "g"})
+	held := func() (used, left int64) {
+		sl.mu.Lock()
+		defer sl.mu.Unlock()
+		return sl.used, sl.left
+	}
 	// The first slice is 1/150 of the limit: 2 admissions, one used.
-	if sl.used != 1 || sl.left != 1 {
-		t.Fatalf("slice used %d, left %d; want 1 and 1", sl.used, sl.left)
+	if used, left := held(); used != 1 || left != 1 {
+		t.Fatalf("slice used %d, left %d; want 1 and 1", used, left)
 	}
 	st, err := s.Peek(ctx, time.Now(), global, "g")
 	if err != nil {
@@ -157,8 +162,8 @@ func TestSlicedBesideOtherLimits(t *testing.T) {
 	if err := s.Reset(ctx, global, "g"); err != nil {
 		t.Fatal(err)
 	}
-	if sl.left != 0 {
-		t.Fatalf("slice holds %d after a reset", sl.left)
+	if _, left := held(); left != 0 {
+		t.Fatalf("slice holds %d after a reset", left)
 	}
 	if res := decide("u2"); !res.Allowed {
 		t.Fatalf("after a reset: %+v", res.Decisions)
