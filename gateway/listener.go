@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/httplimit"
@@ -99,6 +100,9 @@ type answeringConn struct {
 	// gateway's handler and until its answer is out, and for good once
 	// the connection is taken over.
 	handled atomic.Bool
+	// answered is set once net/http wrote one of its own error answers,
+	// after which it closes the connection.
+	answered atomic.Bool
 }
 
 // connKey is the request context's key of the request's answeringConn.
@@ -122,12 +126,35 @@ func (c *answeringConn) Write(p []byte) (int, error) {
 			status = e.Status
 			c.g.logRefused(c.RemoteAddr(), e)
 		}
+		c.answered.Store(true)
 		if _, err := c.Conn.Write(c.g.protocolAnswer(status)); err != nil {
 			return 0, err
 		}
 		return len(p), nil
 	}
 	return c.Conn.Write(p)
+}
+
+// The lingering close of a connection net/http answered with an error.
+const (
+	lingerTime  = 500 * time.Millisecond
+	lingerBytes = 1 << 20
+)
+
+// Close closes the connection. After one of net/http's own error answers,
+// the client may still be sending what was refused (a head too large, a
+// body): closing with it unread would send a reset, which can destroy the
+// answer before the client reads it. So the connection is half-closed
+// first, and what the client still sends is read and dropped for a short
+// time, as nginx's lingering close does.
+func (c *answeringConn) Close() error {
+	if c.answered.Load() && !c.handled.Load() {
+		if c.framing.CloseWrite() == nil {
+			c.Conn.SetReadDeadline(time.Now().Add(lingerTime))
+			io.CopyN(io.Discard, c.Conn, lingerBytes)
+		}
+	}
+	return c.Conn.Close()
 }
 
 // CloseWrite lets net/http half-close the connection after a 431, so that
