@@ -75,6 +75,11 @@ var units = map[string]time.Duration{
 	"ms": time.Millisecond, "s": time.Second,
 	"m": time.Minute, "min": time.Minute,
 	"h": time.Hour, "d": 24 * time.Hour,
+	// And in words, as people write them: 100/minute, 5/2hours.
+	"sec": time.Second, "second": time.Second, "seconds": time.Second,
+	"mins": time.Minute, "minute": time.Minute, "minutes": time.Minute,
+	"hour": time.Hour, "hours": time.Hour,
+	"day": 24 * time.Hour, "days": 24 * time.Hour,
 }
 
 // parsePeriod reads "s", "min", "10s", "250ms", "2d" or any Go duration.
@@ -97,7 +102,7 @@ func parsePeriod(p string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(p)
 	if err != nil {
-		return 0, fmt.Errorf("unknown unit or duration %q (units: ms, s, m, min, h, d)", p)
+		return 0, fmt.Errorf("unknown unit or duration %q (units: ms, s or second, m, min or minute, h or hour, d or day)", p)
 	}
 	return d, nil
 }

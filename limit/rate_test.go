@@ -22,6 +22,14 @@ func TestParseRate(t *testing.T) {
 		{"3/2d", Rate{3, 48 * time.Hour}},
 		{"100/1m30s", Rate{100, 90 * time.Second}},
 		{" 7 / 5min ", Rate{7, 5 * time.Minute}},
+		{"100/minute", Rate{100, time.Minute}},
+		{"100/second", Rate{100, time.Second}},
+		{"5/2hours", Rate{5, 2 * time.Hour}},
+		{"1/day", Rate{1, 24 * time.Hour}},
+		{"3/10seconds", Rate{3, 10 * time.Second}},
+		{"60/hour", Rate{60, time.Hour}},
+		{"7/days", Rate{7, 24 * time.Hour}},
+		{"9/5mins", Rate{9, 5 * time.Minute}},
 	} {
 		got, err := ParseRate(tc.in)
 		if err != nil || got != tc.want {
