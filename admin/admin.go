@@ -46,11 +46,11 @@ type Backend interface {
 	Ready(ctx context.Context) error
 
 	// Breakers lists the routes' circuit breakers; ForceBreaker forces
-	// one open or closed, or gives it back to its window ("auto"). It
-	// returns an error wrapping gateway.ErrNoBreaker for a route without
-	// a breaker.
+	// one open or closed, for ttl if it is above zero, or gives it back to
+	// its window ("auto"). It returns an error wrapping
+	// gateway.ErrNoBreaker for a route without a breaker.
 	Breakers() []gateway.BreakerStatus
-	ForceBreaker(route, state string) error
+	ForceBreaker(route, state string, ttl time.Duration) error
 }
 
 // Time budgets of the calls that reach the store, so that a probe or an
@@ -318,15 +318,26 @@ func (h *handler) breakers(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"breakers": bs})
 }
 
-// forceBreaker serves POST /admin/breakers/ROUTE?state=open|closed|auto.
+// forceBreaker serves POST /admin/breakers/ROUTE?state=open|closed|auto
+// [&ttl=DURATION], and answers with the breaker as GET /admin/breakers
+// shows it.
 func (h *handler) forceBreaker(w http.ResponseWriter, r *http.Request) {
 	route := strings.TrimPrefix(r.URL.Path, breakerPrefix)
-	state := r.URL.Query().Get("state")
+	q := r.URL.Query()
+	state := q.Get("state")
 	if route == "" || strings.Contains(route, "/") {
 		writeError(w, http.StatusNotFound, "not_found", "want /admin/breakers/ROUTE")
 		return
 	}
-	if err := h.b.ForceBreaker(route, state); err != nil {
+	var ttl time.Duration
+	if s := q.Get("ttl"); s != "" {
+		var err error
+		if ttl, err = time.ParseDuration(s); err != nil || ttl <= 0 {
+			writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("ttl %q: want a positive duration such as 30m", s))
+			return
+		}
+	}
+	if err := h.b.ForceBreaker(route, state, ttl); err != nil {
 		if errors.Is(err, gateway.ErrNoBreaker) {
 			writeError(w, http.StatusNotFound, "breaker_not_found", err.Error())
 			return
@@ -334,6 +345,19 @@ func (h *handler) forceBreaker(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	h.log.Info("circuit breaker forced", "route", route, "state", state)
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "route": route, "state": state})
+	if ttl > 0 {
+		h.log.Info("circuit breaker forced", "route", route, "state", state, "ttl", ttl.String())
+	} else {
+		h.log.Info("circuit breaker forced", "route", route, "state", state)
+	}
+	answer := map[string]any{"status": "ok", "route": route}
+	for _, b := range h.b.Breakers() {
+		if b.Route == route {
+			answer["state"], answer["forced"] = b.State, b.Forced
+		}
+	}
+	if ttl > 0 {
+		answer["ttl"] = ttl.Seconds()
+	}
+	writeJSON(w, http.StatusOK, answer)
 }

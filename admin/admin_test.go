@@ -26,7 +26,7 @@ import (
 // HTTP layer, and the gateway's own tests cover LimitState and the rest
 // against real stores.
 type fakeBackend struct {
-	forced string // the last ForceBreaker
+	forced string // the last ForceBreaker: route=state[/ttl]
 	cfg    atomic.Pointer[config.Config]
 
 	mu        sync.Mutex
@@ -78,17 +78,27 @@ func (f *fakeBackend) record(ctx context.Context, op, route, name string, values
 }
 
 func (f *fakeBackend) Breakers() []gateway.BreakerStatus {
+	switch {
+	case strings.HasPrefix(f.forced, "coupon=closed"):
+		return []gateway.BreakerStatus{{Route: "coupon", State: "CLOSED", Forced: true}}
+	case strings.HasPrefix(f.forced, "coupon=open"):
+		return []gateway.BreakerStatus{{Route: "coupon", State: "OPEN", Value: 1, Forced: true}}
+	}
 	return []gateway.BreakerStatus{{Route: "coupon", State: "OPEN", Value: 1, RetryAfter: 2.5}}
 }
 
-func (f *fakeBackend) ForceBreaker(route, state string) error {
+func (f *fakeBackend) ForceBreaker(route, state string, ttl time.Duration) error {
 	if route != "coupon" {
 		return fmt.Errorf("%w: %q", gateway.ErrNoBreaker, route)
 	}
+	state = strings.ToLower(state)
 	if state != "open" && state != "closed" && state != "auto" {
 		return fmt.Errorf("state %q: want open, closed or auto", state)
 	}
 	f.forced = route + "=" + state
+	if ttl > 0 {
+		f.forced += "/" + ttl.String()
+	}
 	return nil
 }
 
@@ -567,10 +577,21 @@ func TestBreakers(t *testing.T) {
 	if r := do(t, h, "POST", "/admin/breakers/coupon?state=closed"); r.code != 401 {
 		t.Fatalf("force without the token: %d", r.code)
 	}
+	// The answer shows the breaker as GET does, in its casing.
 	r = do(t, h, "POST", "/admin/breakers/coupon?state=closed", auth...)
-	wantJSON(t, r, 200, `{"status":"ok","route":"coupon","state":"closed"}`)
+	wantJSON(t, r, 200, `{"status":"ok","route":"coupon","state":"CLOSED","forced":true}`)
 	if f.forced != "coupon=closed" {
 		t.Fatalf("forced %q", f.forced)
+	}
+	r = do(t, h, "POST", "/admin/breakers/coupon?state=OPEN&ttl=30m", auth...)
+	wantJSON(t, r, 200, `{"status":"ok","route":"coupon","state":"OPEN","forced":true,"ttl":1800}`)
+	if f.forced != "coupon=open/30m0s" {
+		t.Fatalf("forced %q", f.forced)
+	}
+	for _, bad := range []string{"soon", "-5m", "0s"} {
+		if r := do(t, h, "POST", "/admin/breakers/coupon?state=open&ttl="+bad, auth...); r.code != 400 || !strings.Contains(r.body, "positive duration") {
+			t.Fatalf("ttl %q: %d %s", bad, r.code, r.body)
+		}
 	}
 	if r := do(t, h, "POST", "/admin/breakers/coupon?state=sideways", auth...); r.code != 400 {
 		t.Fatalf("bad state: %d", r.code)

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -184,7 +185,7 @@ func TestBreakerIgnoresRejectedAndCancelled(t *testing.T) {
 func TestBreakerForcedAndReload(t *testing.T) {
 	up := newFlaky(t)
 	h := newHarness(t, breakerConfig, up.backend)
-	if err := h.gw.ForceBreaker("coupon", "open"); err != nil {
+	if err := h.gw.ForceBreaker("coupon", "open", 0); err != nil {
 		t.Fatal(err)
 	}
 	resp := h.do("GET", "/coupon", map[string]string{"X-User-Id": "u"}, nil)
@@ -197,14 +198,65 @@ func TestBreakerForcedAndReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	answerOf(t, h.do("GET", "/coupon", map[string]string{"X-User-Id": "u"}, nil), 503, "coupon_busy")
-	if err := h.gw.ForceBreaker("coupon", "auto"); err != nil {
+	if err := h.gw.ForceBreaker("coupon", "auto", 0); err != nil {
 		t.Fatal(err)
 	}
 	if resp := h.do("GET", "/coupon", map[string]string{"X-User-Id": "u"}, nil); drain(resp) != "ok" {
 		t.Fatalf("auto: %d", resp.StatusCode)
 	}
-	if err := h.gw.ForceBreaker("nope", "open"); err == nil {
+	if err := h.gw.ForceBreaker("nope", "open", 0); err == nil {
 		t.Fatal("forced a breaker of a route that has none")
+	}
+}
+
+// A force with a ttl lasts that long and no longer, across a reload; a
+// later force replaces it, ttl and all.
+func TestBreakerForcedForAWhile(t *testing.T) {
+	up := newFlaky(t)
+	h := newHarness(t, breakerConfig, up.backend)
+	state := func() string {
+		for _, b := range h.gw.Breakers() {
+			if b.Route == "coupon" {
+				return fmt.Sprintf("%s forced=%v", b.State, b.Forced)
+			}
+		}
+		return "none"
+	}
+	if err := h.gw.ForceBreaker("coupon", "OPEN", 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if got := state(); got != "OPEN forced=true" {
+		t.Fatalf("forced open for 300ms: %s", got)
+	}
+	if err := h.gw.Reload(mustParse(t, strings.ReplaceAll(breakerConfig, "{{UP}}", up.URL)+"\n")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for state() != "CLOSED forced=false" {
+		if time.Now().After(deadline) {
+			t.Fatalf("5 s after a force of 300ms: %s", state())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A force for a while, then one for good: the first one's end does
+	// not lift the second.
+	if err := h.gw.ForceBreaker("coupon", "open", 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.gw.ForceBreaker("coupon", "closed", 0); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if got := state(); got != "CLOSED forced=true" {
+		t.Fatalf("a force for good after one of 100ms, 300ms on: %s", got)
+	}
+	for _, bad := range []time.Duration{-time.Second} {
+		if err := h.gw.ForceBreaker("coupon", "open", bad); err == nil {
+			t.Errorf("ttl %v accepted", bad)
+		}
+	}
+	if err := h.gw.ForceBreaker("coupon", "auto", time.Second); err == nil {
+		t.Error("auto with a ttl accepted")
 	}
 }
 
@@ -247,7 +299,7 @@ func TestBreakerStateSurvivesNewSettings(t *testing.T) {
 		t.Errorf("breakers %+v, want coupon OPEN, not forced", b)
 	}
 
-	if err := h.gw.ForceBreaker("coupon", "closed"); err != nil {
+	if err := h.gw.ForceBreaker("coupon", "closed", 0); err != nil {
 		t.Fatal(err)
 	}
 	reload("1s")

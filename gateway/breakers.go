@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/floodgate-gw/floodgate/breaker"
@@ -140,10 +142,13 @@ func (g *Gateway) Breakers() []BreakerStatus {
 var ErrNoBreaker = errors.New("no such route with a breaker")
 
 // ForceBreaker forces a route's breaker open or closed, or gives it back
-// to its window ("auto").
-func (g *Gateway) ForceBreaker(route, mode string) error {
+// to its window ("auto"); states are read in any case ("OPEN" as "open").
+// A force with a ttl above zero gives the breaker back to its window
+// after ttl, unless another force came first; a force stays until the
+// next one otherwise.
+func (g *Gateway) ForceBreaker(route, mode string, ttl time.Duration) error {
 	var m breaker.Mode
-	switch mode {
+	switch strings.ToLower(mode) {
 	case "open":
 		m = breaker.ForceOpen
 	case "closed":
@@ -153,11 +158,44 @@ func (g *Gateway) ForceBreaker(route, mode string) error {
 	default:
 		return fmt.Errorf("state %q: want open, closed or auto", mode)
 	}
+	if ttl < 0 || ttl > 0 && m == breaker.Auto {
+		return fmt.Errorf("ttl %v: a force of open or closed may last a positive time", ttl)
+	}
 	for _, r := range g.rt.Load().routes {
 		if r.id == route && r.breaker != nil {
+			g.forces.mu.Lock()
+			defer g.forces.mu.Unlock()
+			if t := g.forces.timers[route]; t != nil {
+				t.Stop()
+				delete(g.forces.timers, route)
+			}
 			r.breaker.b.Force(m, time.Now())
+			if ttl > 0 {
+				var t *time.Timer
+				t = time.AfterFunc(ttl, func() {
+					g.forces.mu.Lock()
+					mine := g.forces.timers[route] == t
+					if mine {
+						delete(g.forces.timers, route)
+					}
+					g.forces.mu.Unlock()
+					if mine {
+						g.ForceBreaker(route, "auto", 0)
+					}
+				})
+				if g.forces.timers == nil {
+					g.forces.timers = map[string]*time.Timer{}
+				}
+				g.forces.timers[route] = t
+			}
 			return nil
 		}
 	}
 	return fmt.Errorf("%w: %q", ErrNoBreaker, route)
+}
+
+// forces are the timers that end forces given a ttl, by route.
+type forces struct {
+	mu     sync.Mutex
+	timers map[string]*time.Timer
 }

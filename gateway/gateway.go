@@ -28,6 +28,7 @@ import (
 // runtime it started with.
 type Gateway struct {
 	rt          atomic.Pointer[runtime]
+	forces      forces // timers of breakers forced for a while
 	metrics     *Metrics
 	log         *slog.Logger
 	ids         *httplimit.IDSource

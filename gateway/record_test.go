@@ -31,7 +31,7 @@ routes:
 `, up)
 	drain(h.do("POST", "/coupon?x=1", map[string]string{"X-User-Id": "u1"}, nil))
 	answerOf(t, h.do("POST", "/coupon", map[string]string{"X-User-Id": "u1"}, nil), 429, "rate_limited")
-	if err := h.gw.ForceBreaker("coupon", "open"); err != nil {
+	if err := h.gw.ForceBreaker("coupon", "open", 0); err != nil {
 		t.Fatal(err)
 	}
 	m := answerOf(t, h.do("POST", "/coupon?x=1", map[string]string{"X-User-Id": "u2", "Cookie": "secret"}, strings.NewReader("0123456789")), 503, "service_unavailable")
@@ -92,7 +92,7 @@ routes:
     breaker: {enabled: true}
     fallback: {record: true}
 `, up)
-	if err := h.gw.ForceBreaker("coupon", "open"); err != nil {
+	if err := h.gw.ForceBreaker("coupon", "open", 0); err != nil {
 		t.Fatal(err)
 	}
 	m := answerOf(t, h.do("GET", "/coupon", nil, nil), 503, "service_unavailable")

@@ -311,6 +311,8 @@ func (b demoBackend) LimitState(ctx context.Context, route, name string, values 
 func (b demoBackend) ResetLimit(ctx context.Context, route, name string, values []string, fallback bool) error {
 	return b.gw.ResetLimit(ctx, route, name, values, fallback)
 }
-func (b demoBackend) Ready(ctx context.Context) error        { return b.gw.Ready(ctx) }
-func (b demoBackend) Breakers() []gateway.BreakerStatus      { return b.gw.Breakers() }
-func (b demoBackend) ForceBreaker(route, state string) error { return b.gw.ForceBreaker(route, state) }
+func (b demoBackend) Ready(ctx context.Context) error   { return b.gw.Ready(ctx) }
+func (b demoBackend) Breakers() []gateway.BreakerStatus { return b.gw.Breakers() }
+func (b demoBackend) ForceBreaker(route, state string, ttl time.Duration) error {
+	return b.gw.ForceBreaker(route, state, ttl)
+}

@@ -318,8 +318,8 @@ func (b adminBackend) ResetLimit(ctx context.Context, route, name string, values
 
 func (b adminBackend) Breakers() []gateway.BreakerStatus { return b.s.gw.Breakers() }
 
-func (b adminBackend) ForceBreaker(route, state string) error {
-	return b.s.gw.ForceBreaker(route, state)
+func (b adminBackend) ForceBreaker(route, state string, ttl time.Duration) error {
+	return b.s.gw.ForceBreaker(route, state, ttl)
 }
 
 func (b adminBackend) Degraded() string { return b.s.gw.Degraded() }
