@@ -20,7 +20,7 @@ func ExampleNew() {
 	all := &limit.Rule{Name: "all", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1000, Period: time.Minute}}
 	byUser := func(r *http.Request) (string, bool) {
 		id := r.Header.Get("X-User-Id")
-		return id, id != "" // anonymous requests have no user limit
+		return id, id != "" // no id: 403 key_required, unless KeyOptional
 	}
 	limited, err := httplimit.New(httplimit.Options{
 		Store: memory.New(memory.Options{}), // or redisstore.New(...) across instances

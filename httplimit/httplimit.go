@@ -31,11 +31,11 @@ type Limit struct {
 	// NoHeaders keeps this limit out of the rate-limit headers.
 	NoHeaders bool
 
-	// KeyRequired answers a request whose Key returns false with 403
-	// key_required before any limit is decided, as the gateway's
-	// on_missing: deny does. False: the request is not limited by this
-	// limit.
-	KeyRequired bool
+	// KeyOptional lets a request whose Key returns false through this
+	// limit unlimited, as the gateway's on_missing: allow does. False (the
+	// default, as the gateway's on_missing: deny): such a request is
+	// answered 403 key_required before any limit is decided.
+	KeyOptional bool
 }
 
 // OnError is what a request gets when the store cannot decide.
@@ -163,7 +163,7 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 		if l.Key != nil {
 			v, ok := l.Key(r)
 			if !ok {
-				if l.KeyRequired {
+				if !l.KeyOptional {
 					scratches.Put(sc)
 					m.keyRequired.Write(w, id, "")
 					return

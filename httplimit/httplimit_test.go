@@ -78,7 +78,7 @@ func TestAnswers(t *testing.T) {
 	api := rule(t, &limit.Rule{Name: "api", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 100, Period: time.Hour}})
 	srv := server(t, Options{Store: store, Limits: []Limit{
 		{Rule: api},
-		{Rule: user, Key: header("X-User"), Code: "repeat_apply", Message: "You have already taken part"},
+		{Rule: user, Key: header("X-User"), KeyOptional: true, Code: "repeat_apply", Message: "You have already taken part"},
 	}}, nil)
 
 	// Admitted: the headers report the limit closest to rejecting.
@@ -228,7 +228,7 @@ func TestNewRefuses(t *testing.T) {
 func TestRequestID(t *testing.T) {
 	r := rule(t, &limit.Rule{Name: "user", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: time.Hour}})
 	seen := make(chan []string, 1)
-	srv := server(t, Options{Store: memory.New(memory.Options{}), Limits: []Limit{{Rule: r, Key: header("X-User")}}, RequestIDHeader: "x-correlation-id"},
+	srv := server(t, Options{Store: memory.New(memory.Options{}), Limits: []Limit{{Rule: r, Key: header("X-User"), KeyOptional: true}}, RequestIDHeader: "x-correlation-id"},
 		http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 			seen <- req.Header.Values("X-Correlation-Id")
 		}))
@@ -269,14 +269,18 @@ func TestRequestID(t *testing.T) {
 	}
 }
 
-// A limit with KeyRequired answers 403 key_required to a request without
-// its key, before any limit is decided, as the gateway's on_missing: deny
-// does (SPEC §4.2).
+// A limit answers 403 key_required to a request without its key, before
+// any limit is decided, as the gateway's default on_missing: deny does;
+// with KeyOptional the request passes that limit unlimited.
 func TestKeyRequired(t *testing.T) {
 	store := memory.New(memory.Options{})
 	all := rule(t, &limit.Rule{Name: "all", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 10, Period: time.Hour}})
 	user := rule(t, &limit.Rule{Name: "user", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 10, Period: time.Hour}})
-	srv := server(t, Options{Store: store, Limits: []Limit{{Rule: all}, {Rule: user, Key: header("X-User"), KeyRequired: true}}}, nil)
+	srv := server(t, Options{Store: store, Limits: []Limit{{Rule: all}, {Rule: user, Key: header("X-User")}}}, nil)
+	optional := server(t, Options{Store: store, Limits: []Limit{{Rule: user, Key: header("X-User"), KeyOptional: true}}}, nil)
+	if r := get(t, optional.URL); r.status != 200 || r.header.Get("X-Ratelimit-Remaining") != "" {
+		t.Fatalf("an optional key missing: %d %v", r.status, r.header)
+	}
 
 	r := get(t, srv.URL, "X-Request-Id", "abc-123")
 	var body map[string]string
