@@ -23,7 +23,7 @@ func ExampleNew() {
 		return id, id != "" // no id: 403 key_required, unless KeyOptional
 	}
 	limited, err := httplimit.New(httplimit.Options{
-		Store: memory.New(memory.Options{}), // or redisstore.New(...) across instances
+		Store: memory.New(memory.Options{}), // or a *redisstore.Store (redisstore.New) across instances
 		Limits: []httplimit.Limit{
 			{Rule: all},
 			{Rule: user, Key: byUser, Code: "repeat_apply", Message: "You have already taken part"},
