@@ -250,6 +250,14 @@ func (s *Store) decideNoted(ctx context.Context, req *limit.Request) (limit.Resu
 	return res, err
 }
 
+// heldUnits is what limit i of a request took from its slice, which ends
+// at until.
+type heldUnits struct {
+	i     int
+	cost  int64
+	until int64
+}
+
 // decideSliced decides a request with sliced limits: those from this
 // instance's slices, the others in one Redis call, as before. A limit
 // whose window has nothing left rejects the request at once, as a limit
@@ -257,12 +265,8 @@ func (s *Store) decideNoted(ctx context.Context, req *limit.Request) (limit.Resu
 // what it took from the slices.
 func (s *Store) decideSliced(ctx context.Context, req *limit.Request) (limit.Result, error) {
 	ds := req.Decisions(len(req.Limits))
-	var takenArr [4]struct {
-		i     int
-		cost  int64
-		until int64
-	}
-	held := takenArr[:0]
+	var heldArr [4]heldUnits
+	held := heldArr[:0]
 	giveBack := func() { // what the slices gave a request that is not admitted
 		for _, t := range held {
 			s.unTake(req.Limits[t.i], t.cost, t.until)

@@ -74,9 +74,9 @@ const shards = 64
 const sample = 8
 
 // Table is the memory of exhausted keys. Its methods are safe for
-// concurrent use.
+// concurrent use. Its times (now, Call.Sent, Call.Recv) are ns of one
+// monotonic clock of the caller's.
 type Table struct {
-	epoch  time.Time     // Now counts from here, on the monotonic clock
 	gen    atomic.Uint64 // advanced by every Forget
 	size   atomic.Int64
 	shards [shards]shard
@@ -106,15 +106,15 @@ type entry struct {
 
 	need      int64 // a request needing need or more is rejected
 	remaining int64 // what Decision.Remaining reads
-	until     int64 // Now at which the entry ends
-	retry     int64 // Now at which Decision.RetryAfter ends: the store's, not shortened
-	reset     int64 // Now at which Decision.ResetAfter ends
+	until     int64 // the time at which the entry ends
+	retry     int64 // the time at which Decision.RetryAfter ends: the store's, not shortened
+	reset     int64 // the time at which Decision.ResetAfter ends
 	at        int64 // the store's clock when it decided, in µs since the epoch
-	recv      int64 // Now when its answer came
+	recv      int64 // the time its answer came
 }
 
-// Call is when a store call was made: Sent and Recv on the table's clock
-// (Now), and At, the store's own clock when it decided (Result.Time).
+// Call is when a store call was made: Sent and Recv on the caller's
+// monotonic clock, and At, the store's own clock when it decided (Result.Time).
 type Call struct {
 	Sent, Recv int64
 	At         time.Time
@@ -125,7 +125,7 @@ func New(max int) *Table {
 	if max <= 0 {
 		max = DefaultMax
 	}
-	t := &Table{epoch: time.Now()}
+	t := &Table{}
 	for i := range t.shards {
 		t.shards[i].m = make(map[id]entry)
 		t.shards[i].cap = max / shards
@@ -135,9 +135,6 @@ func New(max int) *Table {
 	}
 	return t
 }
-
-// Now is the instance's monotonic time, in ns since the table was made.
-func (t *Table) Now() int64 { return int64(time.Since(t.epoch)) }
 
 // Gen is the table's generation: Note drops an answer to a call sent
 // under an earlier one, since a key may have been reset while the call was
