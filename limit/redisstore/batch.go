@@ -240,7 +240,7 @@ type argSet struct {
 }
 
 // zoneBias is added to a zone offset in a batch, where every number is
-// unsigned (doc.go): offsets are within a day of 0, far below it.
+// unsigned (decideSource): offsets are within a day of 0, far below it.
 const zoneBias = 1 << 47
 
 // appendSet appends set's 30 bytes: the algorithm and shadow flag as
@@ -257,7 +257,7 @@ func appendSet(b []byte, set argSet) []byte {
 
 // batchCall fills c with the keys and arguments of mode b for ws, puts
 // the waiters' own calls back, and returns the length of the reply. The
-// requests and the argument sets are two strings of numbers (doc.go),
+// requests and the argument sets are two strings of numbers (decideSource),
 // which Redis and the script read for much less than one argument per
 // number.
 func (s *Store) batchCall(c *scriptCall, ws []*waiter) int {

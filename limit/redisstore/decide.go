@@ -16,6 +16,66 @@ import (
 	"github.com/floodgate-gw/floodgate/limit/internal/exhausted"
 )
 
+// decideSource is decide.lua, the script every decision runs.
+//
+// KEYS[i] is the state of limit i. A request's keys are distinct: limits
+// on one counter, which is one key, are merged into one whose cost is
+// their sum before the store decides (limit.DecideMerged). ARGV:
+//
+//	1  mode: "d" decides a request whose limits are all fixed windows
+//	   (but a zone's window next to a change of offset), "D" any other
+//	   request, "p" peeks at KEYS[1] (Peek), "b" a batch of requests of
+//	   mode d, "r" gives back (below)
+//	2  clock offset µs added to TIME: 0, except in tests
+//	3  decision token: makes sliding-window members unique (token:i, token:i:copy)
+//	4  lease id, for concurrency limits
+//	then per limit, from 5:
+//	   algorithm (f fixed epoch, z fixed epoch in a Location, F fixed
+//	   first, s sliding, t bucket, c concurrency), shadow (0|1), n (count,
+//	   burst or limit), window µs (lease ttl µs for concurrency), cost
+//	   (rule cost × hits); then for z the zone offset µs and four bounds
+//	   µs, or for t tokens per µs and queue µs. For z, window, offset and
+//	   bounds are limit.Rule.ZoneNear's at the caller's time: the window
+//	   that holds it (on a day the zone's offset changes, a day window's
+//	   real length and an offset that puts its start at local midnight),
+//	   and the bounds of it and its two neighbours, among which the script
+//	   places Redis's time
+//
+// A limit's first four arguments (and a bucket's last two) are formatted
+// once per rule and cached with limit.Rule.Ext. The reply is a flat integer
+// array: the store's time in µs, then three numbers per limit: remaining,
+// reset after µs, and the delay µs if the limit admits the request or
+// -1 - retry after µs if it rejects it. The request is admitted when every
+// limit that is not a shadow admits it. In "p" mode the reply is the time,
+// remaining, reset after µs and the leases in flight.
+//
+// In "r" mode KEYS are the keys of an earlier "d" or "D" call and a marker
+// key in their slot; ARGV are that call's, with cost 0 for the limits that
+// took nothing, and then the time it decided at. The reply is the time and
+// then, per limit, remaining and reset after µs once given back.
+//
+// In "b" mode KEYS are the distinct keys of the batch, ARGV 3 is the
+// number of requests and ARGV 4 the number of distinct sets of limit
+// arguments. ARGV 5 holds the sets, 30 bytes each: the algorithm's and the
+// shadow flag's characters as in "d", then n, window, cost and the zone
+// offset plus 2^47 as 56-bit numbers, high byte first. ARGV 6 holds the
+// requests as 16-bit numbers, high byte first: each request's number of
+// limits and, per limit, the index of its key in KEYS and of its argument
+// set (a batch holds at most 256 limits). The reply is the time and then,
+// for every limit of every request in order, the three numbers of "d" for
+// a window aligned to its first admission (F), and one for a window
+// aligned to the clock (f, z): the remaining count where the limit admits
+// the request, -1 - the remaining count where it rejects it. Those
+// windows' reset and retry follow from the time, the window and the zone
+// offset, so the store works them out as the script would (about 500
+// instructions of Redis's per number it does not send back).
+//
+// Fixed windows were hashes {s, c} before they were strings, a layout that
+// cost Redis more CPU per decision. The script reads them with MGET, which
+// reads a key of another type as nil, so a window left as a hash is no
+// window: after an upgrade each such key forgets at most one window's
+// count and is replaced as a string by its next admission.
+//
 //go:embed decide.lua
 var decideSource string
 
@@ -25,7 +85,7 @@ var decideSource string
 var decideScript = rueidis.NewLuaScript(decideSource)
 
 // base is the number of decide.lua's global arguments; the arguments of
-// each limit follow them (doc.go).
+// each limit follow them (decideSource).
 const base = 4
 
 // ruleArgs are a rule's arguments to decide.lua, formatted once per rule

@@ -1,8 +1,8 @@
 -- decide.lua: the four algorithms of limit/algorithm.go, on Redis state.
 --
 -- KEYS[i] is the state of limit i; the keys of a request are distinct
--- (the store merges limits on one key, limit.Merge). ARGV (layout in
--- doc.go):
+-- (the store merges limits on one key, limit.Merge). ARGV (layout: the
+-- comment on decideSource in decide.go):
 --   1 mode: "d" decides every limit of a request whose limits are all
 --     fixed windows, "D" of any other request, "p" peeks at the one
 --     limit, "b" decides a batch of "d" requests, "r" gives back what a
@@ -252,7 +252,7 @@ if ARGV[1] == 'b' then
       -- The same judgement as mode d's, inline there and here: a shared
       -- function measured 1-2 µs more Redis CPU per decision. A window
       -- aligned to the clock answers with one number, as the store works
-      -- out its reset and retry from the time (doc.go).
+      -- out its reset and retry from the time (decideSource in decide.go).
       local cur = C[k]
       if A[t] == 'F' then
         local w = W[t]

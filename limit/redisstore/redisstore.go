@@ -94,7 +94,7 @@ type Options struct {
 	// NoLocalRejects turns off the store's memory of exhausted keys. With
 	// it on (the default), a key Redis said cannot admit a request before
 	// some time rejects the requests that follow until then without a call
-	// (Decision.Local); doc.go says why that is exact.
+	// (Decision.Local); the package doc says why that is exact.
 	NoLocalRejects bool
 
 	// LocalRejectsMax bounds that memory's entries. Zero means 1,000,000.
