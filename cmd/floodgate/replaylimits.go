@@ -55,8 +55,12 @@ func (c *collapser) Close() { c.store.Close() }
 // would keep one event of everyone; a concurrency limit counts requests
 // in flight, and recorded requests never were.
 func (c *collapser) collapses(e *events.Event, ls []gateway.RecordedLimit) string {
-	if e.Time.IsZero() || e.Time.Unix() <= 0 {
-		return "" // no recorded time: no window to place it in
+	if e.Time.IsZero() || e.Time.Unix() <= 0 || e.Time.After(time.Now()) {
+		// No recorded time, or one from a clock ahead of this one: no
+		// window to place it in. The memory store decides each key at
+		// the latest time it has seen, so one event from the future
+		// would put every later one of its keys in the future's window.
+		return ""
 	}
 	var lims []limit.Limit
 	var names []string
