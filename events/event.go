@@ -48,6 +48,11 @@ type Event struct {
 	// Keys are the key values of the route's limits: limit name -> one
 	// value per key part. Nil: none were resolved.
 	Keys map[string][]string `json:"keys,omitempty"`
+	// Fallback names the limits in Keys whose values are those of the
+	// limit's fallback key, which the request's key parts were missing
+	// for: the user id "10.0.0.1" and the fallback IP 10.0.0.1 are
+	// different keys. Nil: every value in Keys is of the limit's key.
+	Fallback []string `json:"fallback,omitempty"`
 	// Limit is, for a rate-limit decision, the limit that decided it.
 	Limit string `json:"limit,omitempty"`
 	// Headers are the request headers named in events.headers that the

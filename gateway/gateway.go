@@ -354,6 +354,10 @@ func answerWith(w http.ResponseWriter, a *httplimit.Answer, rid string) outcome 
 // releases them. The release is sent even when the decision timed out,
 // because the lease id is ours and releasing an absent lease is harmless.
 func (g *Gateway) holdLeases(store limit.Store, lease string, leases []limit.Limit) func() {
+	return holdLeases(g.log, store, lease, leases)
+}
+
+func holdLeases(log *slog.Logger, store limit.Store, lease string, leases []limit.Limit) func() {
 	ttl := leases[0].Rule.LeaseTTL
 	for _, l := range leases[1:] {
 		ttl = min(ttl, l.Rule.LeaseTTL)
@@ -373,7 +377,7 @@ func (g *Gateway) holdLeases(store limit.Store, lease string, leases []limit.Lim
 			case <-t.C:
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				if err := store.Renew(ctx, time.Now(), lease, leases...); err != nil {
-					g.log.Warn("renewing a concurrency lease failed", "lease", lease, "error", err.Error())
+					log.Warn("renewing a concurrency lease failed", "lease", lease, "error", err.Error())
 				}
 				cancel()
 			}
@@ -385,7 +389,7 @@ func (g *Gateway) holdLeases(store limit.Store, lease string, leases []limit.Lim
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		if err := store.Release(ctx, lease, leases...); err != nil {
-			g.log.Warn("releasing a concurrency lease failed; it expires on its own", "lease", lease, "error", err.Error())
+			log.Warn("releasing a concurrency lease failed; it expires on its own", "lease", lease, "error", err.Error())
 		}
 	}
 }

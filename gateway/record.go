@@ -93,13 +93,21 @@ func (g *Gateway) newEvent(rt *runtime, rte *route, r *http.Request, x *exchange
 	if x.tokens == nil {
 		x.tokens = rt.jwt // a request the breaker refused had no limit step
 	}
+	// Global limits come first, under their own names (unique across
+	// global and route limits); a limit whose key and fallback are both
+	// missing has no entry.
 	for _, l := range rte.limits {
 		_, values, ok := x.resolve(l.key, false, nil)
+		fallback := false
 		if !ok && len(l.fallback) > 0 {
 			_, values, ok = x.resolve(l.fallback, true, nil)
+			fallback = ok
 		}
 		if ok {
 			ev.Keys[l.name] = values
+		}
+		if fallback {
+			ev.Fallback = append(ev.Fallback, l.name)
 		}
 	}
 	return ev

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/floodgate-gw/floodgate/limit"
@@ -39,15 +40,28 @@ func (rt *runtime) lookup(route, name string, values []string, fallback bool) (*
 	if spec == nil {
 		return nil, "", fmt.Errorf("%w: route %q, limit %q", ErrNoLimit, route, name)
 	}
+	key, vs, err := rt.keyOf(route, spec, values, fallback)
+	if err != nil {
+		return nil, "", err
+	}
+	return spec.ruleFor(vs, nil), key, nil
+}
+
+// keyOf builds the key of spec from values, one per key part (or fallback
+// part) in order, each read as a request's would be: an address as the ip
+// part groups it, a host lowercased and without port. It returns the
+// values as read.
+func (rt *runtime) keyOf(route string, spec *limitSpec, values []string, fallback bool) (limit.Key, []string, error) {
+	name := spec.name
 	parts := spec.key
 	if fallback {
 		parts = spec.fallback
 		if len(parts) == 0 {
-			return nil, "", fmt.Errorf("limit %q of route %q has no fallback key", name, route)
+			return "", nil, fmt.Errorf("limit %q of route %q has no fallback key", name, route)
 		}
 	}
 	if len(values) != len(parts) {
-		return nil, "", fmt.Errorf("limit %q has %d key parts; %d values given", name, len(parts), len(values))
+		return "", nil, fmt.Errorf("limit %q has %d key parts; %d values given", name, len(parts), len(values))
 	}
 	ps := make([]limit.Part, len(parts))
 	vs := make([]string, len(parts))
@@ -65,14 +79,28 @@ func (rt *runtime) lookup(route, name string, values []string, fallback bool) (*
 		}
 		ps[i], vs[i] = limit.Part{Kind: p.kind, Value: v, Fallback: fallback}, v
 	}
-	rule := spec.rule
-	for i := range spec.overrides {
-		if o := &spec.overrides[i]; o.header == "" && o.matchesValues(vs) {
-			rule = o.rule
-			break
+	return limit.NewKey(ps...), vs, nil
+}
+
+// ruleFor is the limit's rule for a request whose key values are values,
+// or that of the first override they match, whose counters are its own.
+// An override by header matches when headers (canonical names) hold the
+// value; nil headers match none. An override by claim matches none: there
+// is no verified token to read it from.
+func (l *limitSpec) ruleFor(values []string, headers map[string][]string) *limit.Rule {
+	for i := range l.overrides {
+		o := &l.overrides[i]
+		switch {
+		case o.claim != "":
+		case o.header != "":
+			if slices.Contains(headers[o.header], o.headerValue) {
+				return o.rule
+			}
+		case o.matchesValues(values):
+			return o.rule
 		}
 	}
-	return rule, limit.NewKey(ps...), nil
+	return l.rule
 }
 
 // LimitState reads the state of one key of a limit without consuming it.

@@ -19,6 +19,7 @@ import (
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/events"
 	"github.com/floodgate-gw/floodgate/gateway"
+	"github.com/floodgate-gw/floodgate/httplimit"
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
@@ -51,17 +52,32 @@ func runEvents(args []string, stdout, stderr io.Writer) int {
 // (and discards) so the connection can be reused.
 const replayBodyLimit = 1 << 20
 
+// maxCollapseKeys bounds --collapse-keys, and the memory it takes.
+const maxCollapseKeys = 100_000_000
+
 // maxParallel bounds --parallel: a replay is a steady trickle to a
 // downstream that has just recovered, and each event in flight holds a
 // sink's acknowledgement open (events.Source).
 const maxParallel = 64
 
 func runReplay(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("events replay", "-c FILE --route ID [--rate 50/s] [--parallel 1] [--dry-run]",
+	fs := newFlagSet("events replay", "-c FILE --route ID [--rate 50/s] [--parallel 1] [--all] [--dry-run]",
 		"Re-send the requests an open breaker turned away on a route, as recorded in the configured\n"+
 			"events sink, to the route's upstream targets at a steady pace, each with the header\n"+
 			"Idempotency-Key: <event id>. One request is in flight at a time unless --parallel allows\n"+
 			"more; when the upstream answers too slowly for --rate, the run says so.\n\n"+
+			"Replay keeps the route's limits (see events in docs/configuration.md):\n"+
+			"  - collapse: each event is decided at the time it was recorded against the route's limits\n"+
+			"    whose key tells clients apart (any part besides global and route; not concurrency),\n"+
+			"    in a store of the replay's own: an event they would have refused is collapsed (with\n"+
+			"    user: 1/10s, a user's retries in one 10 s window are one request);\n"+
+			"  - live: each event left is decided now against every limit of the route, global ones\n"+
+			"    included, in the configured store (Redis: the fleet's own, so a replayed request\n"+
+			"    counts against the user's live quota). Refused by a client-keyed limit, it is limited;\n"+
+			"    refused only by a global, route-keyed or concurrency limit, it waits for that limit's\n"+
+			"    retry-after (at most the limit's window each time) and is decided again;\n"+
+			"  - an event without the key a limit needs (on_missing: deny) is skipped, said so;\n"+
+			"  - --all sends every event, as recorded: nothing collapsed, nothing decided.\n\n"+
 			"Each event is marked done in the sink once handled, in the order the events were recorded,\n"+
 			"so a replay that stops (Ctrl-C, a crash) resumes where it was and sends again at most the\n"+
 			"requests that were in flight (--parallel of them):\n"+
@@ -69,16 +85,18 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 			"    request, as failed; all are marked done, so a replay always ends (the idempotency\n"+
 			"    key makes a later manual retry safe);\n"+
 			"  - an event whose body was truncated is skipped (it cannot be sent as it was), said so,\n"+
-			"    and marked done;\n"+
-			"  - an upstream that does not answer at all stops the replay with exit 1, leaving that\n"+
-			"    event (and any sent after it) for the next run.\n"+
-			"The last line is: succeeded N, failed N, skipped N, remaining N (remaining: not handled).\n"+
-			"Ctrl-C lets the requests in flight finish, then stops.")
+			"    and marked done; collapsed and limited events are marked done too;\n"+
+			"  - an upstream that does not answer at all, or a store that fails, stops the replay with\n"+
+			"    exit 1, leaving that event (and any sent after it) for the next run.\n"+
+			"The last line is: succeeded N, failed N, skipped N, collapsed N, limited N, remaining N\n"+
+			"(remaining: not handled). Ctrl-C lets the requests in flight finish, then stops.")
 	file := fs.String("c", "floodgate.yaml", "the configuration `FILE`")
 	routeID := fs.String("route", "", "the `ID` of the route whose events to replay (required)")
 	rateFlag := fs.String("rate", "50/s", "the pace, as a `RATE` like 50/s or 600/min")
 	parallel := fs.Int("parallel", 1, "the most requests `N` in flight at once")
-	dryRun := fs.Bool("dry-run", false, "list what would be sent, send nothing and mark nothing done")
+	dryRun := fs.Bool("dry-run", false, "list what would be sent, collapsed or limited; send nothing, consume no quota, mark nothing done")
+	all := fs.Bool("all", false, "send every event: collapse nothing, decide nothing against the limits")
+	collapseKeys := fs.Int("collapse-keys", defaultCollapseKeys, "the most keys `N` the collapse step remembers at once; beyond, events are decided live only")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -97,6 +115,9 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	}
 	if *parallel < 1 || *parallel > maxParallel {
 		return usageError(fs, stderr, "--parallel: %d: want 1 to %d", *parallel, maxParallel)
+	}
+	if *collapseKeys < 1 || *collapseKeys > maxCollapseKeys {
+		return usageError(fs, stderr, "--collapse-keys: %d: want 1 to %d", *collapseKeys, maxCollapseKeys)
 	}
 
 	cfg, _, err := loadConfig(*file, config.Flags{})
@@ -122,6 +143,19 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	rec, err := gateway.NewRecorded(cfg, route.ID, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "floodgate events replay: %v\n", err)
+		return exitFailure
+	}
+	var store limit.Store
+	if !*all {
+		if store, err = gateway.OpenStore(cfg.Store); err != nil {
+			fmt.Fprintf(stderr, "floodgate events replay: the store: %v\n", err)
+			return exitFailure
+		}
+		defer store.Close()
+	}
 	opts := events.StoreOptions(cfg.Store)
 	opts.Logger = log
 	src, err := events.OpenSource(ctx, cfg.Events, route.ID, opts)
@@ -138,6 +172,13 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		interval: rate.Period / time.Duration(rate.Count),
 		parallel: *parallel,
 		stdout:   stdout,
+		limits:   rec,
+		waited:   map[string]time.Duration{},
+	}
+	if !*all {
+		rp.collapse = newCollapser(*collapseKeys)
+		defer rp.collapse.Close()
+		rp.live = &decider{store: store, ids: httplimit.NewIDSource()}
 	}
 	if *dryRun {
 		return rp.dryRun(ctx, src, stderr)
@@ -155,15 +196,33 @@ type replayer struct {
 	stdout   io.Writer
 	next     int // round robin over the targets
 
-	succeeded, failed, skipped int
+	limits   *gateway.Recorded
+	collapse *collapser               // nil: --all
+	live     *decider                 // nil: --all
+	waited   map[string]time.Duration // by limit: how long events waited for shared limits
+
+	succeeded, failed, skipped, collapsed, limited int
 }
+
+// handling is what replay does with an event besides sending it.
+type handling uint8
+
+const (
+	send handling = iota
+	truncated
+	bad      // the request cannot be built from the event: failed, not sent
+	noKey    // a limit needs a key the event does not hold: skipped
+	collapse // the limits would have refused it when it was recorded
+	limited  // a client-keyed limit refuses it now
+)
 
 // job is one event on its way: sent by a goroutine of its own, and marked
 // done by run in the order the events came, once its answer is in.
 type job struct {
 	e      *events.Event
-	status int
-	bad    error         // the request cannot be built from the event: failed, not sent
+	how    handling
+	why    string        // of bad, noKey, collapse, limited
+	status int           // of a send
 	err    error         // no answer
 	done   chan struct{} // closed when status or err is set
 }
@@ -184,31 +243,91 @@ func replayClient(u config.Upstream, parallel int) *http.Client {
 }
 
 func (rp *replayer) summary(remaining int) {
-	fmt.Fprintf(rp.stdout, "succeeded %d, failed %d, skipped %d, remaining %d\n", rp.succeeded, rp.failed, rp.skipped, remaining)
+	fmt.Fprintf(rp.stdout, "succeeded %d, failed %d, skipped %d, collapsed %d, limited %d, remaining %d\n",
+		rp.succeeded, rp.failed, rp.skipped, rp.collapsed, rp.limited, remaining)
 }
 
+// classify says what is done with e before any live decision: it is
+// skipped, failed or collapsed, or it is to be decided (send). ls are its
+// limits.
+func (rp *replayer) classify(e *events.Event, ls []gateway.RecordedLimit) (handling, string) {
+	if e.Truncated {
+		return truncated, ""
+	}
+	if _, err := rp.request(context.Background(), e, 0); err != nil {
+		return bad, err.Error()
+	}
+	if rp.live == nil {
+		return send, "" // --all: every event is sent, none decided
+	}
+	if err := unkeyed(ls); err != nil {
+		return noKey, err.Error()
+	}
+	if name := rp.collapse.collapses(e, ls); name != "" {
+		return collapse, name
+	}
+	return send, ""
+}
+
+// dryRun lists what run would do. The collapse step runs as it would (in
+// the replay's own memory, consuming no quota); the live step only reads
+// each client-keyed limit's state, without counting what the events
+// before would take.
 func (rp *replayer) dryRun(ctx context.Context, src events.Source, stderr io.Writer) int {
 	n := 0
+	var would [limited + 1]int
+	var perr error
 	err := src.Pending(ctx, func(e *events.Event) bool {
 		n++
-		if e.Truncated {
+		ls := rp.limits.Limits(e)
+		how, why := rp.classify(e, ls)
+		if how == send && rp.live != nil {
+			name, err := rp.live.peek(ctx, ls)
+			if err != nil {
+				perr = fmt.Errorf("event %s: the store: %w", e.ID, err)
+				return false
+			}
+			if name != "" {
+				how, why = limited, name
+			}
+		}
+		would[how]++
+		switch how {
+		case truncated:
 			fmt.Fprintf(rp.stdout, "would skip truncated event %s\n", e.ID)
-			return true
+		case bad:
+			fmt.Fprintf(rp.stdout, "would fail event %s: %s\n", e.ID, why)
+		case noKey:
+			fmt.Fprintf(rp.stdout, "would skip event %s: %s\n", e.ID, why)
+		case collapse:
+			fmt.Fprintf(rp.stdout, "would collapse event %s: limit %s would have refused it when it was recorded (an earlier event of its key took that window)\n", e.ID, why)
+		case limited:
+			fmt.Fprintf(rp.stdout, "would limit event %s: limit %s has no quota left for its key now\n", e.ID, why)
+		default:
+			req, _ := rp.request(context.Background(), e, rp.target())
+			fmt.Fprintf(rp.stdout, "would send event %s: %s %s\n", e.ID, req.Method, req.URL)
 		}
-		req, err := rp.request(context.Background(), e, rp.target())
-		if err != nil {
-			fmt.Fprintf(rp.stdout, "would fail event %s: %v\n", e.ID, err)
-			return true
-		}
-		fmt.Fprintf(rp.stdout, "would send event %s: %s %s\n", e.ID, req.Method, req.URL)
 		return true
 	})
+	if err == nil {
+		err = perr
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "floodgate events replay: %v\n", err)
 		return exitFailure
 	}
+	fmt.Fprintf(rp.stdout, "dry run: would send %d, fail %d, skip %d, collapse %d, limit %d\n",
+		would[send], would[bad], would[truncated]+would[noKey], would[collapse], would[limited])
+	rp.sayFull()
 	rp.summary(n)
 	return exitOK
+}
+
+// sayFull says that the collapse memory overflowed.
+func (rp *replayer) sayFull() {
+	if rp.collapse != nil && rp.collapse.full {
+		fmt.Fprintln(rp.stdout, "collapse: the memory of keys was full (--collapse-keys); events that needed a new key were decided live only")
+	}
 }
 
 func (rp *replayer) run(ctx context.Context, src events.Source, stderr io.Writer) int {
@@ -251,18 +370,29 @@ func (rp *replayer) run(ctx context.Context, src events.Source, stderr io.Writer
 				return false
 			}
 			line = line[1:]
-			switch {
-			case j.e.Truncated:
+			switch j.how {
+			case truncated:
 				rp.skipped++
 				fmt.Fprintf(rp.stdout, "skipped truncated event %s\n", j.e.ID)
-			case j.bad != nil:
+			case bad:
 				rp.failed++
-				fmt.Fprintf(rp.stdout, "failed event %s: %v\n", j.e.ID, j.bad)
-			case j.status/100 == 2:
-				rp.succeeded++
-			default:
-				rp.failed++
-				fmt.Fprintf(rp.stdout, "failed event %s: status %d\n", j.e.ID, j.status)
+				fmt.Fprintf(rp.stdout, "failed event %s: %s\n", j.e.ID, j.why)
+			case noKey:
+				rp.skipped++
+				fmt.Fprintf(rp.stdout, "skipped event %s: %s\n", j.e.ID, j.why)
+			case collapse:
+				rp.collapsed++
+				fmt.Fprintf(rp.stdout, "collapsed event %s: limit %s would have refused it when it was recorded (an earlier event of its key took that window)\n", j.e.ID, j.why)
+			case limited:
+				rp.limited++
+				fmt.Fprintf(rp.stdout, "limited event %s: limit %s has no quota left for its key now\n", j.e.ID, j.why)
+			case send:
+				if j.status/100 == 2 {
+					rp.succeeded++
+				} else {
+					rp.failed++
+					fmt.Fprintf(rp.stdout, "failed event %s: status %d\n", j.e.ID, j.status)
+				}
 			}
 		}
 		return true
@@ -288,25 +418,44 @@ loop:
 		}
 		j := &job{e: e, done: make(chan struct{})}
 		line = append(line, j)
-		var req *http.Request
-		if !e.Truncated {
-			req, j.bad = rp.request(bg, e, rp.target())
-		}
-		if e.Truncated || j.bad != nil {
-			close(j.done) // skipped or failed, in its turn
+		ls := rp.limits.Limits(e)
+		if j.how, j.why = rp.classify(e, ls); j.how != send {
+			close(j.done) // skipped, failed or collapsed, in its turn
 			continue
 		}
+		req, _ := rp.request(bg, e, rp.target()) // classify built it once
 		// A steady pace: one request per interval, without a burst to
 		// catch up after a slow answer.
-		if d := time.Until(next); d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				line = line[:len(line)-1] // not sent: it stays
+		slot := next
+		if !rp.wait(ctx, time.Until(next)) {
+			line = line[:len(line)-1] // not sent: it stays
+			break loop
+		}
+		// Decided after the pace's wait, just before the send, so that
+		// a replay stopped in between has consumed nothing for it.
+		var v verdict
+		for rp.live != nil {
+			if v, err = rp.live.decide(bg, ls); err != nil {
+				fail("event %s: the store: %v (the event is left for the next run)", e.ID, err)
+				line = line[:len(line)-1]
 				break loop
 			}
+			if v.wait == 0 {
+				break
+			}
+			// Not the user's fault: a limit every request of the route
+			// shares is spent for now. Replay paces itself under it.
+			rp.waited[v.waitFor] += v.wait
+			if !rp.wait(ctx, v.wait) {
+				line = line[:len(line)-1]
+				break loop
+			}
+		}
+		if v.limited != "" {
+			j.how, j.why = limited, v.limited
+			next = slot // nothing was sent in this slot
+			close(j.done)
+			continue
 		}
 		next = time.Now().Add(rp.interval)
 		if sent == 0 {
@@ -315,6 +464,14 @@ loop:
 		sent++
 		go func() {
 			defer close(j.done)
+			if len(v.leases) > 0 {
+				// Held while the request is out, as the gateway holds
+				// a proxied request's.
+				defer rp.limits.Hold(rp.live.store, v.lease, v.leases)()
+			}
+			if v.delay > 0 {
+				time.Sleep(v.delay) // a token bucket's queue: the token is due then
+			}
 			j.status, j.err = rp.send(req)
 		}()
 	}
@@ -323,7 +480,7 @@ loop:
 	for _, j := range line {
 		<-j.done // after a failure: sent, but not marked done; the next run sends it again
 	}
-	if ok && sent >= 10 {
+	if ok && sent >= 10 && len(rp.waited) == 0 {
 		// A pace the upstream held down is said, not left to be guessed.
 		took := time.Since(first)
 		if asked, got := float64(time.Second)/float64(rp.interval), float64(sent)/took.Seconds(); got < asked*0.8 {
@@ -331,6 +488,11 @@ loop:
 				sent, took.Round(time.Millisecond), got, asked, rp.parallel)
 		}
 	}
+	if len(rp.waited) > 0 {
+		// The limits held the pace down, not the upstream: said so.
+		fmt.Fprintf(rp.stdout, "paced: events waited for global, route or concurrency limits: %s\n", describe(rp.waited))
+	}
+	rp.sayFull()
 	remaining := 0
 	if !finished || !ok {
 		cctx, cancel := context.WithTimeout(bg, 30*time.Second)
@@ -342,6 +504,21 @@ loop:
 	}
 	rp.summary(remaining)
 	return code
+}
+
+// wait waits d, and reports false when ctx ends first.
+func (rp *replayer) wait(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // send sends req and returns the upstream's status.

@@ -196,7 +196,7 @@ events:
 	return file
 }
 
-var summaryLine = regexp.MustCompile(`(?m)^succeeded (\d+), failed (\d+), skipped (\d+), remaining (\d+)$`)
+var summaryLine = regexp.MustCompile(`(?m)^succeeded (\d+), failed (\d+), skipped (\d+), collapsed (\d+), limited (\d+), remaining (\d+)$`)
 
 // checkReplayed checks that the upstream got exactly the untruncated
 // events of want, in order, as they were recorded, at the pace asked.
@@ -254,8 +254,8 @@ func testReplay(t *testing.T, eventsYAML string, c config.Events, o events.Optio
 		}
 	}
 	m := summaryLine.FindStringSubmatch(stdout)
-	if m == nil || m[0] != "succeeded 18, failed 0, skipped 2, remaining 0" {
-		t.Errorf("summary = %q, want \"succeeded 18, failed 0, skipped 2, remaining 0\"; stdout:\n%s", m, stdout)
+	if m == nil || m[0] != "succeeded 18, failed 0, skipped 2, collapsed 0, limited 0, remaining 0" {
+		t.Errorf("summary = %q, want \"succeeded 18, failed 0, skipped 2, collapsed 0, limited 0, remaining 0\"; stdout:\n%s", m, stdout)
 	}
 	checkReplayed(t, up.received(), want, 5*time.Millisecond)
 
@@ -264,7 +264,7 @@ func testReplay(t *testing.T, eventsYAML string, c config.Events, o events.Optio
 	if code != exitOK {
 		t.Fatalf("second replay: exit %d; stderr:\n%s", code, stderr)
 	}
-	if m := summaryLine.FindString(stdout); m != "succeeded 0, failed 0, skipped 0, remaining 0" {
+	if m := summaryLine.FindString(stdout); m != "succeeded 0, failed 0, skipped 0, collapsed 0, limited 0, remaining 0" {
 		t.Errorf("second replay: summary %q; stdout:\n%s", m, stdout)
 	}
 	if n := len(up.received()); n != 18 {
@@ -315,7 +315,7 @@ func TestEventsReplayFailures(t *testing.T) {
 	if code != exitFailure || strings.Count(stderr, "did not answer") != 1 {
 		t.Errorf("against a closed upstream: exit %d, stderr (the failure said once):\n%s", code, stderr)
 	}
-	if m := summaryLine.FindString(stdout); m != "succeeded 0, failed 0, skipped 1, remaining 4" {
+	if m := summaryLine.FindString(stdout); m != "succeeded 0, failed 0, skipped 1, collapsed 0, limited 0, remaining 4" {
 		t.Errorf("against a closed upstream: summary %q; stdout:\n%s", m, stdout)
 	}
 
@@ -325,7 +325,7 @@ func TestEventsReplayFailures(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("against a 503 upstream: exit %d; stderr:\n%s", code, stderr)
 	}
-	if m := summaryLine.FindString(stdout); m != "succeeded 0, failed 4, skipped 0, remaining 0" {
+	if m := summaryLine.FindString(stdout); m != "succeeded 0, failed 4, skipped 0, collapsed 0, limited 0, remaining 0" {
 		t.Errorf("against a 503 upstream: summary %q; stdout:\n%s", m, stdout)
 	}
 	if n := strings.Count(stdout, "failed event "); n != 4 {
@@ -355,8 +355,8 @@ func TestEventsReplayParallel(t *testing.T) {
 	m := summaryLine.FindStringSubmatch(stdout)
 	// Events 0 to 24: 23 sent (0 and 10 and 20 truncated) and marked,
 	// the rest left.
-	if m == nil || m[0] != "succeeded 22, failed 0, skipped 3, remaining 15" {
-		t.Fatalf("summary %q, want \"succeeded 22, failed 0, skipped 3, remaining 15\"; stdout:\n%s", m, stdout)
+	if m == nil || m[0] != "succeeded 22, failed 0, skipped 3, collapsed 0, limited 0, remaining 15" {
+		t.Fatalf("summary %q, want \"succeeded 22, failed 0, skipped 3, collapsed 0, limited 0, remaining 15\"; stdout:\n%s", m, stdout)
 	}
 
 	up := newReplayUpstream(t, http.StatusOK)
@@ -364,7 +364,7 @@ func TestEventsReplayParallel(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("resumed replay: exit %d; stderr:\n%s", code, stderr)
 	}
-	if m := summaryLine.FindString(stdout); m != "succeeded 14, failed 0, skipped 1, remaining 0" {
+	if m := summaryLine.FindString(stdout); m != "succeeded 14, failed 0, skipped 1, collapsed 0, limited 0, remaining 0" {
 		t.Errorf("resumed replay: summary %q; stdout:\n%s", m, stdout)
 	}
 	// Every sendable event reached an upstream; the ones that reached
@@ -423,7 +423,7 @@ func TestEventsReplayBadEvent(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
 	}
-	if m := summaryLine.FindString(stdout); m != "succeeded 2, failed 1, skipped 0, remaining 0" || !strings.Contains(stdout, "failed event "+es[1].ID+": ") {
+	if m := summaryLine.FindString(stdout); m != "succeeded 2, failed 1, skipped 0, collapsed 0, limited 0, remaining 0" || !strings.Contains(stdout, "failed event "+es[1].ID+": ") {
 		t.Errorf("summary %q; stdout:\n%s", m, stdout)
 	}
 	if n := len(up.received()); n != 2 {
@@ -446,7 +446,7 @@ func TestEventsReplayDryRun(t *testing.T) {
 			!strings.Contains(stdout, "would send event "+want[1].ID+": POST "+up.URL+"/base/activities/lucky-meal/receive?n=1") {
 			t.Errorf("dry run output:\n%s", stdout)
 		}
-		if m := summaryLine.FindString(stdout); m != "succeeded 0, failed 0, skipped 0, remaining 3" {
+		if m := summaryLine.FindString(stdout); m != "succeeded 0, failed 0, skipped 0, collapsed 0, limited 0, remaining 3" {
 			t.Errorf("dry run: summary %q", m)
 		}
 	}
@@ -482,7 +482,7 @@ func TestEventsReplayInterrupted(t *testing.T) {
 		t.Fatalf("exit after SIGINT: %v, want 0", err)
 	}
 	m := summaryLine.FindStringSubmatch(out.String())
-	if m == nil || m[4] == "0" {
+	if m == nil || m[6] == "0" {
 		t.Fatalf("the interrupted run does not report what remains:\n%s", out.String())
 	}
 	sent := len(up.received())
@@ -494,7 +494,7 @@ func TestEventsReplayInterrupted(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("resumed replay: exit %d; stderr:\n%s", code, stderr)
 	}
-	if m2 := summaryLine.FindStringSubmatch(stdout); m2 == nil || m2[4] != "0" {
+	if m2 := summaryLine.FindStringSubmatch(stdout); m2 == nil || m2[6] != "0" {
 		t.Errorf("resumed replay: %s", stdout)
 	}
 	checkReplayed(t, up.received(), want, 0)
