@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -723,6 +724,45 @@ func TestExamples(t *testing.T) {
 	}
 }
 
+// Every example listens on this machine only, so that trying one opens
+// nothing to the network; its comments say how to open it up.
+func TestExamplesBindLoopback(t *testing.T) {
+	files, err := filepath.Glob("../examples/*.yaml")
+	if err != nil || len(files) < 3 {
+		t.Fatalf("examples: %v, %v", files, err)
+	}
+	for _, f := range append(files, "../examples/rls/floodgate.yaml") {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := Load(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range []struct{ key, addr string }{
+				{"server.listen", c.Server.Listen}, {"admin.listen", c.Admin.Listen}, {"rls.listen", c.RLS.Listen},
+			} {
+				if l.addr == "" {
+					continue
+				}
+				host, _, err := net.SplitHostPort(l.addr)
+				if ip, perr := netip.ParseAddr(host); err != nil || perr != nil || !ip.IsLoopback() {
+					t.Errorf("%s %q: not a loopback address", l.key, l.addr)
+				}
+			}
+			// Written out, not left to the defaults: the file shows where
+			// it listens.
+			for _, key := range []string{"\nserver:\n", "\nadmin:\n"} {
+				if !strings.Contains(string(raw), key) {
+					t.Errorf("no %q section", strings.TrimSpace(key))
+				}
+			}
+		})
+	}
+}
+
 func TestFlashSaleExample(t *testing.T) {
 	c, err := Load("../examples/flash-sale.yaml")
 	if err != nil {
@@ -737,12 +777,21 @@ func TestFlashSaleExample(t *testing.T) {
 	}
 	want := map[string]limit.Rate{
 		"global:global":   {Count: 2000, Period: time.Second},
-		"lucky-meal:api":  {Count: 800, Period: time.Second},
+		"lucky-meal:api":  {Count: 400, Period: time.Second},
 		"lucky-meal:user": {Count: 1, Period: 10 * time.Second},
 		"lucky-meal:ip":   {Count: 100, Period: time.Minute},
 	}
 	if !reflect.DeepEqual(rules, want) {
 		t.Errorf("rules = %v, want %v", rules, want)
+	}
+	// The coupon API degrades past 500 a second: a token bucket of 400/s
+	// and a burst of 40 lets at most 440 reach it in any second, where a
+	// fixed window lets up to twice its rate through across a boundary.
+	if api := c.Routes[0].Limits[1].Rule; api.Name != "lucky-meal:api" || api.Algorithm != limit.TokenBucket || api.Burst != 40 {
+		t.Errorf("api limit %+v, want a token bucket with a burst of 40", api)
+	}
+	if c.Server.Listen != "127.0.0.1:8080" || c.Admin.Listen != "127.0.0.1:9090" {
+		t.Errorf("listen %q, admin %q; want both on 127.0.0.1", c.Server.Listen, c.Admin.Listen)
 	}
 	if got := c.Message("repeat_apply"); got != "You have already taken part" {
 		t.Errorf("repeat_apply: %q", got)

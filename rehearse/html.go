@@ -12,8 +12,10 @@ import (
 
 // WriteHTML writes a self-contained page that charts r's series — the
 // attempts sent and their answers per second, and p50 and p99 — as inline
-// SVG, with a little inline script for the values under the pointer. It
-// loads nothing from anywhere, so it can be mailed or attached to a ticket.
+// SVG, with a little inline script for the values under the pointer. The
+// other answers are named by status and error kind: in the legend for the
+// whole run, in the table and under the pointer for each second. It loads
+// nothing from anywhere, so it can be mailed or attached to a ticket.
 // title heads the page.
 func WriteHTML(w io.Writer, r *Result, title string) error {
 	var summary bytes.Buffer
@@ -22,11 +24,11 @@ func WriteHTML(w io.Writer, r *Result, title string) error {
 		Title:   title,
 		Profile: r.Profile.String(),
 		Summary: strings.TrimLeft(summary.String(), "\n"),
-		Charts:  []chart{countsChart(r.Seconds), latencyChart(r.Seconds)},
+		Charts:  []chart{countsChart(r.Seconds, r.Total.OtherBy), latencyChart(r.Seconds)},
 	}
 	for _, s := range r.Seconds {
 		row := htmlRow{T: s.T, Sent: s.Sent, OK: s.OK, TooMany: s.TooMany, Unavailable: s.Unavailable,
-			Other: s.Other, Dropped: s.Dropped, P50: "-", P99: "-"}
+			Other: s.Other, OtherBy: s.OtherBy.String(), Dropped: s.Dropped, P50: "-", P99: "-"}
 		if s.OK+s.TooMany+s.Unavailable+s.Other > 0 {
 			row.P50, row.P99 = strconv.FormatFloat(ms(s.P50), 'f', 1, 64), strconv.FormatFloat(ms(s.P99), 'f', 1, 64)
 		}
@@ -44,6 +46,7 @@ type htmlPage struct {
 type htmlRow struct {
 	T                                              int
 	Sent, OK, TooMany, Unavailable, Other, Dropped int64
+	OtherBy                                        string // as Breakdown.String writes it
 	P50, P99                                       string
 }
 
@@ -104,7 +107,9 @@ func (c *chart) path(vals []float64, ok []bool, y func(float64) float64) string 
 	return b.String()
 }
 
-func countsChart(rows []Second) chart {
+// countsChart charts the answers of each second; the other line is named
+// by what the run's other answers were (otherBy, its total).
+func countsChart(rows []Second, otherBy Breakdown) chart {
 	c := newChart("requests per second", len(rows))
 	top := 1.0
 	for _, s := range rows {
@@ -123,13 +128,14 @@ func countsChart(rows []Second) chart {
 	for _, s := range []struct {
 		name, color string
 		dashed      bool
+		hideZero    bool // left out of a run where it is zero throughout
 		get         func(Second) int64
 	}{
-		{"sent", "#666", true, func(s Second) int64 { return s.Sent }},
-		{"2xx", "#2a9d4b", false, func(s Second) int64 { return s.OK }},
-		{"429", "#e08e00", false, func(s Second) int64 { return s.TooMany }},
-		{"503", "#d62728", false, func(s Second) int64 { return s.Unavailable }},
-		{"other", "#8c564b", false, func(s Second) int64 { return s.Other }},
+		{"sent", "#666", true, false, func(s Second) int64 { return s.Sent }},
+		{"2xx", "#2a9d4b", false, false, func(s Second) int64 { return s.OK }},
+		{"429", "#e08e00", false, false, func(s Second) int64 { return s.TooMany }},
+		{"503", "#d62728", false, false, func(s Second) int64 { return s.Unavailable }},
+		{otherName(otherBy), "#8c564b", false, true, func(s Second) int64 { return s.Other }},
 	} {
 		vals := make([]float64, len(rows))
 		seen := false
@@ -137,12 +143,21 @@ func countsChart(rows []Second) chart {
 			vals[i] = float64(s.get(r))
 			seen = seen || vals[i] > 0
 		}
-		if s.name == "other" && !seen {
+		if s.hideZero && !seen {
 			continue
 		}
 		c.Series = append(c.Series, series{s.name, s.color, c.path(vals, all, y), s.dashed})
 	}
 	return c
+}
+
+// otherName names the other line by the statuses and error kinds it
+// counts, most first: "other (504, err:timeout)".
+func otherName(b Breakdown) string {
+	if len(b) == 0 {
+		return "other"
+	}
+	return "other (" + strings.Join(b.Keys(), ", ") + ")"
 }
 
 func latencyChart(rows []Second) chart {
@@ -219,6 +234,7 @@ svg text{font-size:12px;fill:#555}
 pre{background:#f6f6f6;padding:12px;overflow:auto}
 table{border-collapse:collapse;font-variant-numeric:tabular-nums}
 td,th{padding:2px 10px;text-align:right;border-bottom:1px solid #eee}
+td.by{text-align:left}
 </style>
 </head>
 <body>
@@ -241,8 +257,8 @@ td,th{padding:2px 10px;text-align:right;border-bottom:1px solid #eee}
 <pre>{{.Summary}}</pre>
 <details><summary>per-second table</summary>
 <table>
-<tr><th>t</th><th>sent</th><th>2xx</th><th>429</th><th>503</th><th>other</th><th>dropped</th><th>p50 ms</th><th>p99 ms</th></tr>
-{{range .Rows}}<tr><td>{{.T}}</td><td>{{.Sent}}</td><td>{{.OK}}</td><td>{{.TooMany}}</td><td>{{.Unavailable}}</td><td>{{.Other}}</td><td>{{.Dropped}}</td><td>{{.P50}}</td><td>{{.P99}}</td></tr>
+<tr><th>t</th><th>sent</th><th>2xx</th><th>429</th><th>503</th><th>other</th><th>other was</th><th>dropped</th><th>p50 ms</th><th>p99 ms</th></tr>
+{{range .Rows}}<tr><td>{{.T}}</td><td>{{.Sent}}</td><td>{{.OK}}</td><td>{{.TooMany}}</td><td>{{.Unavailable}}</td><td>{{.Other}}</td><td class="by">{{.OtherBy}}</td><td>{{.Dropped}}</td><td>{{.P50}}</td><td>{{.P99}}</td></tr>
 {{end}}</table>
 </details>
 <script>
@@ -259,7 +275,7 @@ td,th{padding:2px 10px;text-align:right;border-bottom:1px solid #eee}
       var s = rows[i], cx = l + (r - l) * (i + 0.5) / rows.length;
       cur.setAttribute("x1", cx); cur.setAttribute("x2", cx); cur.setAttribute("visibility", "visible");
       tip.textContent = "t " + s.T + "s\nsent " + s.Sent + "  dropped " + s.Dropped +
-        "\n2xx " + s.OK + "  429 " + s.TooMany + "  503 " + s.Unavailable + "  other " + s.Other +
+        "\n2xx " + s.OK + "  429 " + s.TooMany + "  503 " + s.Unavailable + "  other " + s.Other + (s.OtherBy ? " (" + s.OtherBy + ")" : "") +
         "\np50 " + s.P50 + " ms  p99 " + s.P99 + " ms";
       tip.style.display = "block";
       tip.style.left = Math.min(ev.clientX - fig.getBoundingClientRect().left + 12, fig.clientWidth - 220) + "px";

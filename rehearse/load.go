@@ -465,12 +465,15 @@ func (l *loader) request(at time.Duration, hdr http.Header, user string) {
 		done := l.since()
 		l.inflight.Add(-1)
 
-		o, msg := classify(status), ""
+		o, kind, msg := classify(status), "", ""
 		switch {
 		case err != nil && l.over():
 			o = outcomeCanceled
 		case err != nil:
-			o, msg = outcomeError, errorKind(err)
+			o = outcomeError
+			kind, msg = errorKind(err)
+		case o == outcomeOther:
+			kind = strconv.Itoa(status)
 		}
 		retryAt := time.Duration(-1)
 		if try < MaxRetries && l.c.Retry != RetryNone && (o == outcomeTooMany || o == outcomeUnavailable) && l.ctx.Err() == nil {
@@ -489,7 +492,7 @@ func (l *loader) request(at time.Duration, hdr http.Header, user string) {
 				}
 			}
 		}
-		l.rec.finish(at, o, done-at, msg, retryAt)
+		l.rec.finish(at, o, done-at, kind, msg, retryAt)
 		if retryAt < 0 {
 			return
 		}
@@ -559,23 +562,24 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 	return -1
 }
 
-// errorKind names an attempt's error the way the summary counts it: by
-// cause, without the URL that every one of them shares.
-func errorKind(err error) string {
+// errorKind names an attempt's error twice: kind as a Breakdown counts
+// it ("err:timeout"), msg as the summary's errors list it, by cause and
+// without the URL that every one of them shares.
+func errorKind(err error) (kind, msg string) {
 	var ne net.Error
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return "timeout"
+		return "err:timeout", "timeout"
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connection refused"
+		return "err:refused", "connection refused"
 	case errors.Is(err, syscall.ECONNRESET):
-		return "connection reset"
+		return "err:reset", "connection reset"
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return "connection closed early"
+		return "err:closed", "connection closed early"
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return ue.Err.Error()
+		return "err:other", ue.Err.Error()
 	}
-	return err.Error()
+	return "err:other", err.Error()
 }

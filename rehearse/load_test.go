@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -223,6 +224,9 @@ func TestRunErrors(t *testing.T) {
 	if res.Total.Sent != 5 || res.Total.Errors != 5 || res.Total.Other != 5 || res.Errors["connection refused"] != 5 {
 		t.Errorf("against a closed port: %+v, errors %v", res.Total, res.Errors)
 	}
+	if want := (Breakdown{"err:refused": 5}); !reflect.DeepEqual(res.Total.OtherBy, want) {
+		t.Errorf("against a closed port: other was %v, want %v", res.Total.OtherBy, want)
+	}
 
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -241,6 +245,43 @@ func TestRunErrors(t *testing.T) {
 	}
 	if res.Total.Errors != 3 || res.Errors["timeout"] != 3 || res.Total.P50 < 100*time.Millisecond {
 		t.Errorf("against a slow target with a 100ms timeout: %+v, errors %v", res.Total, res.Errors)
+	}
+	if want := (Breakdown{"err:timeout": 3}); !reflect.DeepEqual(res.Total.OtherBy, want) {
+		t.Errorf("against a slow target: other was %v, want %v", res.Total.OtherBy, want)
+	}
+}
+
+// An answer that is not 2xx, 429 or 503 is counted as other under its
+// status, in its second and in the total.
+func TestRunOtherByStatus(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch n.Add(1) % 4 {
+		case 0:
+			w.WriteHeader(http.StatusGatewayTimeout)
+		case 1:
+			w.WriteHeader(http.StatusBadGateway)
+		case 2:
+			w.WriteHeader(http.StatusGatewayTimeout)
+		default:
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	}))
+	defer srv.Close()
+	res, err := Run(context.Background(), LoadConfig{
+		URL:     srv.URL,
+		Profile: Profile{Shape: Const, Rate: 40, Duration: 500 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Breakdown{"504": 10, "502": 5}
+	if res.Total.Sent != 20 || res.Total.TooMany != 5 || res.Total.Other != 15 || res.Total.Errors != 0 || !reflect.DeepEqual(res.Total.OtherBy, want) {
+		t.Errorf("total %+v, want 20 sent, 5 429, other 15 as %v", res.Total, want)
+	}
+	if len(res.Seconds) != 1 || !reflect.DeepEqual(res.Seconds[0].OtherBy, want) {
+		t.Errorf("seconds %+v, want one with other %v", res.Seconds, want)
 	}
 }
 

@@ -1,6 +1,11 @@
 package rehearse
 
 import (
+	"cmp"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -21,6 +26,10 @@ type Second struct {
 	Errors      int64 // of Other: no HTTP answer — a timeout, a refused or reset connection
 	Canceled    int64 // cut short by the end of an interrupted run
 	Dropped     int64 // not sent: the concurrency cap was reached
+	// OtherBy breaks Other down by what each attempt was: its status
+	// ("504") or, without an answer, "err:" and the kind of its error
+	// ("err:timeout"). Nil when Other is zero.
+	OtherBy Breakdown
 	// P50 and P99 are the latencies of the second's attempts, from each
 	// attempt's scheduled send time to the end of its answer (or its
 	// error). Zero when no attempt has one.
@@ -36,8 +45,42 @@ func (s *Second) add(o *Second) {
 	s.Unavailable += o.Unavailable
 	s.Other += o.Other
 	s.Errors += o.Errors
+	for k, n := range o.OtherBy {
+		if s.OtherBy == nil {
+			s.OtherBy = make(Breakdown, len(o.OtherBy))
+		}
+		s.OtherBy[k] += n
+	}
 	s.Canceled += o.Canceled
 	s.Dropped += o.Dropped
+}
+
+// A Breakdown counts attempts by what they were: a status ("504", "502"),
+// or for an attempt without an answer "err:" and its kind: err:timeout,
+// err:refused, err:reset, err:closed (the connection closed before the
+// answer ended), err:other.
+type Breakdown map[string]int64
+
+// String formats b as "504:10 502:2 err:timeout:1", the largest count
+// first (ties by name); "" when b is empty.
+func (b Breakdown) String() string {
+	var sb strings.Builder
+	for i, k := range b.Keys() {
+		if i > 0 {
+			sb.WriteByte(' ')
+		}
+		sb.WriteString(k)
+		sb.WriteByte(':')
+		sb.WriteString(strconv.FormatInt(b[k], 10))
+	}
+	return sb.String()
+}
+
+// Keys returns b's keys in the order String writes them.
+func (b Breakdown) Keys() []string {
+	return slices.SortedFunc(maps.Keys(b), func(x, y string) int {
+		return cmp.Or(cmp.Compare(b[y], b[x]), strings.Compare(x, y))
+	})
 }
 
 // An outcome is how one attempt ended.
@@ -155,10 +198,12 @@ func (r *recorder) release(at time.Duration) {
 }
 
 // finish records the outcome of the attempt scheduled at, with its
-// latency; errMsg names the error of outcomeError. When retryAt is not
-// negative, a retry is due then and its slot is opened in the same step,
-// so that no second in between can be taken for final.
-func (r *recorder) finish(at time.Duration, o outcome, latency time.Duration, errMsg string, retryAt time.Duration) {
+// latency; kind is what an attempt of outcomeOther or outcomeError was, as
+// Breakdown counts it ("504", "err:timeout"), and errMsg names the error
+// of outcomeError as the summary counts it. When retryAt is not negative,
+// a retry is due then and its slot is opened in the same step, so that no
+// second in between can be taken for final.
+func (r *recorder) finish(at time.Duration, o outcome, latency time.Duration, kind, errMsg string, retryAt time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if retryAt >= 0 {
@@ -178,9 +223,11 @@ func (r *recorder) finish(at time.Duration, o outcome, latency time.Duration, er
 		s.row.Unavailable++
 	case outcomeOther:
 		s.row.Other++
+		s.row.countOther(kind)
 	case outcomeError:
 		s.row.Other++
 		s.row.Errors++
+		s.row.countOther(kind)
 		if _, ok := r.errs[errMsg]; !ok && len(r.errs) >= maxErrorKinds {
 			errMsg = "other errors"
 		}
@@ -197,6 +244,14 @@ func (r *recorder) finish(at time.Duration, o outcome, latency time.Duration, er
 		}
 	}
 	s.hist.Record(latency)
+}
+
+// countOther counts one attempt of Other as kind.
+func (s *Second) countOther(kind string) {
+	if s.OtherBy == nil {
+		s.OtherBy = make(Breakdown, 2)
+	}
+	s.OtherBy[kind]++
 }
 
 // ready returns the seconds that have become final by now, in order.

@@ -12,22 +12,29 @@ import (
 	"time"
 )
 
-// The per-second table: one line per second, latencies in milliseconds.
+// The per-second table: one line per second, latencies in milliseconds,
+// then what the second's other answers were, when it had any.
 const (
-	lineHeader = "%4s %7s %7s %7s %7s %7s %9s %9s\n"
-	lineFormat = "%4d %7d %7d %7d %7d %7d %9s %9s\n"
+	lineHeader = "%4s %7s %7s %7s %7s %7s %9s %9s  %s\n"
+	lineFormat = "%4d %7d %7d %7d %7d %7d %9s %9s"
 )
 
 // WriteHeader writes the heading of the per-second table.
 func WriteHeader(w io.Writer) error {
-	_, err := fmt.Fprintf(w, lineHeader, "t", "sent", "2xx", "429", "503", "other", "p50", "p99")
+	_, err := fmt.Fprintf(w, lineHeader, "t", "sent", "2xx", "429", "503", "other", "p50", "p99", "other was")
 	return err
 }
 
-// WriteSecond writes s as a line of the per-second table.
+// WriteSecond writes s as a line of the per-second table: its counts and
+// latencies, and its other answers by status and error kind, as
+// "504:10 502:2 err:timeout:1".
 func WriteSecond(w io.Writer, s Second) error {
-	_, err := fmt.Fprintf(w, lineFormat, s.T, s.Sent, s.OK, s.TooMany, s.Unavailable, s.Other,
-		msText(s.P50, s.OK+s.TooMany+s.Unavailable+s.Other), msText(s.P99, s.OK+s.TooMany+s.Unavailable+s.Other))
+	n := s.OK + s.TooMany + s.Unavailable + s.Other
+	line := fmt.Sprintf(lineFormat, s.T, s.Sent, s.OK, s.TooMany, s.Unavailable, s.Other, msText(s.P50, n), msText(s.P99, n))
+	if len(s.OtherBy) > 0 {
+		line += "  " + s.OtherBy.String()
+	}
+	_, err := io.WriteString(w, line+"\n")
 	return err
 }
 
@@ -57,6 +64,9 @@ func WriteSummary(w io.Writer, r *Result) error {
 	p("\n")
 	p("  answers    2xx %d   429 %d   503 %d   other %d (%d without an answer)\n",
 		t.OK, t.TooMany, t.Unavailable, t.Other, t.Errors)
+	if len(t.OtherBy) > 0 {
+		p("  other      %s\n", t.OtherBy)
+	}
 	if t.Retries > 0 {
 		p("  outcome    %d of %d requests answered 2xx in the end\n", r.Succeeded, r.Scheduled)
 	}
@@ -95,8 +105,8 @@ func (e *errWriter) Write(b []byte) (int, error) {
 }
 
 // csvHeader names the CSV columns: the table's, then what the table leaves
-// out.
-var csvHeader = []string{"t", "sent", "2xx", "429", "503", "other", "p50_ms", "p99_ms", "retries", "dropped", "errors", "canceled"}
+// out, then other's breakdown as the table writes it ("504:10 err:timeout:2").
+var csvHeader = []string{"t", "sent", "2xx", "429", "503", "other", "p50_ms", "p99_ms", "retries", "dropped", "errors", "canceled", "other_by"}
 
 // A CSVWriter writes the per-second series as CSV, a row as each second
 // becomes final, so that an interrupted run leaves what it measured.
@@ -123,7 +133,7 @@ func (c *CSVWriter) Write(s Second) error {
 	}
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
 	c.w.Write([]string{strconv.Itoa(s.T), i(s.Sent), i(s.OK), i(s.TooMany), i(s.Unavailable), i(s.Other),
-		lat(s.P50), lat(s.P99), i(s.Retries), i(s.Dropped), i(s.Errors), i(s.Canceled)})
+		lat(s.P50), lat(s.P99), i(s.Retries), i(s.Dropped), i(s.Errors), i(s.Canceled), s.OtherBy.String()})
 	c.w.Flush()
 	return c.w.Error()
 }

@@ -10,10 +10,11 @@ import (
 )
 
 func testResult() *Result {
+	other := Breakdown{"504": 25, "502": 5, "err:timeout": 15, "err:reset": 5}
 	rows := []Second{
 		{T: 0, Sent: 200, OK: 200, P50: 1200 * time.Microsecond, P99: 3 * time.Millisecond},
 		{T: 1, Sent: 5000, OK: 800, TooMany: 4000, Unavailable: 150, Other: 50, Errors: 20, Dropped: 3, Retries: 7,
-			P50: 2 * time.Millisecond, P99: 3100 * time.Millisecond},
+			P50: 2 * time.Millisecond, P99: 3100 * time.Millisecond, OtherBy: other},
 		{T: 2},
 	}
 	r := &Result{
@@ -37,9 +38,9 @@ func TestWriteTable(t *testing.T) {
 		WriteSecond(&b, s)
 	}
 	want := "" +
-		"   t    sent     2xx     429     503   other       p50       p99\n" +
+		"   t    sent     2xx     429     503   other       p50       p99  other was\n" +
 		"   0     200     200       0       0       0       1.2       3.0\n" +
-		"   1    5000     800    4000     150      50       2.0    3100.0\n" +
+		"   1    5000     800    4000     150      50       2.0    3100.0  504:25 err:timeout:15 502:5 err:reset:5\n" +
 		"   2       0       0       0       0       0         -         -\n"
 	if b.String() != want {
 		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
@@ -56,7 +57,7 @@ func TestWriteSummary(t *testing.T) {
 	for _, want := range []string{
 		"summary (complete, 3.0s)",
 		"5196 scheduled, 5200 sent (7 retries), 3 dropped at the concurrency cap",
-		"2xx 1000   429 4000   503 150   other 50 (20 without an answer)",
+		"2xx 1000   429 4000   503 150   other 50 (20 without an answer)\n  other      504:25 err:timeout:15 502:5 err:reset:5\n",
 		"1000 of 5196 requests answered 2xx in the end",
 		"p50 2.0   p90 10.0   p99 3100.0   p99.9 3200.0   max 3300.0",
 		"offered 1732.0/s   achieved 1733.3/s   2xx 333.3/s",
@@ -85,10 +86,10 @@ func TestCSVWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := [][]string{
-		{"t", "sent", "2xx", "429", "503", "other", "p50_ms", "p99_ms", "retries", "dropped", "errors", "canceled"},
-		{"0", "200", "200", "0", "0", "0", "1.200", "3.000", "0", "0", "0", "0"},
-		{"1", "5000", "800", "4000", "150", "50", "2.000", "3100.000", "7", "3", "20", "0"},
-		{"2", "0", "0", "0", "0", "0", "", "", "0", "0", "0", "0"},
+		{"t", "sent", "2xx", "429", "503", "other", "p50_ms", "p99_ms", "retries", "dropped", "errors", "canceled", "other_by"},
+		{"0", "200", "200", "0", "0", "0", "1.200", "3.000", "0", "0", "0", "0", ""},
+		{"1", "5000", "800", "4000", "150", "50", "2.000", "3100.000", "7", "3", "20", "0", "504:25 err:timeout:15 502:5 err:reset:5"},
+		{"2", "0", "0", "0", "0", "0", "", "", "0", "0", "0", "0", ""},
 	}
 	if len(records) != len(want) {
 		t.Fatalf("%d records, want %d: %v", len(records), len(want), records)
@@ -110,6 +111,12 @@ func TestWriteHTML(t *testing.T) {
 	for _, want := range []string{
 		"<!DOCTYPE html>", "<title>flash sale &lt;rehearsal&gt;</title>", "<svg", "requests per second",
 		"latency (ms, log scale)", `stroke="#d62728"`, "<script>", `"TooMany":4000`, "summary (complete",
+		// Which statuses other was: in the legend, the summary, the
+		// table and the data under the pointer.
+		"other (504, err:timeout, 502, err:reset)</span>",
+		"other      504:25 err:timeout:15 502:5 err:reset:5",
+		`<td class="by">504:25 err:timeout:15 502:5 err:reset:5</td>`,
+		`"OtherBy":"504:25 err:timeout:15 502:5 err:reset:5"`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page does not contain %q", want)

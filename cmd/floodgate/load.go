@@ -27,7 +27,10 @@ func runLoad(args []string, stdout, stderr io.Writer) int {
 			"         a fall to --plateau over the next, and --plateau ±15% for the rest\n\n"+
 			"Every second it prints a line: t sent 2xx 429 503 other p50 p99. A line counts the\n"+
 			"attempts scheduled in that second (retries included) and is printed once all of them\n"+
-			"have an outcome; other is any other status or no answer; p50 and p99 are in ms.\n"+
+			"have an outcome; p50 and p99 are in ms. other is any other status or no answer, and a\n"+
+			"line with any ends with what they were, most first: statuses, and err:KIND for attempts\n"+
+			"without an answer (err:timeout, err:refused, err:reset, err:closed, err:other), as in\n"+
+			"504:10 502:2 err:timeout:1. The summary, --out and --html carry the same breakdown.\n"+
 			"A request due while --concurrency-cap requests are in flight is dropped and counted, not delayed.\n"+
 			"A summary follows. SIGINT or SIGTERM stops the run early and prints what it measured.")
 	url := fs.String("url", "", "the `URL` to send every request to (required)")

@@ -13,8 +13,9 @@ import (
 	"time"
 )
 
-// tableLine matches a line of load's per-second table.
-var tableLine = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+([0-9.]+|-)\s+([0-9.]+|-)$`)
+// tableLine matches a line of load's per-second table; the ninth group is
+// what its other answers were, empty when it had none.
+var tableLine = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+([0-9.]+|-)\s+([0-9.]+|-)(?:  (\S.*))?$`)
 
 func TestLoadAgainstUpstream(t *testing.T) {
 	t.Parallel()
@@ -28,7 +29,7 @@ func TestLoadAgainstUpstream(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d; stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
 	}
-	if !strings.Contains(stdout, "   t    sent     2xx     429     503   other       p50       p99\n") {
+	if !strings.Contains(stdout, "   t    sent     2xx     429     503   other       p50       p99  other was\n") {
 		t.Errorf("no table header:\n%s", stdout)
 	}
 	lines := tableLine.FindAllStringSubmatch(stdout, -1)
@@ -36,7 +37,7 @@ func TestLoadAgainstUpstream(t *testing.T) {
 		t.Fatalf("want a line for seconds 0 and 1, got %q in:\n%s", lines, stdout)
 	}
 	for _, l := range lines {
-		if l[2] != l[3] || (l[2] != "200" && l[2] != "199" && l[2] != "201") || l[7] == "-" {
+		if l[2] != l[3] || (l[2] != "200" && l[2] != "199" && l[2] != "201") || l[7] == "-" || l[9] != "" {
 			t.Errorf("line %q: want about 200 sent, all 2xx, and a p50", l[0])
 		}
 	}
@@ -136,8 +137,55 @@ func TestLoadNoAnswer(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	stdout, stderr, code := floodgate(t, "load", "--url", "http://"+addr, "--rate", "10", "--duration", "300ms")
-	if code != exitFailure || !strings.Contains(stderr, "no request got an answer") || !strings.Contains(stdout, "3 × connection refused") {
+	if code != exitFailure || !strings.Contains(stderr, "no request got an answer") || !strings.Contains(stdout, "3 × connection refused") ||
+		!strings.Contains(stdout, "  other      err:refused:3\n") {
 		t.Errorf("against a closed port: exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
+	}
+	if l := tableLine.FindStringSubmatch(stdout); l == nil || l[6] != "3" || l[9] != "err:refused:3" {
+		t.Errorf("against a closed port: line %q, want other 3 and err:refused:3", l)
+	}
+}
+
+// other is broken down by status in every report: the per-second line,
+// the summary, the CSV and the HTML page.
+func TestLoadOtherByStatus(t *testing.T) {
+	t.Parallel()
+	skipWithoutSignals(t)
+	_, base := startMock(t, "--status", "504")
+	dir := t.TempDir()
+	csvFile, htmlFile := filepath.Join(dir, "x.csv"), filepath.Join(dir, "x.html")
+	stdout, stderr, code := floodgate(t, "load", "--url", base, "--rate", "20", "--duration", "1s",
+		"--out", csvFile, "--html", htmlFile)
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
+	}
+	lines := tableLine.FindAllStringSubmatch(stdout, -1)
+	if len(lines) != 1 || lines[0][3] != "0" || lines[0][6] != "20" || lines[0][9] != "504:20" {
+		t.Errorf("want one line of 20 other, all 504: %q in\n%s", lines, stdout)
+	}
+	if !strings.Contains(stdout, "other 20 (0 without an answer)\n  other      504:20\n") {
+		t.Errorf("the summary does not say other was 504:\n%s", stdout)
+	}
+	f, err := os.Open(csvFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	records, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(records) != 2 || records[0][len(records[0])-1] != "other_by" || records[1][5] != "20" || records[1][len(records[1])-1] != "504:20" {
+		t.Errorf("CSV: want an other_by column of 504:20, got %q", records)
+	}
+	page, err := os.ReadFile(htmlFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"other (504)</span>", `<td class="by">504:20</td>`, "other      504:20"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("the HTML page does not contain %q", want)
+		}
 	}
 }
 
