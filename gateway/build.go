@@ -58,6 +58,7 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.rt.Store(rt)
+	g.metrics.loaded(true, time.Now())
 	g.stop = make(chan struct{})
 	g.bg.Go(g.flushSamplers)
 	g.bg.Go(g.announce)
@@ -315,11 +316,11 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	prev := g.rt.Load()
 	rt, err := g.build(cfg, prev)
 	if err != nil {
-		g.metrics.reloads.WithLabelValues("error").Inc()
+		g.metrics.reloaded(false, time.Now())
 		return err
 	}
 	g.rt.Store(rt)
-	g.metrics.reloads.WithLabelValues("ok").Inc()
+	g.metrics.reloaded(true, time.Now())
 	// Requests still on the old runtime may verify with its verifier
 	// after this: a closed one still verifies, with the keys it has.
 	prev.jwt.closeUnless(rt.jwt)

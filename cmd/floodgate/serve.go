@@ -322,7 +322,18 @@ func (b adminBackend) ForceBreaker(route, state string, ttl time.Duration) error
 	return b.s.gw.ForceBreaker(route, state, ttl)
 }
 
-func (b adminBackend) Degraded() string { return b.s.gw.Degraded() }
+// Degraded says, besides what the gateway says, that the file on disk was
+// refused while the previous config serves.
+func (b adminBackend) Degraded() string {
+	ds := b.s.reloader.status()
+	if d := b.s.gw.Degraded(); d != "" {
+		if ds != "" {
+			ds += "; "
+		}
+		ds += d
+	}
+	return ds
+}
 
 func (b adminBackend) Ready(ctx context.Context) error {
 	if b.s.draining.Load() {
