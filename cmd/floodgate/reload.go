@@ -92,6 +92,7 @@ func (r *reloader) reload(trigger string) error {
 		r.log.Info("config reloaded; the file is unchanged", "trigger", trigger, "file", r.path)
 		return nil
 	}
+	prev := r.gw.Config()
 	if err != nil {
 		// A file that does not load never reaches Gateway.Reload, which
 		// counts only the failures it sees: count this one here.
@@ -110,7 +111,7 @@ func (r *reloader) reload(trigger string) error {
 	r.refused.Store(nil)
 	r.sum = sum
 	r.log.Info("config reloaded", "trigger", trigger, "file", r.path,
-		"routes", len(cfg.Routes), "limits", limitCount(cfg))
+		"routes", len(cfg.Routes), "limits", limitCount(cfg), "changes", config.Diff(prev, cfg).String())
 	logWarnings(r.log, cfg)
 	r.warnRestart(cfg)
 	return nil

@@ -989,6 +989,9 @@ func TestServeReadyzNamesRefusedFile(t *testing.T) {
 	if code, detail := readyz(); code != 200 || detail != "" {
 		t.Errorf("/readyz after a good reload: %d %q, want 200 without detail", code, detail)
 	}
+	// Its one INFO line says what changed, against the running config
+	// and not against the refused file.
+	p.waitLog(`"msg":"config reloaded".*"changes":"routes added: added"}`)
 	if v := gauge("gateway_config_last_reload_success"); v != 1 {
 		t.Errorf("gateway_config_last_reload_success after a good reload = %v, want 1", v)
 	}
