@@ -47,6 +47,7 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 		storeErrLog: newSampler(1),
 		framingLog:  newSampler(5),
 		samplers:    map[string]*sampler{},
+		failLogs:    map[string]*sampler{},
 		clients:     map[string]*h1.Client{},
 		breakers:    map[string]*routeBreaker{},
 		reg:         o.Registerer,
@@ -113,7 +114,7 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 	}
 
 	for _, rc := range cfg.Routes {
-		r := &route{id: rc.ID, methods: rc.Match.Methods, host: strings.ToLower(rc.Match.Host), metrics: g.metrics.forRoute(rc.ID), failLog: newSampler(5)}
+		r := &route{id: rc.ID, methods: rc.Match.Methods, host: strings.ToLower(rc.Match.Host), metrics: g.metrics.forRoute(rc.ID), failLog: g.failSampler(rc.ID)}
 		if p, ok := rc.Match.Prefix(); ok {
 			r.prefix = p
 			if r.prefix == "" {
@@ -125,6 +126,7 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 		u := rc.Upstream
 		r.upstream = &upstream{
 			targets:     u.Targets,
+			names:       targetNames(u.Targets),
 			down:        make([]atomic.Int64, len(u.Targets)),
 			client:      g.client(u),
 			stripPrefix: u.StripPrefix,
@@ -250,11 +252,28 @@ func (g *Gateway) sampler(id string) *sampler {
 	defer g.mu.Unlock()
 	s := g.samplers[id]
 	if s == nil {
-		s = newSampler(20)
+		s = newSampler(logsPerSecond)
 		g.samplers[id] = s
 	}
 	return s
 }
+
+// failSampler returns the sampler of a route's upstream failure lines,
+// the same one across reloads.
+func (g *Gateway) failSampler(route string) *sampler {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.failLogs[route]
+	if s == nil {
+		s = newSampler(logsPerSecond)
+		g.failLogs[route] = s
+	}
+	return s
+}
+
+// logsPerSecond is how many WARN lines of rejections one route and limit,
+// or of upstream failures one route, write in a second.
+const logsPerSecond = 20
 
 // client returns the upstream client for an upstream's settings, shared by
 // routes and reloads with the same settings so that their idle connections
@@ -368,7 +387,7 @@ func (g *Gateway) Close() error {
 }
 
 // flushSamplers writes, once a second, how many rejection lines each
-// route and limit did not log.
+// route and limit, and upstream failure lines each route, did not log.
 func (g *Gateway) flushSamplers() {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -378,14 +397,25 @@ func (g *Gateway) flushSamplers() {
 			return
 		case <-t.C:
 		}
-		g.mu.Lock()
-		for id, s := range g.samplers {
-			if n := s.takeDropped(); n > 0 {
-				route, lim, _ := strings.Cut(id, "/")
-				g.log.Warn("rate limited requests not logged", "route", route, "limit", lim, "count", n)
-			}
+		g.flushDropped()
+	}
+}
+
+// flushDropped writes the count of the lines each sampler did not log
+// since the last time.
+func (g *Gateway) flushDropped() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for id, s := range g.samplers {
+		if n := s.takeDropped(); n > 0 {
+			route, lim, _ := strings.Cut(id, "/")
+			g.log.Warn("rate limited requests not logged", "route", route, "limit", lim, "count", n)
 		}
-		g.mu.Unlock()
+	}
+	for route, s := range g.failLogs {
+		if n := s.takeDropped(); n > 0 {
+			g.log.Warn("upstream failures not logged", "route", route, "count", n)
+		}
 	}
 }
 

@@ -3,11 +3,14 @@ package gateway
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +44,7 @@ type Gateway struct {
 
 	mu       sync.Mutex
 	samplers map[string]*sampler // by route and limit, kept across reloads
+	failLogs map[string]*sampler // upstream failures by route, kept across reloads
 	clients  map[string]*h1.Client
 	breakers map[string]*routeBreaker // by route, kept across reloads
 	reg      prometheus.Registerer
@@ -307,6 +311,9 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 		o.joined = time.Since(start)
 	}
 	if o.written || o.status == statusClientClosed {
+		if o.failed || o.status >= 500 {
+			g.logUpstreamFailure(rte, rid, o, o.status)
+		}
 		return o
 	}
 	a := rt.upstreamUnavailable
@@ -334,13 +341,64 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 	a.Write(w, rid, "")
 	o.status = a.Status
 	if !o.client && o.err != nil {
-		// What the answer cannot say, the log does: which upstream
-		// failed and how, a few lines a second per route.
-		if rte.failLog.allow(time.Now().Unix()) {
-			g.log.Warn("upstream failed", "request_id", rid, "route", rte.id, "status", a.Status, "error", o.err.Error())
-		}
+		g.logUpstreamFailure(rte, rid, o, a.Status)
 	}
 	return o
+}
+
+// logUpstreamFailure writes the WARN line of an exchange that failed:
+// the gateway answered status for it (502, 504), the upstream answered
+// 5xx, or the body broke off after the head. What the answer cannot
+// say, the log does: which target failed, how and after how long. The
+// lines are sampled per route as rejections are, and the count of those
+// not logged follows once a second.
+func (g *Gateway) logUpstreamFailure(rte *route, rid string, o outcome, status int) {
+	if !rte.failLog.allow(time.Now().Unix()) {
+		return
+	}
+	msg := "upstream failed"
+	if o.err == nil {
+		msg = "upstream answered " + strconv.Itoa(o.status)
+	}
+	attrs := []slog.Attr{
+		slog.String("request_id", rid),
+		slog.String("route", rte.id),
+		slog.Int("status", status),
+	}
+	if o.err != nil {
+		attrs = append(attrs, slog.String("error", o.err.Error()))
+	}
+	attrs = append(attrs,
+		slog.String("kind", failureKind(o)),
+		slog.String("target", o.target),
+		slog.Float64("duration", o.took.Seconds()),
+	)
+	g.log.LogAttrs(context.Background(), slog.LevelWarn, msg, attrs...)
+}
+
+// failureKind names how an exchange failed, for the log: a few words a
+// query can count by, beside the error's own text.
+func failureKind(o outcome) string {
+	err := o.err
+	switch {
+	case err == nil:
+		return "status"
+	case o.aborted && o.timeout:
+		return "body_idle"
+	case o.aborted:
+		return "body_broken"
+	case o.timeout:
+		return "timeout"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection_refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return "connection_reset"
+	case isDial(err):
+		return "dial"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "closed"
+	}
+	return "protocol"
 }
 
 // answerWith writes one of the gateway's own answers.

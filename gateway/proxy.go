@@ -23,6 +23,7 @@ import (
 // upstream is a route's targets and the client that reaches them.
 type upstream struct {
 	targets     []*url.URL
+	names       []string       // of the targets, for the logs: targetNames
 	down        []atomic.Int64 // per target: until when (Unix ns) round robin passes it over
 	next        atomic.Uint64
 	client      *h1.Client
@@ -70,6 +71,9 @@ type outcome struct {
 	// the upstream took to answer with its head (or to fail).
 	exchanged bool
 	took      time.Duration
+	// target is the upstream the exchange went to (the last one tried),
+	// as scheme://host; "" when it went nowhere.
+	target string
 	// join, after a switch of protocols, joins the client's connection
 	// to the upstream's until either closes; joined is how long it ran.
 	join   func()
@@ -256,8 +260,9 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	}
 	var resp *http.Response
 	var err error
+	var i int
 	for try := 1; ; try++ {
-		i := u.pick()
+		i = u.pick()
 		target := u.targets[i]
 		out.URL.Scheme, out.URL.Host, out.Host = target.Scheme, target.Host, target.Host
 		out.URL.Path, out.URL.RawPath = UpstreamPath(target, u.stripPrefix, path)
@@ -285,12 +290,14 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 				o = classifyBody(berr, o)
 			}
 		}
-		o.err, o.exchanged, o.took = err, true, time.Since(start)
+		o.err, o.exchanged, o.took, o.target = err, true, time.Since(start), u.names[i]
 		return o
 	}
 	took := time.Since(start)
 	if resp.StatusCode == http.StatusSwitchingProtocols {
-		return u.switchProtocols(w, resp, upgrade, head, took)
+		o := u.switchProtocols(w, resp, upgrade, head, took)
+		o.target = u.names[i]
+		return o
 	}
 	defer resp.Body.Close()
 
@@ -311,7 +318,7 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	}
 	head(h)
 	w.WriteHeader(resp.StatusCode)
-	o := outcome{status: resp.StatusCode, written: true, exchanged: true, took: took}
+	o := outcome{status: resp.StatusCode, written: true, exchanged: true, took: took, target: u.names[i]}
 	if answered != nil {
 		answered(o)
 	}
@@ -329,7 +336,7 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		// for the breaker; a client that went away is not.
 		o.aborted = true
 		if r.Context().Err() == nil {
-			o.failed = true
+			o.failed, o.err = true, err
 			o.timeout = errors.Is(err, h1.ErrIdle)
 		}
 		return o
@@ -338,6 +345,16 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		h[http.TrailerPrefix+k] = vv
 	}
 	return o
+}
+
+// targetNames are how logs name targets: scheme://host, without a
+// target's path or any userinfo.
+func targetNames(ts []*url.URL) []string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Scheme + "://" + t.Host
+	}
+	return names
 }
 
 // copyHeader copies the upstream's response headers to the client's, but
