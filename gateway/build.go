@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -30,6 +32,9 @@ type Options struct {
 
 	// Registerer receives the metrics. Nil: a new registry, see Registry.
 	Registerer prometheus.Registerer
+
+	// Stderr is where "server.access_log: stderr" writes. Nil: os.Stderr.
+	Stderr io.Writer
 }
 
 // New builds a gateway for cfg.
@@ -39,6 +44,13 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 	}
 	if o.Registerer == nil {
 		o.Registerer = prometheus.NewRegistry()
+	}
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+	sink, err := openAccessSink(cfg, o.Stderr)
+	if err != nil {
+		return nil, err
 	}
 	g := &Gateway{
 		metrics:     NewMetrics(o.Registerer),
@@ -52,12 +64,16 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 		breakers:    map[string]*routeBreaker{},
 		reg:         o.Registerer,
 		local:       memory.New(memory.Options{MaxKeys: cfg.Store.Memory.MaxKeys}),
+		stderr:      o.Stderr,
 	}
 	rt, err := g.build(cfg, nil)
 	if err != nil {
+		sink.close()
 		g.local.Close()
 		return nil, err
 	}
+	g.access = newAccessLog(g.metrics.accessDropped, g.log)
+	g.access.use(sink)
 	g.rt.Store(rt)
 	g.metrics.loaded(true, time.Now())
 	g.stop = make(chan struct{})
@@ -82,6 +98,7 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 		maxBody:     cfg.Server.MaxBodyBytes,
 		bodyTimeout: cfg.Server.BodyTimeout,
 		noRoute:     g.metrics.forRoute(""),
+		accessLog:   cfg.Server.AccessLog != config.AccessLogOff,
 	}
 	a := func(status int, code string) *httplimit.Answer {
 		return httplimit.NewAnswer(status, code, cfg.Message(code))
@@ -333,12 +350,22 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
 	prev := g.rt.Load()
-	rt, err := g.build(cfg, prev)
+	// The access log's file is opened again whatever changed, so that a
+	// rotated file is followed; one that cannot be opened refuses the
+	// reload, as a config that does not build does.
+	sink, err := openAccessSink(cfg, g.stderr)
 	if err != nil {
 		g.metrics.reloaded(false, time.Now())
 		return err
 	}
+	rt, err := g.build(cfg, prev)
+	if err != nil {
+		sink.close()
+		g.metrics.reloaded(false, time.Now())
+		return err
+	}
 	g.rt.Store(rt)
+	g.access.use(sink)
 	g.metrics.reloaded(true, time.Now())
 	// Requests still on the old runtime may verify with its verifier
 	// after this: a closed one still verifies, with the keys it has.
@@ -383,6 +410,7 @@ func (g *Gateway) Close() error {
 		g.recorder.Close()
 	}
 	g.mu.Unlock()
+	g.access.close()
 	return g.local.Close()
 }
 
@@ -416,6 +444,9 @@ func (g *Gateway) flushDropped() {
 		if n := s.takeDropped(); n > 0 {
 			g.log.Warn("upstream failures not logged", "route", route, "count", n)
 		}
+	}
+	if n := g.access.takeDropped(); n > 0 {
+		g.log.Warn("access log lines dropped: the writer fell behind", "count", n)
 	}
 }
 

@@ -53,6 +53,9 @@ type Gateway struct {
 	recorderCfg   config.Events
 	recorderStore config.Store
 
+	access *accessLog // the access log's queue and writer
+	stderr io.Writer  // server.access_log: stderr
+
 	reloadMu  sync.Mutex
 	stop      chan struct{}
 	closeOnce sync.Once
@@ -76,6 +79,7 @@ type runtime struct {
 	ipKeys   *ipKeys // the ip key parts of recent clients; nil: no limit has one
 	jwt      *tokens // nil: no server.jwt
 
+	accessLog   bool   // server.access_log is not off
 	ridHeader   string // canonical
 	maxBody     int64
 	bodyTimeout time.Duration
@@ -123,6 +127,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// one the limits' keys were made of.
 		rt.badRequest.Write(w, rid, "")
 		rt.noRoute.count(rt.badRequest.Status)
+		if rt.accessLog {
+			g.logAccess(w, r, rt, start, rid, r.URL.EscapedPath(), nil, &outcome{status: rt.badRequest.Status, result: resultBadRequest})
+		}
 		return
 	}
 	host := hostOf(r)
@@ -130,6 +137,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rte == nil {
 		rt.notFound.Write(w, rid, "")
 		rt.noRoute.count(rt.notFound.Status)
+		if rt.accessLog {
+			g.logAccess(w, r, rt, start, rid, path, nil, &outcome{status: rt.notFound.Status, result: resultNotFound})
+		}
 		return
 	}
 	o := g.serveRoute(w, r, rt, rte, rid, path, host)
@@ -137,6 +147,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// A connection joined after a switch of protocols counts until the
 	// switch, not for its life.
 	rte.metrics.duration.Observe((time.Since(start) - o.joined).Seconds())
+	if rt.accessLog {
+		g.logAccess(w, r, rt, start, rid, path, rte, &o)
+	}
 	if o.aborted || o.status == statusClientClosed && !o.written {
 		// Closing the connection is the only way left to tell the client
 		// that the body it is reading is incomplete; and a client that
@@ -230,7 +243,9 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 
 	if rt.maxBody > 0 {
 		if r.ContentLength > rt.maxBody {
-			return answerWith(w, rt.tooLarge, rid)
+			o := answerWith(w, rt.tooLarge, rid)
+			o.result, o.clientIP = resultTooLarge, client
+			return o
 		}
 		if r.Body != nil && r.Body != http.NoBody {
 			r.Body = http.MaxBytesReader(w, r.Body, rt.maxBody)
@@ -250,7 +265,9 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 		if !errors.Is(err, errStoreDenied) {
 			g.log.Error("limit step failed", "request_id", rid, "route", rte.id, "error", err.Error())
 		}
-		return answerWith(w, rt.limiterUnavailable, rid)
+		o := answerWith(w, rt.limiterUnavailable, rid)
+		o.result, o.clientIP = resultLimiterUnavailable, client
+		return o
 	}
 	g.audit(rt, rte, r, &x, rid, &v)
 	if v.shadowed {
@@ -258,10 +275,13 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 	}
 	if v.reject != nil {
 		v.setHeaders(w.Header())
+		o := answerWith(w, v.reject, rid)
+		o.result, o.clientIP = resultKeyRequired, client
 		if v.reason >= 0 {
 			g.logRejection(rte, &v, rid, &x)
+			o.result, o.limit = resultLimited, v.specs[v.reason].name
 		}
-		return answerWith(w, v.reject, rid)
+		return o
 	}
 	if len(v.leases) > 0 {
 		stop := g.holdLeases(v.store, v.lease, v.leases)
@@ -275,7 +295,7 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return outcome{status: statusClientClosed}
+			return outcome{status: statusClientClosed, clientIP: client}
 		}
 	}
 
@@ -304,6 +324,7 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 		answered = report
 	}
 	o := rte.upstream.forward(w, r, path, v.setHeaders, answered)
+	o.clientIP = client
 	if o.join != nil {
 		report(o)
 		start := time.Now()

@@ -28,6 +28,7 @@ type Metrics struct {
 	jwtFailures    map[jwtverify.Reason]prometheus.Counter
 	framingRefused *prometheus.CounterVec
 	localAnswers   *prometheus.CounterVec
+	accessDropped  prometheus.Counter
 }
 
 // NewMetrics registers the gateway's series with reg.
@@ -78,11 +79,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "gateway_ratelimit_local_answers_total", Help: "Rejections the instance answered without a store call, by the limit that rejected: from its memory of keys known to be exhausted (store.local_rejects), or from a leased slice of a window with nothing left (sync: lease); each is also a rejected decision.",
 		}, []string{"route", "limit"}),
 	}
+	m.accessDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gateway_access_log_dropped_total", Help: "Access log lines dropped because the queue to the writer was full (a file that could not keep up).",
+	})
 	jwtFailures := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gateway_jwt_failures_total", Help: "Bearer tokens not accepted for jwt: key parts and claim overrides, by reason; their parts are missing.",
 	}, []string{"reason"})
 	reg.MustRegister(m.requests, m.duration, m.rateLimited, m.decisions, m.storeDuration,
-		m.storeErrors, m.reloads, m.reloadSuccess, m.reloadTime, m.logsSuppressed, m.breakerState, m.breakerChanges, jwtFailures, m.framingRefused, m.localAnswers)
+		m.storeErrors, m.reloads, m.reloadSuccess, m.reloadTime, m.logsSuppressed, m.breakerState, m.breakerChanges, jwtFailures, m.framingRefused, m.localAnswers, m.accessDropped)
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
 	// Every reason's series exists from the start, so that a rate over it

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -71,6 +72,16 @@ type outcome struct {
 	// the upstream took to answer with its head (or to fail).
 	exchanged bool
 	took      time.Duration
+	// copied is set once the upstream's body was copied to the client,
+	// bytes of it (all of it, unless aborted).
+	copied bool
+	bytes  int64
+	// result, limit and clientIP are what the access log says of the
+	// request: what the gateway decided, the limit that rejected it, and
+	// the client (the zero Addr until it is resolved).
+	result   accessResult
+	limit    string
+	clientIP netip.Addr
 	// target is the upstream the exchange went to (the last one tried),
 	// as scheme://host; "" when it went nowhere.
 	target string
@@ -329,7 +340,9 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		_ = http.NewResponseController(w).Flush()
 	}
 
-	if err := u.copyBody(w, resp); err != nil {
+	n, err := u.copyBody(w, resp)
+	o.copied, o.bytes = true, n
+	if err != nil {
 		// The status is sent, so the client can only learn that the body
 		// broke off by the connection closing: the caller aborts the
 		// handler. An upstream that broke off or fell silent is a failure
@@ -475,7 +488,7 @@ func (u *upstream) switchProtocols(w http.ResponseWriter, resp *http.Response, a
 // copyBody streams the body, flushing as it goes when the upstream did not
 // say how long it is (a stream, server-sent events), and closes the body
 // when the upstream stays silent longer than idle.
-func (u *upstream) copyBody(w http.ResponseWriter, resp *http.Response) error {
+func (u *upstream) copyBody(w http.ResponseWriter, resp *http.Response) (written int64, err error) {
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp
@@ -503,23 +516,25 @@ func (u *upstream) copyBody(w http.ResponseWriter, resp *http.Response) error {
 			timer.Stop()
 		}
 		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return werr
+			m, werr := w.Write(buf[:n])
+			written += int64(m)
+			if werr != nil {
+				return written, werr
 			}
 			if flush {
 				if err := rc.Flush(); err != nil {
-					return err
+					return written, err
 				}
 			}
 		}
 		if rerr == io.EOF {
-			return nil
+			return written, nil
 		}
 		if rerr != nil {
 			if idle.Load() {
-				return h1.ErrIdle
+				return written, h1.ErrIdle
 			}
-			return rerr
+			return written, rerr
 		}
 	}
 }

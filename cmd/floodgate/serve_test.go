@@ -1016,3 +1016,68 @@ func TestServeReadyzNamesRefusedFile(t *testing.T) {
 		t.Errorf("gateway_config_last_reload_success after the running file came back = %v, want 1", v)
 	}
 }
+
+// server.access_log follows logrotate: the file renamed, then SIGHUP with
+// the config unchanged, and the lines after it go to a new file.
+func TestServeAccessLogRotate(t *testing.T) {
+	skipWithoutSignals(t)
+	t.Parallel()
+	f := newFixture(t, nil)
+	file := filepath.Join(f.dir, "access.log")
+	f.write(strings.Replace(baseConfig, "  shutdown_timeout: 5s\n", "  shutdown_timeout: 5s\n  access_log: "+file+"\n", 1))
+	p := f.serve("--watch=false")
+	lines := func(file string) []string {
+		data, _ := os.ReadFile(file)
+		return strings.Fields(string(data))
+	}
+	if r := p.get("/api/before", "X-User-Id", "u1"); r.code != 200 {
+		t.Fatalf("GET /api/before: %d %s", r.code, r.body)
+	}
+	p.waitFor("the first access line", func() bool { return len(lines(file)) == 1 })
+	if err := os.Rename(file, file+".1"); err != nil {
+		t.Fatal(err)
+	}
+	p.signal(syscall.SIGHUP)
+	p.waitLog(`"msg":"config reloaded; the file is unchanged","trigger":"SIGHUP"`)
+	if r := p.get("/api/after", "X-User-Id", "u1"); r.code != 429 {
+		t.Fatalf("GET /api/after: %d %s, want 429", r.code, r.body)
+	}
+	p.waitFor("the access line in the new file", func() bool { return len(lines(file)) == 1 })
+	var after struct {
+		Path, Outcome, Limit string
+		Status               int
+	}
+	if err := json.Unmarshal([]byte(lines(file)[0]), &after); err != nil || after.Path != "/api/after" ||
+		after.Status != 429 || after.Outcome != "limited" || after.Limit != "user" {
+		t.Errorf("the new file holds %q (%v)", lines(file), err)
+	}
+	if old := lines(file + ".1"); len(old) != 1 || !strings.Contains(old[0], `"path":"/api/before"`) {
+		t.Errorf("the rotated file holds %q", old)
+	}
+	// Not on stderr: that is the log's.
+	if strings.Contains(p.stderr.String(), `"msg":"access"`) {
+		t.Errorf("access lines on stderr:\n%s", p.stderr)
+	}
+}
+
+// An access log that cannot be a file is refused by check and serve
+// alike, at the setting's line.
+func TestServeAccessLogRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	dir := filepath.Join(f.dir, "logs")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A directory where the file should be: check finds it, and so does
+	// serve.
+	f.write(strings.Replace(baseConfig, "  shutdown_timeout: 5s\n", "  shutdown_timeout: 5s\n  access_log: "+dir+"\n", 1))
+	_, stderr, code := floodgate(t, "check", "-c", f.file)
+	if want := f.file + ":5: server.access_log: \"" + dir + "\" is a directory"; code != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("check: %d %q, want 1 and %q", code, stderr, want)
+	}
+	_, stderr, code = floodgate(t, "serve", "-c", f.file)
+	if want := f.file + ":5: server.access_log"; code != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("serve: %d %q, want 1 and %q", code, stderr, want)
+	}
+}
