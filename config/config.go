@@ -107,11 +107,23 @@ type Server struct {
 	// a concurrency lease, for as long as it likes).
 	BodyTimeout time.Duration `yaml:"body_timeout"`
 
+	// AccessLog is where one JSON line per request goes: AccessLogOff
+	// (the default), AccessLogStderr, or the path of a file, opened for
+	// append and opened again on every reload, so that a log rotated by
+	// renaming it is followed after a SIGHUP.
+	AccessLog string `yaml:"access_log"`
+
 	// JWT verifies the bearer tokens that jwt:CLAIM key parts and claim
 	// overrides read. Nil: no token is verified, and a config that reads
 	// one is refused.
 	JWT *JWT `yaml:"jwt,omitempty"`
 }
+
+// The access log's targets besides a file.
+const (
+	AccessLogOff    = "off"
+	AccessLogStderr = "stderr"
+)
 
 // Admin is the admin listener: health, metrics, the admin API and the
 // dashboard (SPEC §10).

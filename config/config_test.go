@@ -162,6 +162,7 @@ routes:
 		RequestIDHeader: "X-Request-Id",
 		MaxHeaderBytes:  65536,
 		BodyTimeout:     time.Minute,
+		AccessLog:       "off",
 	}
 	if !reflect.DeepEqual(c.Server, want) {
 		t.Errorf("Server = %+v, want %+v", c.Server, want)

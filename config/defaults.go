@@ -54,6 +54,7 @@ func defaultConfig() *Config {
 			RequestIDHeader: "X-Request-Id",
 			MaxHeaderBytes:  65536,
 			BodyTimeout:     60 * time.Second,
+			AccessLog:       AccessLogOff,
 		},
 		Admin: Admin{Listen: "127.0.0.1:9090"},
 		Store: Store{

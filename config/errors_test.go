@@ -434,6 +434,27 @@ server:
   max_header_bytes: 0 #want: server.max_header_bytes: 0 must be positive
   max_body_bytes: -1 #want: server.max_body_bytes: -1 is negative
 ` + okRoute},
+		{"access log in a missing directory", `
+server: {access_log: /nonexistent-floodgate-dir/access.log} #want: server.access_log: "/nonexistent-floodgate-dir/access.log": its directory /nonexistent-floodgate-dir cannot be used: no such file or directory
+` + okRoute},
+		{"access log a directory", `
+server: {access_log: /tmp/} #want: server.access_log: "/tmp/" is a directory
+` + okRoute},
+		{"access log an existing directory", `
+server: {access_log: /tmp} #want: server.access_log: "/tmp" is a directory
+` + okRoute},
+		{"access log read as a boolean", `
+server: {access_log: no} #want: server.access_log: "no": write off, stderr or the path of a file
+` + okRoute},
+		{"access log empty", `
+server: {access_log: ""} #want: server.access_log: empty; write off, stderr or the path of a file
+` + okRoute},
+		{"access log in capitals", `
+server: {access_log: STDERR} #want: server.access_log: write "stderr" in lower case
+` + okRoute},
+		{"access log under a file", `
+server: {access_log: /etc/passwd/x.log} #want: server.access_log: "/etc/passwd/x.log": /etc/passwd is not a directory
+` + okRoute},
 		{"negative ipv6 prefix", `
 server: {ipv6_prefix: -1} #want: server.ipv6_prefix: -1 is outside 0..128
 ` + okRoute},

@@ -2,10 +2,14 @@ package config
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
+	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -201,6 +205,58 @@ func (v *validator) server(c *Config) {
 	if s.BodyTimeout < 0 {
 		v.errorf("server.body_timeout", "%v is negative (0 means no bound)", s.BodyTimeout)
 	}
+	v.accessLog(s.AccessLog)
+}
+
+// accessLog checks server.access_log: off, stderr, or a file whose
+// directory exists. Whether the file can be opened is known only when
+// serve opens it, and a reload refuses a file it cannot open.
+func (v *validator) accessLog(a string) {
+	const p = "server.access_log"
+	switch strings.ToLower(a) {
+	case AccessLogOff, AccessLogStderr:
+		if a != strings.ToLower(a) {
+			v.errorf(p, "write %q in lower case", strings.ToLower(a))
+		}
+		return
+	case "":
+		v.errorf(p, "empty; write off, stderr or the path of a file")
+		return
+	case "false", "no", "true", "yes", "on", "n", "y":
+		// YAML 1.1 reads these as booleans; a file named "no" is
+		// surely not what was meant.
+		v.errorf(p, "%q: write off, stderr or the path of a file (a file of that name would be ./%s)", a, a)
+		return
+	}
+	if strings.IndexByte(a, 0) >= 0 {
+		v.errorf(p, "the path holds a NUL byte")
+		return
+	}
+	if strings.HasSuffix(a, "/") {
+		v.errorf(p, "%q is a directory; write the path of a file", a)
+		return
+	}
+	dir := filepath.Dir(a)
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		v.errorf(p, "%q: its directory %s cannot be used: %v", a, dir, unwrapPathError(err))
+	case !fi.IsDir():
+		v.errorf(p, "%q: %s is not a directory", a, dir)
+	}
+	if fi, err := os.Stat(a); err == nil && fi.IsDir() {
+		v.errorf(p, "%q is a directory; write the path of a file", a)
+	}
+}
+
+// unwrapPathError is the cause of a *fs.PathError, whose path the
+// message gives already.
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // addr checks a HOST:PORT address; a listen address may leave out the

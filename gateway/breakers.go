@@ -95,7 +95,9 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, rt *runtime, rt
 		httplimit.SetRetryAfter(w.Header(), oe.RetryAfter)
 	}
 	if !rte.record {
-		return answerWith(w, rte.fallback, rid)
+		o := answerWith(w, rte.fallback, rid)
+		o.result = resultBreaker
+		return o
 	}
 	client, _ := rt.ips.Client(r.RemoteAddr, r.Header["X-Forwarded-For"])
 	x := exchange{r: r, route: rte.id, path: path, host: host, client: client, ips: rt.ips}
@@ -104,7 +106,7 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, rt *runtime, rt
 		extra = `,"recorded":true`
 	}
 	rte.fallback.Write(w, rid, extra)
-	return outcome{status: rte.fallback.Status, written: true}
+	return outcome{status: rte.fallback.Status, written: true, result: resultBreaker, clientIP: client}
 }
 
 // BreakerStatus is one route's breaker as the admin API shows it.

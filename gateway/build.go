@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -30,6 +32,9 @@ type Options struct {
 
 	// Registerer receives the metrics. Nil: a new registry, see Registry.
 	Registerer prometheus.Registerer
+
+	// Stderr is where "server.access_log: stderr" writes. Nil: os.Stderr.
+	Stderr io.Writer
 }
 
 // New builds a gateway for cfg.
@@ -40,6 +45,13 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 	if o.Registerer == nil {
 		o.Registerer = prometheus.NewRegistry()
 	}
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+	sink, err := openAccessSink(cfg, o.Stderr)
+	if err != nil {
+		return nil, err
+	}
 	g := &Gateway{
 		metrics:     NewMetrics(o.Registerer),
 		log:         o.Logger,
@@ -47,17 +59,23 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 		storeErrLog: newSampler(1),
 		framingLog:  newSampler(5),
 		samplers:    map[string]*sampler{},
+		failLogs:    map[string]*sampler{},
 		clients:     map[string]*h1.Client{},
 		breakers:    map[string]*routeBreaker{},
 		reg:         o.Registerer,
 		local:       memory.New(memory.Options{MaxKeys: cfg.Store.Memory.MaxKeys}),
+		stderr:      o.Stderr,
 	}
 	rt, err := g.build(cfg, nil)
 	if err != nil {
+		sink.close()
 		g.local.Close()
 		return nil, err
 	}
+	g.access = newAccessLog(g.metrics.accessDropped, g.log)
+	g.access.use(sink)
 	g.rt.Store(rt)
+	g.metrics.loaded(true, time.Now())
 	g.stop = make(chan struct{})
 	g.bg.Go(g.flushSamplers)
 	g.bg.Go(g.announce)
@@ -80,6 +98,7 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 		maxBody:     cfg.Server.MaxBodyBytes,
 		bodyTimeout: cfg.Server.BodyTimeout,
 		noRoute:     g.metrics.forRoute(""),
+		accessLog:   cfg.Server.AccessLog != config.AccessLogOff,
 	}
 	a := func(status int, code string) *httplimit.Answer {
 		return httplimit.NewAnswer(status, code, cfg.Message(code))
@@ -112,7 +131,7 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 	}
 
 	for _, rc := range cfg.Routes {
-		r := &route{id: rc.ID, methods: rc.Match.Methods, host: strings.ToLower(rc.Match.Host), metrics: g.metrics.forRoute(rc.ID), failLog: newSampler(5)}
+		r := &route{id: rc.ID, methods: rc.Match.Methods, host: strings.ToLower(rc.Match.Host), metrics: g.metrics.forRoute(rc.ID), failLog: g.failSampler(rc.ID)}
 		if p, ok := rc.Match.Prefix(); ok {
 			r.prefix = p
 			if r.prefix == "" {
@@ -124,6 +143,7 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 		u := rc.Upstream
 		r.upstream = &upstream{
 			targets:     u.Targets,
+			names:       targetNames(u.Targets),
 			down:        make([]atomic.Int64, len(u.Targets)),
 			client:      g.client(u),
 			stripPrefix: u.StripPrefix,
@@ -249,11 +269,28 @@ func (g *Gateway) sampler(id string) *sampler {
 	defer g.mu.Unlock()
 	s := g.samplers[id]
 	if s == nil {
-		s = newSampler(20)
+		s = newSampler(logsPerSecond)
 		g.samplers[id] = s
 	}
 	return s
 }
+
+// failSampler returns the sampler of a route's upstream failure lines,
+// the same one across reloads.
+func (g *Gateway) failSampler(route string) *sampler {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.failLogs[route]
+	if s == nil {
+		s = newSampler(logsPerSecond)
+		g.failLogs[route] = s
+	}
+	return s
+}
+
+// logsPerSecond is how many WARN lines of rejections one route and limit,
+// or of upstream failures one route, write in a second.
+const logsPerSecond = 20
 
 // client returns the upstream client for an upstream's settings, shared by
 // routes and reloads with the same settings so that their idle connections
@@ -313,13 +350,23 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
 	prev := g.rt.Load()
+	// The access log's file is opened again whatever changed, so that a
+	// rotated file is followed; one that cannot be opened refuses the
+	// reload, as a config that does not build does.
+	sink, err := openAccessSink(cfg, g.stderr)
+	if err != nil {
+		g.metrics.reloaded(false, time.Now())
+		return err
+	}
 	rt, err := g.build(cfg, prev)
 	if err != nil {
-		g.metrics.reloads.WithLabelValues("error").Inc()
+		sink.close()
+		g.metrics.reloaded(false, time.Now())
 		return err
 	}
 	g.rt.Store(rt)
-	g.metrics.reloads.WithLabelValues("ok").Inc()
+	g.access.use(sink)
+	g.metrics.reloaded(true, time.Now())
 	// Requests still on the old runtime may verify with its verifier
 	// after this: a closed one still verifies, with the keys it has.
 	prev.jwt.closeUnless(rt.jwt)
@@ -363,11 +410,12 @@ func (g *Gateway) Close() error {
 		g.recorder.Close()
 	}
 	g.mu.Unlock()
+	g.access.close()
 	return g.local.Close()
 }
 
 // flushSamplers writes, once a second, how many rejection lines each
-// route and limit did not log.
+// route and limit, and upstream failure lines each route, did not log.
 func (g *Gateway) flushSamplers() {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -377,14 +425,28 @@ func (g *Gateway) flushSamplers() {
 			return
 		case <-t.C:
 		}
-		g.mu.Lock()
-		for id, s := range g.samplers {
-			if n := s.takeDropped(); n > 0 {
-				route, lim, _ := strings.Cut(id, "/")
-				g.log.Warn("rate limited requests not logged", "route", route, "limit", lim, "count", n)
-			}
+		g.flushDropped()
+	}
+}
+
+// flushDropped writes the count of the lines each sampler did not log
+// since the last time.
+func (g *Gateway) flushDropped() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for id, s := range g.samplers {
+		if n := s.takeDropped(); n > 0 {
+			route, lim, _ := strings.Cut(id, "/")
+			g.log.Warn("rate limited requests not logged", "route", route, "limit", lim, "count", n)
 		}
-		g.mu.Unlock()
+	}
+	for route, s := range g.failLogs {
+		if n := s.takeDropped(); n > 0 {
+			g.log.Warn("upstream failures not logged", "route", route, "count", n)
+		}
+	}
+	if n := g.access.takeDropped(); n > 0 {
+		g.log.Warn("access log lines dropped: the writer fell behind", "count", n)
 	}
 }
 

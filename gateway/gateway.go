@@ -3,11 +3,14 @@ package gateway
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +44,7 @@ type Gateway struct {
 
 	mu       sync.Mutex
 	samplers map[string]*sampler // by route and limit, kept across reloads
+	failLogs map[string]*sampler // upstream failures by route, kept across reloads
 	clients  map[string]*h1.Client
 	breakers map[string]*routeBreaker // by route, kept across reloads
 	reg      prometheus.Registerer
@@ -48,6 +52,9 @@ type Gateway struct {
 	recorder      *events.Recorder // nil: no sink
 	recorderCfg   config.Events
 	recorderStore config.Store
+
+	access *accessLog // the access log's queue and writer
+	stderr io.Writer  // server.access_log: stderr
 
 	reloadMu  sync.Mutex
 	stop      chan struct{}
@@ -72,6 +79,7 @@ type runtime struct {
 	ipKeys   *ipKeys // the ip key parts of recent clients; nil: no limit has one
 	jwt      *tokens // nil: no server.jwt
 
+	accessLog   bool   // server.access_log is not off
 	ridHeader   string // canonical
 	maxBody     int64
 	bodyTimeout time.Duration
@@ -119,6 +127,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// one the limits' keys were made of.
 		rt.badRequest.Write(w, rid, "")
 		rt.noRoute.count(rt.badRequest.Status)
+		if rt.accessLog {
+			g.logAccess(w, r, rt, start, rid, r.URL.EscapedPath(), nil, &outcome{status: rt.badRequest.Status, result: resultBadRequest})
+		}
 		return
 	}
 	host := hostOf(r)
@@ -126,6 +137,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rte == nil {
 		rt.notFound.Write(w, rid, "")
 		rt.noRoute.count(rt.notFound.Status)
+		if rt.accessLog {
+			g.logAccess(w, r, rt, start, rid, path, nil, &outcome{status: rt.notFound.Status, result: resultNotFound})
+		}
 		return
 	}
 	o := g.serveRoute(w, r, rt, rte, rid, path, host)
@@ -133,6 +147,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// A connection joined after a switch of protocols counts until the
 	// switch, not for its life.
 	rte.metrics.duration.Observe((time.Since(start) - o.joined).Seconds())
+	if rt.accessLog {
+		g.logAccess(w, r, rt, start, rid, path, rte, &o)
+	}
 	if o.aborted || o.status == statusClientClosed && !o.written {
 		// Closing the connection is the only way left to tell the client
 		// that the body it is reading is incomplete; and a client that
@@ -226,7 +243,9 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 
 	if rt.maxBody > 0 {
 		if r.ContentLength > rt.maxBody {
-			return answerWith(w, rt.tooLarge, rid)
+			o := answerWith(w, rt.tooLarge, rid)
+			o.result, o.clientIP = resultTooLarge, client
+			return o
 		}
 		if r.Body != nil && r.Body != http.NoBody {
 			r.Body = http.MaxBytesReader(w, r.Body, rt.maxBody)
@@ -246,7 +265,9 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 		if !errors.Is(err, errStoreDenied) {
 			g.log.Error("limit step failed", "request_id", rid, "route", rte.id, "error", err.Error())
 		}
-		return answerWith(w, rt.limiterUnavailable, rid)
+		o := answerWith(w, rt.limiterUnavailable, rid)
+		o.result, o.clientIP = resultLimiterUnavailable, client
+		return o
 	}
 	g.audit(rt, rte, r, &x, rid, &v)
 	if v.shadowed {
@@ -254,10 +275,13 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 	}
 	if v.reject != nil {
 		v.setHeaders(w.Header())
+		o := answerWith(w, v.reject, rid)
+		o.result, o.clientIP = resultKeyRequired, client
 		if v.reason >= 0 {
 			g.logRejection(rte, &v, rid, &x)
+			o.result, o.limit = resultLimited, v.specs[v.reason].name
 		}
-		return answerWith(w, v.reject, rid)
+		return o
 	}
 	if len(v.leases) > 0 {
 		stop := g.holdLeases(v.store, v.lease, v.leases)
@@ -271,7 +295,7 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return outcome{status: statusClientClosed}
+			return outcome{status: statusClientClosed, clientIP: client}
 		}
 	}
 
@@ -300,6 +324,7 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 		answered = report
 	}
 	o := rte.upstream.forward(w, r, path, v.setHeaders, answered)
+	o.clientIP = client
 	if o.join != nil {
 		report(o)
 		start := time.Now()
@@ -307,6 +332,9 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 		o.joined = time.Since(start)
 	}
 	if o.written || o.status == statusClientClosed {
+		if o.failed || o.status >= 500 {
+			g.logUpstreamFailure(rte, rid, o, o.status)
+		}
 		return o
 	}
 	a := rt.upstreamUnavailable
@@ -334,13 +362,64 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 	a.Write(w, rid, "")
 	o.status = a.Status
 	if !o.client && o.err != nil {
-		// What the answer cannot say, the log does: which upstream
-		// failed and how, a few lines a second per route.
-		if rte.failLog.allow(time.Now().Unix()) {
-			g.log.Warn("upstream failed", "request_id", rid, "route", rte.id, "status", a.Status, "error", o.err.Error())
-		}
+		g.logUpstreamFailure(rte, rid, o, a.Status)
 	}
 	return o
+}
+
+// logUpstreamFailure writes the WARN line of an exchange that failed:
+// the gateway answered status for it (502, 504), the upstream answered
+// 5xx, or the body broke off after the head. What the answer cannot
+// say, the log does: which target failed, how and after how long. The
+// lines are sampled per route as rejections are, and the count of those
+// not logged follows once a second.
+func (g *Gateway) logUpstreamFailure(rte *route, rid string, o outcome, status int) {
+	if !rte.failLog.allow(time.Now().Unix()) {
+		return
+	}
+	msg := "upstream failed"
+	if o.err == nil {
+		msg = "upstream answered " + strconv.Itoa(o.status)
+	}
+	attrs := []slog.Attr{
+		slog.String("request_id", rid),
+		slog.String("route", rte.id),
+		slog.Int("status", status),
+	}
+	if o.err != nil {
+		attrs = append(attrs, slog.String("error", o.err.Error()))
+	}
+	attrs = append(attrs,
+		slog.String("kind", failureKind(o)),
+		slog.String("target", o.target),
+		slog.Float64("duration", o.took.Seconds()),
+	)
+	g.log.LogAttrs(context.Background(), slog.LevelWarn, msg, attrs...)
+}
+
+// failureKind names how an exchange failed, for the log: a few words a
+// query can count by, beside the error's own text.
+func failureKind(o outcome) string {
+	err := o.err
+	switch {
+	case err == nil:
+		return "status"
+	case o.aborted && o.timeout:
+		return "body_idle"
+	case o.aborted:
+		return "body_broken"
+	case o.timeout:
+		return "timeout"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection_refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return "connection_reset"
+	case isDial(err):
+		return "dial"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "closed"
+	}
+	return "protocol"
 }
 
 // answerWith writes one of the gateway's own answers.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -534,5 +535,85 @@ routes:
 		if st.Remaining != tc.remaining {
 			t.Errorf("%s/%s %s: %d remaining, want %d", tc.route, tc.name, tc.value, st.Remaining, tc.remaining)
 		}
+	}
+}
+
+// A burst of upstream failures writes at most the sampler's lines a
+// second per route, each naming the target, the kind of failure and the
+// request, and the lines not written are counted in "not logged" lines
+// that add up to the rest.
+func TestUpstreamFailuresSampled(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+	failing := newBackend(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) })
+	h := newHarness(t, `
+admin: {listen: ""}
+routes:
+  - id: dead
+    match: {path: /dead}
+    upstream: {targets: ["`+deadURL+`"]}
+  - id: failing
+    match: {path: /failing}
+    upstream: {targets: ["`+failing.URL+`"]}
+`, nil)
+	const burst = 500
+	first := time.Now().Unix()
+	for i := range burst {
+		resp := h.do("GET", "/dead", map[string]string{"X-Request-Id": "burst-" + strconv.Itoa(i)}, nil)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 502 {
+			t.Fatalf("request %d: %d, want 502", i, resp.StatusCode)
+		}
+	}
+	last := time.Now().Unix()
+	resp := h.do("GET", "/failing", map[string]string{"X-Request-Id": "five-oh-three"}, nil)
+	resp.Body.Close()
+	h.gw.flushDropped()
+
+	type line struct {
+		Msg       string  `json:"msg"`
+		Level     string  `json:"level"`
+		Route     string  `json:"route"`
+		RequestID string  `json:"request_id"`
+		Status    int     `json:"status"`
+		Kind      string  `json:"kind"`
+		Target    string  `json:"target"`
+		Error     string  `json:"error"`
+		Duration  float64 `json:"duration"`
+		Count     int     `json:"count"`
+	}
+	logged, notLogged := 0, 0
+	var answered *line
+	for _, s := range strings.Split(strings.TrimSpace(h.log.String()), "\n") {
+		var l line
+		if err := json.Unmarshal([]byte(s), &l); err != nil {
+			t.Fatalf("not a JSON line: %s", s)
+		}
+		switch {
+		case l.Msg == "upstream failed" && l.Route == "dead":
+			logged++
+			if l.Level != "WARN" || l.Status != 502 || l.Kind != "connection_refused" || l.Target != deadURL ||
+				!strings.HasPrefix(l.RequestID, "burst-") || !strings.Contains(l.Error, "connection refused") || l.Duration <= 0 {
+				t.Errorf("failure line %s", s)
+			}
+		case l.Msg == "upstream failures not logged" && l.Route == "dead":
+			notLogged += l.Count
+		case l.Route == "failing":
+			answered = &l
+		}
+	}
+	// The ticker may have flushed part of the count already: every
+	// "not logged" line counts.
+	if seconds := int(last - first + 1); logged > logsPerSecond*seconds || logged < logsPerSecond {
+		t.Errorf("%d failure lines in %d s, want %d to %d", logged, seconds, logsPerSecond, logsPerSecond*seconds)
+	}
+	if logged+notLogged != burst {
+		t.Errorf("%d failure lines and %d not logged, want %d in all", logged, notLogged, burst)
+	}
+	if answered == nil || answered.Msg != "upstream answered 503" || answered.Kind != "status" ||
+		answered.RequestID != "five-oh-three" || answered.Target != failing.URL || answered.Status != 503 {
+		t.Errorf("a 503 of the upstream logged as %+v", answered)
 	}
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -19,12 +20,15 @@ type Metrics struct {
 	storeDuration  prometheus.Histogram
 	storeErrors    prometheus.Counter
 	reloads        *prometheus.CounterVec
+	reloadSuccess  prometheus.Gauge
+	reloadTime     prometheus.Gauge
 	logsSuppressed prometheus.Counter
 	breakerState   *prometheus.GaugeVec
 	breakerChanges *prometheus.CounterVec
 	jwtFailures    map[jwtverify.Reason]prometheus.Counter
 	framingRefused *prometheus.CounterVec
 	localAnswers   *prometheus.CounterVec
+	accessDropped  prometheus.Counter
 }
 
 // NewMetrics registers the gateway's series with reg.
@@ -53,6 +57,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_config_reloads_total", Help: "Configuration reloads, by result (ok or error).",
 		}, []string{"result"}),
+		reloadSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gateway_config_last_reload_success", Help: "1 when the last load or reload of the configuration succeeded, 0 when it was refused and the previous configuration still serves.",
+		}),
+		reloadTime: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gateway_config_last_reload_timestamp_seconds", Help: "Unix time of the last load or reload attempt of the configuration, whatever its result.",
+		}),
 		logsSuppressed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gateway_rejection_logs_suppressed_total", Help: "Rejection log lines not written because of the per-route, per-limit sampling.",
 		}),
@@ -69,11 +79,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "gateway_ratelimit_local_answers_total", Help: "Rejections the instance answered without a store call, by the limit that rejected: from its memory of keys known to be exhausted (store.local_rejects), or from a leased slice of a window with nothing left (sync: lease); each is also a rejected decision.",
 		}, []string{"route", "limit"}),
 	}
+	m.accessDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gateway_access_log_dropped_total", Help: "Access log lines dropped because the queue to the writer was full (a file that could not keep up).",
+	})
 	jwtFailures := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gateway_jwt_failures_total", Help: "Bearer tokens not accepted for jwt: key parts and claim overrides, by reason; their parts are missing.",
 	}, []string{"reason"})
 	reg.MustRegister(m.requests, m.duration, m.rateLimited, m.decisions, m.storeDuration,
-		m.storeErrors, m.reloads, m.logsSuppressed, m.breakerState, m.breakerChanges, jwtFailures, m.framingRefused, m.localAnswers)
+		m.storeErrors, m.reloads, m.reloadSuccess, m.reloadTime, m.logsSuppressed, m.breakerState, m.breakerChanges, jwtFailures, m.framingRefused, m.localAnswers, m.accessDropped)
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
 	// Every reason's series exists from the start, so that a rate over it
@@ -83,6 +96,27 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.jwtFailures[r] = jwtFailures.WithLabelValues(string(r))
 	}
 	return m
+}
+
+// loaded sets the gauges that say how the last load or reload of the
+// configuration, at now, went.
+func (m *Metrics) loaded(ok bool, now time.Time) {
+	success := 0.0
+	if ok {
+		success = 1
+	}
+	m.reloadSuccess.Set(success)
+	m.reloadTime.Set(float64(now.UnixNano()) / 1e9)
+}
+
+// reloaded counts a reload attempt at now, and sets the gauges.
+func (m *Metrics) reloaded(ok bool, now time.Time) {
+	result := "error"
+	if ok {
+		result = "ok"
+	}
+	m.reloads.WithLabelValues(result).Inc()
+	m.loaded(ok, now)
 }
 
 // routeMetrics holds one route's series, resolved once so that a request

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -23,6 +24,7 @@ import (
 // upstream is a route's targets and the client that reaches them.
 type upstream struct {
 	targets     []*url.URL
+	names       []string       // of the targets, for the logs: targetNames
 	down        []atomic.Int64 // per target: until when (Unix ns) round robin passes it over
 	next        atomic.Uint64
 	client      *h1.Client
@@ -70,6 +72,19 @@ type outcome struct {
 	// the upstream took to answer with its head (or to fail).
 	exchanged bool
 	took      time.Duration
+	// copied is set once the upstream's body was copied to the client,
+	// bytes of it (all of it, unless aborted).
+	copied bool
+	bytes  int64
+	// result, limit and clientIP are what the access log says of the
+	// request: what the gateway decided, the limit that rejected it, and
+	// the client (the zero Addr until it is resolved).
+	result   accessResult
+	limit    string
+	clientIP netip.Addr
+	// target is the upstream the exchange went to (the last one tried),
+	// as scheme://host; "" when it went nowhere.
+	target string
 	// join, after a switch of protocols, joins the client's connection
 	// to the upstream's until either closes; joined is how long it ran.
 	join   func()
@@ -256,8 +271,9 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	}
 	var resp *http.Response
 	var err error
+	var i int
 	for try := 1; ; try++ {
-		i := u.pick()
+		i = u.pick()
 		target := u.targets[i]
 		out.URL.Scheme, out.URL.Host, out.Host = target.Scheme, target.Host, target.Host
 		out.URL.Path, out.URL.RawPath = UpstreamPath(target, u.stripPrefix, path)
@@ -285,12 +301,14 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 				o = classifyBody(berr, o)
 			}
 		}
-		o.err, o.exchanged, o.took = err, true, time.Since(start)
+		o.err, o.exchanged, o.took, o.target = err, true, time.Since(start), u.names[i]
 		return o
 	}
 	took := time.Since(start)
 	if resp.StatusCode == http.StatusSwitchingProtocols {
-		return u.switchProtocols(w, resp, upgrade, head, took)
+		o := u.switchProtocols(w, resp, upgrade, head, took)
+		o.target = u.names[i]
+		return o
 	}
 	defer resp.Body.Close()
 
@@ -311,7 +329,7 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	}
 	head(h)
 	w.WriteHeader(resp.StatusCode)
-	o := outcome{status: resp.StatusCode, written: true, exchanged: true, took: took}
+	o := outcome{status: resp.StatusCode, written: true, exchanged: true, took: took, target: u.names[i]}
 	if answered != nil {
 		answered(o)
 	}
@@ -322,14 +340,16 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		_ = http.NewResponseController(w).Flush()
 	}
 
-	if err := u.copyBody(w, resp); err != nil {
+	n, err := u.copyBody(w, resp)
+	o.copied, o.bytes = true, n
+	if err != nil {
 		// The status is sent, so the client can only learn that the body
 		// broke off by the connection closing: the caller aborts the
 		// handler. An upstream that broke off or fell silent is a failure
 		// for the breaker; a client that went away is not.
 		o.aborted = true
 		if r.Context().Err() == nil {
-			o.failed = true
+			o.failed, o.err = true, err
 			o.timeout = errors.Is(err, h1.ErrIdle)
 		}
 		return o
@@ -338,6 +358,16 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		h[http.TrailerPrefix+k] = vv
 	}
 	return o
+}
+
+// targetNames are how logs name targets: scheme://host, without a
+// target's path or any userinfo.
+func targetNames(ts []*url.URL) []string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Scheme + "://" + t.Host
+	}
+	return names
 }
 
 // copyHeader copies the upstream's response headers to the client's, but
@@ -458,7 +488,7 @@ func (u *upstream) switchProtocols(w http.ResponseWriter, resp *http.Response, a
 // copyBody streams the body, flushing as it goes when the upstream did not
 // say how long it is (a stream, server-sent events), and closes the body
 // when the upstream stays silent longer than idle.
-func (u *upstream) copyBody(w http.ResponseWriter, resp *http.Response) error {
+func (u *upstream) copyBody(w http.ResponseWriter, resp *http.Response) (written int64, err error) {
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp
@@ -486,23 +516,25 @@ func (u *upstream) copyBody(w http.ResponseWriter, resp *http.Response) error {
 			timer.Stop()
 		}
 		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return werr
+			m, werr := w.Write(buf[:n])
+			written += int64(m)
+			if werr != nil {
+				return written, werr
 			}
 			if flush {
 				if err := rc.Flush(); err != nil {
-					return err
+					return written, err
 				}
 			}
 		}
 		if rerr == io.EOF {
-			return nil
+			return written, nil
 		}
 		if rerr != nil {
 			if idle.Load() {
-				return h1.ErrIdle
+				return written, h1.ErrIdle
 			}
-			return rerr
+			return written, rerr
 		}
 	}
 }

@@ -1,9 +1,29 @@
 package gateway
 
+import (
+	"time"
+
+	"github.com/floodgate-gw/floodgate/config"
+)
+
 // ReloadFailed counts a reload that never reached Reload because the new
 // configuration did not load or validate.
-func (g *Gateway) ReloadFailed() { g.metrics.reloads.WithLabelValues("error").Inc() }
+func (g *Gateway) ReloadFailed() { g.metrics.reloaded(false, time.Now()) }
 
 // ReloadUnchanged counts a reload of a file identical to the one the
 // running configuration came from: it succeeded, with nothing to rebuild.
-func (g *Gateway) ReloadUnchanged() { g.metrics.reloads.WithLabelValues("ok").Inc() }
+// The access log's file is opened again all the same: logrotate renames
+// the file and sends SIGHUP with the config unchanged. If it cannot be,
+// the log goes on in the file it was in, and an ERROR line says why.
+func (g *Gateway) ReloadUnchanged() {
+	g.reloadMu.Lock()
+	defer g.reloadMu.Unlock()
+	if cfg := g.Config(); cfg.Server.AccessLog != config.AccessLogOff {
+		if sink, err := openAccessSink(cfg, g.stderr); err != nil {
+			g.log.Error("cannot open the access log again; it goes on where it was", "error", err.Error())
+		} else {
+			g.access.use(sink)
+		}
+	}
+	g.metrics.reloaded(true, time.Now())
+}

@@ -20,7 +20,7 @@ type route struct {
 	breaker  *routeBreaker // nil: none
 	record   bool          // fallback.record: write an event per refusal
 	metrics  *routeMetrics
-	failLog  *sampler // WARN lines of failed exchanges, a few a second
+	failLog  *sampler // WARN lines of failed exchanges, as many a second as rejections
 }
 
 // matches reports whether the route takes a request; path is cleaned.

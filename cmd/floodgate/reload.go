@@ -3,12 +3,15 @@ package main
 import (
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fsnotify/fsnotify"
 
@@ -42,6 +45,12 @@ type reloader struct {
 	mu      sync.Mutex
 	sum     [sha256.Size]byte // of the file the running config came from
 	stopped bool
+
+	// refused is what /readyz says while the running config is not the
+	// file's, because the last reload refused the file; nil once a
+	// reload succeeds. Atomic, because a reload may hold mu while it
+	// waits for a store, and a probe must not wait with it.
+	refused atomic.Pointer[string]
 }
 
 // loadConfig reads and parses the config file once, with flags in place
@@ -79,9 +88,11 @@ func (r *reloader) reload(trigger string) error {
 		// case": the running config is the file's, so nothing is
 		// rebuilt, but the reload happened and says so.
 		r.gw.ReloadUnchanged()
+		r.refused.Store(nil)
 		r.log.Info("config reloaded; the file is unchanged", "trigger", trigger, "file", r.path)
 		return nil
 	}
+	prev := r.gw.Config()
 	if err != nil {
 		// A file that does not load never reaches Gateway.Reload, which
 		// counts only the failures it sees: count this one here.
@@ -90,16 +101,60 @@ func (r *reloader) reload(trigger string) error {
 		err = r.gw.Reload(cfg) // counts its own result
 	}
 	if err != nil {
+		lines := admin.ErrorLines(err)
 		r.log.Error("config reload failed; the running config stays",
-			"trigger", trigger, "file", r.path, "errors", admin.ErrorLines(err))
+			"trigger", trigger, "file", r.path, "errors", lines)
+		detail := refusal(r.path, err, lines)
+		r.refused.Store(&detail)
 		return err
 	}
+	r.refused.Store(nil)
 	r.sum = sum
 	r.log.Info("config reloaded", "trigger", trigger, "file", r.path,
-		"routes", len(cfg.Routes), "limits", limitCount(cfg))
+		"routes", len(cfg.Routes), "limits", limitCount(cfg), "changes", config.Diff(prev, cfg).String())
 	logWarnings(r.log, cfg)
 	r.warnRestart(cfg)
 	return nil
+}
+
+// maxRefusal bounds the message /readyz quotes of a refused file: it is a
+// probe's answer, and a message may quote a long value of the file.
+const maxRefusal = 300
+
+// refusal is the /readyz detail of a reload that refused the file at
+// path with err (whose lines are lines): the first problem, as check
+// prints it, and how many more there are.
+func refusal(path string, err error, lines []string) string {
+	first := lines[0]
+	var errs config.Errors
+	if !errors.As(err, &errs) {
+		// A config that loads but cannot be built (a JWKS file, the
+		// events sink) or a store that does not answer: no line to name.
+		first = path + ": " + first
+	}
+	if len(first) > maxRefusal {
+		n := maxRefusal
+		for n > 0 && !utf8.RuneStart(first[n]) {
+			n--
+		}
+		first = first[:n] + "…"
+	}
+	detail := "config: rejected " + first
+	if n := len(lines) - 1; n == 1 {
+		detail += " (and 1 more problem)"
+	} else if n > 1 {
+		detail += fmt.Sprintf(" (and %d more problems)", n)
+	}
+	return detail
+}
+
+// status is what /readyz adds about the config: "" while the running
+// config is the file's.
+func (r *reloader) status() string {
+	if d := r.refused.Load(); d != nil {
+		return *d
+	}
+	return ""
 }
 
 // logWarnings logs what config.Parse found probably wrong in a valid

@@ -79,15 +79,16 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	s := &server{file: *file, flags: flags, log: log}
+	s := &server{file: *file, flags: flags, log: log, stderr: stderr}
 	return s.run(cfg, sum, *watch)
 }
 
 // server is one run of "floodgate serve".
 type server struct {
-	file  string
-	flags config.Flags // what the command line gives in place of the file
-	log   *slog.Logger
+	file   string
+	flags  config.Flags // what the command line gives in place of the file
+	log    *slog.Logger
+	stderr io.Writer // where the log goes, and server.access_log: stderr
 
 	gw       *gateway.Gateway
 	reloader *reloader
@@ -100,7 +101,7 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	gw, err := gateway.New(cfg, gateway.Options{Logger: s.log, Registerer: reg})
+	gw, err := gateway.New(cfg, gateway.Options{Logger: s.log, Registerer: reg, Stderr: s.stderr})
 	if err != nil {
 		s.log.Error("cannot start the gateway", "file", s.file, "error", err.Error())
 		return exitFailure
@@ -322,7 +323,18 @@ func (b adminBackend) ForceBreaker(route, state string, ttl time.Duration) error
 	return b.s.gw.ForceBreaker(route, state, ttl)
 }
 
-func (b adminBackend) Degraded() string { return b.s.gw.Degraded() }
+// Degraded says, besides what the gateway says, that the file on disk was
+// refused while the previous config serves.
+func (b adminBackend) Degraded() string {
+	ds := b.s.reloader.status()
+	if d := b.s.gw.Degraded(); d != "" {
+		if ds != "" {
+			ds += "; "
+		}
+		ds += d
+	}
+	return ds
+}
 
 func (b adminBackend) Ready(ctx context.Context) error {
 	if b.s.draining.Load() {

@@ -915,3 +915,169 @@ func TestServeStoreDownAtStart(t *testing.T) {
 	p := f.serve("--watch=false")
 	p.waitLog(`"level":"WARN","msg":"rate-limit store does not answer; deciding by on_error until it does"`)
 }
+
+// A refused reload leaves the gateway ready, on the previous config, and
+// /readyz and the metrics say so until a reload succeeds.
+func TestServeReadyzNamesRefusedFile(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	f.write(baseConfig)
+	p := f.serve("--watch=false")
+	gauge := func(name string) float64 {
+		t.Helper()
+		r := request(t, "GET", "http://"+f.admin+"/metrics")
+		m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindStringSubmatch(r.body)
+		if m == nil {
+			t.Fatalf("/metrics has no %s", name)
+		}
+		v, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	readyz := func() (int, string) {
+		t.Helper()
+		r := request(t, "GET", "http://"+f.admin+"/readyz")
+		detail, _ := r.json(t)["detail"].(string)
+		return r.code, detail
+	}
+	if code, detail := readyz(); code != 200 || detail != "" {
+		t.Fatalf("/readyz at start: %d %q, want 200 without detail", code, detail)
+	}
+	if v := gauge("gateway_config_last_reload_success"); v != 1 {
+		t.Errorf("gateway_config_last_reload_success at start = %v, want 1", v)
+	}
+	started := gauge("gateway_config_last_reload_timestamp_seconds")
+	if now := float64(time.Now().Unix()); started < now-60 || started > now+1 {
+		t.Errorf("gateway_config_last_reload_timestamp_seconds = %v, want about %v", started, now)
+	}
+
+	// Three problems: a bad rate on line 15, an unknown key, a bad target.
+	f.write(strings.Replace(baseConfig, "rate: 1/10s", "rate: 0/10s", 1) +
+		"    bogus: 1\n  - id: b\n    match: {path: /b}\n    upstream: {targets: [ftp://x]}\n")
+	if r := p.admin("POST", "/admin/reload"); r.code != 400 {
+		t.Fatalf("POST /admin/reload with a bad file: %d %s, want 400", r.code, r.body)
+	}
+	code, detail := readyz()
+	if code != 200 {
+		t.Errorf("/readyz after a refused reload: %d, want 200: the previous config serves", code)
+	}
+	want := regexp.MustCompile(`^config: rejected ` + regexp.QuoteMeta(f.file) + `:\d+: .+ \(and 2 more problems\)$`)
+	if !want.MatchString(detail) {
+		t.Errorf("/readyz detail %q, want %s", detail, want)
+	}
+	_, checkOut, _ := floodgate(t, "check", "-c", f.file)
+	if first, _, _ := strings.Cut(checkOut, "\n"); !strings.Contains(detail, first) {
+		t.Errorf("/readyz detail %q does not quote check's first problem %q", detail, first)
+	}
+	if v := gauge("gateway_config_last_reload_success"); v != 0 {
+		t.Errorf("gateway_config_last_reload_success after a refused reload = %v, want 0", v)
+	}
+	if v := gauge("gateway_config_last_reload_timestamp_seconds"); v < started {
+		t.Errorf("gateway_config_last_reload_timestamp_seconds went back: %v < %v", v, started)
+	}
+	if r := p.get("/api/x", "X-User-Id", "u"); r.code != 200 {
+		t.Errorf("GET /api/x on the previous config: %d, want 200", r.code)
+	}
+
+	// A changed, good file clears it.
+	f.write(withRoute("added"))
+	if r := p.admin("POST", "/admin/reload"); r.code != 200 {
+		t.Fatalf("POST /admin/reload with a good file: %d %s", r.code, r.body)
+	}
+	if code, detail := readyz(); code != 200 || detail != "" {
+		t.Errorf("/readyz after a good reload: %d %q, want 200 without detail", code, detail)
+	}
+	// Its one INFO line says what changed, against the running config
+	// and not against the refused file.
+	p.waitLog(`"msg":"config reloaded".*"changes":"routes added: added"}`)
+	if v := gauge("gateway_config_last_reload_success"); v != 1 {
+		t.Errorf("gateway_config_last_reload_success after a good reload = %v, want 1", v)
+	}
+
+	// Refused again, then the running file put back as it was: the file
+	// is the running config's again, and nothing is refused.
+	f.write("routes: [")
+	if r := p.admin("POST", "/admin/reload"); r.code != 400 {
+		t.Fatalf("POST /admin/reload with a broken file: %d %s, want 400", r.code, r.body)
+	}
+	if _, detail := readyz(); !strings.HasPrefix(detail, "config: rejected "+f.file+":") || strings.Contains(detail, "more problem") {
+		t.Errorf("/readyz detail %q, want one problem of %s", detail, f.file)
+	}
+	f.write(withRoute("added"))
+	if r := p.admin("POST", "/admin/reload"); r.code != 200 {
+		t.Fatalf("POST /admin/reload with the running file: %d %s", r.code, r.body)
+	}
+	if code, detail := readyz(); code != 200 || detail != "" {
+		t.Errorf("/readyz after the running file came back: %d %q, want 200 without detail", code, detail)
+	}
+	if v := gauge("gateway_config_last_reload_success"); v != 1 {
+		t.Errorf("gateway_config_last_reload_success after the running file came back = %v, want 1", v)
+	}
+}
+
+// server.access_log follows logrotate: the file renamed, then SIGHUP with
+// the config unchanged, and the lines after it go to a new file.
+func TestServeAccessLogRotate(t *testing.T) {
+	skipWithoutSignals(t)
+	t.Parallel()
+	f := newFixture(t, nil)
+	file := filepath.Join(f.dir, "access.log")
+	f.write(strings.Replace(baseConfig, "  shutdown_timeout: 5s\n", "  shutdown_timeout: 5s\n  access_log: "+file+"\n", 1))
+	p := f.serve("--watch=false")
+	lines := func(file string) []string {
+		data, _ := os.ReadFile(file)
+		return strings.Fields(string(data))
+	}
+	if r := p.get("/api/before", "X-User-Id", "u1"); r.code != 200 {
+		t.Fatalf("GET /api/before: %d %s", r.code, r.body)
+	}
+	p.waitFor("the first access line", func() bool { return len(lines(file)) == 1 })
+	if err := os.Rename(file, file+".1"); err != nil {
+		t.Fatal(err)
+	}
+	p.signal(syscall.SIGHUP)
+	p.waitLog(`"msg":"config reloaded; the file is unchanged","trigger":"SIGHUP"`)
+	if r := p.get("/api/after", "X-User-Id", "u1"); r.code != 429 {
+		t.Fatalf("GET /api/after: %d %s, want 429", r.code, r.body)
+	}
+	p.waitFor("the access line in the new file", func() bool { return len(lines(file)) == 1 })
+	var after struct {
+		Path, Outcome, Limit string
+		Status               int
+	}
+	if err := json.Unmarshal([]byte(lines(file)[0]), &after); err != nil || after.Path != "/api/after" ||
+		after.Status != 429 || after.Outcome != "limited" || after.Limit != "user" {
+		t.Errorf("the new file holds %q (%v)", lines(file), err)
+	}
+	if old := lines(file + ".1"); len(old) != 1 || !strings.Contains(old[0], `"path":"/api/before"`) {
+		t.Errorf("the rotated file holds %q", old)
+	}
+	// Not on stderr: that is the log's.
+	if strings.Contains(p.stderr.String(), `"msg":"access"`) {
+		t.Errorf("access lines on stderr:\n%s", p.stderr)
+	}
+}
+
+// An access log that cannot be a file is refused by check and serve
+// alike, at the setting's line.
+func TestServeAccessLogRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	dir := filepath.Join(f.dir, "logs")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A directory where the file should be: check finds it, and so does
+	// serve.
+	f.write(strings.Replace(baseConfig, "  shutdown_timeout: 5s\n", "  shutdown_timeout: 5s\n  access_log: "+dir+"\n", 1))
+	_, stderr, code := floodgate(t, "check", "-c", f.file)
+	if want := f.file + ":5: server.access_log: \"" + dir + "\" is a directory"; code != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("check: %d %q, want 1 and %q", code, stderr, want)
+	}
+	_, stderr, code = floodgate(t, "serve", "-c", f.file)
+	if want := f.file + ":5: server.access_log"; code != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("serve: %d %q, want 1 and %q", code, stderr, want)
+	}
+}
