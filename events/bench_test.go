@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 )
 
@@ -18,9 +17,9 @@ import (
 // just what the spool absorbs. The target is 10,000 events/s.
 func BenchmarkRecordRedis(b *testing.B) {
 	srv := testredis.Start(b)
-	c := baseEvents(config.SinkRedis)
+	c := baseSink(SinkRedis)
 	c.SpoolDir = b.TempDir()
-	r, err := NewRecorder(c, Options{StoreRedis: []string{srv.Addr()}})
+	r, err := NewRecorder(withRedis(c, srv.Addr()), Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/floodgate-gw/floodgate/config"
 )
 
 // The crash test runs a recorder in a child process (this test binary,
@@ -42,9 +40,10 @@ func TestMain(m *testing.M) {
 // crashChild records test events forever, printing "ack I ID" for every
 // one Record acknowledged, until it is killed.
 func crashChild(spoolDir, redisAddr string, small bool) {
-	c := baseEvents(config.SinkRedis)
+	c := baseSink(SinkRedis)
 	c.SpoolDir = spoolDir
-	o := Options{StoreRedis: []string{redisAddr}}
+	c.Redis.Addrs = []string{redisAddr}
+	o := Options{}
 	if small {
 		c.SpoolMaxBytes = smallSpool
 		o.directTimeout = time.Nanosecond
@@ -161,9 +160,9 @@ func testCrashRecovery(t *testing.T, sinkUp, small bool) {
 		}
 	}
 
-	c := baseEvents(config.SinkRedis)
+	c := baseSink(SinkRedis)
 	c.SpoolDir = spool
-	r := newTestRecorder(t, c, Options{StoreRedis: []string{srv.Addr()}})
+	r := newTestRecorder(t, withRedis(c, srv.Addr()), Options{})
 	read := func() []stored { return redisStream(t, srv.Addr(), c.Redis.Stream) }
 	waitFor(t, "every acknowledged event delivered", func() bool { return len(read()) >= len(want) })
 	waitFor(t, "an empty spool", func() bool { return r.spooledGauge() == 0 })

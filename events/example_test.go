@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/events"
 )
 
@@ -19,14 +18,14 @@ import (
 func ExampleRecorder_Record() {
 	dir, _ := os.MkdirTemp("", "events-example")
 	defer os.RemoveAll(dir)
-	cfg := config.Events{
-		Sink:          config.SinkFile,
-		File:          config.EventsFile{Path: filepath.Join(dir, "events.jsonl")},
+	sink := events.Sink{
+		Kind:          events.SinkFile,
+		File:          events.FileSink{Path: filepath.Join(dir, "events.jsonl")},
 		SpoolMaxBytes: 1 << 20,
-		MaxBody:       16,
-		Headers:       []string{"Content-Type", "X-User-Id"},
 	}
-	rec, err := events.NewRecorder(cfg, events.Options{})
+	const maxBody = 16
+	keep := []string{"Content-Type", "X-User-Id"}
+	rec, err := events.NewRecorder(sink, events.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -36,7 +35,7 @@ func ExampleRecorder_Record() {
 	req, _ := http.NewRequest("POST", "http://gw/api/orders?id=7", strings.NewReader(`{"item":"lucky-meal","n":1}`))
 	req.Header.Set("X-User-Id", "u42")
 	req.Header.Set("Cookie", "session=secret")
-	body, truncated, rest := events.CaptureBody(req.Body, cfg.MaxBody)
+	body, truncated, rest := events.CaptureBody(req.Body, maxBody)
 	req.Body = io.NopCloser(rest) // the whole body, for the upstream when the request goes on
 
 	e := &events.Event{
@@ -45,7 +44,7 @@ func ExampleRecorder_Record() {
 		Method:    req.Method,
 		Path:      req.URL.EscapedPath(),
 		Query:     req.URL.RawQuery,
-		Headers:   events.KeepHeaders(req.Header, cfg.Headers),
+		Headers:   events.KeepHeaders(req.Header, keep),
 		Body:      body,
 		Truncated: truncated,
 	}
@@ -61,7 +60,7 @@ func ExampleRecorder_Record() {
 func ExampleOpenSource() {
 	dir, _ := os.MkdirTemp("", "events-example")
 	defer os.RemoveAll(dir)
-	cfg := config.Events{Sink: config.SinkFile, File: config.EventsFile{Path: filepath.Join(dir, "events.jsonl")}}
+	cfg := events.Sink{Kind: events.SinkFile, File: events.FileSink{Path: filepath.Join(dir, "events.jsonl")}}
 	rec, _ := events.NewRecorder(cfg, events.Options{})
 	for i := range 3 {
 		rec.Record(context.Background(), &events.Event{

@@ -22,7 +22,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/rueidis"
 
-	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 )
 
@@ -69,11 +68,22 @@ func testLogger(t testing.TB) (*slog.Logger, *logBuffer) {
 	return slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
 }
 
-// baseEvents is the events block of a config, with its defaults.
-func baseEvents(sink config.Sink) config.Events {
-	e := config.Defaults().Events
-	e.Sink = sink
-	return e
+// baseSink is a sink of kind k with the settings the config's defaults
+// give it.
+func baseSink(k SinkKind) Sink {
+	return Sink{
+		Kind:          k,
+		Redis:         RedisSink{Stream: "fg:events", MaxLen: 1_000_000},
+		NATS:          NATSSink{URL: "nats://127.0.0.1:4222", Subject: "floodgate.events"},
+		File:          FileSink{Path: "floodgate-events.jsonl"},
+		SpoolMaxBytes: 1 << 30,
+	}
+}
+
+// withRedis is c writing to the Redis at addr.
+func withRedis(c Sink, addr string) Sink {
+	c.Redis.Addrs = []string{addr}
+	return c
 }
 
 type testRecorder struct {
@@ -82,7 +92,7 @@ type testRecorder struct {
 	log *logBuffer
 }
 
-func newTestRecorder(t testing.TB, c config.Events, o Options) *testRecorder {
+func newTestRecorder(t testing.TB, c Sink, o Options) *testRecorder {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	log, buf := testLogger(t)

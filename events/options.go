@@ -6,11 +6,72 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/floodgate-gw/floodgate/config"
 )
 
-// Options are what NewRecorder needs besides the events block.
+// Sink says where a Recorder writes events and where a Source reads them
+// back. The zero Sink records nothing.
+type Sink struct {
+	// Kind is SinkRedis, SinkNATS or SinkFile; empty: none.
+	Kind SinkKind
+
+	// Redis, NATS and File configure the sink of the same name.
+	Redis RedisSink
+	NATS  NATSSink
+	File  FileSink
+
+	// SpoolDir keeps events on disk while the sink is down or slow.
+	// Empty: no spool, and an event the sink does not take in time is not
+	// recorded.
+	SpoolDir string
+
+	// SpoolMaxBytes bounds the spool. Zero: 1 GiB.
+	SpoolMaxBytes int64
+}
+
+// SinkKind names a sink.
+type SinkKind string
+
+// The sinks.
+const (
+	SinkNone  SinkKind = ""
+	SinkRedis SinkKind = "redis" // XADD to a capped stream
+	SinkNATS  SinkKind = "nats"  // a JetStream subject
+	SinkFile  SinkKind = "file"  // JSON lines, fsynced
+)
+
+// RedisSink is a Redis stream, on a standalone server or a master that
+// sentinels watch.
+type RedisSink struct {
+	// Addrs are the server's "host:port" addresses, or the sentinels'
+	// when MasterName is set. Required.
+	Addrs      []string
+	MasterName string
+
+	// Username, Password, DB and TLS authenticate and select the
+	// database. TLS nil: none.
+	Username string
+	Password string
+	DB       int
+	TLS      *tls.Config
+
+	// Stream is the stream key; MaxLen caps it (XADD MAXLEN ~). Zero
+	// MaxLen: 1,000,000.
+	Stream string
+	MaxLen int64
+}
+
+// NATSSink is a NATS JetStream subject.
+type NATSSink struct {
+	URL     string
+	Subject string
+}
+
+// FileSink is a file of JSON lines.
+type FileSink struct {
+	Path string
+}
+
+// Options are what NewRecorder and OpenSource need besides the Sink.
 type Options struct {
 	// Logger receives the recorder's logs. Nil: slog.Default().
 	Logger *slog.Logger
@@ -18,20 +79,6 @@ type Options struct {
 	// Registerer registers gateway_events_total and
 	// gateway_events_spooled. Nil: the metrics are kept but not exported.
 	Registerer prometheus.Registerer
-
-	// StoreRedis are the store's Redis addresses, which the redis sink
-	// uses when events.redis.addrs is empty. RedisMasterName, when set,
-	// makes them sentinels of that master.
-	StoreRedis      []string
-	RedisMasterName string
-
-	// RedisUsername, RedisPassword, RedisDB and RedisTLS authenticate and
-	// select the database on the sink's Redis, as the store's fields of the
-	// same names do. RedisTLS nil: no TLS.
-	RedisUsername string
-	RedisPassword string
-	RedisDB       int
-	RedisTLS      *tls.Config
 
 	// RecordWait is the longest Record waits for an event to become
 	// durable. Zero: 100 ms, the bound a request that is being answered
@@ -44,28 +91,4 @@ type Options struct {
 	// directBackoff the first wait after a direct delivery fell short.
 	directTimeout time.Duration
 	directBackoff time.Duration
-}
-
-// StoreOptions returns the Options that point the redis sink (and replay)
-// at the store's Redis, with its credentials, as serve and "floodgate
-// events replay" both need. The caller adds Logger and Registerer. The
-// credentials also apply to events.redis.addrs when that names another
-// Redis: the events block has none of its own.
-func StoreOptions(s config.Store) Options {
-	r := s.Redis
-	o := Options{
-		RedisUsername: r.Username,
-		RedisPassword: r.Password,
-		RedisDB:       r.DB,
-	}
-	if s.Type == config.StoreRedis {
-		o.StoreRedis = r.Addrs
-	}
-	if r.Mode == config.RedisSentinel {
-		o.RedisMasterName = r.MasterName
-	}
-	if r.TLS {
-		o.RedisTLS = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	return o
 }

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/floodgate-gw/floodgate/config"
 )
 
 // Tuning. recordWait is the longest a request waits for its event to be
@@ -89,11 +87,11 @@ type pending struct {
 	done chan struct{} // closed by the writer
 }
 
-// NewRecorder starts a recorder for the events block c. It fails only when
+// NewRecorder starts a recorder that writes to the sink c. It fails only when
 // the spool cannot be opened (or c cannot work at all); a sink that cannot
 // be reached is retried in the background while events wait in the spool,
 // and Ready says why.
-func NewRecorder(c config.Events, o Options) (*Recorder, error) {
+func NewRecorder(c Sink, o Options) (*Recorder, error) {
 	log := o.Logger
 	if log == nil {
 		log = slog.Default()
@@ -116,10 +114,10 @@ func NewRecorder(c config.Events, o Options) (*Recorder, error) {
 		r.wait = o.RecordWait
 	}
 	r.drops.log = r.log
-	if c.Sink == config.SinkNone || c.Sink == "" {
+	if c.Kind == SinkNone {
 		return r, nil
 	}
-	snk, err := newSink(c, o)
+	snk, err := newSink(c)
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,6 @@ import (
 	"testing/iotest"
 	"time"
 
-	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 )
 
@@ -25,27 +24,27 @@ type sinkCase struct {
 	name string
 	// setup returns the events block (spool_dir included when the case
 	// has one), the options, and a reader of what the sink holds.
-	setup func(t *testing.T) (config.Events, Options, func() []stored)
+	setup func(t *testing.T) (Sink, Options, func() []stored)
 }
 
-func redisCase(t *testing.T) (config.Events, Options, func() []stored) {
+func redisCase(t *testing.T) (Sink, Options, func() []stored) {
 	srv := startRedis(t)
-	c := baseEvents(config.SinkRedis)
+	c := baseSink(SinkRedis)
 	c.SpoolDir = t.TempDir()
-	return c, Options{StoreRedis: []string{srv.Addr()}}, func() []stored { return redisStream(t, srv.Addr(), c.Redis.Stream) }
+	return withRedis(c, srv.Addr()), Options{}, func() []stored { return redisStream(t, srv.Addr(), c.Redis.Stream) }
 }
 
-func natsCase(t *testing.T) (config.Events, Options, func() []stored) {
+func natsCase(t *testing.T) (Sink, Options, func() []stored) {
 	n := startNATS(t)
-	c := baseEvents(config.SinkNATS)
+	c := baseSink(SinkNATS)
 	c.NATS.URL = n.url()
 	c.SpoolDir = t.TempDir()
 	return c, Options{}, func() []stored { return natsStream(t, n.url(), c.NATS.Subject) }
 }
 
-func fileCase(spool bool) func(t *testing.T) (config.Events, Options, func() []stored) {
-	return func(t *testing.T) (config.Events, Options, func() []stored) {
-		c := baseEvents(config.SinkFile)
+func fileCase(spool bool) func(t *testing.T) (Sink, Options, func() []stored) {
+	return func(t *testing.T) (Sink, Options, func() []stored) {
+		c := baseSink(SinkFile)
 		c.File.Path = filepath.Join(t.TempDir(), "events.jsonl")
 		if spool {
 			c.SpoolDir = t.TempDir()
@@ -165,21 +164,21 @@ func TestCaptureBody(t *testing.T) {
 func TestSinkOutage(t *testing.T) {
 	type outage struct {
 		name     string
-		start    func(t *testing.T) (c config.Events, o Options, read func() []stored, stop, restart func())
+		start    func(t *testing.T) (c Sink, o Options, read func() []stored, stop, restart func())
 		stopped  int // events recorded before the sink stops
 		restored int // and before it starts again
 	}
 	cases := []outage{
-		{"redis", func(t *testing.T) (config.Events, Options, func() []stored, func(), func()) {
+		{"redis", func(t *testing.T) (Sink, Options, func() []stored, func(), func()) {
 			srv := startRedis(t)
-			c := baseEvents(config.SinkRedis)
+			c := baseSink(SinkRedis)
 			c.SpoolDir = t.TempDir()
-			return c, Options{StoreRedis: []string{srv.Addr()}},
+			return withRedis(c, srv.Addr()), Options{},
 				func() []stored { return redisStream(t, srv.Addr(), c.Redis.Stream) }, srv.Stop, srv.Restart
 		}, 300, 600},
-		{"nats", func(t *testing.T) (config.Events, Options, func() []stored, func(), func()) {
+		{"nats", func(t *testing.T) (Sink, Options, func() []stored, func(), func()) {
 			n := startNATS(t)
-			c := baseEvents(config.SinkNATS)
+			c := baseSink(SinkNATS)
 			c.NATS.URL = n.url()
 			c.SpoolDir = t.TempDir()
 			return c, Options{}, func() []stored { return natsStream(t, n.url(), c.NATS.Subject) }, n.stop, n.restart
@@ -239,10 +238,10 @@ func TestTornTail(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			srv := startRedis(t)
-			c := baseEvents(config.SinkRedis)
+			c := baseSink(SinkRedis)
 			c.SpoolDir = t.TempDir()
 			// First nothing can be delivered, so everything stays spooled.
-			r := newTestRecorder(t, c, Options{StoreRedis: []string{deadAddr(t)}})
+			r := newTestRecorder(t, withRedis(c, deadAddr(t)), Options{})
 			want := recordAll(t, r, 0, 10)
 			r.Close()
 
@@ -261,7 +260,7 @@ func TestTornTail(t *testing.T) {
 			}
 			f.Close()
 
-			r2 := newTestRecorder(t, c, Options{StoreRedis: []string{srv.Addr()}, directTimeout: deliverTimeout})
+			r2 := newTestRecorder(t, withRedis(c, srv.Addr()), Options{directTimeout: deliverTimeout})
 			if !strings.Contains(r2.log.String(), "truncating a torn record") {
 				t.Errorf("recovery did not say it truncated the torn tail; log:\n%s", r2.log.String())
 			}
@@ -302,10 +301,10 @@ func lastSegment(t *testing.T, dir string) string {
 // TestSpoolFull fills a small spool while the sink is down: Record must
 // refuse at once, and every refusal is counted as dropped and logged.
 func TestSpoolFull(t *testing.T) {
-	c := baseEvents(config.SinkRedis)
+	c := baseSink(SinkRedis)
 	c.SpoolDir = t.TempDir()
 	c.SpoolMaxBytes = 32 << 10
-	r := newTestRecorder(t, c, Options{StoreRedis: []string{deadAddr(t)}})
+	r := newTestRecorder(t, withRedis(c, deadAddr(t)), Options{})
 	accepted, refused := 0, 0
 	for i := range 100 {
 		e := testEvent(i)
@@ -352,13 +351,14 @@ func TestSpoolFreedOnceDelivered(t *testing.T) {
 func testSpoolFreed(t *testing.T, crash bool) {
 	srv := startRedis(t)
 	srv.Stop()
-	c := baseEvents(config.SinkRedis)
+	c := baseSink(SinkRedis)
 	c.SpoolDir = t.TempDir()
 	// Less than a segment (minSegment): the segment being written never
 	// rolls, so only delivery can free the space.
 	c.SpoolMaxBytes = 4000
 	// Record waits long enough that false means refused, not slow.
-	o := Options{StoreRedis: []string{srv.Addr()}, RecordWait: waitTimeout}
+	c.Redis.Addrs = []string{srv.Addr()}
+	o := Options{RecordWait: waitTimeout}
 	r := newTestRecorder(t, c, o)
 	read := func() []stored { return redisStream(t, srv.Addr(), c.Redis.Stream) }
 	// Events of one size, so that a full spool holds as many each time.
@@ -455,7 +455,7 @@ func testSpoolFreed(t *testing.T, crash bool) {
 // lock the test holds), the queue fills and Record refuses at once
 // instead of waiting.
 func TestQueueFull(t *testing.T) {
-	c := baseEvents(config.SinkFile)
+	c := baseSink(SinkFile)
 	c.File.Path = filepath.Join(t.TempDir(), "events.jsonl")
 	r := newTestRecorder(t, c, Options{})
 	fs := r.sink.(*fileSink)
@@ -499,23 +499,23 @@ func TestQueueFull(t *testing.T) {
 // nothing listens, does not keep the recorder from starting; events are
 // spooled and Ready says why.
 func TestUnreachableSink(t *testing.T) {
-	cases := map[string]func(t *testing.T) (config.Events, Options){
-		"nats host does not resolve": func(t *testing.T) (config.Events, Options) {
-			c := baseEvents(config.SinkNATS)
+	cases := map[string]func(t *testing.T) (Sink, Options){
+		"nats host does not resolve": func(t *testing.T) (Sink, Options) {
+			c := baseSink(SinkNATS)
 			c.NATS.URL = "nats://no-such-host.invalid:4222"
 			c.SpoolDir = t.TempDir()
 			return c, Options{}
 		},
-		"redis host does not resolve": func(t *testing.T) (config.Events, Options) {
-			c := baseEvents(config.SinkRedis)
+		"redis host does not resolve": func(t *testing.T) (Sink, Options) {
+			c := baseSink(SinkRedis)
 			c.Redis.Addrs = []string{"no-such-host.invalid:6379"}
 			c.SpoolDir = t.TempDir()
 			return c, Options{}
 		},
-		"redis refuses": func(t *testing.T) (config.Events, Options) {
-			c := baseEvents(config.SinkRedis)
+		"redis refuses": func(t *testing.T) (Sink, Options) {
+			c := baseSink(SinkRedis)
 			c.SpoolDir = t.TempDir()
-			return c, Options{StoreRedis: []string{deadAddr(t)}}
+			return withRedis(c, deadAddr(t)), Options{}
 		},
 	}
 	for name, setup := range cases {
@@ -544,7 +544,7 @@ func TestUnreachableSink(t *testing.T) {
 // TestSpoolLocked: two recorders on one spool_dir would corrupt it; the
 // second is refused.
 func TestSpoolLocked(t *testing.T) {
-	c := baseEvents(config.SinkFile)
+	c := baseSink(SinkFile)
 	c.File.Path = filepath.Join(t.TempDir(), "events.jsonl")
 	c.SpoolDir = t.TempDir()
 	newTestRecorder(t, c, Options{})
@@ -559,10 +559,10 @@ func TestSpoolLocked(t *testing.T) {
 func TestCloseLeavesNothing(t *testing.T) {
 	srv := startRedis(t)
 	before := runtime.NumGoroutine()
-	for _, sc := range []sinkCase{{"redis", func(t *testing.T) (config.Events, Options, func() []stored) {
-		c := baseEvents(config.SinkRedis)
+	for _, sc := range []sinkCase{{"redis", func(t *testing.T) (Sink, Options, func() []stored) {
+		c := baseSink(SinkRedis)
 		c.SpoolDir = t.TempDir()
-		return c, Options{StoreRedis: []string{srv.Addr()}}, nil
+		return withRedis(c, srv.Addr()), Options{}, nil
 	}}, {"file", fileCase(false)}, {"file+spool", fileCase(true)}} {
 		c, o, _ := sc.setup(t)
 		r, err := NewRecorder(c, o)
@@ -588,7 +588,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 // TestSinkNone: a recorder for sink none records nothing and is always
 // ready.
 func TestSinkNone(t *testing.T) {
-	r, err := NewRecorder(baseEvents(config.SinkNone), Options{})
+	r, err := NewRecorder(baseSink(SinkNone), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -629,10 +629,10 @@ func TestIDs(t *testing.T) {
 func TestSegments(t *testing.T) {
 	srv := startRedis(t)
 	srv.Stop()
-	c := baseEvents(config.SinkRedis)
+	c := baseSink(SinkRedis)
 	c.SpoolDir = t.TempDir()
 	c.SpoolMaxBytes = 1 << 20 // 64 KiB segments
-	r := newTestRecorder(t, c, Options{StoreRedis: []string{srv.Addr()}})
+	r := newTestRecorder(t, withRedis(c, srv.Addr()), Options{})
 	var want []stored
 	for i := range 150 {
 		e := testEvent(i)
@@ -664,9 +664,10 @@ func TestSegments(t *testing.T) {
 // but nothing lost.
 func TestOffsetCorrupt(t *testing.T) {
 	srv := startRedis(t)
-	c := baseEvents(config.SinkRedis)
+	c := baseSink(SinkRedis)
 	c.SpoolDir = t.TempDir()
-	o := Options{StoreRedis: []string{srv.Addr()}}
+	c.Redis.Addrs = []string{srv.Addr()}
+	o := Options{}
 	read := func() []stored { return redisStream(t, srv.Addr(), c.Redis.Stream) }
 	// The sink is down while the first events are recorded, so that they
 	// go through the spool (a healthy sink takes them directly).
@@ -699,8 +700,8 @@ func TestOffsetCorrupt(t *testing.T) {
 func TestIdleSinkDown(t *testing.T) {
 	srv := testredis.Start(t)
 	dir := t.TempDir()
-	r, err := NewRecorder(config.Events{
-		Sink: config.SinkRedis, Redis: config.EventsRedis{Stream: "fg:events", MaxLen: 1000, Addrs: []string{srv.Addr()}},
+	r, err := NewRecorder(Sink{
+		Kind: SinkRedis, Redis: RedisSink{Stream: "fg:events", MaxLen: 1000, Addrs: []string{srv.Addr()}},
 		SpoolDir: dir, SpoolMaxBytes: 1 << 20,
 	}, Options{})
 	if err != nil {
@@ -729,11 +730,11 @@ func TestIdleSinkDown(t *testing.T) {
 // to the spool.
 func TestHealthySinkBypassesTheSpool(t *testing.T) {
 	srv := startRedis(t)
-	c := baseEvents(config.SinkRedis)
+	c := baseSink(SinkRedis)
 	c.SpoolDir = t.TempDir()
 	// A sink slower than the usual 40 ms (a loaded test machine) would
 	// rightly send a batch to the spool.
-	r := newTestRecorder(t, c, Options{StoreRedis: []string{srv.Addr()}, directTimeout: 5 * time.Second})
+	r := newTestRecorder(t, withRedis(c, srv.Addr()), Options{directTimeout: 5 * time.Second})
 	want := recordAll(t, r, 0, 200)
 	got := redisStream(t, srv.Addr(), c.Redis.Stream)
 	if len(got) != len(want) {
@@ -769,10 +770,10 @@ func TestHealthySinkBypassesTheSpool(t *testing.T) {
 func TestSlowSinkBacksOff(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
-	c := baseEvents(config.SinkRedis)
+	c := baseSink(SinkRedis)
 	c.SpoolDir = t.TempDir()
 	const timeout, backoff = time.Second, 5 * time.Second
-	r := newTestRecorder(t, c, Options{StoreRedis: []string{srv.Addr()}, directTimeout: timeout, directBackoff: backoff, RecordWait: 2 * waitTimeout})
+	r := newTestRecorder(t, withRedis(c, srv.Addr()), Options{directTimeout: timeout, directBackoff: backoff, RecordWait: 2 * waitTimeout})
 	read := func() []stored { return redisStream(t, srv.Addr(), c.Redis.Stream) }
 	drained := func() bool { return r.spool.pending.Load() == 0 }
 
@@ -827,7 +828,7 @@ func TestSlowSinkBacksOff(t *testing.T) {
 func TestFileSinkCutsATornLine(t *testing.T) {
 	t.Parallel()
 	for _, torn := range []string{`{"id":"half`, `{"id":"long","body":"` + strings.Repeat("x", 100_000)} {
-		c := baseEvents(config.SinkFile)
+		c := baseSink(SinkFile)
 		c.File.Path = filepath.Join(t.TempDir(), "events.jsonl")
 		first := newTestRecorder(t, c, Options{})
 		want := recordAll(t, first, 0, 2)
@@ -855,7 +856,7 @@ func TestFileSinkCutsATornLine(t *testing.T) {
 // readable by their owner alone.
 func TestRecordedFilesArePrivate(t *testing.T) {
 	t.Parallel()
-	c := baseEvents(config.SinkFile)
+	c := baseSink(SinkFile)
 	c.File.Path = filepath.Join(t.TempDir(), "events.jsonl")
 	c.SpoolDir = filepath.Join(t.TempDir(), "spool")
 	r := newTestRecorder(t, c, Options{})

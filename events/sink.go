@@ -3,8 +3,6 @@ package events
 import (
 	"context"
 	"fmt"
-
-	"github.com/floodgate-gw/floodgate/config"
 )
 
 // A sink is where events end up. Implementations connect lazily and
@@ -26,24 +24,20 @@ type sink interface {
 	close() error
 }
 
-func newSink(c config.Events, o Options) (sink, error) {
-	switch c.Sink {
-	case config.SinkRedis:
-		addrs := c.Redis.Addrs
-		if len(addrs) == 0 {
-			addrs = o.StoreRedis
+func newSink(c Sink) (sink, error) {
+	switch c.Kind {
+	case SinkRedis:
+		if err := c.Redis.check(); err != nil {
+			return nil, err
 		}
-		if len(addrs) == 0 {
-			return nil, fmt.Errorf("events: the redis sink has no address: set events.redis.addrs or use a redis store")
-		}
-		return newRedisSink(c.Redis, addrs, o), nil
-	case config.SinkNATS:
+		return newRedisSink(c.Redis), nil
+	case SinkNATS:
 		return newNATSSink(c.NATS)
-	case config.SinkFile:
+	case SinkFile:
 		if c.File.Path == "" {
-			return nil, fmt.Errorf("events: the file sink needs events.file.path")
+			return nil, fmt.Errorf("events: the file sink needs a path")
 		}
 		return newFileSink(c.File.Path), nil
 	}
-	return nil, fmt.Errorf("events: unknown sink %q", c.Sink)
+	return nil, fmt.Errorf("events: unknown sink %q", c.Kind)
 }

@@ -11,8 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/floodgate-gw/floodgate/config"
 )
 
 // natsSink publishes each event to a JetStream subject with the
@@ -33,9 +31,9 @@ type natsSink struct {
 // forwarder's own backoff decides how often a delivery is retried.
 const natsReconnectWait = 250 * time.Millisecond
 
-func newNATSSink(c config.EventsNATS) (*natsSink, error) {
+func newNATSSink(c NATSSink) (*natsSink, error) {
 	if _, err := url.Parse(c.URL); err != nil {
-		return nil, fmt.Errorf("events: events.nats.url: %w", err)
+		return nil, fmt.Errorf("events: the nats sink's URL: %w", err)
 	}
 	return &natsSink{url: c.URL, subject: c.Subject}, nil
 }

@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strconv"
 	"strings"
@@ -9,8 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-
-	"github.com/floodgate-gw/floodgate/config"
 )
 
 // redisSink XADDs each event to a capped stream, as the fields "id" (the
@@ -31,22 +30,40 @@ type redisSink struct {
 // retrying an unreachable Redis does not sit in a dial for long.
 const redisDialTimeout = 2 * time.Second
 
-func newRedisSink(c config.EventsRedis, addrs []string, o Options) *redisSink {
+// defaultMaxLen caps a stream whose RedisSink.MaxLen is zero.
+const defaultMaxLen = 1_000_000
+
+// check says what keeps c from being used.
+func (c RedisSink) check() error {
+	if len(c.Addrs) == 0 {
+		return errors.New("events: the redis sink has no address")
+	}
+	if c.Stream == "" {
+		return errors.New("events: the redis sink has no stream")
+	}
+	return nil
+}
+
+func newRedisSink(c RedisSink) *redisSink {
+	maxlen := c.MaxLen
+	if maxlen <= 0 {
+		maxlen = defaultMaxLen
+	}
 	return &redisSink{
 		stream: c.Stream,
-		maxlen: strconv.FormatInt(c.MaxLen, 10),
-		addrs:  addrs,
-		opt:    redisOptions(addrs, o),
+		maxlen: strconv.FormatInt(maxlen, 10),
+		addrs:  c.Addrs,
+		opt:    redisOptions(c),
 	}
 }
 
-func redisOptions(addrs []string, o Options) rueidis.ClientOption {
+func redisOptions(c RedisSink) rueidis.ClientOption {
 	opt := rueidis.ClientOption{
-		InitAddress: addrs,
-		Username:    o.RedisUsername,
-		Password:    o.RedisPassword,
-		SelectDB:    o.RedisDB,
-		TLSConfig:   o.RedisTLS,
+		InitAddress: c.Addrs,
+		Username:    c.Username,
+		Password:    c.Password,
+		SelectDB:    c.DB,
+		TLSConfig:   c.TLS,
 		Dialer:      net.Dialer{Timeout: redisDialTimeout},
 		// The sink only writes and replay only reads streams; neither
 		// would ever hit the client-side cache, which needs CLIENT
@@ -58,10 +75,10 @@ func redisOptions(addrs []string, o Options) rueidis.ClientOption {
 		DisableRetry:     true,
 		ConnWriteTimeout: 5 * time.Second,
 	}
-	if o.RedisMasterName != "" {
+	if c.MasterName != "" {
 		// Asking the sentinels every few seconds, besides their
 		// +switch-master message, recovers from a message missed.
-		opt.Sentinel = rueidis.SentinelOption{MasterSet: o.RedisMasterName, TopologyRefreshInterval: 5 * time.Second}
+		opt.Sentinel = rueidis.SentinelOption{MasterSet: c.MasterName, TopologyRefreshInterval: 5 * time.Second}
 	}
 	return opt
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-
-	"github.com/floodgate-gw/floodgate/config"
 )
 
 // Source reads back, in the order they were recorded, the breaker_rejected
@@ -56,34 +54,29 @@ func ReplayGroup(route string) string { return "floodgate-replay-" + route }
 // events file path.
 func ReplayOffsetFile(path, route string) string { return path + ".replay-" + route + ".offset" }
 
-// OpenSource opens the sink of c for replaying the breaker_rejected events
+// OpenSource opens the sink c for replaying the breaker_rejected events
 // of route. Unlike NewRecorder it fails when the sink cannot be reached:
-// a replay has nothing to do without it. o gives the Redis credentials and
-// the store's addresses, as for NewRecorder.
-func OpenSource(ctx context.Context, c config.Events, route string, o Options) (Source, error) {
+// a replay has nothing to do without it.
+func OpenSource(ctx context.Context, c Sink, route string, o Options) (Source, error) {
 	log := o.Logger
 	if log == nil {
 		log = slog.Default()
 	}
 	m := matcher{route: route, log: log}
-	switch c.Sink {
-	case config.SinkRedis:
-		addrs := c.Redis.Addrs
-		if len(addrs) == 0 {
-			addrs = o.StoreRedis
+	switch c.Kind {
+	case SinkRedis:
+		if err := c.Redis.check(); err != nil {
+			return nil, err
 		}
-		if len(addrs) == 0 {
-			return nil, fmt.Errorf("events: the redis sink has no address: set events.redis.addrs or use a redis store")
-		}
-		return openRedisSource(ctx, c.Redis.Stream, addrs, o, m)
-	case config.SinkNATS:
+		return openRedisSource(ctx, c.Redis, m)
+	case SinkNATS:
 		return openNATSSource(ctx, c.NATS, m)
-	case config.SinkFile:
+	case SinkFile:
 		return openFileSource(c.File.Path, m)
-	case config.SinkNone, "":
-		return nil, fmt.Errorf("events: events.sink is none: nothing was recorded")
+	case SinkNone:
+		return nil, fmt.Errorf("events: no sink: nothing was recorded")
 	}
-	return nil, fmt.Errorf("events: unknown sink %q", c.Sink)
+	return nil, fmt.Errorf("events: unknown sink %q", c.Kind)
 }
 
 // matcher picks a route's breaker_rejected events out of everything the

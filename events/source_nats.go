@@ -9,8 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/floodgate-gw/floodgate/config"
 )
 
 // replayAckWait is how long the server waits for the acknowledgement of a
@@ -30,7 +28,7 @@ type natsSource struct {
 	inFlight map[*Event]jetstream.Msg
 }
 
-func openNATSSource(ctx context.Context, c config.EventsNATS, m matcher) (*natsSource, error) {
+func openNATSSource(ctx context.Context, c NATSSink, m matcher) (*natsSource, error) {
 	nc, err := nats.Connect(c.URL, nats.Name("floodgate events replay"))
 	if err != nil {
 		return nil, fmt.Errorf("events: connecting to nats %s: %w", redactURL(c.URL), err)

@@ -31,14 +31,14 @@ type redisSource struct {
 	inFlight   map[*Event]string
 }
 
-func openRedisSource(ctx context.Context, stream string, addrs []string, o Options, m matcher) (*redisSource, error) {
-	c, err := rueidis.NewClient(redisOptions(addrs, o))
+func openRedisSource(ctx context.Context, rs RedisSink, m matcher) (*redisSource, error) {
+	c, err := rueidis.NewClient(redisOptions(rs))
 	if err != nil {
-		return nil, fmt.Errorf("events: connecting to redis %v: %w", addrs, err)
+		return nil, fmt.Errorf("events: connecting to redis %v: %w", rs.Addrs, err)
 	}
 	return &redisSource{
 		c:          c,
-		stream:     stream,
+		stream:     rs.Stream,
 		group:      ReplayGroup(m.route),
 		m:          m,
 		ownPending: true,

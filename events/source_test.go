@@ -5,8 +5,6 @@ import (
 	"errors"
 	"io"
 	"testing"
-
-	"github.com/floodgate-gw/floodgate/config"
 )
 
 // TestSource records a mix of routes and types to each sink and replays
@@ -162,7 +160,7 @@ func TestSourceEmpty(t *testing.T) {
 			}
 		})
 	}
-	if _, err := OpenSource(context.Background(), baseEvents(config.SinkNone), "x", Options{}); err == nil {
+	if _, err := OpenSource(context.Background(), baseSink(SinkNone), "x", Options{}); err == nil {
 		t.Error("OpenSource with sink none succeeded")
 	}
 }

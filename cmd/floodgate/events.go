@@ -156,9 +156,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		}
 		defer store.Close()
 	}
-	opts := events.StoreOptions(cfg.Store)
-	opts.Logger = log
-	src, err := events.OpenSource(ctx, cfg.Events, route.ID, opts)
+	src, err := events.OpenSource(ctx, gateway.EventSink(cfg), route.ID, events.Options{Logger: log})
 	if err != nil {
 		fmt.Fprintf(stderr, "floodgate events replay: %v\n", err)
 		return exitFailure
