@@ -992,7 +992,18 @@ func FuzzParse(f *testing.F) {
 		}
 		for _, d := range r.Domains() {
 			for _, entries := range [][]Entry{{{key, value}}, {{key, value}, {key, value}}} {
-				if l := r.Match(d, entries); l != nil && !l.Unlimited {
+				l := r.Match(d, entries)
+				switch {
+				case l == nil:
+				case l.Unlimited || l.RequestsPerUnit == 0:
+					// Nothing to count: unlimited, or a limit of 0
+					// that rejects every request.
+					if l.Rule != nil {
+						t.Fatalf("a Rule %+v for a limit with nothing to count", l.Rule)
+					}
+				case l.Rule == nil:
+					t.Fatalf("limit %+v has no Rule", l)
+				default:
 					if err := l.Rule.Validate(); err != nil {
 						t.Fatalf("matched an invalid rule: %v", err)
 					}
