@@ -1,83 +1,22 @@
 package config
 
-import (
-	"cmp"
-	"slices"
-	"strconv"
-	"strings"
-)
+import "github.com/floodgate-gw/floodgate/internal/yamlnode"
 
-// Error is one problem of a config file, at a line.
-type Error struct {
-	// File is the name the config was loaded or parsed under.
-	File string
-	// Line is 1-based; 0 when the problem has no line, as when the file
-	// cannot be read.
-	Line int
-	// Msg says what is wrong, starting with the path of the value at
-	// fault ("routes[0].limits[1].rate: ...") when there is one. It never
-	// holds a secret.
-	Msg string
-
-	err error // the cause, for errors.Is and errors.As
-}
-
-// Error formats the problem as "FILE:LINE: message", the form editors and
-// CI annotations recognise, or "FILE: message" when it has no line.
-func (e Error) Error() string {
-	if e.Line <= 0 {
-		return e.File + ": " + e.Msg
-	}
-	return e.File + ":" + strconv.Itoa(e.Line) + ": " + e.Msg
-}
-
-// Warning formats the problem as a warning: "FILE:LINE: warning: message".
-func (e Error) Warning() string {
-	e.Msg = "warning: " + e.Msg
-	return e.Error()
-}
-
-// Unwrap returns the cause of the problem, if it has one.
-func (e Error) Unwrap() error { return e.err }
+// Error is one problem of a config file, at a line: File, the name the
+// config was loaded or parsed under; Line, 1-based, or 0 when the problem
+// has no line, as when the file cannot be read; and Msg, what is wrong,
+// starting with the path of the value at fault ("routes[0].limits[1].rate:
+// ...") when there is one, and never holding a secret.
+//
+// Its Error method formats the problem as "FILE:LINE: message", the form
+// editors and CI annotations recognise, or "FILE: message" when it has no
+// line; Warning formats it as "FILE:LINE: warning: message"; Unwrap returns
+// its cause, if it has one. The problems of rate-limit rule files
+// (package rls) are of the same type.
+type Error = yamlnode.Error
 
 // Errors is every problem Parse or Load found, sorted by line. It is the
-// error they return; callers may range over it after errors.As.
-type Errors []Error
-
-// Error prints one problem per line.
-func (es Errors) Error() string {
-	var b strings.Builder
-	for i, e := range es {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(e.Error())
-	}
-	return b.String()
-}
-
-// Unwrap lets errors.Is and errors.As look at each problem.
-func (es Errors) Unwrap() []error {
-	errs := make([]error, len(es))
-	for i, e := range es {
-		errs[i] = e
-	}
-	return errs
-}
-
-// sort orders the problems by line, keeping the order of discovery within
-// a line, and drops exact repeats: an anchor decoded through several
-// aliases reports its problems once.
-func (es Errors) sort() Errors {
-	seen := make(map[Error]bool, len(es))
-	out := es[:0]
-	for _, e := range es {
-		k := Error{File: e.File, Line: e.Line, Msg: e.Msg}
-		if !seen[k] {
-			seen[k] = true
-			out = append(out, e)
-		}
-	}
-	slices.SortStableFunc(out, func(a, b Error) int { return cmp.Compare(a.Line, b.Line) })
-	return out
-}
+// error they return; callers may range over it after errors.As. Its Error
+// method prints one problem per line, and its Unwrap lets errors.Is and
+// errors.As look at each problem.
+type Errors = yamlnode.Errors

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"reflect"
 
 	"github.com/floodgate-gw/floodgate/internal/yamlnode"
 
@@ -23,7 +22,7 @@ func Load(path string) (*Config, error) {
 		if errors.As(err, &pe) {
 			msg = "cannot read: " + pe.Err.Error()
 		}
-		return nil, Errors{{File: path, Msg: msg, err: err}}
+		return nil, Errors{yamlnode.WithCause(Error{File: path, Msg: msg}, err)}
 	}
 	return Parse(path, data)
 }
@@ -47,21 +46,20 @@ func ParseWithFlags(filename string, data []byte, flags Flags) (*Config, error) 
 	cfg := defaultConfig()
 	cfg.File = filename
 	d := newDecoder(filename, root)
-	d.lines[""] = root.Line
-	d.decode(root, reflect.ValueOf(cfg).Elem(), "")
-	v := &validator{file: filename, lines: d.lines, bad: d.bad, lookupEnv: os.LookupEnv}
+	d.Decode(root, cfg, "")
+	v := &validator{file: filename, lines: d.Lines, bad: d.Bad, lookupEnv: os.LookupEnv}
 	v.setFlags(cfg, flags)
 	// A tree the budget cut short is not validated: what was not read
 	// would be reported as missing.
 	if !d.Spent() {
 		v.config(cfg)
 	}
-	errs := append(d.errs, v.errs...)
+	errs := append(d.Errs, v.errs...)
 	if len(errs) > 0 {
-		return nil, errs.sort()
+		return nil, yamlnode.Sort(errs)
 	}
-	cfg.messages, cfg.lines = v.messages, d.lines
-	cfg.Warnings = v.warns.sort()
+	cfg.messages, cfg.lines = v.messages, d.Lines
+	cfg.Warnings = yamlnode.Sort(v.warns)
 	return cfg, nil
 }
 

@@ -2,7 +2,9 @@ package rls
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -82,5 +84,45 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// benchRuleFile is a rule file of 200 tenants, each with an exact path,
+// a wildcard and a key-only limit beneath it, sharing a rate_limit through
+// an alias: about 1,000 descriptors, as a large deployment writes them.
+func benchRuleFile() []byte {
+	var b strings.Builder
+	b.WriteString("domain: bench\ndescriptors:\n  - key: remote_address\n    rate_limit: &rl {unit: second, requests_per_unit: 100}\n")
+	for i := range 200 {
+		fmt.Fprintf(&b, `  - key: tenant
+    value: t%d
+    descriptors:
+      - key: path
+        value: /api/v1/users
+        rate_limit: {unit: minute, requests_per_unit: %d, name: t%d_users}
+      - key: path
+        value: /api/*
+        rate_limit:
+          unit: second
+          requests_per_unit: 50
+          replaces: [{name: t%d_users}]
+      - key: path
+        rate_limit: *rl
+        shadow_mode: true
+`, i, i+1, i, i)
+	}
+	return []byte(b.String())
+}
+
+// BenchmarkParse reads a rule file of about 1,000 descriptors, as a
+// reload does.
+func BenchmarkParse(b *testing.B) {
+	data := benchRuleFile()
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse("bench.yaml", data); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

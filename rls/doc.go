@@ -3,8 +3,8 @@
 // the YAML format of envoyproxy/ratelimit, so that an Envoy or Istio
 // deployment can switch to floodgate by changing an address.
 //
-// Rules (rules.go) are read from a directory, one domain per file, with
-// every problem reported as FILE:LINE; descriptors are matched as
+// Rules are read from a directory, one domain per file, with every problem
+// reported as FILE:LINE (parse.go); descriptors are matched (tree.go) as
 // envoyproxy/ratelimit matches them (exact value, then a value prefix
 // ending in '*', then the key alone). Each rate_limit becomes an
 // epoch-aligned fixed window, envoyproxy/ratelimit's own algorithm, whose

@@ -729,6 +729,29 @@ descriptors: &all
 	}
 }
 
+// A problem found after decoding is at the line of the value's key, also
+// when the value is written on the lines below it; and a value of the
+// wrong kind is reported even where another problem of its descriptor is.
+func TestErrorLines(t *testing.T) {
+	checkErrors(t, `
+domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: #want: descriptors[0].rate_limit.unit: unknown unit "fortnight"
+        fortnight
+      requests_per_unit: 1
+  - key: c
+    replaces: #want: descriptors[1].replaces: replaces needs a limit
+      - name: a
+  - key: e
+    rate_limit: 5 #want: descriptors[2].rate_limit: want a mapping
+    unlimited: true #want: descriptors[2].unlimited: unlimited: true and a rate_limit (line 13)
+  - key: f
+    rate_limit: {unit: second, unit: minute} #want: descriptors[3].rate_limit: key "unit" repeated | requests_per_unit is missing
+`)
+}
+
 // What envoyproxy/ratelimit accepts and ignores loads here too, with no
 // effect: shadow_mode on a descriptor without a limit (it applies to the
 // descriptor's own limit, not to nested ones), and replaces naming a limit
@@ -969,7 +992,18 @@ func FuzzParse(f *testing.F) {
 		}
 		for _, d := range r.Domains() {
 			for _, entries := range [][]Entry{{{key, value}}, {{key, value}, {key, value}}} {
-				if l := r.Match(d, entries); l != nil && !l.Unlimited {
+				l := r.Match(d, entries)
+				switch {
+				case l == nil:
+				case l.Unlimited || l.RequestsPerUnit == 0:
+					// Nothing to count: unlimited, or a limit of 0
+					// that rejects every request.
+					if l.Rule != nil {
+						t.Fatalf("a Rule %+v for a limit with nothing to count", l.Rule)
+					}
+				case l.Rule == nil:
+					t.Fatalf("limit %+v has no Rule", l)
+				default:
 					if err := l.Rule.Validate(); err != nil {
 						t.Fatalf("matched an invalid rule: %v", err)
 					}

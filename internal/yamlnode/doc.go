@@ -1,17 +1,24 @@
-// Package yamlnode holds what floodgate's two YAML readers share: config,
-// which reads the gateway's config file, and rls, which reads
-// envoyproxy/ratelimit rule files. Both read yaml.v3 node trees rather than
-// decoding through yaml.Unmarshal, so that every problem has a line and so
-// that reading goes on after one problem to report the rest.
+// Package yamlnode is floodgate's one YAML reader, for every file format it
+// reads: config, the gateway's config file, and rls, envoyproxy/ratelimit
+// rule files. It holds what go.yaml.in/yaml/v3 does not give: a line for
+// every problem, and reading on after one problem to report the rest.
 //
 // Parse finds a file's one top-level mapping and the line of a syntax error.
-// A Reader walks the tree beneath it: it resolves aliases within a budget,
-// so that a few kilobytes of nested aliases cannot expand to billions of
-// nodes, refuses an alias that refers to the anchor it sits in, and lists a
-// mapping's keys with merge keys (<<) resolved and repeated keys reported.
-// Suggest offers the known key closest to a misspelt one.
+// A Decoder fills tagged Go structs from the tree beneath it, as yaml.v3's
+// Decode does, reporting each value of the wrong kind at its line, refusing
+// unknown keys with the closest known one as a hint (Suggest), and
+// reporting repeated keys. Its Reader resolves aliases within a budget, so
+// that a few kilobytes of nested aliases cannot expand to billions of
+// nodes, refuses an alias that refers to the anchor it sits in, and
+// resolves merge keys (<<).
 //
-// The words are the callers': each passes in the messages that name its own
-// kind of file, and wraps a Problem, or what a Reader reports, in its own
-// error type with the file's name.
+// Decoding leaves an Index: the line of every path the file gives, and the
+// paths that did not decode. A validation that sees only the Go values, and
+// so may check values that did not come from YAML, reports at the line of
+// the value at fault through it.
+//
+// Error is the FILE:LINE error of every file floodgate reads, config.Error
+// to callers, and Sort orders and de-duplicates a file's Errors. The
+// words are the callers': each passes in the messages that name its own
+// kind of file.
 package yamlnode

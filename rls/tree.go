@@ -1,0 +1,163 @@
+package rls
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"slices"
+	"strings"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/floodgate-gw/floodgate/limit"
+)
+
+// Rules are the limits of every domain. The zero value and nil have none.
+// Rules are immutable, so one value may serve any number of requests at
+// once while a reload builds the next.
+type Rules struct {
+	domains map[string]*node
+	names   []string // sorted
+}
+
+// Entry is one key and value of a request descriptor.
+type Entry struct{ Key, Value string }
+
+// Limit is what one descriptor matched. It is shared by every request that
+// matches the same rule: callers must not modify it.
+type Limit struct {
+	// Rule is a validated fixed-window limit.Rule, aligned to the epoch as
+	// envoyproxy/ratelimit aligns its windows (now / unit * unit). Nil when
+	// Unlimited, and when RequestsPerUnit is 0: a limit that rejects every
+	// request, as envoyproxy/ratelimit reads 0, with nothing to count.
+	// Its Name depends only on the domain and on the keys and values from
+	// the top of the file to this descriptor, so a reload that changes
+	// requests_per_unit keeps the counters.
+	Rule *limit.Rule
+	// Unit is rate_limit.unit, Period its length; UNKNOWN and 0 when
+	// Unlimited.
+	Unit   rlsv3.RateLimitResponse_RateLimit_Unit
+	Period time.Duration
+	// RequestsPerUnit is rate_limit.requests_per_unit; 0 when Unlimited.
+	RequestsPerUnit uint32
+	// Name is rate_limit.name, or "": what other limits' replaces refer to.
+	Name      string
+	Unlimited bool
+	// Shadow is shadow_mode: the limit is counted but never rejects.
+	Shadow bool
+	// Replaces names the limits this one replaces when both match the
+	// descriptors of one request.
+	Replaces []string
+}
+
+// node is one descriptor of a rule file, or the top of a domain.
+type node struct {
+	// children holds the nested descriptors by key and value; one
+	// without a value is held under an empty Value.
+	children map[Entry]*node
+	// wild holds, by key, the nested descriptors whose value ends in '*',
+	// in file order: envoyproxy/ratelimit takes the first whose prefix
+	// matches, not the longest.
+	wild  map[string][]wildcard
+	limit *Limit
+}
+
+type wildcard struct {
+	prefix string
+	node   *node
+}
+
+// Match returns the limit that applies to one descriptor of domain, or nil.
+//
+// It follows envoyproxy/ratelimit: entry i is looked up among the nested
+// descriptors that entry i-1 matched, first by key and exact value, then by
+// key and a value prefix ("foo*"), then by key alone; the descriptor's limit
+// is that of the node its last entry matched. A descriptor longer or shorter
+// than the rules, or one whose last node has no limit, has none.
+func (r *Rules) Match(domain string, entries []Entry) *Limit {
+	if r == nil || len(entries) == 0 {
+		return nil
+	}
+	n := r.domains[domain]
+	if n == nil {
+		return nil
+	}
+	for _, e := range entries {
+		n = n.find(e)
+		if n == nil {
+			return nil
+		}
+	}
+	return n.limit
+}
+
+func (n *node) find(e Entry) *node {
+	// An empty request value never matches exactly: an empty rule value
+	// is a key-only rule, which comes after the wildcards.
+	if e.Value != "" {
+		if c := n.children[e]; c != nil {
+			return c
+		}
+	}
+	for _, w := range n.wild[e.Key] {
+		if strings.HasPrefix(e.Value, w.prefix) {
+			return w.node
+		}
+	}
+	return n.children[Entry{Key: e.Key}]
+}
+
+// Domains lists the domains, sorted.
+func (r *Rules) Domains() []string {
+	if r == nil {
+		return nil
+	}
+	return slices.Clone(r.names)
+}
+
+func build(files []*file) *Rules {
+	r := &Rules{domains: make(map[string]*node, len(files))}
+	for _, f := range files {
+		r.domains[f.domain] = f.root
+		r.names = append(r.names, f.domain)
+	}
+	slices.Sort(r.names)
+	return r
+}
+
+// ruleName names a limit's counters: readable enough to find in the store
+// and in metrics, and fixed by the domain and the path of keys and values
+// to the descriptor, so that it survives a reload while the rate changes.
+// The domain part is cut to keep the name within limit.Rule's 200 bytes;
+// the hash keeps cut or folded domains apart.
+func ruleName(domain string, trail []Entry) string {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	write := func(s string) {
+		// Length-prefixed, so that no two paths encode alike.
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
+		h.Write([]byte(s))
+	}
+	write(domain)
+	for _, e := range trail {
+		write(e.Key)
+		write(e.Value)
+	}
+	var b strings.Builder
+	b.WriteString("rls:")
+	for i := 0; i < len(domain) && i < 40; i++ {
+		c := domain[i]
+		switch {
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '_', c == '-', c == '.':
+		default:
+			c = '_'
+		}
+		b.WriteByte(c)
+	}
+	b.WriteByte(':')
+	b.WriteString(hex.EncodeToString(h.Sum(nil))[:16])
+	return b.String()
+}
