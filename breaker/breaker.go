@@ -96,7 +96,7 @@ type Outcome struct {
 // New returns a CLOSED breaker with an empty window, or an error naming
 // every field of s that is out of range.
 func New(s Settings) (*Breaker, error) {
-	if err := s.validate(); err != nil {
+	if err := s.Validate(); err != nil {
 		return nil, err
 	}
 	b := &Breaker{

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -841,7 +842,20 @@ func TestNewValidates(t *testing.T) {
 			t.Errorf("want an error containing %q, got %v", tt.want, err)
 		}
 	}
-	// Every problem at once.
+	// Every problem at once, each a SettingError that names its field.
+	var fields []string
+	if errs, ok := (&Settings{}).Validate().(interface{ Unwrap() []error }); ok {
+		for _, e := range errs.Unwrap() {
+			var se *SettingError
+			if !errors.As(e, &se) {
+				t.Fatalf("%v is not a *SettingError", e)
+			}
+			fields = append(fields, se.Field)
+		}
+	}
+	if want := []string{"Window", "MinCalls", "FailureRate", "SlowCallRate", "OpenFor", "HalfOpenCalls", "TrialTimeout"}; !slices.Equal(fields, want) {
+		t.Errorf("zero Settings: fields %v, want %v", fields, want)
+	}
 	_, err := New(Settings{})
 	for _, field := range []string{"Window", "MinCalls", "FailureRate", "SlowCallRate", "OpenFor", "HalfOpenCalls", "TrialTimeout"} {
 		if err == nil || !strings.Contains(err.Error(), field+" ") {

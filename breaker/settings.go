@@ -63,11 +63,25 @@ const (
 	MaxHalfOpenCalls = 10000
 )
 
-// validate returns every problem, each naming its field and value, joined.
-func (s *Settings) validate() error {
+// A SettingError is one problem of Settings: the field at fault, by its
+// Go name, its value, and why it is refused.
+type SettingError struct {
+	Field string
+	Value any
+	Why   string
+}
+
+func (e *SettingError) Error() string {
+	return fmt.Sprintf("breaker: %s %v %s", e.Field, e.Value, e.Why)
+}
+
+// Validate returns every problem of s, each a *SettingError, joined; nil
+// when New would accept s. A configuration reader reports them at its own
+// names for the fields.
+func (s *Settings) Validate() error {
 	var errs []error
 	bad := func(field string, value any, why string) {
-		errs = append(errs, fmt.Errorf("breaker: %s %v %s", field, value, why))
+		errs = append(errs, &SettingError{Field: field, Value: value, Why: why})
 	}
 	switch {
 	case s.Window < time.Second:

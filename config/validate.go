@@ -566,30 +566,48 @@ func (v *validator) upstream(u *Upstream, m *Match, p string) {
 	v.positive(p+".idle_timeout", u.IdleTimeout)
 }
 
+// breakerKeys are the YAML keys of breaker.Settings' fields that a route's
+// breaker block sets.
+var breakerKeys = map[string]string{
+	"Window":           "window",
+	"MinCalls":         "min_calls",
+	"FailureRate":      "failure_rate",
+	"SlowCallDuration": "slow_call_duration",
+	"SlowCallRate":     "slow_call_rate",
+	"OpenFor":          "open_for",
+	"HalfOpenCalls":    "half_open_calls",
+}
+
+// breaker reports what breaker.Settings.Validate refuses of b, at b's
+// keys: the breaker's rules are its own, stated once. The trial timeout
+// is the upstream's, checked with the upstream.
 func (v *validator) breaker(b *Breaker, p string) {
-	if b.Window < time.Second {
-		v.errorf(p+".window", "%v is shorter than 1s", b.Window)
-	} else if b.Window%time.Second != 0 {
-		v.errorf(p+".window", "%v is not a whole number of seconds (the window is kept in 1s buckets)", b.Window)
-	} else if b.Window > breaker.MaxWindow {
-		v.errorf(p+".window", "%v is longer than %v", b.Window, breaker.MaxWindow)
+	s := breaker.Settings{
+		Window:           b.Window,
+		MinCalls:         b.MinCalls,
+		FailureRate:      b.FailureRate,
+		SlowCallDuration: b.SlowCallDuration,
+		SlowCallRate:     b.SlowCallRate,
+		OpenFor:          b.OpenFor,
+		HalfOpenCalls:    b.HalfOpenCalls,
+		TrialTimeout:     time.Second,
 	}
-	if b.MinCalls < 1 {
-		v.errorf(p+".min_calls", "%d must be at least 1", b.MinCalls)
-	}
-	v.ratio(p+".failure_rate", b.FailureRate)
-	v.ratio(p+".slow_call_rate", b.SlowCallRate)
-	if b.SlowCallDuration < 0 {
-		v.errorf(p+".slow_call_duration", "%v is negative (0s: calls are never slow)", b.SlowCallDuration)
+	var errs interface{ Unwrap() []error }
+	if err := s.Validate(); errors.As(err, &errs) {
+		for _, err := range errs.Unwrap() {
+			var se *breaker.SettingError
+			if !errors.As(err, &se) {
+				continue
+			}
+			if key := breakerKeys[se.Field]; key != "" && !v.failed(p+"."+key) {
+				v.errorf(p+"."+key, "%v %s", se.Value, se.Why)
+			}
+		}
 	}
 	for i, s := range b.FailureStatuses {
 		if s < 100 || s > 599 {
 			v.errorf(fmt.Sprintf("%s.failure_statuses[%d]", p, i), "%d is not an HTTP status (100..599)", s)
 		}
-	}
-	v.positive(p+".open_for", b.OpenFor)
-	if b.HalfOpenCalls < 1 || b.HalfOpenCalls > breaker.MaxHalfOpenCalls {
-		v.errorf(p+".half_open_calls", "%d is outside 1..%d", b.HalfOpenCalls, breaker.MaxHalfOpenCalls)
 	}
 }
 
