@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/floodgate-gw/floodgate/breaker"
-	"github.com/floodgate-gw/floodgate/gateway/pathclean"
+	"github.com/floodgate-gw/floodgate/internal/pathclean"
 	"github.com/floodgate-gw/floodgate/limit"
 )
 

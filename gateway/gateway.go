@@ -19,7 +19,7 @@ import (
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/events"
 	"github.com/floodgate-gw/floodgate/gateway/clientip"
-	"github.com/floodgate-gw/floodgate/gateway/pathclean"
+	"github.com/floodgate-gw/floodgate/internal/pathclean"
 	"github.com/floodgate-gw/floodgate/httplimit"
 	"github.com/floodgate-gw/floodgate/internal/h1"
 	"github.com/floodgate-gw/floodgate/limit"

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/floodgate-gw/floodgate/gateway/pathclean"
+	"github.com/floodgate-gw/floodgate/internal/pathclean"
 )
 
 func ExampleClean() {
