@@ -1,0 +1,235 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/breaker"
+	"github.com/floodgate-gw/floodgate/internal/pathclean"
+)
+
+// Routes: their match, upstream and breaker, and routes that can never be
+// reached.
+
+func (v *validator) route(c *Config, r *Route, p string, ids, global map[string]string) {
+	ip := p + ".id"
+	idOK := false
+	switch {
+	case v.failed(ip):
+	case r.ID == "":
+		v.errorf(p, "a route needs an id")
+	case r.ID == "global":
+		v.errorf(ip, `"global" is reserved for the global limits`)
+	case !nameRE.MatchString(r.ID):
+		v.errorf(ip, "%q: a route id is made of a-z, 0-9, _ and -", r.ID)
+	default:
+		if first, ok := ids[r.ID]; ok {
+			v.errorf(ip, "duplicate route id %q (first at line %d)", r.ID, v.line(first))
+		} else {
+			ids[r.ID] = ip
+		}
+		idOK = true
+	}
+	v.match(&r.Match, p+".match")
+	v.upstream(&r.Upstream, &r.Match, p+".upstream")
+
+	own := map[string]string{}
+	lease := longestQueue(c.GlobalLimits, r.Limits) + r.Upstream.ConnectTimeout + r.Upstream.Timeout + leaseSlack
+	for i, l := range r.Limits {
+		lp := fmt.Sprintf("%s.limits[%d]", p, i)
+		if v.bad[lp] {
+			continue
+		}
+		ok := v.uniqueName(l, lp, own, global)
+		v.limit(l, lp, r.ID+":"+l.Name, lease, ok && idOK)
+	}
+	v.breaker(&r.Breaker, p+".breaker")
+
+	f, fp := &r.Fallback, p+".fallback"
+	if f.Status < 200 || f.Status > 599 {
+		// 2xx is allowed: a recorded entry may honestly be answered 202.
+		v.errorf(fp+".status", "%d is outside 200..599", f.Status)
+	}
+	v.code(fp+".code", f.Code)
+	if f.Record && c.Events.Sink == SinkNone {
+		v.errorf(fp+".record", "record: true needs an events sink, but events.sink is none")
+	}
+}
+
+func (v *validator) code(p, code string) {
+	if !codeRE.MatchString(code) {
+		v.errorf(p, "%q: a code is made of a-z, 0-9 and _", code)
+	}
+}
+
+func (v *validator) match(m *Match, p string) {
+	pp := p + ".path"
+	switch {
+	case v.failed(p):
+	case m.Path == "":
+		v.errorf(p, "a route needs match.path (an exact path, or a prefix such as /api/orders/**)")
+	case !strings.HasPrefix(m.Path, "/"):
+		v.errorf(pp, "%q does not start with /", m.Path)
+	default:
+		base, prefix := m.Prefix()
+		if !prefix {
+			base = m.Path
+		}
+		switch {
+		case strings.HasSuffix(m.Path, "/*") && !strings.Contains(strings.TrimSuffix(m.Path, "/*"), "*"):
+			v.errorf(pp, `%q: a prefix is written with "**": %q matches it and every path below`, m.Path, m.Path+"*")
+		case strings.Contains(base, "*"):
+			v.errorf(pp, `%q: "**" may only end a path, as "/**", and "*" has no other use`, m.Path)
+		case strings.ContainsAny(base, "?#"):
+			v.errorf(pp, "%q: a path to match has no query or fragment", m.Path)
+		case base != "":
+			// Requests are matched after cleaning (SPEC §4.1), so an
+			// unclean pattern would never match anything.
+			c, err := pathclean.Clean(base)
+			switch {
+			case err != nil:
+				v.errorf(pp, "%q can never match: a request with such a path is answered 400 (%s)", m.Path, strings.TrimPrefix(err.Error(), pathclean.ErrBadPath.Error()+": "))
+			case c != base:
+				if prefix {
+					c = strings.TrimSuffix(c, "/") + "/**"
+				}
+				v.errorf(pp, "%q is not a clean path (requests are matched as %q)", m.Path, c)
+			}
+		}
+	}
+	for i, meth := range m.Methods {
+		mp := fmt.Sprintf("%s.methods[%d]", p, i)
+		if v.failed(mp) {
+			continue
+		}
+		if !isToken(meth) {
+			v.errorf(mp, "%q is not an HTTP method", meth)
+			continue
+		}
+		m.Methods[i] = strings.ToUpper(meth)
+	}
+	if m.Host != "" {
+		hp := p + ".host"
+		if _, _, err := net.SplitHostPort(m.Host); err == nil {
+			v.errorf(hp, "%q: a host to match has no port (requests are compared without it)", m.Host)
+		} else if strings.ContainsAny(m.Host, "/*?# @") {
+			v.errorf(hp, "%q is not a host name", m.Host)
+		} else {
+			m.Host = strings.ToLower(m.Host)
+		}
+	}
+}
+
+func (v *validator) upstream(u *Upstream, m *Match, p string) {
+	if len(u.Targets) == 0 && !v.failed(p+".targets") {
+		v.errorf(p+".targets", "a route needs at least one target")
+	}
+	if s := u.StripPrefix; s != "" {
+		sp := p + ".strip_prefix"
+		base, prefix := m.Prefix()
+		if !prefix {
+			base = m.Path
+		}
+		switch {
+		case !strings.HasPrefix(s, "/") || path.Clean(s) != s || s == "/":
+			v.errorf(sp, "%q is not a clean path prefix such as /api", s)
+		case m.Path != "" && base != s && !strings.HasPrefix(base, s+"/"):
+			// Stripping from some of a route's requests and not others
+			// would hand the upstream two shapes of path.
+			v.errorf(sp, "%q is not a prefix of every path match.path %q matches", s, m.Path)
+		}
+	}
+	v.positive(p+".connect_timeout", u.ConnectTimeout)
+	v.positive(p+".timeout", u.Timeout)
+	v.positive(p+".idle_timeout", u.IdleTimeout)
+}
+
+// breakerKeys are the YAML keys of breaker.Settings' fields that a route's
+// breaker block sets.
+var breakerKeys = map[string]string{
+	"Window":           "window",
+	"MinCalls":         "min_calls",
+	"FailureRate":      "failure_rate",
+	"SlowCallDuration": "slow_call_duration",
+	"SlowCallRate":     "slow_call_rate",
+	"OpenFor":          "open_for",
+	"HalfOpenCalls":    "half_open_calls",
+}
+
+// breaker reports what breaker.Settings.Validate refuses of b, at b's
+// keys: the breaker's rules are its own, stated once. The trial timeout
+// is the upstream's, checked with the upstream.
+func (v *validator) breaker(b *Breaker, p string) {
+	s := breaker.Settings{
+		Window:           b.Window,
+		MinCalls:         b.MinCalls,
+		FailureRate:      b.FailureRate,
+		SlowCallDuration: b.SlowCallDuration,
+		SlowCallRate:     b.SlowCallRate,
+		OpenFor:          b.OpenFor,
+		HalfOpenCalls:    b.HalfOpenCalls,
+		TrialTimeout:     time.Second,
+	}
+	var errs interface{ Unwrap() []error }
+	if err := s.Validate(); errors.As(err, &errs) {
+		for _, err := range errs.Unwrap() {
+			var se *breaker.SettingError
+			if !errors.As(err, &se) {
+				continue
+			}
+			if key := breakerKeys[se.Field]; key != "" && !v.failed(p+"."+key) {
+				v.errorf(p+"."+key, "%v %s", se.Value, se.Why)
+			}
+		}
+	}
+	for i, s := range b.FailureStatuses {
+		if s < 100 || s > 599 {
+			v.errorf(fmt.Sprintf("%s.failure_statuses[%d]", p, i), "%d is not an HTTP status (100..599)", s)
+		}
+	}
+}
+
+// unreachable warns of a route that an earlier one hides. It is not an
+// error: first match wins (SPEC §4.1), as in other gateways, and a route
+// may be parked behind another on purpose.
+func (v *validator) unreachable(routes []*Route) {
+	for j, later := range routes {
+		for _, earlier := range routes[:j] {
+			if covers(&earlier.Match, &later.Match) {
+				v.warnf(fmt.Sprintf("routes[%d].match", j), "unreachable: route %q (line %d) takes every request this route matches (the first match wins)", earlier.ID, earlier.Line)
+				break
+			}
+		}
+	}
+}
+
+// covers reports whether every request b matches is matched by a.
+func covers(a, b *Match) bool {
+	if a.Path == "" || b.Path == "" || a.Host != "" && a.Host != b.Host {
+		return false
+	}
+	if len(a.Methods) > 0 {
+		if len(b.Methods) == 0 {
+			return false
+		}
+		for _, m := range b.Methods {
+			if !slices.Contains(a.Methods, m) {
+				return false
+			}
+		}
+	}
+	ap, aPrefix := a.Prefix()
+	bp, bPrefix := b.Prefix()
+	if !bPrefix {
+		bp = b.Path
+	}
+	if !aPrefix {
+		return !bPrefix && a.Path == b.Path
+	}
+	return ap == "" || bp == ap || strings.HasPrefix(bp, ap+"/")
+}

@@ -1,0 +1,135 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// The server, admin and rls blocks, and the listeners they open.
+
+func (v *validator) server(c *Config) {
+	s := &c.Server
+	if s.Listen == "" {
+		if len(c.Routes) > 0 {
+			v.errorf("server.listen", "empty, but the config has routes to serve")
+		}
+	} else {
+		v.addr("server.listen", s.Listen, false)
+	}
+	if s.IPv6Prefix < 0 || s.IPv6Prefix > 128 {
+		v.errorf("server.ipv6_prefix", "%d is outside 0..128", s.IPv6Prefix)
+	}
+	v.positive("server.shutdown_timeout", s.ShutdownTimeout)
+	if !isToken(s.RequestIDHeader) {
+		v.errorf("server.request_id_header", "%q is not a valid header name", s.RequestIDHeader)
+	}
+	if s.MaxHeaderBytes <= 0 {
+		v.errorf("server.max_header_bytes", "%d must be positive", s.MaxHeaderBytes)
+	}
+	if s.MaxBodyBytes < 0 {
+		v.errorf("server.max_body_bytes", "%d is negative (0 means unlimited)", s.MaxBodyBytes)
+	}
+	if s.BodyTimeout < 0 {
+		v.errorf("server.body_timeout", "%v is negative (0 means no bound)", s.BodyTimeout)
+	}
+	v.accessLog(s.AccessLog)
+}
+
+// accessLog checks server.access_log: off, stderr, or a file whose
+// directory exists. Whether the file can be opened is known only when
+// serve opens it, and a reload refuses a file it cannot open.
+func (v *validator) accessLog(a string) {
+	const p = "server.access_log"
+	switch strings.ToLower(a) {
+	case AccessLogOff, AccessLogStderr:
+		if a != strings.ToLower(a) {
+			v.errorf(p, "write %q in lower case", strings.ToLower(a))
+		}
+		return
+	case "":
+		v.errorf(p, "empty; write off, stderr or the path of a file")
+		return
+	case "false", "no", "true", "yes", "on", "n", "y":
+		// YAML 1.1 reads these as booleans; a file named "no" is
+		// surely not what was meant.
+		v.errorf(p, "%q: write off, stderr or the path of a file (a file of that name would be ./%s)", a, a)
+		return
+	}
+	if strings.IndexByte(a, 0) >= 0 {
+		v.errorf(p, "the path holds a NUL byte")
+		return
+	}
+	if strings.HasSuffix(a, "/") {
+		v.errorf(p, "%q is a directory; write the path of a file", a)
+		return
+	}
+	dir := filepath.Dir(a)
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		v.errorf(p, "%q: its directory %s cannot be used: %v", a, dir, unwrapPathError(err))
+	case !fi.IsDir():
+		v.errorf(p, "%q: %s is not a directory", a, dir)
+	}
+	if fi, err := os.Stat(a); err == nil && fi.IsDir() {
+		v.errorf(p, "%q is a directory; write the path of a file", a)
+	}
+}
+
+// unwrapPathError is the cause of a *fs.PathError, whose path the
+// message gives already.
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func (v *validator) admin(a *Admin) {
+	if a.Listen != "" {
+		v.addr("admin.listen", a.Listen, false)
+	}
+	if a.TokenEnv != "" {
+		if a.Token != "" {
+			v.errorf("admin.token_env", "give token or token_env, not both")
+		} else if val, ok := v.env("admin.token_env", a.TokenEnv); ok {
+			a.Token = val
+		}
+	}
+	v.adminOpen(a)
+}
+
+func (v *validator) rls(r *RLS) {
+	if r.Listen != "" {
+		v.addr("rls.listen", r.Listen, false)
+	} else if r.ConfigDir != "" {
+		v.errorf("rls.config_dir", "set, but rls.listen is empty, so no service would read it")
+	}
+}
+
+// listeners refuses two listeners on one port: the second would fail to
+// bind only at start, after check said the config was fine.
+func (v *validator) listeners(c *Config) {
+	type ln struct{ path, addr string }
+	var ls []ln
+	for _, l := range []ln{{"server.listen", c.Server.Listen}, {"admin.listen", c.Admin.Listen}, {"rls.listen", c.RLS.Listen}} {
+		host, port, err := net.SplitHostPort(l.addr)
+		if err != nil || port == "0" {
+			continue
+		}
+		for _, o := range ls {
+			oh, op, _ := net.SplitHostPort(o.addr)
+			if op == port && (oh == host || anyHost(oh) || anyHost(host)) {
+				v.errorf(l.path, "%q overlaps %s %q (%s)", l.addr, o.path, o.addr, v.where(o.path))
+			}
+		}
+		ls = append(ls, l)
+	}
+}
+
+func anyHost(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
