@@ -15,6 +15,17 @@ import (
 // Load reads and parses the config file at path. On failure the error is an
 // Errors value.
 func Load(path string) (*Config, error) {
+	data, err := ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+// ReadFile reads the config file at path, for a caller that parses what it
+// read itself (ParseWithFlags). On failure the error is an Errors value
+// naming the file.
+func ReadFile(path string) ([]byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		msg := err.Error()
@@ -24,7 +35,7 @@ func Load(path string) (*Config, error) {
 		}
 		return nil, Errors{yamlnode.WithCause(Error{File: path, Msg: msg}, err)}
 	}
-	return Parse(path, data)
+	return data, nil
 }
 
 // Parse decodes, defaults and validates a config; filename is what errors

@@ -4,9 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -59,14 +57,9 @@ type reloader struct {
 // without a second read racing a writer. Errors are config.Errors, as from
 // config.Load.
 func loadConfig(path string, flags config.Flags) (*config.Config, [sha256.Size]byte, error) {
-	data, err := os.ReadFile(path)
+	data, err := config.ReadFile(path)
 	if err != nil {
-		msg := err.Error()
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			msg = "cannot read: " + pe.Err.Error()
-		}
-		return nil, [sha256.Size]byte{}, config.Errors{{File: path, Msg: msg}}
+		return nil, [sha256.Size]byte{}, err
 	}
 	cfg, err := config.ParseWithFlags(path, data, flags)
 	return cfg, sha256.Sum256(data), err
