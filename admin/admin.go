@@ -211,7 +211,7 @@ func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
 }
 
 // readyz is the readiness probe: a config is loaded and the gateway can
-// decide requests (SPEC §10).
+// decide requests.
 func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 	if h.b.Config() == nil {
 		writeJSON(w, http.StatusServiceUnavailable, status{Status: "unavailable", Detail: "no configuration loaded"})

@@ -10,7 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 )
 
-// The dashboard (SPEC §10) is one static page that polls /dashboard.json
+// The dashboard, at /, is one static page that polls /dashboard.json
 // every second and draws rates from the differences. The numbers are the
 // ones /metrics exposes, read from the same gatherer, so the page and a
 // Prometheus server never disagree; like /metrics, both are open to

@@ -1,5 +1,5 @@
-// Package admin serves floodgate's admin listener (SPEC §10): health and
-// readiness probes, Prometheus metrics, the admin API and the dashboard.
+// Package admin serves floodgate's admin listener: health and readiness
+// probes, Prometheus metrics, the admin API and the dashboard.
 //
 // NewHandler is the whole package. It reaches the running gateway only
 // through the Backend interface, so the HTTP layer (routes, status codes,

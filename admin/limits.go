@@ -41,8 +41,8 @@ func parseLimitQuery(r *http.Request) (limitQuery, error) {
 	return lq, nil
 }
 
-// limitState is the JSON of one key's state (SPEC §10). Durations are in
-// seconds; in_flight appears for concurrency limits only.
+// limitState is the JSON of one key's state (GET /admin/limits). Durations
+// are in seconds; in_flight appears for concurrency limits only.
 type limitState struct {
 	Algorithm  string  `json:"algorithm"`
 	Limit      int64   `json:"limit"`

@@ -17,7 +17,8 @@ var t0 = time.Date(2030, 1, 1, 10, 0, 0, 0, time.UTC)
 
 func at(d time.Duration) time.Time { return t0.Add(d) }
 
-// settings are config's defaults (SPEC §2) with a 3 s upstream timeout.
+// settings are config's defaults (docs/configuration.md, breaker) with a
+// 3 s upstream timeout.
 func settings() Settings {
 	return Settings{
 		Window:        10 * time.Second,

@@ -1,6 +1,6 @@
-// Package breaker is floodgate's circuit breaker (SPEC §6): one state
-// machine per route, deciding on the failure rate and the slow-call rate of
-// a sliding window.
+// Package breaker is floodgate's circuit breaker: one state machine per
+// route, deciding on the failure rate and the slow-call rate of a sliding
+// window.
 //
 // A call asks first and reports after (the two-step breaker of
 // sony/gobreaker): Allow(now) admits or refuses it, and the done function it

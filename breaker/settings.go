@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// Settings configure a Breaker. The fields mirror config.Breaker (SPEC §2),
-// plus TrialTimeout and OnTransition, which the gateway supplies; which
+// Settings configure a Breaker. The fields mirror config.Breaker, plus
+// TrialTimeout and OnTransition, which the gateway supplies; which
 // responses count as failures is the caller's judgement and not a setting
 // here.
 type Settings struct {

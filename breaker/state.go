@@ -3,7 +3,7 @@ package breaker
 import "strconv"
 
 // State is a breaker's state. The numbers are the ones the
-// gateway_circuit_breaker_state gauge exports (SPEC §6, §10).
+// gateway_circuit_breaker_state gauge exports (docs/metrics.md).
 type State uint8
 
 // The states.
@@ -13,8 +13,8 @@ const (
 	HalfOpen State = 2 // a fixed number of trial calls pass; their outcomes decide
 )
 
-// String returns CLOSED, OPEN or HALF_OPEN, the names SPEC §6 and the admin
-// API use.
+// String returns CLOSED, OPEN or HALF_OPEN, the names the logs, the
+// transition metric's labels and the admin API use.
 func (s State) String() string {
 	switch s {
 	case Closed:

@@ -1,5 +1,5 @@
 // Package events is the durable record of the requests the gateway turned
-// away (SPEC §7): every request an open breaker rejects on a route with
+// away: every request an open breaker rejects on a route with
 // fallback.record, and with events.audit the rate-limit decisions too.
 //
 // # Recording

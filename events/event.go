@@ -40,8 +40,8 @@ type Event struct {
 	RequestID string `json:"request_id,omitempty"`
 	// Method is the request method.
 	Method string `json:"method"`
-	// Path is the cleaned request path of SPEC §4.1, in its escaped form,
-	// before any strip_prefix: what the route matched.
+	// Path is the cleaned request path (package pathclean), in its escaped
+	// form, before any strip_prefix: what the route matched.
 	Path string `json:"path"`
 	// Query is the raw query, without "?". Empty: none.
 	Query string `json:"query,omitempty"`

@@ -13,8 +13,9 @@ import (
 // BenchmarkServeHTTP measures the gateway's handler on one request, from
 // routing to the end of the upstream exchange, with a real upstream over
 // loopback and an in-memory response writer: the gateway's own cost,
-// without the client's. The limits are the seeds' four, on the memory
-// store and on a Redis started for the run, with users varied per request.
+// without the client's. The limits are four fixed windows, global, api,
+// user and ip (a flash sale's usual set), on the memory store and on a
+// Redis started for the run, with users varied per request.
 func BenchmarkServeHTTP(b *testing.B) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok")

@@ -461,7 +461,8 @@ const announceEvery = 5 * time.Second
 
 // announce keeps this instance counted in a shared store and remembers how
 // many instances the store last saw, which is what on_error: local divides
-// each limit by once the store has failed (SPEC §5.3).
+// each limit by once the store has failed (docs/configuration.md, When the
+// store fails).
 func (g *Gateway) announce() {
 	t := time.NewTicker(announceEvery)
 	defer t.Stop()

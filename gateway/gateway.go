@@ -164,7 +164,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // whether the response broke off.
 func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *runtime, rte *route, rid, path, host string) outcome {
 	// An open breaker answers before anything else is decided: the request
-	// consumes no quota and costs no store round trip (SPEC §3.2, §6).
+	// consumes no quota and costs no store round trip.
 	var done func(breaker.Outcome, time.Time)
 	trial := false
 	if rte.breaker != nil {

@@ -12,7 +12,8 @@ import (
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
-// source is where a key part's value comes from (SPEC §3.3).
+// source is where a key part's value comes from (docs/configuration.md,
+// Keys).
 type source uint8
 
 const (
@@ -41,7 +42,7 @@ type exchange struct {
 	route    string
 	path     string     // cleaned
 	host     string     // lower case, without port
-	client   netip.Addr // the client address (SPEC §3.4)
+	client   netip.Addr // the client address, as package clientip decides it
 	ips      *clientip.Resolver
 	clientIP string // the ip key part, made when first needed
 	query    url.Values
@@ -56,7 +57,8 @@ type exchange struct {
 // value is the part's value for this request; "" means missing. A value
 // that is only white space is missing too: a client that sends
 // "X-User-Id: " must not share one counter with every other such client,
-// and nothing may stand in for it as the text "null" did in the seeds.
+// and nothing may stand in for it as the text "null" does in limiters
+// that format a missing header into the key.
 func (x *exchange) value(p keyPart) string {
 	var v string
 	switch p.src {

@@ -15,7 +15,8 @@ import (
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
-// onError is what a decision is when the store fails (SPEC §5.3).
+// onError is what a decision is when the store fails (docs/configuration.md,
+// When the store fails).
 type onError uint8
 
 const (
@@ -395,7 +396,7 @@ func (v *verdict) setHeaders(h http.Header) {
 	reportable := func(i int) bool { return v.specs[i].reportable() }
 	if i := httplimit.Reported(v.res.Decisions, v.reason, reportable); i >= 0 {
 		// After an upstream's headers: none of its rate-limit family
-		// stays beside the gateway's (SPEC §4.3).
+		// stays beside the gateway's.
 		v.specs[i].report.Replace(h, &v.res.Decisions[i])
 	}
 	if v.reject != nil && v.reason >= 0 {
@@ -404,14 +405,14 @@ func (v *verdict) setHeaders(h http.Header) {
 }
 
 // logRejection writes the one WARN line of a rejection, sampled per route
-// and limit (SPEC §10).
+// and limit (docs/configuration.md, Logs).
 func (g *Gateway) logRejection(rte *route, v *verdict, requestID string, x *exchange) {
 	g.logLimit(rte, v, v.reason, "rate limited", requestID, x)
 }
 
 // logShadowed writes the WARN line of each shadow limit that would have
-// rejected the request (SPEC §2: a shadow limit is decided, counted and
-// logged, never enforced), sampled as rejections are.
+// rejected the request (a shadow limit is decided, counted and logged,
+// never enforced), sampled as rejections are.
 func (g *Gateway) logShadowed(rte *route, v *verdict, requestID string, x *exchange) {
 	for i := range v.res.Decisions {
 		if d := &v.res.Decisions[i]; !d.Allowed && !d.Undecided && v.specs[i].rule.Shadow {

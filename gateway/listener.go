@@ -23,7 +23,8 @@ import (
 // (400), a transfer coding it does not know (501), an HTTP version it does
 // not speak (505), an expectation other than 100-continue (417) — and
 // answers them in plain text or with an empty body. Through this listener
-// they get the JSON answer of SPEC §4.2 instead, with a request id: 431
+// they get the gateway's JSON answer instead (an httplimit.Answer, like
+// every answer the gateway makes itself), with a request id: 431
 // headers_too_large, the others bad_request with their own status. They
 // count in the metrics of no route.
 //

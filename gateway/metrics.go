@@ -10,7 +10,7 @@ import (
 	"github.com/floodgate-gw/floodgate/internal/jwtverify"
 )
 
-// Metrics are the gateway's Prometheus series (SPEC §10). One Metrics
+// Metrics are the gateway's Prometheus series (docs/metrics.md). One Metrics
 // lives as long as the process: a reload keeps every counter.
 type Metrics struct {
 	requests       *prometheus.CounterVec

@@ -172,12 +172,11 @@ func (ir *interimRelay) end() {
 
 // relayInterim sends an upstream's informational answer to the client,
 // without its hop-by-hop fields and without the rate-limit fields, which
-// are the gateway's alone (SPEC §4.3). net/http writes a 1xx with the
-// response's header map as it is then and leaves the map as it was, so
-// the map holds the answer's fields only for the write. The gateway's own
-// fields set by then (the request id) replace the upstream's of the same
-// name, as they do on the final answer; the others wait for the final
-// answer.
+// are the gateway's alone. net/http writes a 1xx with the response's header
+// map as it is then and leaves the map as it was, so the map holds the
+// answer's fields only for the write. The gateway's own fields set by then
+// (the request id) replace the upstream's of the same name, as they do on
+// the final answer; the others wait for the final answer.
 func relayInterim(w http.ResponseWriter, code int, uh http.Header) {
 	if code == http.StatusContinue {
 		return
@@ -372,8 +371,7 @@ func targetNames(ts []*url.URL) []string {
 
 // copyHeader copies the upstream's response headers to the client's, but
 // not over a header the gateway set before the upstream answered (the
-// request id, SPEC §4.1): the gateway's own values win, as its rate-limit
-// headers do.
+// request id): the gateway's own values win, as its rate-limit headers do.
 func copyHeader(h, up http.Header) {
 	for k, vv := range up {
 		if _, own := h[k]; !own {

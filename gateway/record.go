@@ -80,7 +80,7 @@ func EventSink(cfg *config.Config) events.Sink {
 }
 
 // recordRefused writes the event of a request the open breaker turned away
-// (SPEC §7) and reports whether it is durable.
+// (fallback.record) and reports whether it is durable.
 func (g *Gateway) recordRefused(rt *runtime, rte *route, r *http.Request, x *exchange, rid string) bool {
 	if rt.recorder == nil {
 		return false

@@ -15,9 +15,9 @@ import (
 // TestExactAcrossInstances runs three gateways on one Redis and hammers a
 // user limit from 64 goroutines spread over them: exactly the limit is
 // admitted, and no rejected request reaches the upstream. Once with
-// limits of three algorithms, once with the seeds' four fixed windows,
-// whose decisions the store batches when they queue, and once on a
-// 3-master Redis Cluster.
+// limits of three algorithms, once with four fixed windows (global, api,
+// user, ip), whose decisions the store batches when they queue, and once
+// on a 3-master Redis Cluster.
 func TestExactAcrossInstances(t *testing.T) {
 	for _, tc := range []struct {
 		name, api, ip string
@@ -110,7 +110,8 @@ routes:
 	}
 }
 
-// TestStoreDown: with Redis gone, each on_error answers as SPEC §5.3 says.
+// TestStoreDown: with Redis gone, on_error: deny answers 503, allow admits
+// and local decides in memory (docs/configuration.md, When the store fails).
 func TestStoreDown(t *testing.T) {
 	srv := testredis.Start(t)
 	up := newBackend(t, nil)

@@ -20,8 +20,8 @@ func mustParse(t *testing.T, yaml string) *config.Config {
 	return cfg
 }
 
-// TestReloadKeepsCounters: a change of rate keeps the counters (SPEC §3.3),
-// a change of window starts fresh ones.
+// TestReloadKeepsCounters: a change of rate keeps the counters, a change of
+// window starts fresh ones.
 func TestReloadKeepsCounters(t *testing.T) {
 	up := newBackend(t, nil)
 	tmpl := `

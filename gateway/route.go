@@ -46,7 +46,8 @@ func (rt *route) matches(method, host, path string) bool {
 	return false
 }
 
-// match finds the first route that takes the request (SPEC §4.1).
+// match finds the first route that takes the request: routes are tried in
+// the order of the file, and the first match wins.
 func (rt *runtime) match(method, host, path string) *route {
 	for _, r := range rt.routes {
 		if r.matches(method, host, path) {
@@ -56,7 +57,8 @@ func (rt *runtime) match(method, host, path string) *route {
 	return nil
 }
 
-// hostOf is the request's host, lower case, without port (SPEC §3.3).
+// hostOf is the request's host, lower case, without port: what match.host
+// and the host key part compare.
 func hostOf(r *http.Request) string { return hostKey(r.Host) }
 
 // hostKey is the host part of a Host header value: without port or

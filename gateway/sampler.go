@@ -5,9 +5,9 @@ import (
 )
 
 // sampler lets at most perSecond events through in each second and counts
-// the rest, so that a flood of rejections cannot flood the log (SPEC §10:
-// 20 lines a second per route and limit, then one line a second with the
-// count of those not logged).
+// the rest, so that a flood of rejections cannot flood the log: 20 lines a
+// second per route and limit, then one line a second with the count of
+// those not logged (docs/configuration.md, Logs).
 type sampler struct {
 	mu        sync.Mutex
 	perSecond int

@@ -6,9 +6,9 @@ import (
 	"sync"
 )
 
-// Answer is a JSON response of SPEC §4.2, which the gateway and the
-// middleware make themselves. Its JSON is prepared once: only the request
-// id changes from one response to the next.
+// Answer is a JSON response {"code", "message", "request_id"}, which the
+// gateway and the middleware make themselves. Its JSON is prepared once:
+// only the request id changes from one response to the next.
 type Answer struct {
 	Status int
 	code   string

@@ -1,11 +1,11 @@
 // Package httplimit is net/http middleware that applies floodgate limits to
-// a Go service without the gateway (SPEC §11), over either store, and
-// answers as the gateway does (SPEC §4.2, §4.3): a rejected request gets
-// its limit's status (429 by default) and a JSON body with a code, a
-// message and the request id, Retry-After, and the RateLimit and
-// X-RateLimit-* headers; an admitted one gets the headers of the limit
-// closest to rejecting. Every limit that applies to a request is decided
-// in one store call, and a rejected request consumes nothing.
+// a Go service without the gateway, over either store, and answers as the
+// gateway does: a rejected request gets its limit's status (429 by default)
+// and a JSON body with a code, a message and the request id, Retry-After,
+// and the RateLimit and X-RateLimit-* headers; an admitted one gets the
+// headers of the limit closest to rejecting. Every limit that applies to a
+// request is decided in one store call, and a rejected request consumes
+// nothing.
 //
 // On an admitted response the rate-limit headers are the middleware's,
 // whatever the handler set: the writer the handler gets puts them back

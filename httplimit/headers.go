@@ -10,8 +10,8 @@ import (
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
-// ceilSeconds rounds a duration up to whole seconds (SPEC §4.3: "all
-// rounded up to integers").
+// ceilSeconds rounds a duration up to whole seconds: every number of the
+// rate-limit headers is rounded up to an integer.
 func ceilSeconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
@@ -124,11 +124,11 @@ func rateLimitHeader(name string) bool {
 }
 
 // Reported returns which of a request's decisions the rate-limit headers
-// report (SPEC §4.3): on a rejection the one that gave the status,
-// rejectedBy; on an admission (rejectedBy < 0) the one with the smallest
-// remaining share of its quota, the first on a tie, leaving out limits a
-// cluster never asked. reportable says which limits may be reported at
-// all (not those with headers off, nor concurrency limits); -1 means none.
+// report: on a rejection the one that gave the status, rejectedBy; on an
+// admission (rejectedBy < 0) the one with the smallest remaining share of
+// its quota, the first on a tie, leaving out limits a cluster never asked.
+// reportable says which limits may be reported at all (not those with
+// headers off, nor concurrency limits); -1 means none.
 func Reported(ds []limit.Decision, rejectedBy int, reportable func(i int) bool) int {
 	if rejectedBy >= 0 {
 		if reportable(rejectedBy) {

@@ -61,12 +61,12 @@ type Options struct {
 	Fallback limit.Store
 	OnError  OnError
 
-	// RequestIDHeader carries the request id (SPEC §4.1): the client's
-	// when it sent one well-formed value (WellFormedID), else a new one,
-	// which replaces the client's on the request. The handler finds it
-	// there, and every response carries it back in the same header, as the
-	// JSON answers do in their body; a handler that sets that response
-	// header itself sends its own. Default "X-Request-Id".
+	// RequestIDHeader carries the request id: the client's when it sent one
+	// well-formed value (WellFormedID), else a new one, which replaces the
+	// client's on the request. The handler finds it there, and every
+	// response carries it back in the same header, as the JSON answers do
+	// in their body; a handler that sets that response header itself sends
+	// its own. Default "X-Request-Id".
 	RequestIDHeader string
 
 	// Now is the clock; nil means time.Now.

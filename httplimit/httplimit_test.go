@@ -223,8 +223,8 @@ func TestNewRefuses(t *testing.T) {
 
 // The request id goes to the handler in the request's header and back to
 // the client in the response's, on admissions and on the middleware's own
-// answers alike (SPEC §4.1): the client's when it sent one well-formed id,
-// a new one otherwise.
+// answers alike: the client's when it sent one well-formed id, a new one
+// otherwise.
 func TestRequestID(t *testing.T) {
 	r := rule(t, &limit.Rule{Name: "user", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: time.Hour}})
 	seen := make(chan []string, 1)

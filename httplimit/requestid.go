@@ -86,12 +86,12 @@ func (s *IDSource) nextValue() []string {
 	return iv.v[:]
 }
 
-// Use returns r's request id and puts it on the request and the response
-// in header, a canonical header name (SPEC §4.1): the client's when it
-// sent one well-formed value, else a new one, which replaces what the
-// client sent. Of two values, a handler could log one and the answer
-// carry the other. The request and the response share one one-element
-// slice, capped so that adding to either cannot change the other.
+// Use returns r's request id and puts it on the request and the response in
+// header, a canonical header name: the client's when it sent one
+// well-formed value, else a new one, which replaces what the client sent.
+// Of two values, a handler could log one and the answer carry the other.
+// The request and the response share one one-element slice, capped so that
+// adding to either cannot change the other.
 func (s *IDSource) Use(r *http.Request, w http.ResponseWriter, header string) string {
 	idv := r.Header[header]
 	if len(idv) == 1 && WellFormedID(idv[0]) {

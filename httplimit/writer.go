@@ -9,11 +9,11 @@ import (
 
 // limitWriter is the ResponseWriter a handler gets when the middleware
 // reports a limit: the handler's headers go out as it set them, except the
-// rate-limit ones, which are the middleware's (SPEC §4.3: the gateway's
-// headers replace any of the same name from the upstream). They are put
-// back in the header map when the head leaves, at the first WriteHeader,
-// Write, ReadFrom or Flush, and after the handler returns, for a response
-// the server ends without the handler having written anything.
+// rate-limit ones, which are the middleware's, as the gateway's replace any
+// of the same name from the upstream. They are put back in the header map
+// when the head leaves, at the first WriteHeader, Write, ReadFrom or Flush,
+// and after the handler returns, for a response the server ends without the
+// handler having written anything.
 //
 // It holds the values the limit's Reporter keeps none of too (RateLimit,
 // for a request that leaves some quota), so that reporting a limit

@@ -33,8 +33,8 @@ func handlerLimitHeaders(h http.Header) {
 
 // The middleware's rate-limit headers are the ones an admitted response
 // carries, whatever the handler set and however it ends its response
-// (SPEC §4.3); the handler's other headers, Retry-After included, are its
-// own.
+// (they replace any of the same name); the handler's other headers,
+// Retry-After included, are its own.
 func TestHandlerLimitHeaders(t *testing.T) {
 	for _, tc := range []struct {
 		name   string

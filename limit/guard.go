@@ -26,11 +26,11 @@ type GuardOptions struct {
 }
 
 // Guard wraps s so that, while s fails, callers do not each wait for its
-// timeout (SPEC §5.3): after Failures consecutive failures, calls fail at
-// once with ErrStoreUnavailable for Rest; then one call probes the store,
-// and its success closes the guard, its failure rests it again. Only
-// failures that wrap ErrStoreUnavailable count; a call that gets an answer
-// resets the count.
+// timeout: after Failures consecutive failures, calls fail at once with
+// ErrStoreUnavailable for Rest; then one call probes the store, and its
+// success closes the guard, its failure rests it again. Only failures that
+// wrap ErrStoreUnavailable count; a call that gets an answer resets the
+// count.
 func Guard(s Store, o GuardOptions) *Guarded {
 	if o.Failures <= 0 {
 		o.Failures = 3

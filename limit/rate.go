@@ -31,7 +31,7 @@ const MinPeriod = time.Millisecond
 //
 //	N/UNIT       800/s, 100/min, 2/h, 1000/d (UNIT: ms, s, m, min, h, d)
 //	N/DURATION   1/10s, 5/250ms, 100/1m30s, 3/2d
-//	N:SECONDS    100:60, the seeds' count:window form
+//	N:SECONDS    100:60, a count and a window in seconds
 //
 // The count must be positive and the period at least MinPeriod.
 func ParseRate(s string) (Rate, error) {

@@ -58,8 +58,8 @@ const (
 	// Unix epoch, shifted by the rule's Location, so every key and every
 	// gateway shares the same window boundaries.
 	AlignEpoch Align = iota
-	// AlignFirst starts a key's window at its first admission, as the seeds'
-	// INCR + EXPIRE script does.
+	// AlignFirst starts a key's window at its first admission, as an INCR
+	// that sets EXPIRE when it creates the key does.
 	AlignFirst
 )
 
@@ -270,7 +270,7 @@ func (r *Rule) Window() time.Duration {
 // StateID names the shape of the rule's stored state: the algorithm and,
 // for windows, their length and alignment. Stores put it in the stored key
 // so that a change of any of these starts fresh counters while a change of
-// count, burst or cost keeps them (SPEC §3.3).
+// count, burst or cost keeps them (docs/configuration.md, Hot reload).
 func (r *Rule) StateID() string {
 	if r.p.state != "" {
 		return r.p.state

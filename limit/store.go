@@ -119,9 +119,9 @@ type Decision struct {
 
 	// Undecided marks a limit the store never asked, because a limit it
 	// asked first rejected the request: on Redis Cluster, where limits in
-	// different slots are decided slot by slot (SPEC §3.2). It consumed
-	// nothing and counts as admitting (Allowed); its Remaining and
-	// ResetAfter are unknown and read zero.
+	// different slots are decided slot by slot. It consumed nothing and
+	// counts as admitting (Allowed); its Remaining and ResetAfter are
+	// unknown and read zero.
 	Undecided bool
 
 	// Local marks a rejection the store answered from its memory of a key

@@ -1,8 +1,8 @@
-// Package rehearse holds the tools that rehearse a surge before it happens
-// (SPEC §9): a mock downstream that degrades the way a fragile third-party
-// API does, and an open-loop load generator that offers a flash sale's
-// traffic and measures what came back. The floodgate upstream and floodgate
-// load commands are thin wrappers around it.
+// Package rehearse holds the tools that rehearse a surge before it happens:
+// a mock downstream that degrades the way a fragile third-party API does,
+// and an open-loop load generator that offers a flash sale's traffic and
+// measures what came back. The floodgate upstream and floodgate load
+// commands are thin wrappers around it.
 //
 // Upstream is the mock downstream: a base latency with jitter, a share of
 // 500s, a capacity per 1-second window past which answers turn slow and

@@ -32,8 +32,8 @@ func ExampleProfile_Schedule() {
 	// 1000 requests
 }
 
-// The seeds' flash sale: 200 requests per second, then 5,000 when the sale
-// opens, then about 1,000.
+// A flash sale: 200 requests per second, then 5,000 when the sale opens,
+// then about 1,000.
 func ExampleProfile_RateAt() {
 	p := rehearse.Profile{Shape: rehearse.Surge, From: 200, Rate: 5000, StepAt: 10 * time.Second, Duration: 60 * time.Second}
 	for _, t := range []time.Duration{0, 10 * time.Second, 11500 * time.Millisecond} {

@@ -15,9 +15,9 @@ const (
 	Const Shape = "const"
 	// Step offers From until StepAt, then Rate.
 	Step Shape = "step"
-	// Surge is the flash sale of the seeds: From until StepAt, then a jump
-	// to Rate held for a second, a fall to Plateau over the next second,
-	// and Plateau with jitter for the rest of the run.
+	// Surge is a flash sale's opening: From until StepAt, then a jump to
+	// Rate held for a second, a fall to Plateau over the next second, and
+	// Plateau with jitter for the rest of the run.
 	Surge Shape = "surge"
 )
 

@@ -91,8 +91,8 @@ func TestScheduleStep(t *testing.T) {
 
 func TestScheduleSurge(t *testing.T) {
 	t.Parallel()
-	// The seeds' flash sale: 200/s, then 5,000 in the second the sale
-	// opens, back near 1,000 within two seconds, unsteady there.
+	// A flash sale: 200/s, then 5,000 in the second the sale opens, back
+	// near 1,000 within two seconds, unsteady there.
 	p := Profile{Shape: Surge, From: 200, Rate: 5000, StepAt: 3 * time.Second, Duration: 20 * time.Second, Seed: 7}
 	counts := perSecond(t, p)
 	for sec := range 3 {

@@ -89,9 +89,9 @@ type Answer struct {
 	Reason Reason
 }
 
-// An Upstream is a mock downstream that degrades the way the seeds'
-// third-party coupon API does: fine at 200 ms up to 500 requests per
-// second, 3 s and failing beyond.
+// An Upstream is a mock downstream that degrades as a fragile third-party
+// API does (a flash sale's coupon API, say): fine at 200 ms up to 500
+// requests per second, 3 s and failing beyond.
 //
 // The overload model counts arrivals in 1-second windows from the start.
 // The first Capacity requests of a window are served normally: Status after

@@ -1,7 +1,7 @@
-// Command decidelat measures the latency and throughput of the Redis store's
-// decisions on the seeds' scenario: four fixed-window limits per request
-// (global, api, user, ip), users and IPs drawn from 100,000 values each,
-// limits sized so that every request is admitted.
+// Command decidelat measures the latency and throughput of the Redis
+// store's decisions on a flash sale's usual limits: four fixed windows per
+// request (global, api, user, ip), users and IPs drawn from 100,000 values
+// each, limits sized so that every request is admitted.
 //
 //	go run ./bench/decidelat [-redis ADDR] [-n 20000] [-c 1] [-seed]
 //	go run ./bench/decidelat -redis ADDR -print-evalsha
@@ -11,9 +11,10 @@
 // process and of Redis. Without -redis it starts its own redis-server on a
 // free port and stops it at the end.
 //
-// -seed runs the seeds' design instead, on a client with the store's
-// options: four EVALSHA calls per request, one per limit, each an INCR, an
-// EXPIRE of a new key and a comparison, each waiting for the one before.
+// -seed runs the classic Redis limiter instead, on a client with the
+// store's options: four EVALSHA calls per request, one per limit, each an
+// INCR, an EXPIRE of a new key and a comparison, each waiting for the one
+// before.
 //
 // -print-evalsha loads the store's script into Redis and prints the exact
 // command a decision sends, one argument per line, with the user and IP
@@ -46,8 +47,8 @@ import (
 	"github.com/floodgate-gw/floodgate/limit/redisstore"
 )
 
-// seedScript is the seeds' limiter, as in limit/redisstore's
-// BenchmarkSeedDesignFourEvals.
+// seedScript is the classic Redis limiter, one INCR + EXPIRE script per
+// limit, as in limit/redisstore's BenchmarkSeedDesignFourEvals.
 const seedScript = `local c = redis.call('INCR', KEYS[1]) if c == 1 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end if c > tonumber(ARGV[1]) then return 0 end return 1`
 
 const values = 100_000
@@ -56,7 +57,7 @@ func main() {
 	addr := flag.String("redis", "", "Redis address host:port; empty starts a redis-server on a free port")
 	n := flag.Int("n", 20000, "decisions to measure")
 	c := flag.Int("c", 1, "goroutines deciding at once")
-	seed := flag.Bool("seed", false, "run the seeds' design: four sequential EVALSHAs per request")
+	seed := flag.Bool("seed", false, "run the classic INCR+EXPIRE limiter instead: four sequential EVALSHAs per request")
 	printCmd := flag.Bool("print-evalsha", false, "print the store's EVALSHA command for the scenario, one argument per line, and exit")
 	flag.Parse()
 	if *n < 1 || *c < 1 {
@@ -84,7 +85,7 @@ func fail(err error) {
 	os.Exit(1)
 }
 
-// scenario is the seeds' four limits.
+// scenario is the four limits: global, api, user and ip fixed windows.
 type scenario struct {
 	global, api, user, ip *limit.Rule
 	globalKey, apiKey     limit.Key

@@ -16,7 +16,7 @@ import (
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 )
 
-// The crash test holds the gateway to its promise (SPEC §7): a fallback
+// The crash test holds the gateway to its promise of durability: a fallback
 // that said "recorded": true is an event that reaches the sink, even when
 // the sink was down when it was recorded and the gateway is killed before
 // the sink comes back.

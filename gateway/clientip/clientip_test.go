@@ -231,8 +231,8 @@ func TestForwardedForRoundTrip(t *testing.T) {
 	}
 }
 
-// referenceClient is the rule of SPEC §3.4 written the obvious way: split
-// everything, then walk. FuzzClient checks Client against it.
+// referenceClient is the rule of the package doc written the obvious way:
+// split everything, then walk. FuzzClient checks Client against it.
 func referenceClient(trusted []netip.Prefix, remote string, xff []string) (netip.Addr, bool) {
 	parse := func(s string) (netip.Addr, bool) {
 		s = strings.Trim(s, " \t")

@@ -1,6 +1,5 @@
 // Package clientip decides which address a request is limited by — the `ip`
-// key part — and what X-Forwarded-For the gateway passes upstream
-// (SPEC §3.4).
+// key part — and what X-Forwarded-For the gateway passes upstream.
 //
 // # Whom to believe
 //

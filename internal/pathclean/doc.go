@@ -1,6 +1,6 @@
 // Package pathclean turns a request's escaped path into the one canonical
 // form that floodgate routes match, that the `path` key part holds and that
-// the upstream receives (SPEC §4.1).
+// the upstream receives.
 //
 // One path, one spelling. If the gateway matched routes on one spelling of
 // a path and the upstream resolved another, a client could slip past a

@@ -126,8 +126,8 @@ func testExactTokenBucket(t *testing.T, h *Harness) {
 	all := hammer(t, h, limit.Limit{Rule: r, Key: limit.StringKey("hot")}, time.Second)
 	t0 := all[0].at
 
-	// The bound of SPEC §3.1: at most burst + rate·T taken in any
-	// interval T from the bucket's first use.
+	// A token bucket's bound: at most burst + rate·T taken in any interval
+	// T from the bucket's first use.
 	admitted := 0
 	for i, s := range all {
 		upTo := admitted

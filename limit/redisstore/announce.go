@@ -17,7 +17,8 @@ var announceScript = rueidis.NewLuaScript(announceSource)
 // Announce records that the gateway instance id is alive for ttl and
 // returns how many instances are alive, this one included. Gateways call it
 // periodically so that, when Redis fails, each one knows what share of a
-// limit it may grant on its own (SPEC §5.3, on_error: local).
+// limit it may grant on its own (on_error: local grants 1/N of each limit,
+// N being the instances alive before the failure).
 func (s *Store) Announce(ctx context.Context, id string, ttl time.Duration) (int, error) {
 	c, err := s.get("announce")
 	if err != nil {

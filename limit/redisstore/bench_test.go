@@ -21,13 +21,14 @@ import (
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
-// The seeds' limiter: one INCR + EXPIRE script per dimension, called one
-// after the other.
+// The classic Redis limiter: one INCR + EXPIRE script per dimension, called
+// one after the other, so a request costs four round trips and one
+// rejected by a later dimension has used quota in the earlier ones.
 const seedScript = `local c = redis.call('INCR', KEYS[1]) if c == 1 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end if c > tonumber(ARGV[1]) then return 0 end return 1`
 
-// fourLimits is the seeds' scenario: global, api, user and ip fixed windows,
-// sized so that every request is admitted, with users and IPs drawn from
-// 100,000 values each.
+// fourLimits is a flash sale's usual set: global, api, user and ip fixed
+// windows, sized so that every request is admitted, with users and IPs
+// drawn from 100,000 values each.
 type fourLimits struct {
 	global, api, user, ip *limit.Rule
 	globalKey, apiKey     limit.Key
@@ -143,9 +144,9 @@ func benchFour(b *testing.B, s *Store, srvs []*testredis.Server) {
 	})
 }
 
-// BenchmarkSeedDesignFourEvals is the seeds' design on the same client and
-// key shapes: four EVALSHA calls, one per dimension, each waiting for the
-// one before.
+// BenchmarkSeedDesignFourEvals is the classic design (seedScript) on the
+// same client and key shapes: four EVALSHA calls, one per dimension, each
+// waiting for the one before.
 func BenchmarkSeedDesignFourEvals(b *testing.B) {
 	srv := testredis.Start(b)
 	s := open(b, srv)
@@ -177,14 +178,14 @@ func BenchmarkSeedDesignFourEvals(b *testing.B) {
 }
 
 // BenchmarkRedisInstructions counts the instructions Redis executes per
-// decision of the seeds' four limits (users and IPs drawn from 100,000
-// each), decided alone (a call of mode d, as every decision is while few
-// are in flight) and by the store's batch calls of 1, 6 and 64 requests,
-// with redis-server run under valgrind's callgrind. Unlike CPU time, the count
-// does not depend on what else the machine is doing, so two builds compare
-// on a busy machine. It counts the server's own work, not the kernel's
-// (system calls, the network). bench/redis-instructions.sh runs it; it is
-// skipped without valgrind.
+// decision of fourLimits (users and IPs drawn from 100,000 each), decided
+// alone (a call of mode d, as every decision is while few are in flight)
+// and by the store's batch calls of 1, 6 and 64 requests, with redis-server
+// run under valgrind's callgrind. Unlike CPU time, the count does not
+// depend on what else the machine is doing, so two builds compare on a busy
+// machine. It counts the server's own work, not the kernel's (system calls,
+// the network). bench/redis-instructions.sh runs it; it is skipped without
+// valgrind.
 func BenchmarkRedisInstructions(b *testing.B) {
 	for _, tool := range []string{"valgrind", "callgrind_control"} {
 		if _, err := exec.LookPath(tool); err != nil {

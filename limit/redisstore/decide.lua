@@ -336,12 +336,13 @@ if ARGV[1] == 'b' then
 end
 
 -- Mode r gives back what a call of mode d or D took for a request that a
--- limit in another Redis Cluster slot then rejected (SPEC §3.2). KEYS are
--- that call's keys and, last, a marker key in their slot; ARGV are that
--- call's arguments, with cost 0 for the limits that took nothing, and
--- last the time that call decided at. The marker makes the give-back
--- happen once however often it is sent. The reply is the time, then per
--- limit what it reads now: remaining and reset after, as "p" gives them.
+-- limit in another Redis Cluster slot then rejected, so that a rejected
+-- request consumes nothing (see slots.go). KEYS are that call's keys and,
+-- last, a marker key in their slot; ARGV are that call's arguments, with
+-- cost 0 for the limits that took nothing, and last the time that call
+-- decided at. The marker makes the give-back happen once however often it
+-- is sent. The reply is the time, then per limit what it reads now:
+-- remaining and reset after, as "p" gives them.
 if ARGV[1] == 'r' then
   local nl, at = #KEYS - 1, tonumber(ARGV[#ARGV])
   local give = redis.call('SET', KEYS[nl + 1], '1', 'NX', 'PX', 60000)

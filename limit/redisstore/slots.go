@@ -19,7 +19,7 @@ import (
 // Redis Cluster. A script may only touch keys of one slot, and the limits
 // of a request rarely share one: a user's key, an IP's and a route's each
 // carry their own hash tag. So on a cluster a request's limits are decided
-// in groups, one per hash tag (SPEC §3.2):
+// in groups, one per hash tag:
 //
 //  1. The most selective group is decided alone: the one whose limits
 //     have rejected the largest share of what they decided lately, and
