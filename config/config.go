@@ -9,7 +9,7 @@ import (
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
-// Config is a whole floodgate configuration (SPEC §2), decoded, defaulted and
+// Config is a whole floodgate configuration (docs/configuration.md), decoded, defaulted and
 // validated. A Config is immutable: Parse builds a new one for every load and
 // reload, and nothing may change it afterwards, so a request that started
 // under one config finishes under it.
@@ -38,7 +38,7 @@ type Config struct {
 	GlobalLimits []*Limit `yaml:"global_limits"`
 
 	// Routes in file order; the first whose Match matches a request takes
-	// it (SPEC §4.1). Empty only when RLS.Listen is set.
+	// it. Empty only when RLS.Listen is set.
 	Routes []*Route `yaml:"routes"`
 
 	// Responses is the code dictionary: code -> message, for rejections and
@@ -75,7 +75,7 @@ type Server struct {
 	Listen string `yaml:"listen"`
 
 	// TrustedProxies are the peers whose X-Forwarded-For is believed when
-	// resolving the client IP (SPEC §3.4). A bare IP in the file is a
+	// resolving the client IP (docs/configuration.md, server). A bare IP in the file is a
 	// single-address prefix. Empty: no peer is trusted, and the client IP
 	// is always the connection's address.
 	TrustedProxies []netip.Prefix `yaml:"trusted_proxies"`
@@ -126,7 +126,7 @@ const (
 )
 
 // Admin is the admin listener: health, metrics, the admin API and the
-// dashboard (SPEC §10).
+// dashboard.
 type Admin struct {
 	// Listen is the admin address. Default "127.0.0.1:9090". Empty: no
 	// admin listener.
@@ -148,7 +148,7 @@ type Admin struct {
 	AllowOpen bool `yaml:"allow_open"`
 }
 
-// RLS is the Envoy rate-limit service (SPEC §8).
+// RLS is the Envoy rate-limit service (docs/configuration.md, rls).
 type RLS struct {
 	// Listen is the gRPC address of the service. Empty: no service.
 	Listen string `yaml:"listen"`
@@ -167,7 +167,7 @@ const (
 	StoreRedis  StoreType = "redis"  // shared by every instance
 )
 
-// OnError is what a decision is when the store fails (SPEC §5.3).
+// OnError is what a decision is when the store fails (docs/configuration.md, When the store fails).
 type OnError string
 
 // The answers to a store failure.
@@ -334,7 +334,7 @@ type Upstream struct {
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 }
 
-// Source is where a key part's value comes from (SPEC §3.3).
+// Source is where a key part's value comes from (docs/configuration.md, Keys).
 type Source string
 
 // The key sources. Header, Query and Cookie take a name, JWT a claim's.
@@ -344,7 +344,7 @@ const (
 	SourcePath   Source = "path"   // the cleaned path, without the query
 	SourceMethod Source = "method"
 	SourceHost   Source = "host" // lowercased, without port
-	SourceIP     Source = "ip"   // the client IP of SPEC §3.4
+	SourceIP     Source = "ip"   // the client IP, behind trusted_proxies
 	SourceHeader Source = "header"
 	SourceQuery  Source = "query"
 	SourceCookie Source = "cookie"
@@ -518,7 +518,7 @@ type HeaderMatch struct {
 	Value string `yaml:"value"`
 }
 
-// Breaker is a route's circuit breaker (SPEC §6).
+// Breaker is a route's circuit breaker (docs/configuration.md, breaker).
 type Breaker struct {
 	// Enabled turns the breaker on. Default false.
 	Enabled bool `yaml:"enabled"`
@@ -567,8 +567,8 @@ type Fallback struct {
 	// Message is the text for Code. Empty: Config.Message finds it.
 	Message string `yaml:"message"`
 
-	// Record writes an event for each request the open breaker turns away
-	// (SPEC §7); it needs an events sink.
+	// Record writes an event for each request the open breaker turns away;
+	// it needs an events sink.
 	Record bool `yaml:"record"`
 }
 
@@ -593,7 +593,7 @@ const (
 	AuditAll      Audit = "all"
 )
 
-// Events is the event recording of SPEC §7.
+// Events is the recording of requests as events (docs/configuration.md, events).
 type Events struct {
 	// Sink is none, redis, nats or file. Default none.
 	Sink Sink `yaml:"sink"`

@@ -139,7 +139,7 @@ func TestLoad(t *testing.T) {
 	}
 }
 
-// Every default of SPEC §2.
+// Every default, as docs/configuration.md lists them.
 func TestDefaults(t *testing.T) {
 	c := mustParse(t, `
 routes:

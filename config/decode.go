@@ -123,7 +123,7 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	if err != nil || ip.Zone() != "" {
 		return netip.Prefix{}, fmt.Errorf("%q is not an IP address or CIDR prefix", s)
 	}
-	// Client addresses are compared unmapped (SPEC §3.4), so an
+	// Client addresses are compared unmapped (an IPv4-mapped IPv6 address as its IPv4 address), so an
 	// IPv4-mapped proxy address must be too.
 	ip = ip.Unmap()
 	return netip.PrefixFrom(ip, ip.BitLen()), nil

@@ -6,7 +6,7 @@ import (
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
-// The codes of the responses the gateway makes itself (SPEC §4.2).
+// The codes of the responses the gateway makes itself (docs/configuration.md, responses).
 const (
 	CodeRateLimited         = "rate_limited"
 	CodeServiceUnavailable  = "service_unavailable"
@@ -41,7 +41,7 @@ var builtinMessages = map[string]string{
 // zero, replaces them: an explicit "timeout: 0s" is then refused by
 // validation instead of quietly becoming the default.
 
-// Defaults returns a Config holding the defaults of SPEC §2, as an empty
+// Defaults returns a Config holding the defaults docs/configuration.md lists, as an empty
 // file would give them (without routes, so it would not validate).
 func Defaults() *Config { return defaultConfig() }
 

@@ -17,7 +17,7 @@ var (
 )
 
 // A concurrency lease expires queue + connect_timeout + timeout + leaseSlack
-// after it is taken (SPEC §3.1): long enough to cover an exchange up to its
+// after it is taken: long enough to cover an exchange up to its
 // response headers, after which the gateway renews it while the body
 // streams, and short enough that a dead instance's leases come back soon.
 const leaseSlack = 5 * time.Second

@@ -88,7 +88,7 @@ func (v *validator) match(m *Match, p string) {
 		case strings.ContainsAny(base, "?#"):
 			v.errorf(pp, "%q: a path to match has no query or fragment", m.Path)
 		case base != "":
-			// Requests are matched after cleaning (SPEC §4.1), so an
+			// Requests are matched after cleaning (dot segments resolved, escapes normalized), so an
 			// unclean pattern would never match anything.
 			c, err := pathclean.Clean(base)
 			switch {
@@ -195,7 +195,7 @@ func (v *validator) breaker(b *Breaker, p string) {
 }
 
 // unreachable warns of a route that an earlier one hides. It is not an
-// error: first match wins (SPEC §4.1), as in other gateways, and a route
+// error: routes are tried in file order and the first match wins, as in other gateways, and a route
 // may be parked behind another on purpose.
 func (v *validator) unreachable(routes []*Route) {
 	for j, later := range routes {

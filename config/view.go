@@ -17,7 +17,7 @@ import (
 
 // Message is the text of a response code: the message a reject or fallback
 // gives for it, else the one in responses, else built-in English for the
-// gateway's own codes (SPEC §4.2). A code a reject or fallback uses without
+// gateway's own codes (docs/configuration.md, responses). A code a reject or fallback uses without
 // any message gets the text of rate_limited or service_unavailable. Any
 // other code has no message ("").
 func (c *Config) Message(code string) string {

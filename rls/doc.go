@@ -1,4 +1,4 @@
-// Package rls is floodgate's Envoy rate-limit service (SPEC §8): it answers
+// Package rls is floodgate's Envoy rate-limit service: it answers
 // envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit with rules in
 // the YAML format of envoyproxy/ratelimit, so that an Envoy or Istio
 // deployment can switch to floodgate by changing an address.
