@@ -32,7 +32,7 @@ const (
 	// enough that at moderate load decisions rarely queue, few enough
 	// that under saturation the batches are large. A queued decision
 	// waits for one of them to return (or more, while over maxBatch
-	// decisions are queued). BENCHMARKS.md compares 2 and 4.
+	// decisions are queued). docs/bench-log.md compares 2 and 4.
 	maxFlying = 4
 
 	// A batch takes at most this many requests and limits, so that its

@@ -73,7 +73,7 @@
 // exactly as separate calls would. An idle gateway sends every decision at
 // once; a busy one makes fewer, larger calls, which read and write the keys
 // that requests share (a global limit, a route's) once per batch and cost
-// Redis a fifth to a third less CPU per decision (BENCHMARKS.md).
+// Redis a fifth to a third less CPU per decision (docs/bench-log.md).
 //
 // # Stored state
 //

@@ -213,8 +213,8 @@ func New(opts Options) (*Store, error) {
 		ForceSingleClient: opts.Mode == Standalone,
 		// Under load, the connection's writer waits this long after each
 		// write so that more concurrent calls share the next one: fewer
-		// system calls on both sides (BENCHMARKS.md: about 30 % less client
-		// CPU and 3-9 % less Redis CPU per decision at 64 goroutines).
+		// system calls on both sides (docs/bench-log.md: about 30 % less
+		// client CPU and 3-9 % less Redis CPU per decision at 64 goroutines).
 		// rueidis never delays a call made alone, so the latency of an
 		// idle gateway does not change.
 		MaxFlushDelay: maxFlushDelay,
