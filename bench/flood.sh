@@ -71,7 +71,7 @@
 # Redis's CPU at rest (its cron, the gateway's pings) counts in its CPU per
 # request: the script measures it while nginx runs and the summary says
 # how much of the µs/request it is. The last lines are a markdown summary
-# for BENCHMARKS.md.
+# for docs/bench-log.md.
 set -euo pipefail
 ROUNDS=${1:-3}
 SECS=${2:-10}
