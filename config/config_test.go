@@ -737,7 +737,7 @@ func TestFlashSaleExample(t *testing.T) {
 	}
 	want := map[string]limit.Rate{
 		"global:global":   {Count: 2000, Period: time.Second},
-		"lucky-meal:api":  {Count: 800, Period: time.Second},
+		"lucky-meal:api":  {Count: 400, Period: time.Second},
 		"lucky-meal:user": {Count: 1, Period: 10 * time.Second},
 		"lucky-meal:ip":   {Count: 100, Period: time.Minute},
 	}
