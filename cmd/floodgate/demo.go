@@ -8,12 +8,14 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -124,18 +126,24 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// demoReceivedHeader carries, from the demo's gateway listener to the
+// coupon API, when the gateway received a request (Unix nanoseconds).
+const demoReceivedHeader = "X-Demo-Received"
+
 // demoResult is what a run of the demo saw, for its tests.
 type demoResult struct {
-	rows   []demoRow
+	rows []demoRow
+	// within counts, by second, the requests that the gateway received
+	// and the coupon API got in that same second.
+	within map[int]int64
 	limits []*config.Limit // the route's, global ones first, as the columns are
 	// states are the breaker's states in the order it took them, the
 	// first one it started in included.
 	states []string
-	// probe is the answer to a request sent while the breaker was open:
-	// its status and body; empty when it never opened.
-	probeStatus int
-	probeBody   string
-	recorded    int64 // breaker_rejected events the gateway recorded
+	// probes are the answers to requests sent while the breaker was
+	// open, one every 100 ms (20 at most); none when it never opened.
+	probes   []probeAnswer
+	recorded int64 // breaker_rejected events the gateway recorded
 	// replayCode and replayOut are the replay's exit code and output.
 	replayCode int
 	replayOut  string
@@ -225,9 +233,14 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 	}
 
 	// The coupon API, started with the traffic, counting what reaches it
-	// each second.
+	// each second, and of that what the gateway received in the same
+	// second. On a machine too busy to keep up, admitted requests can
+	// reach the API late and together, in a later second than the one
+	// the gateway admitted them in; those the gateway received and
+	// delivered within one second were admitted in it, so the api limit
+	// alone bounds their count, however busy the machine.
 	var coupon atomic.Pointer[rehearse.Upstream]
-	reached := newPerSecond()
+	reached, within := newPerSecond(), newPerSecond()
 	quiet := log.New(io.Discard, "", 0)
 	upSrv := &http.Server{ErrorLog: quiet, ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := coupon.Load()
@@ -236,7 +249,11 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 			return
 		}
 		if r.URL.Path != "/stats" {
-			reached.add(time.Now(), 1)
+			now := time.Now()
+			reached.add(now, 1)
+			if ns, err := strconv.ParseInt(r.Header.Get(demoReceivedHeader), 10, 64); err == nil {
+				within.addWithin(time.Unix(0, ns), now)
+			}
 		}
 		c.ServeHTTP(w, r)
 	})}
@@ -244,7 +261,11 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 	defer upSrv.Close()
 	// Served as serve serves it, through the gateway's listener, so that
 	// the demo answers malformed requests as the product does.
-	gwSrv := &http.Server{Handler: gw, MaxHeaderBytes: cfg.Server.MaxHeaderBytes, ReadHeaderTimeout: 10 * time.Second, ErrorLog: quiet}
+	stamp := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Set(demoReceivedHeader, strconv.FormatInt(time.Now().UnixNano(), 10))
+		gw.ServeHTTP(w, r)
+	})
+	gwSrv := &http.Server{Handler: stamp, MaxHeaderBytes: cfg.Server.MaxHeaderBytes, ReadHeaderTimeout: 10 * time.Second, ErrorLog: quiet}
 	go gwSrv.Serve(gw.Listener(gwSrv, gwL))
 	defer gwSrv.Close()
 	adSrv := &http.Server{Handler: admin.NewHandler(demoBackend{gw}, reg, logger), ReadHeaderTimeout: 10 * time.Second, ErrorLog: quiet}
@@ -306,6 +327,7 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 		return nil, err
 	}
 	reached.begin(start)
+	within.begin(start)
 	newUsers.begin(start)
 	coupon.Store(up)
 	watch := newBreakerWatch(reg, demoRoute, start, gw.Breakers())
@@ -327,7 +349,10 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 				return
 			}
 		}
-		res.probeStatus, res.probeBody = probe(ctx, res.gatewayURL+route.Match.Path, tokens("demo-probe"))
+		for i := 0; i < 20 && watch.current() == "OPEN" && ctx.Err() == nil; i++ {
+			res.probes = append(res.probes, probe(ctx, res.gatewayURL+route.Match.Path, tokens(fmt.Sprintf("demo-probe-%d", i))))
+			time.Sleep(100 * time.Millisecond)
+		}
 	}()
 
 	load, err := rehearse.Run(ctx, rehearse.LoadConfig{
@@ -368,6 +393,7 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 	<-probed
 	watch.sample(time.Now())
 	res.states = watch.states()
+	res.within = within.all()
 	counts := watch.last
 	res.recorded = int64(counts.recorded)
 
@@ -391,14 +417,22 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 	}
 	fmt.Fprintln(out, ")")
 	if api != nil && most > admitsPerSecond(api) {
-		// Admissions that waited for a core between the gateway and the
-		// API arrive together, in the next second.
-		fmt.Fprintf(out, "(more in a second than the limit admits: admitted requests reached it late and together, this machine was too busy to keep up)\n")
+		fmt.Fprintf(out, "(more than the limit admits: admitted requests reached it late and together, this machine was\n"+
+			"too busy to keep up; of those the gateway received in the same second, at most %d)\n", within.max())
 	}
 	fmt.Fprintf(out, "breaker: %s\n", strings.Join(watch.changeLog(), ", "))
-	if res.probeStatus != 0 {
-		fmt.Fprintf(out, "a request sent while the breaker was open got %d, %s:\n  %s\n",
-			res.probeStatus, recordedSays(res.probeBody), strings.TrimSpace(res.probeBody))
+	if len(res.probes) > 0 {
+		n, example := 0, res.probes[0]
+		for _, p := range res.probes {
+			if p.recorded() {
+				if n == 0 {
+					example = p
+				}
+				n++
+			}
+		}
+		fmt.Fprintf(out, "requests sent while the breaker was open: %d, %d of them answered \"recorded\": true, the first with %d\n  %s\n",
+			len(res.probes), n, example.status, strings.TrimSpace(example.body))
 	} else {
 		fmt.Fprintf(out, "the breaker did not open: nothing was recorded\n")
 	}
@@ -486,39 +520,39 @@ func describeLimit(l *config.Limit) string {
 	return fmt.Sprintf("%-7s %-15s %-15s per %s", l.Name, rate, l.Algorithm, key)
 }
 
-// probe sends one request as a user and returns the answer's status and
-// body (up to 4 KiB); 0 and the error when there is none.
-func probe(ctx context.Context, url, token string) (int, string) {
+// A probeAnswer is the status and body of an answer; status 0 and the
+// error for none.
+type probeAnswer struct {
+	status int
+	body   string
+}
+
+// recorded reports whether the answer is a fallback whose JSON body says
+// "recorded": true.
+func (a probeAnswer) recorded() bool {
+	var b struct {
+		Recorded bool `json:"recorded"`
+	}
+	return a.status == http.StatusServiceUnavailable && json.Unmarshal([]byte(a.body), &b) == nil && b.Recorded
+}
+
+// probe sends one request as a user and returns the answer (its body up
+// to 4 KiB).
+func probe(ctx context.Context, url, token string) probeAnswer {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
 	if err != nil {
-		return 0, err.Error()
+		return probeAnswer{body: err.Error()}
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, err.Error()
+		return probeAnswer{body: err.Error()}
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-	return resp.StatusCode, string(body)
-}
-
-// recordedSays reads "recorded" from a fallback's JSON body and says it.
-func recordedSays(body string) string {
-	var b struct {
-		Recorded *bool `json:"recorded"`
-	}
-	switch {
-	case json.Unmarshal([]byte(body), &b) != nil:
-		return "not a JSON answer"
-	case b.Recorded == nil:
-		return `without "recorded"`
-	case *b.Recorded:
-		return `"recorded": true`
-	}
-	return `"recorded": false: its entry was not recorded`
+	return probeAnswer{resp.StatusCode, string(body)}
 }
 
 // lastLine is the last line of s that is not empty.
@@ -567,10 +601,25 @@ func (p *perSecond) add(now time.Time, n int64) {
 	p.mu.Unlock()
 }
 
+// addWithin counts one at from if to is in the same second.
+func (p *perSecond) addWithin(from, to time.Time) {
+	p.mu.Lock()
+	if !p.start.IsZero() && !from.Before(p.start) && from.Sub(p.start)/time.Second == to.Sub(p.start)/time.Second {
+		p.n[int(from.Sub(p.start)/time.Second)]++
+	}
+	p.mu.Unlock()
+}
+
 func (p *perSecond) get(s int) int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.n[s]
+}
+
+func (p *perSecond) all() map[int]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.n)
 }
 
 func (p *perSecond) max() int64 {

@@ -231,6 +231,14 @@ func (w *breakerWatch) sample(now time.Time) {
 	w.last = c
 }
 
+// current is the state the breaker took last, as far as the samples
+// tell.
+func (w *breakerWatch) current() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.state
+}
+
 // limited returns the 429s of each limit filed under second s.
 func (w *breakerWatch) limited(s int, limits []*config.Limit) []int64 {
 	w.mu.Lock()
