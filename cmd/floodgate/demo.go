@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -114,6 +113,11 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		return usageError(fs, stderr, "--duration %v: the script needs at least %v (the API recovers at %v, and the breaker waits %v to try it)",
 			o.duration, min, o.script.outage+o.script.outageFor, o.script.openFor)
 	}
+	if o.redis != "" {
+		if _, _, err := net.SplitHostPort(o.redis); err != nil {
+			return usageError(fs, stderr, "--redis %q: want HOST:PORT", o.redis)
+		}
+	}
 	if !(o.peak > o.script.plateau) || o.peak > 1e6 {
 		return usageError(fs, stderr, "--rate %v: the surge's peak must be above the %v/s it settles at, and at most 1000000", o.peak, o.script.plateau)
 	}
@@ -206,7 +210,7 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 	}
 	cfg, err := config.Parse(cfgFile, data)
 	if err != nil {
-		return nil, fmt.Errorf("the demo's configuration does not load:\n%s", strings.Join(admin.ErrorLines(err), "\n"))
+		return nil, fmt.Errorf("examples/flash-sale.yaml with the demo's changes does not load:\n%s", strings.Join(admin.ErrorLines(err), "\n"))
 	}
 	route, limits := demoRouteOf(cfg)
 	if route == nil || !route.Breaker.Enabled || !route.Fallback.Record {
@@ -411,9 +415,9 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 	}
 	api := apiLimit(limits)
 	most := reached.max()
-	fmt.Fprintf(out, "at most %d requests reached the coupon API in a second (capacity %d", most, demoCapacity)
+	fmt.Fprintf(out, "the coupon API got at most %d requests in a second (capacity %d", most, demoCapacity)
 	if api != nil {
-		fmt.Fprintf(out, "; the %s limit admits %d at most", api.Name, admitsPerSecond(api))
+		fmt.Fprintf(out, "; the %s limit admits %d", api.Name, admitsPerSecond(api))
 	}
 	fmt.Fprintln(out, ")")
 	if api != nil && most > admitsPerSecond(api) {
@@ -431,7 +435,7 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 				n++
 			}
 		}
-		fmt.Fprintf(out, "requests sent while the breaker was open: %d, %d of them answered \"recorded\": true, the first with %d\n  %s\n",
+		fmt.Fprintf(out, "sent while the breaker was open: %d requests, %d answered \"recorded\": true; the first:\n  %d %s\n",
 			len(res.probes), n, example.status, strings.TrimSpace(example.body))
 	} else {
 		fmt.Fprintf(out, "the breaker did not open: nothing was recorded\n")
@@ -560,21 +564,6 @@ func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
 }
-
-// replaySent reads how many requests a replay sent from its summary line:
-// those that succeeded and those that failed; false when out has none.
-func replaySent(out string) (int64, bool) {
-	m := replaySummaryRE.FindStringSubmatch(out)
-	if m == nil {
-		return 0, false
-	}
-	var ok, failed int64
-	fmt.Sscan(m[1], &ok)
-	fmt.Sscan(m[2], &failed)
-	return ok + failed, true
-}
-
-var replaySummaryRE = regexp.MustCompile(`succeeded (\d+), failed (\d+)`)
 
 // perSecond counts something by the second it happened in, from a start.
 type perSecond struct {

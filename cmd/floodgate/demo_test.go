@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -100,6 +102,7 @@ func TestDemoUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"--duration", "1s"},
 		{"--rate", "100"},
+		{"--redis", "nonsense"},
 		{"extra"},
 	} {
 		if _, errOut, code := floodgate(t, append([]string{"demo"}, args...)...); code != exitUsage {
@@ -131,6 +134,21 @@ var testScript = demoScript{
 // it does: the demo's replay must then send fewer requests than the open
 // breaker recorded, since the crowd's users retry at once.
 const replayCollapses = false
+
+// replaySent reads how many requests a replay sent from its summary line:
+// those that succeeded and those that failed; false when out has none.
+func replaySent(out string) (int64, bool) {
+	m := replaySummaryRE.FindStringSubmatch(out)
+	if m == nil {
+		return 0, false
+	}
+	var ok, failed int64
+	fmt.Sscan(m[1], &ok)
+	fmt.Sscan(m[2], &failed)
+	return ok + failed, true
+}
+
+var replaySummaryRE = regexp.MustCompile(`succeeded (\d+), failed (\d+)`)
 
 // checkDemo asserts what every run of the demo must show.
 func checkDemo(t *testing.T, res *demoResult, out string, s demoScript) {
