@@ -447,7 +447,8 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 		return res, nil
 	}
 
-	parallel := 64
+	// As many in flight as replay allows: the API takes 200 ms for each.
+	parallel := maxParallel
 	fmt.Fprintf(out, "\nreplay: what was recorded, sent to the coupon API (events replay --rate %s --parallel %d)\n",
 		s.replayRate, parallel)
 	var rout, rerr bytes.Buffer
