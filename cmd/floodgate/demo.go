@@ -1,16 +1,21 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -26,128 +31,148 @@ import (
 	"github.com/floodgate-gw/floodgate/rehearse"
 )
 
-// The demo's scenario, from the seeds: a coupon API that serves 500
-// requests a second in 200 ms and degrades to 3 s past that, and a flash
-// sale that jumps from 200 to 5,000 requests a second at the start of the
-// third second, with users who retry at once.
+// The coupon API of the seeds: 500 requests a second in 200 ms, 3 s past
+// that. The crowd: 20,000 users, each with a token the login service
+// signed, behind 50,000 addresses, who retry at once when refused.
 const (
-	demoIssuer   = "https://login.demo.invalid/"
 	demoCapacity = 500
-	demoAPIRate  = 400 // what the gateway lets through: 80 % of the capacity, room for admissions that arrive together
-	demoBurst    = 20
+	demoUsers    = 20000
+	demoIPs      = 50000
 )
 
-const demoConfig = `
-server:
-  listen: "%s"
-  trusted_proxies: [127.0.0.1]   # the load generator plays the load balancer
-  jwt: {jwks_file: "%s", issuer: "%s", audience: lucky-meal}
-admin:
-  listen: "%s"
-store: %s
-global_limits:
-  - name: global
-    key: [global]
-    rate: 2000/s
-    reject: {status: 429, code: system_busy, message: "Too busy, try again later"}
-routes:
-  - id: lucky-meal
-    match: {path: /api/activities/lucky-meal/receive, methods: [POST]}
-    upstream: {targets: ["http://%s"], timeout: 2s}
-    limits:
-      - name: user
-        key: [jwt:sub, path]
-        fallback: [ip]
-        rate: 1/10s
-        reject: {status: 429, code: repeat_apply, message: "You have already taken part"}
-      - name: api
-        key: [route]
-        algorithm: token_bucket
-        rate: %d/s
-        burst: %d
-        reject: {status: 429, code: system_busy, message: "Too busy, try again later"}
-      - name: ip
-        key: [ip]
-        algorithm: sliding_window
-        rate: 100/min
-    breaker:
-      enabled: true
-      window: 5s
-      min_calls: 50
-      failure_rate: 0.5
-      slow_call_duration: 1s
-      slow_call_rate: 0.5
-      open_for: 3s
-      half_open_calls: 10
-    fallback:
-      status: 503
-      code: coupon_busy
-      message: "The coupon system is busy; your entry is recorded"
-`
+// A demoScript is when each part of the demo happens, as offsets from
+// the start of the traffic. Its phases come in this order: warm-up, the
+// sale (the surge), the coupon API's outage, its recovery.
+type demoScript struct {
+	warmup    float64       // requests per second before the sale opens
+	opens     time.Duration // when the sale opens: the surge's step to its peak
+	plateau   float64       // what the surge settles at, two seconds after it starts
+	outage    time.Duration // when the coupon API starts failing
+	outageFor time.Duration // how long it fails
+	// window and openFor are the breaker's, in place of the example's 10s
+	// and 30s, so that the outage and the recovery fit the script.
+	window, openFor time.Duration
+	replayRate      string // the pace of the replay at the end
+}
+
+// defaultScript takes about 30 seconds with its default duration of 16 s:
+// the breaker opens about 2.5 s into the outage, when the failures fill
+// half of its 5 s window, tries again 2 s later, when the coupon API is
+// back, and closes; the replay then sends what it recorded. The plateau
+// and open_for are low enough that what the open breaker records (every
+// attempt, each user's retries included) replays in seconds, at a pace
+// the coupon API takes easily.
+var defaultScript = demoScript{
+	warmup: 200, opens: 3 * time.Second, plateau: 250,
+	outage: 8 * time.Second, outageFor: 4 * time.Second,
+	window: 5 * time.Second, openFor: 2 * time.Second,
+	replayRate: "250/s",
+}
+
+// minDuration is the shortest traffic that shows the whole script: the
+// breaker cannot try again before the outage has ended and open_for has
+// passed.
+func (s demoScript) minDuration() time.Duration { return s.outage + s.outageFor + s.openFor }
+
+// demoOptions are what the command line chooses.
+type demoOptions struct {
+	redis    string        // "": the memory store
+	hold     bool          // serve after the script until ctx ends
+	peak     float64       // the surge's peak, requests per second
+	duration time.Duration // how long the traffic runs
+	script   demoScript
+}
 
 func runDemo(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("demo", "[--redis ADDR] [--duration D]",
-		"Rehearse a flash sale in one process, with no outside services: a mock coupon API\n"+
-			"that serves 500 requests a second (and degrades to 3 s past that), floodgate in front\n"+
-			"of it with the seeds' four limits and a circuit breaker, and a surge from 200 to\n"+
-			"5,000 requests a second whose users retry at once. Prints a line per second: what\n"+
-			"was sent, admitted, refused with 429 and 503, the latency, and the breaker's state;\n"+
-			"then what reached the coupon API. --redis runs the limits on a Redis server.")
-	redisAddr := fs.String("redis", "", "decide the limits on the Redis server at `ADDR` instead of in memory")
-	duration := fs.Duration("duration", 20*time.Second, "how long the surge runs")
-	rate := fs.Float64("rate", 5000, "the peak of the surge, in requests per second")
+	fs := newFlagSet("demo", "[--redis ADDR] [--rate N] [--duration D] [--hold]",
+		"Rehearse a flash sale in one process, with no outside services: a mock coupon API that\n"+
+			"serves 500 requests a second (3 s each beyond), floodgate in front of it with the limits\n"+
+			"of examples/flash-sale.yaml, and a crowd of users who retry at once when refused.\n\n"+
+			"The script, each phase announced: a warm-up at 200 requests/s; the sale opens at 3s with\n"+
+			"a surge to --rate that settles at 250/s; the coupon API fails from 8s to 12s, the circuit\n"+
+			"breaker opens and records every request it turns away; the API recovers and the breaker's\n"+
+			"trial calls close it; at the end, the recorded requests are replayed to the API.\n"+
+			"A line per second shows what was sent (retries included), the users new that second,\n"+
+			"what was admitted, refused by each limit (429), 503, the latency, what reached the\n"+
+			"coupon API and the breaker's state. It takes about 30 seconds.\n\n"+
+			"--redis runs the limits on a Redis server; --hold keeps the gateway, its dashboard and\n"+
+			"the coupon API up afterwards, until Ctrl-C.")
+	o := demoOptions{script: defaultScript}
+	fs.StringVar(&o.redis, "redis", "", "decide the limits on the Redis server at `ADDR` instead of in memory")
+	fs.Float64Var(&o.peak, "rate", 5000, "the peak of the surge, in requests `per second`")
+	fs.DurationVar(&o.duration, "duration", 16*time.Second, "how long the traffic runs, the recovery included (at least "+
+		o.script.minDuration().String()+")")
+	fs.BoolVar(&o.hold, "hold", false, "keep serving after the script, until Ctrl-C")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
 		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
 	}
-	if *duration < 5*time.Second {
-		return usageError(fs, stderr, "--duration %v: the surge needs at least 5s", *duration)
+	if min := o.script.minDuration(); o.duration < min {
+		return usageError(fs, stderr, "--duration %v: the script needs at least %v (the API recovers at %v, and the breaker waits %v to try it)",
+			o.duration, min, o.script.outage+o.script.outageFor, o.script.openFor)
+	}
+	if o.redis != "" {
+		if _, _, err := net.SplitHostPort(o.redis); err != nil {
+			return usageError(fs, stderr, "--redis %q: want HOST:PORT", o.redis)
+		}
+	}
+	if !(o.peak > o.script.plateau) || o.peak > 1e6 {
+		return usageError(fs, stderr, "--rate %v: the surge's peak must be above the %v/s it settles at, and at most 1000000", o.peak, o.script.plateau)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := demo(ctx, stdout, *redisAddr, *duration, *rate); err != nil {
+	if _, err := demo(ctx, stdout, o); err != nil {
 		fmt.Fprintln(stderr, "floodgate demo:", err)
-		return 1
+		return exitFailure
 	}
-	return 0
+	return exitOK
 }
 
-func demo(ctx context.Context, out io.Writer, redisAddr string, duration time.Duration, peak float64) error {
+// demoReceivedHeader carries, from the demo's gateway listener to the
+// coupon API, when the gateway received a request (Unix nanoseconds).
+const demoReceivedHeader = "X-Demo-Received"
+
+// demoResult is what a run of the demo saw, for its tests.
+type demoResult struct {
+	rows []demoRow
+	// within counts, by second, the requests that the gateway received
+	// and the coupon API got in that same second.
+	within map[int]int64
+	limits []*config.Limit // the route's, global ones first, as the columns are
+	// states are the breaker's states in the order it took them, the
+	// first one it started in included.
+	states []string
+	// probes are the answers to requests sent while the breaker was
+	// open, one every 100 ms (20 at most); none when it never opened.
+	probes   []probeAnswer
+	recorded int64 // breaker_rejected events the gateway recorded
+	// replayCode and replayOut are the replay's exit code and output.
+	replayCode int
+	replayOut  string
+	// gatewayURL and adminURL are where the demo served.
+	gatewayURL, adminURL string
+}
+
+func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error) {
+	s := o.script
 	listen := func() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
 	upL, err := listen()
 	if err != nil {
-		return err
+		return nil, err
 	}
+	defer upL.Close()
 	gwL, err := listen()
 	if err != nil {
-		return err
+		return nil, err
 	}
+	defer gwL.Close()
 	adL, err := listen()
 	if err != nil {
-		return err
+		return nil, err
 	}
-
-	// The coupon API, counting what reaches it each second.
-	start := time.Now()
-	coupon, err := rehearse.NewUpstream(rehearse.UpstreamConfig{
-		Latency: 200 * time.Millisecond, Jitter: 50 * time.Millisecond,
-		Capacity: demoCapacity, OverloadLatency: 3 * time.Second, Body: `{"coupon":"granted"}`,
-	}, start)
-	if err != nil {
-		return err
-	}
-	var reached sync.Map // second -> *atomic.Int64
-	quiet := log.New(io.Discard, "", 0)
-	upSrv := &http.Server{ErrorLog: quiet, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s := int(time.Since(start) / time.Second)
-		n, _ := reached.LoadOrStore(s, new(atomic.Int64))
-		n.(*atomic.Int64).Add(1)
-		coupon.ServeHTTP(w, r)
-	})}
-	go upSrv.Serve(upL)
-	defer upSrv.Close()
+	defer adL.Close()
 
 	// The users' login service: a key that signs each user's token, and
 	// the JWKS file the gateway verifies them with. One process plays
@@ -156,145 +181,455 @@ func demo(ctx context.Context, out io.Writer, redisAddr string, duration time.Du
 	// would sign with RS256 or ES256 (BENCHMARKS.md has what each costs).
 	key, err := jwtsign.Generate("HS256", "demo")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	jwks, err := key.PublicJWKS()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "floodgate-demo-")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer os.RemoveAll(dir)
 	jwksFile := filepath.Join(dir, "jwks.json")
 	if err := os.WriteFile(jwksFile, jwks, 0o600); err != nil {
-		return err
+		return nil, err
 	}
-
-	store := "{type: memory}"
-	if redisAddr != "" {
-		store = fmt.Sprintf(`{type: redis, redis: {addrs: [%q], timeout: 100ms}}`, redisAddr)
-	}
-	yaml := fmt.Sprintf(demoConfig, gwL.Addr(), jwksFile, demoIssuer, adL.Addr(), store, upL.Addr(), demoAPIRate, demoBurst)
-	cfg, err := config.Parse("demo.yaml", []byte(yaml))
+	eventsFile := filepath.Join(dir, "lucky-meal-events.jsonl")
+	cfgFile := filepath.Join(dir, "flash-sale.yaml")
+	data, err := demoConfigFile(flashSaleYAML, demoOverrides{
+		listen: gwL.Addr().String(), admin: adL.Addr().String(), upstream: "http://" + upL.Addr().String(),
+		jwksFile: jwksFile, eventsFile: eventsFile, redis: o.redis, window: s.window, openFor: s.openFor,
+	})
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("examples/flash-sale.yaml: %w", err)
 	}
+	if err := os.WriteFile(cfgFile, data, 0o600); err != nil {
+		return nil, err
+	}
+	cfg, err := config.Parse(cfgFile, data)
+	if err != nil {
+		return nil, fmt.Errorf("examples/flash-sale.yaml with the demo's changes does not load:\n%s", strings.Join(admin.ErrorLines(err), "\n"))
+	}
+	route, limits := demoRouteOf(cfg)
+	if route == nil || !route.Breaker.Enabled || !route.Fallback.Record {
+		return nil, fmt.Errorf("examples/flash-sale.yaml: no route %s with a breaker whose fallback records", demoRoute)
+	}
+	res := &demoResult{limits: limits, gatewayURL: "http://" + gwL.Addr().String(), adminURL: "http://" + adL.Addr().String()}
+
 	reg := prometheus.NewRegistry()
 	logger := slog.New(slog.DiscardHandler)
 	gw, err := gateway.New(cfg, gateway.Options{Logger: logger, Registerer: reg})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer gw.Close()
-	if redisAddr != "" {
-		// The gateway would serve anyway, deciding in memory: a demo of
-		// Redis that never reached it would show nothing of it.
+	if o.redis != "" {
+		// The gateway would serve anyway, deciding by on_error: a demo
+		// of Redis that never reached it would show nothing of it.
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err := gw.CheckStore(cctx)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("redis at %s does not answer: %w", redisAddr, err)
+			return nil, fmt.Errorf("redis at %s does not answer: %w", o.redis, err)
 		}
 	}
+
+	// The coupon API, started with the traffic, counting what reaches it
+	// each second, and of that what the gateway received in the same
+	// second. On a machine too busy to keep up, admitted requests can
+	// reach the API late and together, in a later second than the one
+	// the gateway admitted them in; those the gateway received and
+	// delivered within one second were admitted in it, so the api limit
+	// alone bounds their count, however busy the machine.
+	var coupon atomic.Pointer[rehearse.Upstream]
+	reached, within := newPerSecond(), newPerSecond()
+	quiet := log.New(io.Discard, "", 0)
+	upSrv := &http.Server{ErrorLog: quiet, ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := coupon.Load()
+		if c == nil {
+			http.Error(w, "not started", http.StatusServiceUnavailable)
+			return
+		}
+		if r.URL.Path != "/stats" {
+			now := time.Now()
+			reached.add(now, 1)
+			if ns, err := strconv.ParseInt(r.Header.Get(demoReceivedHeader), 10, 64); err == nil {
+				within.addWithin(time.Unix(0, ns), now)
+			}
+		}
+		c.ServeHTTP(w, r)
+	})}
+	go upSrv.Serve(upL)
+	defer upSrv.Close()
 	// Served as serve serves it, through the gateway's listener, so that
 	// the demo answers malformed requests as the product does.
-	gwSrv := &http.Server{Handler: gw, MaxHeaderBytes: cfg.Server.MaxHeaderBytes, ReadHeaderTimeout: 10 * time.Second, ErrorLog: quiet}
+	stamp := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Set(demoReceivedHeader, strconv.FormatInt(time.Now().UnixNano(), 10))
+		gw.ServeHTTP(w, r)
+	})
+	gwSrv := &http.Server{Handler: stamp, MaxHeaderBytes: cfg.Server.MaxHeaderBytes, ReadHeaderTimeout: 10 * time.Second, ErrorLog: quiet}
 	go gwSrv.Serve(gw.Listener(gwSrv, gwL))
 	defer gwSrv.Close()
-	adSrv := &http.Server{Handler: admin.NewHandler(demoBackend{gw}, reg, logger), ErrorLog: quiet}
+	adSrv := &http.Server{Handler: admin.NewHandler(demoBackend{gw}, reg, logger), ReadHeaderTimeout: 10 * time.Second, ErrorLog: quiet}
 	go adSrv.Serve(adL)
 	defer adSrv.Close()
 
 	storeName := "memory"
-	if redisAddr != "" {
-		storeName = "redis " + redisAddr
+	if o.redis != "" {
+		storeName = fmt.Sprintf("redis at %s (decision budget %v)", o.redis, cfg.Store.Redis.Timeout)
 	}
-	fmt.Fprintf(out, "floodgate demo: coupon API at %s answers in 200 ms up to %d requests/s, in 3 s beyond\n", upL.Addr(), demoCapacity)
-	fmt.Fprintf(out, "gateway at http://%s (store %s): global 2000/s, api %d/s (token bucket, burst %d), user 1/10s by its token's sub, ip 100/min, breaker\n",
-		gwL.Addr(), storeName, demoAPIRate, demoBurst)
-	fmt.Fprintf(out, "watch it while it runs: http://%s/ (dashboard), http://%s/metrics\n", adL.Addr(), adL.Addr())
-	fmt.Fprintf(out, "surge: 200/s, then %.0f/s at 3s, settling at %.0f/s; 20,000 users, each with a signed token, who retry at once\n", peak, peak/5)
-	fmt.Fprintf(out, "each second: requests sent, answers 2xx, 429 and 503 received, their p50 and p99, requests that reached the API, its breaker\n\n")
-	fmt.Fprintf(out, "%4s %7s %9s %7s %7s %8s %8s %9s  %s\n", "t", "sent", "2xx", "429", "503", "p50", "p99", "upstream", "breaker")
+	fmt.Fprintf(out, "floodgate demo: the limits of examples/flash-sale.yaml in front of a mock coupon API, in one process\n")
+	fmt.Fprintf(out, "  coupon API  %s answers in 200 ms up to %d requests/s, in 3 s beyond\n", upL.Addr(), demoCapacity)
+	fmt.Fprintf(out, "  gateway     %s, store %s, route %s:\n", res.gatewayURL, storeName, demoRoute)
+	for _, l := range limits {
+		fmt.Fprintf(out, "    %s\n", describeLimit(l))
+	}
+	b := route.Breaker
+	fmt.Fprintf(out, "  breaker     opens when %.0f%% of at least %d calls in its window fail or take over %v; %d trial calls\n",
+		b.FailureRate*100, b.MinCalls, b.SlowCallDuration, b.HalfOpenCalls)
+	if orig, err := config.Parse("examples/flash-sale.yaml", flashSaleYAML); err == nil {
+		if r, _ := demoRouteOf(orig); r != nil {
+			fmt.Fprintf(out, "breaker timings shortened for the demo: window %v, open_for %v (the example's: %v, %v)\n",
+				b.Window, b.OpenFor, r.Breaker.Window, r.Breaker.OpenFor)
+		}
+	}
+	if o.hold {
+		fmt.Fprintf(out, "dashboard: %s/ (and after the script: --hold keeps it up)\n", res.adminURL)
+	} else {
+		fmt.Fprintf(out, "dashboard: %s/, only while the demo runs (--hold keeps it up afterwards)\n", res.adminURL)
+	}
+	fmt.Fprintf(out, "crowd: %d users (signed tokens, %d addresses); a refused one retries at once, up to %d times\n\n",
+		demoUsers, demoIPs, rehearse.MaxRetries)
 
-	res, err := rehearse.Run(ctx, rehearse.LoadConfig{
-		URL:       "http://" + gwL.Addr().String() + "/api/activities/lucky-meal/receive",
-		Method:    http.MethodPost,
-		Profile:   rehearse.Profile{Shape: rehearse.Surge, From: 200, Rate: peak, StepAt: 3 * time.Second, Duration: duration, Seed: 1},
-		Users:     20000,
-		UserToken: userTokens(key, demoIssuer, "lucky-meal", time.Now().Add(duration+time.Hour)),
-		IPs:       50000,
-		Retry:     rehearse.RetryImmediate,
-		Timeout:   5 * time.Second,
+	jwt := cfg.Server.JWT
+	tokens := userTokens(key, jwt.Issuer, jwt.Audience, time.Now().Add(o.duration+time.Hour))
+	newUsers := newPerSecond()
+	var seen sync.Map
+	table := newDemoTable(out, limits)
+	table.header()
+	phases := map[int]string{
+		0: fmt.Sprintf("warm-up: %.0f requests/s", s.warmup),
+		int(s.opens / time.Second): fmt.Sprintf("the sale opens at %v: %.0f requests/s for a second, settling at %.0f/s; refused users retry at once",
+			s.opens, o.peak, s.plateau),
+		int(s.outage / time.Second): fmt.Sprintf("the coupon API fails at %v, for %v: the breaker opens, answers 503 and records who it turns away",
+			s.outage, s.outageFor),
+		int((s.outage + s.outageFor) / time.Second): fmt.Sprintf("the coupon API is back at %v: after open_for, %d trial calls (HALF_OPEN) close the breaker",
+			s.outage+s.outageFor, b.HalfOpenCalls),
+	}
+
+	// Everything counts from here, the start of the traffic.
+	start := time.Now()
+	up, err := rehearse.NewUpstream(rehearse.UpstreamConfig{
+		Latency: 200 * time.Millisecond, Jitter: 50 * time.Millisecond,
+		Capacity: demoCapacity, OverloadLatency: 3 * time.Second,
+		FailAfter: s.outage, RecoverAfter: s.outageFor,
+		Body: `{"coupon":"granted"}`, Seed: 1,
+	}, start)
+	if err != nil {
+		return nil, err
+	}
+	reached.begin(start)
+	within.begin(start)
+	newUsers.begin(start)
+	coupon.Store(up)
+	watch := newBreakerWatch(reg, demoRoute, start, gw.Breakers())
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		watch.run(watchCtx, 50*time.Millisecond)
+	}()
+	probed := make(chan struct{})
+	go func() {
+		defer close(probed)
+		select {
+		case <-watch.opened:
+		case <-watchCtx.Done():
+			select {
+			case <-watch.opened: // at the last moment
+			default:
+				return
+			}
+		}
+		for i := 0; i < 20 && watch.current() == "OPEN" && ctx.Err() == nil; i++ {
+			res.probes = append(res.probes, probe(ctx, res.gatewayURL+route.Match.Path, tokens(fmt.Sprintf("demo-probe-%d", i))))
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+
+	load, err := rehearse.Run(ctx, rehearse.LoadConfig{
+		URL:    res.gatewayURL + route.Match.Path,
+		Method: http.MethodPost,
+		Profile: rehearse.Profile{Shape: rehearse.Surge, From: s.warmup, Rate: o.peak, StepAt: s.opens,
+			Plateau: s.plateau, Duration: o.duration, Seed: 1},
+		Users: demoUsers,
+		UserToken: func(user string) string {
+			if _, dup := seen.LoadOrStore(user, true); !dup {
+				newUsers.add(time.Now(), 1)
+			}
+			return tokens(user)
+		},
+		IPs:     demoIPs,
+		Retry:   rehearse.RetryImmediate,
+		Timeout: 5 * time.Second,
 		// One process plays every part here, on a machine that may have
 		// two cores: beyond this many requests in flight the generator
 		// drops (and counts) instead of exhausting file descriptors.
 		ConcurrencyCap: 3000,
-		OnSecond: func(s rehearse.Second) {
-			n := int64(0)
-			if v, ok := reached.Load(s.T); ok {
-				n = v.(*atomic.Int64).Load()
+		OnSecond: func(sec rehearse.Second) {
+			if p, ok := phases[sec.T]; ok {
+				fmt.Fprintln(out, p)
 			}
-			state := "-"
-			if bs := gw.Breakers(); len(bs) > 0 {
-				state = bs[0].State
-			}
-			fmt.Fprintf(out, "%4d %7d %9d %7d %7d %8s %8s %9d  %s\n", s.T, s.Sent, s.OK, s.TooMany, s.Unavailable,
-				ms(s.P50), ms(s.P99), n, state)
+			row := demoRow{Second: sec, newUsers: newUsers.get(sec.T), reached: reached.get(sec.T),
+				limited: watch.limited(sec.T, limits), breaker: watch.breakerIn(sec.T)}
+			res.rows = append(res.rows, row)
+			table.row(row)
 		},
 	})
 	if err != nil {
-		return err
+		stopWatch()
+		return nil, err
 	}
-	peakReached := int64(0)
-	reached.Range(func(_, v any) bool {
-		peakReached = max(peakReached, v.(*atomic.Int64).Load())
-		return true
-	})
-	t := res.Total
-	fmt.Fprintf(out, "\nsent %d (retries %d): 2xx %d, 429 %d, 503 %d, other answers (504, 502) %d, dropped by the generator %d; p99 %s\n",
-		t.Sent, t.Retries, t.OK, t.TooMany, t.Unavailable, t.Other, t.Dropped, ms(t.P99))
+	stopWatch()
+	<-watched
+	<-probed
+	watch.sample(time.Now())
+	res.states = watch.states()
+	res.within = within.all()
+	counts := watch.last
+	res.recorded = int64(counts.recorded)
+
+	t := load.Total
+	fmt.Fprintf(out, "\nsent %d requests (%d of them retries) for %d users; dropped by the generator: %d\n",
+		t.Sent, t.Retries, newUsers.total(), t.Dropped)
+	fmt.Fprintf(out, "answers: admitted %d, 429 %d, 503 %d, other %d; p50 %s, p99 %s\n",
+		t.OK, t.TooMany, t.Unavailable, t.Other, ms(t.P50), ms(t.P99))
 	if t.Dropped > 0 {
 		fmt.Fprintf(out, "(the generator shares this machine with the gateway and the API; --rate 2000 asks less of it)\n")
 	}
-	fmt.Fprintf(out, "the user limit counted each user by the sub of its verified token; tokens not accepted: %.0f\n", counterSum(reg, "gateway_jwt_failures_total"))
-	if peakReached <= demoCapacity {
-		fmt.Fprintf(out, "the coupon API saw at most %d requests in a second (capacity %d): floodgate held the flood back\n", peakReached, demoCapacity)
-		return nil
+	if n := counts.storeErrors; n > 0 {
+		fmt.Fprintf(out, "the store missed its %v budget %.0f times (the crowd shares this machine); on_error: %s answered\n",
+			cfg.Store.Redis.Timeout, n, cfg.Store.OnError)
 	}
-	// The token bucket lets at most rate + burst through in any second;
-	// more in one second of the API's means admissions that waited for a
-	// core between the gateway and the API and arrived together.
-	fmt.Fprintf(out, "the coupon API saw at most %d requests in a second, over its capacity of %d; the gateway admits at most %d in any second\n"+
-		"(%d/s and a burst of %d), so admitted requests reached it late and together: this machine was too busy to keep up (p99 above)\n",
-		peakReached, demoCapacity, demoAPIRate+demoBurst, demoAPIRate, demoBurst)
+	api := apiLimit(limits)
+	most := reached.max()
+	fmt.Fprintf(out, "the coupon API got at most %d requests in a second (capacity %d", most, demoCapacity)
+	if api != nil {
+		fmt.Fprintf(out, "; the %s limit admits %d", api.Name, admitsPerSecond(api))
+	}
+	fmt.Fprintln(out, ")")
+	if api != nil && most > admitsPerSecond(api) {
+		fmt.Fprintf(out, "(more than the limit admits: admitted requests reached it late and together, this machine was\n"+
+			"too busy to keep up; of those the gateway received in the same second, at most %d)\n", within.max())
+	}
+	fmt.Fprintf(out, "breaker: %s\n", strings.Join(watch.changeLog(), ", "))
+	if len(res.probes) > 0 {
+		n, example := 0, res.probes[0]
+		for _, p := range res.probes {
+			if p.recorded() {
+				if n == 0 {
+					example = p
+				}
+				n++
+			}
+		}
+		fmt.Fprintf(out, "sent while the breaker was open: %d requests, %d answered \"recorded\": true; the first:\n  %d %s\n",
+			len(res.probes), n, example.status, strings.TrimSpace(example.body))
+	} else {
+		fmt.Fprintf(out, "the breaker did not open: nothing was recorded\n")
+	}
+	fmt.Fprintf(out, "events recorded: %d, in %s\n", res.recorded, eventsFile)
+	fmt.Fprintf(out, "tokens not accepted: %.0f\n", counts.jwtFailures)
+	if load.Interrupted || ctx.Err() != nil {
+		fmt.Fprintf(out, "interrupted: no replay\n")
+		return res, nil
+	}
+
+	// As many in flight as replay allows: the API takes 200 ms for each.
+	parallel := maxParallel
+	fmt.Fprintf(out, "\nreplay: what was recorded, sent to the coupon API (events replay --rate %s --parallel %d)\n",
+		s.replayRate, parallel)
+	var rout, rerr bytes.Buffer
+	res.replayCode = runReplay([]string{"-c", cfgFile, "--route", demoRoute, "--rate", s.replayRate, "--parallel", fmt.Sprint(parallel)}, &rout, &rerr)
+	res.replayOut = rout.String()
+	fmt.Fprintf(out, "  %s\n", lastLine(rout.String()))
+	if res.replayCode != exitOK {
+		for _, l := range strings.Split(strings.TrimSpace(rerr.String()), "\n") {
+			fmt.Fprintf(out, "  %s\n", l)
+		}
+	}
+
+	if !o.hold {
+		return res, nil
+	}
+	exp := time.Now().Add(24 * time.Hour)
+	fmt.Fprintf(out, "\nholding: the gateway, its dashboard and the coupon API serve until Ctrl-C\n")
+	fmt.Fprintf(out, "  gateway     %s%s\n", res.gatewayURL, route.Match.Path)
+	fmt.Fprintf(out, "  dashboard   %s/ (metrics at %s/metrics)\n", res.adminURL, res.adminURL)
+	fmt.Fprintf(out, "  coupon API  http://%s/stats\n", upL.Addr())
+	fmt.Fprintf(out, "  config      %s\n", cfgFile)
+	fmt.Fprintf(out, "try it (a second try within 10s is refused: one per user):\n")
+	fmt.Fprintf(out, "  curl -i -X POST -H 'Authorization: Bearer %s' %s%s\n",
+		userTokens(key, jwt.Issuer, jwt.Audience, exp)("you"), res.gatewayURL, route.Match.Path)
+	<-ctx.Done()
+	return res, nil
+}
+
+// demoRouteOf returns the demo's route in cfg and the limits its requests
+// meet, global ones first.
+func demoRouteOf(cfg *config.Config) (*config.Route, []*config.Limit) {
+	for _, r := range cfg.Routes {
+		if r.ID == demoRoute {
+			return r, append(append([]*config.Limit(nil), cfg.GlobalLimits...), r.Limits...)
+		}
+	}
+	return nil, nil
+}
+
+// apiLimit is the limit that protects the coupon API: the route's token
+// bucket keyed by the route alone; nil when the example has none.
+func apiLimit(limits []*config.Limit) *config.Limit {
+	for _, l := range limits {
+		if l.Algorithm == limit.TokenBucket && len(l.Key) == 1 && l.Key[0].Source == config.SourceRoute {
+			return l
+		}
+	}
 	return nil
 }
 
-// counterSum is the sum of a counter's series in reg; 0 when it has none.
-func counterSum(reg prometheus.Gatherer, name string) float64 {
-	mfs, _ := reg.Gather()
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
+// admitsPerSecond is the most a token bucket admits in one second: its
+// burst, and what it refills in that second.
+func admitsPerSecond(l *config.Limit) int64 {
+	return l.Burst + int64(l.Rate.PerSecond())
 }
 
-func ms(d time.Duration) string {
-	if d == 0 {
-		return "-"
+// describeLimit says what a limit allows, in one line.
+func describeLimit(l *config.Limit) string {
+	rate := l.Rate.String()
+	if l.Algorithm == limit.TokenBucket {
+		rate += fmt.Sprintf(" burst %d", l.Burst)
 	}
-	if d < 10*time.Millisecond {
-		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	keys := func(parts []config.KeyPart) string {
+		s := make([]string, len(parts))
+		for i, p := range parts {
+			s[i] = p.String()
+		}
+		return strings.Join(s, ", ")
 	}
-	return fmt.Sprintf("%dms", d.Milliseconds())
+	key := keys(l.Key)
+	if len(l.Fallback) > 0 {
+		key += " (else " + keys(l.Fallback) + ")"
+	}
+	return fmt.Sprintf("%-7s %-15s %-15s per %s", l.Name, rate, l.Algorithm, key)
+}
+
+// A probeAnswer is the status and body of an answer; status 0 and the
+// error for none.
+type probeAnswer struct {
+	status int
+	body   string
+}
+
+// recorded reports whether the answer is a fallback whose JSON body says
+// "recorded": true.
+func (a probeAnswer) recorded() bool {
+	var b struct {
+		Recorded bool `json:"recorded"`
+	}
+	return a.status == http.StatusServiceUnavailable && json.Unmarshal([]byte(a.body), &b) == nil && b.Recorded
+}
+
+// probe sends one request as a user and returns the answer (its body up
+// to 4 KiB).
+func probe(ctx context.Context, url, token string) probeAnswer {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+	if err != nil {
+		return probeAnswer{body: err.Error()}
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return probeAnswer{body: err.Error()}
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	return probeAnswer{resp.StatusCode, string(body)}
+}
+
+// lastLine is the last line of s that is not empty.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// perSecond counts something by the second it happened in, from a start.
+type perSecond struct {
+	mu    sync.Mutex
+	start time.Time
+	n     map[int]int64
+}
+
+func newPerSecond() *perSecond { return &perSecond{n: map[int]int64{}} }
+
+// begin sets the start; nothing is counted before it.
+func (p *perSecond) begin(start time.Time) {
+	p.mu.Lock()
+	p.start = start
+	p.mu.Unlock()
+}
+
+// add counts n at now.
+func (p *perSecond) add(now time.Time, n int64) {
+	p.mu.Lock()
+	if !p.start.IsZero() && !now.Before(p.start) {
+		p.n[int(now.Sub(p.start)/time.Second)] += n
+	}
+	p.mu.Unlock()
+}
+
+// addWithin counts one at from if to is in the same second.
+func (p *perSecond) addWithin(from, to time.Time) {
+	p.mu.Lock()
+	if !p.start.IsZero() && !from.Before(p.start) && from.Sub(p.start)/time.Second == to.Sub(p.start)/time.Second {
+		p.n[int(from.Sub(p.start)/time.Second)]++
+	}
+	p.mu.Unlock()
+}
+
+func (p *perSecond) get(s int) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n[s]
+}
+
+func (p *perSecond) all() map[int]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.n)
+}
+
+func (p *perSecond) max() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := int64(0)
+	for _, v := range p.n {
+		m = max(m, v)
+	}
+	return m
+}
+
+func (p *perSecond) total() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := int64(0)
+	for _, v := range p.n {
+		t += v
+	}
+	return t
 }
 
 // demoBackend is the in-process gateway as the demo's admin listener sees
@@ -315,4 +650,15 @@ func (b demoBackend) Ready(ctx context.Context) error   { return b.gw.Ready(ctx)
 func (b demoBackend) Breakers() []gateway.BreakerStatus { return b.gw.Breakers() }
 func (b demoBackend) ForceBreaker(route, state string, ttl time.Duration) error {
 	return b.gw.ForceBreaker(route, state, ttl)
+}
+func (b demoBackend) Degraded() string { return b.gw.Degraded() }
+
+func ms(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	if d < 10*time.Millisecond {
+		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%dms", d.Milliseconds())
 }
