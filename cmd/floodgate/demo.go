@@ -31,7 +31,7 @@ import (
 	"github.com/floodgate-gw/floodgate/rehearse"
 )
 
-// The coupon API of the seeds: 500 requests a second in 200 ms, 3 s past
+// The coupon API of the flash sale: 500 requests a second in 200 ms, 3 s past
 // that. The crowd: 20,000 users, each with a token the login service
 // signed, behind 50,000 addresses, who retry at once when refused.
 const (
