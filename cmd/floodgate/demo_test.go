@@ -125,7 +125,7 @@ func TestDemoUsage(t *testing.T) {
 var testScript = demoScript{
 	warmup: 100, opens: time.Second, plateau: 100,
 	outage: 4 * time.Second, outageFor: 2 * time.Second,
-	window: 2 * time.Second, openFor: time.Second,
+	window: 2 * time.Second, openFor: 2 * time.Second,
 	replayRate: "250/s",
 }
 
@@ -255,7 +255,7 @@ func TestDemoScriptAndHold(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		res, err = demo(ctx, &out, demoOptions{hold: true, peak: 800, duration: 9 * time.Second, script: testScript})
+		res, err = demo(ctx, &out, demoOptions{hold: true, peak: 800, duration: 10 * time.Second, script: testScript})
 	}()
 	// --hold: the script is over, and everything still serves.
 	deadline := time.Now().Add(2 * time.Minute)
@@ -319,7 +319,7 @@ func TestDemoScriptAndHold(t *testing.T) {
 func TestDemoRedis(t *testing.T) {
 	srv := testredis.Start(t)
 	var out bytes.Buffer
-	res, err := demo(context.Background(), &out, demoOptions{redis: srv.Addr(), peak: 800, duration: 9 * time.Second, script: testScript})
+	res, err := demo(context.Background(), &out, demoOptions{redis: srv.Addr(), peak: 800, duration: 10 * time.Second, script: testScript})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
