@@ -12,6 +12,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/httplimit"
 	"github.com/floodgate-gw/floodgate/internal/keycache"
+	"github.com/floodgate-gw/floodgate/internal/ruledata"
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
@@ -355,7 +356,7 @@ type localOwner struct {
 // localRule is r scaled to this instance's share of it.
 func (rt *runtime) localRule(r *limit.Rule) *limit.Rule {
 	share := rt.localShare()
-	return r.Ext(localOwner{rt, share}, func(r *limit.Rule) any {
+	return ruledata.Ext(r, localOwner{rt, share}, func(r *limit.Rule) any {
 		scaled := &limit.Rule{
 			Name: r.Name, Algorithm: r.Algorithm, Rate: r.Rate, Burst: r.Burst, Cost: r.Cost,
 			Queue: r.Queue, Align: r.Align, Location: r.Location, Shadow: r.Shadow, LeaseTTL: r.LeaseTTL,
