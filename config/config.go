@@ -405,7 +405,7 @@ type Limit struct {
 	// begin at local midnight or on the local hour. Nil: UTC. On the days
 	// a zone's offset changes (daylight saving time) a day window still
 	// runs from local midnight to local midnight, 23 or 25 hours
-	// (limit.Rule.ZoneAt).
+	// (limit.Rule.Location).
 	TZ *time.Location `yaml:"tz,omitempty"`
 
 	// Shadow limits are decided, counted, logged and reported, but never

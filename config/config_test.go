@@ -207,7 +207,7 @@ routes:
 		t.Errorf("limit defaults: %+v", l)
 	}
 	// burst defaults to the count as written: 6000/min has burst 6000.
-	if tb := r.Limits[1]; tb.Burst != 6000 || tb.Rule.Burst != 6000 || tb.Rule.Limit() != 6000 {
+	if tb := r.Limits[1]; tb.Burst != 6000 || tb.Rule.Burst != 6000 || tb.Rule.Algorithm != limit.TokenBucket {
 		t.Errorf("token bucket burst = %d (rule %d), want 6000", tb.Burst, tb.Rule.Burst)
 	}
 	e := c.Events
@@ -535,7 +535,9 @@ func TestRoundTrip(t *testing.T) {
 	for i, r := range c1.Routes {
 		for j, l := range r.Limits {
 			l2 := c2.Routes[i].Limits[j]
-			if l.Rule.StateID() != l2.Rule.StateID() || l.Rule.Limit() != l2.Rule.Limit() || l.Rule.Window() != l2.Rule.Window() {
+			// The settings that name the rule's counters and its limit.
+			a, b := l.Rule, l2.Rule
+			if a.Algorithm != b.Algorithm || a.Rate != b.Rate || a.Burst != b.Burst || a.Align != b.Align || a.Window() != b.Window() {
 				t.Errorf("%s: rule %+v became %+v", l.Rule.Name, l.Rule, l2.Rule)
 			}
 		}

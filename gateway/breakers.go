@@ -12,7 +12,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/breaker"
 	"github.com/floodgate-gw/floodgate/config"
-	"github.com/floodgate-gw/floodgate/httplimit"
+	"github.com/floodgate-gw/floodgate/internal/answer"
 )
 
 // routeBreaker is a route's circuit breaker and what it judges by.
@@ -92,7 +92,7 @@ func sameBreaker(a, b config.Breaker) bool {
 func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, rt *runtime, rte *route, rid, path, host string, err error) outcome {
 	var oe *breaker.OpenError
 	if errors.As(err, &oe) && !oe.Forced && oe.RetryAfter > 0 {
-		httplimit.SetRetryAfter(w.Header(), oe.RetryAfter)
+		answer.SetRetryAfter(w.Header(), oe.RetryAfter)
 	}
 	if !rte.record {
 		o := answerWith(w, rte.fallback, rid)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/gateway/clientip"
-	"github.com/floodgate-gw/floodgate/httplimit"
+	"github.com/floodgate-gw/floodgate/internal/answer"
 	"github.com/floodgate-gw/floodgate/internal/h1"
 	"github.com/floodgate-gw/floodgate/internal/keycache"
 	"github.com/floodgate-gw/floodgate/limit"
@@ -55,7 +55,7 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 	g := &Gateway{
 		metrics:     NewMetrics(o.Registerer),
 		log:         o.Logger,
-		ids:         httplimit.NewIDSource(),
+		ids:         answer.NewIDSource(),
 		storeErrLog: newSampler(1),
 		framingLog:  newSampler(5),
 		samplers:    map[string]*sampler{},
@@ -100,8 +100,8 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 		noRoute:     g.metrics.forRoute(""),
 		accessLog:   cfg.Server.AccessLog != config.AccessLogOff,
 	}
-	a := func(status int, code string) *httplimit.Answer {
-		return httplimit.NewAnswer(status, code, cfg.Message(code))
+	a := func(status int, code string) *answer.Answer {
+		return answer.NewAnswer(status, code, cfg.Message(code))
 	}
 	rt.keyRequired = a(http.StatusForbidden, "key_required")
 	rt.notFound = a(http.StatusNotFound, "route_not_found")
@@ -162,7 +162,7 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 				rt.ipKeys = newIPKeys(ips)
 			}
 		}
-		r.fallback = httplimit.NewAnswer(rc.Fallback.Status, rc.Fallback.Code, cfg.Message(rc.Fallback.Code))
+		r.fallback = answer.NewAnswer(rc.Fallback.Status, rc.Fallback.Code, cfg.Message(rc.Fallback.Code))
 		if r.breaker, err = g.breakerFor(rc); err != nil {
 			return nil, err
 		}
@@ -186,8 +186,8 @@ func (g *Gateway) limitSpec(cfg *config.Config, route string, lc *config.Limit) 
 		rule:         lc.Rule,
 		allowMissing: lc.OnMissing == config.OnMissingAllow,
 		headers:      lc.Headers,
-		reject:       httplimit.NewAnswer(lc.Reject.Status, lc.Reject.Code, cfg.Message(lc.Reject.Code)),
-		report:       httplimit.NewReporter(lc.Name),
+		reject:       answer.NewAnswer(lc.Reject.Status, lc.Reject.Code, cfg.Message(lc.Reject.Code)),
+		report:       answer.NewReporter(lc.Name),
 		metrics:      g.metrics.forLimit(route, lc.Name),
 		sampler:      g.sampler(route + "/" + lc.Name),
 	}

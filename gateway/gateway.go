@@ -19,9 +19,9 @@ import (
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/events"
 	"github.com/floodgate-gw/floodgate/gateway/clientip"
-	"github.com/floodgate-gw/floodgate/internal/pathclean"
-	"github.com/floodgate-gw/floodgate/httplimit"
+	"github.com/floodgate-gw/floodgate/internal/answer"
 	"github.com/floodgate-gw/floodgate/internal/h1"
+	"github.com/floodgate-gw/floodgate/internal/pathclean"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
 )
@@ -34,7 +34,7 @@ type Gateway struct {
 	forces      forces // timers of breakers forced for a while
 	metrics     *Metrics
 	log         *slog.Logger
-	ids         *httplimit.IDSource
+	ids         *answer.IDSource
 	storeErrLog *sampler
 	framingLog  *sampler    // requests refused for their framing
 	storeDown   atomic.Bool // the store failed, and has not answered since
@@ -85,7 +85,7 @@ type runtime struct {
 	bodyTimeout time.Duration
 
 	keyRequired, notFound, badRequest, tooLarge, headersTooLarge, requestTimeout,
-	limiterUnavailable, upstreamTimeout, upstreamUnavailable *httplimit.Answer
+	limiterUnavailable, upstreamTimeout, upstreamUnavailable *answer.Answer
 	noRoute *routeMetrics
 }
 
@@ -423,7 +423,7 @@ func failureKind(o outcome) string {
 }
 
 // answerWith writes one of the gateway's own answers.
-func answerWith(w http.ResponseWriter, a *httplimit.Answer, rid string) outcome {
+func answerWith(w http.ResponseWriter, a *answer.Answer, rid string) outcome {
 	a.Write(w, rid, "")
 	return outcome{status: a.Status, written: true}
 }

@@ -10,8 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/floodgate-gw/floodgate/httplimit"
+	"github.com/floodgate-gw/floodgate/internal/answer"
 	"github.com/floodgate-gw/floodgate/internal/keycache"
+	"github.com/floodgate-gw/floodgate/internal/ruledata"
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
@@ -37,11 +38,11 @@ type limitSpec struct {
 	allowMissing bool
 	headers      bool
 	onError      onError
-	reject       *httplimit.Answer
-	report       *httplimit.Reporter // the rate-limit headers, as name
-	keys         *keycache.Cache     // recent keys of key, nil with a constKey
-	fallbackKeys *keycache.Cache     // and of fallback
-	usesIP       bool                // key or fallback has the ip part
+	reject       *answer.Answer
+	report       *answer.Reporter // the rate-limit headers, as name
+	keys         *keycache.Cache  // recent keys of key, nil with a constKey
+	fallbackKeys *keycache.Cache  // and of fallback
+	usesIP       bool             // key or fallback has the ip part
 	overrides    []override
 	metrics      *limitMetrics
 	sampler      *sampler
@@ -99,9 +100,9 @@ type verdict struct {
 	res      limit.Result
 	specs    []*limitSpec
 	limits   []limit.Limit
-	values   [][]string        // each limit's key values, for the log
-	reject   *httplimit.Answer // nil: admitted
-	reason   int               // index of the limit that gave the status, or -1
+	values   [][]string     // each limit's key values, for the log
+	reject   *answer.Answer // nil: admitted
+	reason   int            // index of the limit that gave the status, or -1
 	leases   []limit.Limit
 	store    limit.Store // where the leases are held
 	lease    string      // the id the leases are held under
@@ -138,7 +139,7 @@ func (v *verdict) free() {
 
 // decide runs the limit step of one request: every limit that applies,
 // global ones first, decided together in one store call.
-func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchange, ids *httplimit.IDSource) (verdict, error) {
+func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchange, ids *answer.IDSource) (verdict, error) {
 	v := verdict{reason: -1}
 	if len(rte.limits) == 0 {
 		return v, nil
@@ -355,7 +356,7 @@ type localOwner struct {
 // localRule is r scaled to this instance's share of it.
 func (rt *runtime) localRule(r *limit.Rule) *limit.Rule {
 	share := rt.localShare()
-	return r.Ext(localOwner{rt, share}, func(r *limit.Rule) any {
+	return ruledata.Ext(r, localOwner{rt, share}, func(r *limit.Rule) any {
 		scaled := &limit.Rule{
 			Name: r.Name, Algorithm: r.Algorithm, Rate: r.Rate, Burst: r.Burst, Cost: r.Cost,
 			Queue: r.Queue, Align: r.Align, Location: r.Location, Shadow: r.Shadow, LeaseTTL: r.LeaseTTL,
@@ -394,13 +395,13 @@ func (v *verdict) setHeaders(h http.Header) {
 		return
 	}
 	reportable := func(i int) bool { return v.specs[i].reportable() }
-	if i := httplimit.Reported(v.res.Decisions, v.reason, reportable); i >= 0 {
+	if i := answer.Reported(v.res.Decisions, v.reason, reportable); i >= 0 {
 		// After an upstream's headers: none of its rate-limit family
 		// stays beside the gateway's.
 		v.specs[i].report.Replace(h, &v.res.Decisions[i])
 	}
 	if v.reject != nil && v.reason >= 0 {
-		httplimit.SetRetryAfter(h, httplimit.RetryAfter(v.res.Decisions))
+		answer.SetRetryAfter(h, answer.RetryAfter(v.res.Decisions))
 	}
 }
 

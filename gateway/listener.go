@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/floodgate-gw/floodgate/config"
-	"github.com/floodgate-gw/floodgate/httplimit"
+	"github.com/floodgate-gw/floodgate/internal/answer"
 	"github.com/floodgate-gw/floodgate/internal/framing"
 )
 
@@ -23,7 +23,7 @@ import (
 // (400), a transfer coding it does not know (501), an HTTP version it does
 // not speak (505), an expectation other than 100-continue (417) — and
 // answers them in plain text or with an empty body. Through this listener
-// they get the gateway's JSON answer instead (an httplimit.Answer, like
+// they get the gateway's JSON answer instead (an answer.Answer, like
 // every answer the gateway makes itself), with a request id: 431
 // headers_too_large, the others bad_request with their own status. They
 // count in the metrics of no route.
@@ -191,7 +191,7 @@ func (g *Gateway) protocolAnswer(status int) []byte {
 	rt := g.rt.Load()
 	a := rt.headersTooLarge
 	if status != http.StatusRequestHeaderFieldsTooLarge {
-		a = httplimit.NewAnswer(status, config.CodeBadRequest, rt.cfg.Message(config.CodeBadRequest))
+		a = answer.NewAnswer(status, config.CodeBadRequest, rt.cfg.Message(config.CodeBadRequest))
 	}
 	rid := g.ids.Next()
 	body := a.Body(rid, "")
@@ -199,7 +199,7 @@ func (g *Gateway) protocolAnswer(status int) []byte {
 		"Date":       {timeNow().UTC().Format(http.TimeFormat)},
 		rt.ridHeader: {rid},
 	}
-	httplimit.SetAnswerHeaders(h, len(body))
+	answer.SetAnswerHeaders(h, len(body))
 	resp := &http.Response{
 		StatusCode: status, ProtoMajor: 1, ProtoMinor: 1, Header: h, Close: true,
 		ContentLength: int64(len(body)), Body: io.NopCloser(bytes.NewReader(body)),

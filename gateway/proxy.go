@@ -17,7 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/floodgate-gw/floodgate/httplimit"
+	"github.com/floodgate-gw/floodgate/internal/answer"
 	"github.com/floodgate-gw/floodgate/internal/h1"
 )
 
@@ -182,7 +182,7 @@ func relayInterim(w http.ResponseWriter, code int, uh http.Header) {
 		return
 	}
 	removeHopHeaders(uh)
-	httplimit.RemoveHeaders(uh)
+	answer.RemoveHeaders(uh)
 	h := w.Header()
 	kept := maps.Clone(h)
 	for k := range uh {

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/floodgate-gw/floodgate/httplimit"
+	"github.com/floodgate-gw/floodgate/internal/answer"
 )
 
 // route is one configured route, ready to serve.
@@ -16,7 +16,7 @@ type route struct {
 	host     string
 	upstream *upstream
 	limits   []*limitSpec
-	fallback *httplimit.Answer
+	fallback *answer.Answer
 	breaker  *routeBreaker // nil: none
 	record   bool          // fallback.record: write an event per refusal
 	metrics  *routeMetrics

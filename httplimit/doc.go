@@ -19,11 +19,7 @@
 // well-formed value and a new one otherwise; the handler reads it from the
 // request's header, and every response carries it back.
 //
-// The package also holds what the gateway shares with the middleware: the
-// JSON answers (Answer), the rate-limit headers (SetHeaders, Reporter,
-// Reported, RetryAfter) and request ids (WellFormedID, IDSource). They
-// are made for rejections to be cheap: an answer's JSON is made once but
-// for the request id, the header values that recur are made once and
-// shared, and a rejection allocates nothing of its own but a request id
-// it makes (one allocation).
+// The answers and headers are the gateway's own, made for rejections to
+// be cheap: a rejection allocates nothing of its own but a request id it
+// makes.
 package httplimit

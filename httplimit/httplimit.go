@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/floodgate-gw/floodgate/internal/answer"
 	"github.com/floodgate-gw/floodgate/internal/keycache"
 	"github.com/floodgate-gw/floodgate/limit"
 )
@@ -62,8 +63,9 @@ type Options struct {
 	OnError  OnError
 
 	// RequestIDHeader carries the request id: the client's when it sent one
-	// well-formed value (WellFormedID), else a new one, which replaces the
-	// client's on the request. The handler finds it there, and every
+	// well-formed value (at most 128 bytes of letters, digits and
+	// - _ . : + / =), else a new one, which replaces the client's on the
+	// request. The handler finds it there, and every
 	// response carries it back in the same header, as the JSON answers do
 	// in their body; a handler that sets that response header itself sends
 	// its own. Default "X-Request-Id".
@@ -105,14 +107,14 @@ func New(o Options) (func(http.Handler) http.Handler, error) {
 		if l.Message == "" {
 			l.Message = "Too many requests"
 		}
-		ls[i] = preparedLimit{Limit: l, answer: NewAnswer(l.Status, l.Code, l.Message), report: NewReporter(l.Rule.Name)}
+		ls[i] = preparedLimit{Limit: l, answer: answer.NewAnswer(l.Status, l.Code, l.Message), report: answer.NewReporter(l.Rule.Name)}
 		if l.Key != nil {
 			ls[i].keys = keycache.New()
 		}
 	}
-	m := &middleware{o: o, limits: ls, ids: NewIDSource(),
-		unavailable: NewAnswer(http.StatusServiceUnavailable, "limiter_unavailable", "The rate limiter is unavailable, try again later"),
-		keyRequired: NewAnswer(http.StatusForbidden, "key_required", "The request lacks the value it is limited by")}
+	m := &middleware{o: o, limits: ls, ids: answer.NewIDSource(),
+		unavailable: answer.NewAnswer(http.StatusServiceUnavailable, "limiter_unavailable", "The rate limiter is unavailable, try again later"),
+		keyRequired: answer.NewAnswer(http.StatusForbidden, "key_required", "The request lacks the value it is limited by")}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(next, w, r) })
 	}, nil
@@ -123,17 +125,17 @@ var globalKey = limit.StringKey("")
 
 type preparedLimit struct {
 	Limit
-	answer *Answer
-	report *Reporter
+	answer *answer.Answer
+	report *answer.Reporter
 	keys   *keycache.Cache // nil: one key for every request
 }
 
 type middleware struct {
 	o           Options
 	limits      []preparedLimit
-	ids         *IDSource
-	unavailable *Answer
-	keyRequired *Answer
+	ids         *answer.IDSource
+	unavailable *answer.Answer
+	keyRequired *answer.Answer
 }
 
 // scratch is what serve makes for a request that up to scratchLimits
@@ -224,12 +226,12 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 	}
 	h := w.Header()
 	reportable := func(j int) bool { return m.reportable(&m.limits[applied[j]]) }
-	reported := Reported(res.Decisions, first, reportable)
+	reported := answer.Reported(res.Decisions, first, reportable)
 	if first >= 0 {
 		if reported >= 0 {
 			m.limits[applied[reported]].report.Set(h, &res.Decisions[reported])
 		}
-		h["Retry-After"] = retryAfterValue(RetryAfter(res.Decisions))
+		h["Retry-After"] = answer.RetryAfterValue(answer.RetryAfter(res.Decisions))
 		m.limits[applied[first]].answer.Write(w, id, "")
 		return
 	}
@@ -239,8 +241,8 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 		// no limit to report, the handler's own rate-limit headers stand:
 		// there are none of the same name to replace them.
 		lw := &limitWriter{ResponseWriter: w}
-		lw.values = m.limits[applied[reported]].report.values(&res.Decisions[reported], &lw.formatted)
-		lw.values.set(h)
+		lw.values = m.limits[applied[reported]].report.Values(&res.Decisions[reported], &lw.formatted)
+		lw.values.Set(h)
 		w = lw
 		defer lw.send()
 	}

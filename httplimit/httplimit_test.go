@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-gw/floodgate/internal/answer"
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
@@ -124,7 +125,7 @@ func TestAnswers(t *testing.T) {
 
 	// A request id that is not safe in logs and JSON is replaced.
 	r = get(t, srv.URL, "X-User", "u1", "X-Request-Id", `"}{"x":1`)
-	if err := json.Unmarshal([]byte(r.body), &body); err != nil || !WellFormedID(body["request_id"]) || strings.Contains(body["request_id"], "x") {
+	if err := json.Unmarshal([]byte(r.body), &body); err != nil || !answer.WellFormedID(body["request_id"]) || strings.Contains(body["request_id"], "x") {
 		t.Fatalf("hostile request id: %q %v", r.body, err)
 	}
 }
@@ -254,7 +255,7 @@ func TestRequestID(t *testing.T) {
 		}
 		resp.Body.Close()
 		got := resp.Header.Values("X-Correlation-Id")
-		if len(got) != 1 || !WellFormedID(got[0]) || tc.kept != slices.Equal(got, tc.sent) {
+		if len(got) != 1 || !answer.WellFormedID(got[0]) || tc.kept != slices.Equal(got, tc.sent) {
 			t.Errorf("%s: response id %q", tc.name, got)
 		}
 		if handler := <-seen; !slices.Equal(handler, got) {

@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"bufio"
+	"github.com/floodgate-gw/floodgate/internal/answer"
 	"io"
 	"net"
 	"net/http"
@@ -24,16 +25,16 @@ import (
 // through it.
 type limitWriter struct {
 	http.ResponseWriter
-	values    headerSet
-	formatted formatted // the values' own, where the Reporter keeps none
-	sent      bool      // the head has left, or the connection was hijacked
+	values    answer.HeaderSet
+	formatted answer.Formatted // the values' own, where the Reporter keeps none
+	sent      bool             // the head has left, or the connection was hijacked
 }
 
 // send puts the middleware's rate-limit headers back, once.
 func (w *limitWriter) send() {
 	if !w.sent {
 		w.sent = true
-		w.values.replace(w.ResponseWriter.Header())
+		w.values.Replace(w.ResponseWriter.Header())
 	}
 }
 
@@ -43,7 +44,7 @@ func (w *limitWriter) WriteHeader(code int) {
 	} else {
 		// An informational response (103 Early Hints) goes out with the
 		// header map as it is, and the final head follows.
-		w.values.replace(w.ResponseWriter.Header())
+		w.values.Replace(w.ResponseWriter.Header())
 	}
 	w.ResponseWriter.WriteHeader(code)
 }

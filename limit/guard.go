@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// ErrStoreTripped is returned, wrapped with ErrStoreUnavailable, while a
+// errStoreTripped is returned, wrapped with ErrStoreUnavailable, while a
 // guarded store is resting after repeated failures.
-var ErrStoreTripped = errors.New("store failing: not asked until the next probe")
+var errStoreTripped = errors.New("store failing: not asked until the next probe")
 
 // GuardOptions configure Guard. The zero value is usable.
 type GuardOptions struct {
@@ -30,8 +30,8 @@ type GuardOptions struct {
 // ErrStoreUnavailable for Rest; then one call probes the store, and its
 // success closes the guard, its failure rests it again. Only failures that
 // wrap ErrStoreUnavailable count; a call that gets an answer resets the
-// count.
-func Guard(s Store, o GuardOptions) *Guarded {
+// count. The guarded store's Unwrap method returns s.
+func Guard(s Store, o GuardOptions) Store {
 	if o.Failures <= 0 {
 		o.Failures = 3
 	}
@@ -41,11 +41,11 @@ func Guard(s Store, o GuardOptions) *Guarded {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Guarded{Store: s, o: o}
+	return &guarded{Store: s, o: o}
 }
 
-// Guarded is a Store behind a Guard.
-type Guarded struct {
+// guarded is a Store behind a Guard.
+type guarded struct {
 	Store
 	o GuardOptions
 
@@ -60,13 +60,13 @@ var errTripped = &trippedError{}
 type trippedError struct{}
 
 func (*trippedError) Error() string {
-	return ErrStoreUnavailable.Error() + ": " + ErrStoreTripped.Error()
+	return ErrStoreUnavailable.Error() + ": " + errStoreTripped.Error()
 }
-func (*trippedError) Unwrap() []error { return []error{ErrStoreUnavailable, ErrStoreTripped} }
+func (*trippedError) Unwrap() []error { return []error{ErrStoreUnavailable, errStoreTripped} }
 
 // enter reports whether a call may go to the store; probe marks the one
 // call that tests a resting store.
-func (g *Guarded) enter() (ok, probe bool) {
+func (g *guarded) enter() (ok, probe bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.failures < g.o.Failures {
@@ -79,7 +79,7 @@ func (g *Guarded) enter() (ok, probe bool) {
 	return true, true
 }
 
-func (g *Guarded) leave(probe bool, err error) {
+func (g *guarded) leave(probe bool, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if probe {
@@ -95,15 +95,15 @@ func (g *Guarded) leave(probe bool, err error) {
 	}
 }
 
-// Tripped reports whether the guard is resting the store.
-func (g *Guarded) Tripped() bool {
+// tripped reports whether the guard is resting the store.
+func (g *guarded) tripped() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.failures >= g.o.Failures
 }
 
 // Decide implements Store.
-func (g *Guarded) Decide(ctx context.Context, req *Request) (Result, error) {
+func (g *guarded) Decide(ctx context.Context, req *Request) (Result, error) {
 	ok, probe := g.enter()
 	if !ok {
 		return Result{}, errTripped
@@ -135,7 +135,7 @@ func answeredLocally(res Result) bool {
 }
 
 // Peek implements Store.
-func (g *Guarded) Peek(ctx context.Context, now time.Time, r *Rule, k Key) (State, error) {
+func (g *guarded) Peek(ctx context.Context, now time.Time, r *Rule, k Key) (State, error) {
 	ok, probe := g.enter()
 	if !ok {
 		return State{}, errTripped
@@ -146,4 +146,4 @@ func (g *Guarded) Peek(ctx context.Context, now time.Time, r *Rule, k Key) (Stat
 }
 
 // Unwrap returns the guarded store.
-func (g *Guarded) Unwrap() Store { return g.Store }
+func (g *guarded) Unwrap() Store { return g.Store }

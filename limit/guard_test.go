@@ -67,8 +67,8 @@ func TestGuard(t *testing.T) {
 	if err := decide(); err != nil {
 		t.Fatalf("probe of a healthy store: %v", err)
 	}
-	if err := decide(); err != nil || g.Tripped() {
-		t.Fatalf("after a good probe: %v, tripped %v", err, g.Tripped())
+	if err := decide(); err != nil || limit.Tripped(g) {
+		t.Fatalf("after a good probe: %v, tripped %v", err, limit.Tripped(g))
 	}
 }
 
@@ -96,15 +96,15 @@ func TestGuardProbeAnsweredLocally(t *testing.T) {
 		return err
 	}
 	f.down.Store(true)
-	if err := decide(); !errors.Is(err, limit.ErrStoreUnavailable) || !g.Tripped() {
-		t.Fatalf("err %v, tripped %v", err, g.Tripped())
+	if err := decide(); !errors.Is(err, limit.ErrStoreUnavailable) || !limit.Tripped(g) {
+		t.Fatalf("err %v, tripped %v", err, limit.Tripped(g))
 	}
 	now = now.Add(time.Second)
 	local.Store(true)
 	if err := decide(); err != nil {
 		t.Fatalf("the probe answered locally: %v", err)
 	}
-	if !g.Tripped() {
+	if !limit.Tripped(g) {
 		t.Fatal("a probe answered from memory closed the guard")
 	}
 	local.Store(false)

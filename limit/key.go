@@ -82,21 +82,3 @@ func escape(b *strings.Builder, s string) {
 		b.WriteByte(hexDigits[c&15])
 	}
 }
-
-// StoredKey is where a store keeps the state of rule r for key k:
-// PREFIX{NAME:KEY}:STATEID. The braces are a Redis Cluster hash tag that
-// holds one logical key's state in one slot; neither the prefix, the name
-// nor the key may contain a brace, so the tag is always this one.
-func StoredKey(prefix string, r *Rule, k Key) string {
-	var b strings.Builder
-	id := r.StateID()
-	b.Grow(len(prefix) + len(r.Name) + len(k) + len(id) + 4)
-	b.WriteString(prefix)
-	b.WriteByte('{')
-	b.WriteString(r.Name)
-	b.WriteByte(':')
-	b.WriteString(string(k))
-	b.WriteString("}:")
-	b.WriteString(id)
-	return b.String()
-}

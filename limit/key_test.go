@@ -3,21 +3,7 @@ package limit
 import (
 	"strings"
 	"testing"
-	"time"
 )
-
-func TestStoredKey(t *testing.T) {
-	r := &Rule{Name: "lucky-meal:user", Algorithm: FixedWindow, Rate: Rate{1, 10 * time.Second}}
-	k := NewKey(Part{Kind: "header:x-user-id", Value: "u{1}\n"}, Part{Kind: "path", Value: "/api/a b"}, Part{Kind: "ip", Value: "10.0.0.1", Fallback: true})
-	got := StoredKey("fg:", r, k)
-	want := "fg:{lucky-meal:user:header%3Ax-user-id=u%7B1%7D%0A:path=/api/a%20b:!ip=10.0.0.1}:fw.10000e"
-	if got != want {
-		t.Fatalf("StoredKey = %q\nwant        %q", got, want)
-	}
-	if strings.Count(got, "{") != 1 || strings.Count(got, "}") != 1 {
-		t.Fatalf("more than one hash tag in %q", got)
-	}
-}
 
 func TestLongPart(t *testing.T) {
 	long := strings.Repeat("x", 10_000)

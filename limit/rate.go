@@ -18,12 +18,6 @@ type Rate struct {
 // Lua number in a Redis script) holds exactly.
 const MaxCount = 1_000_000_000
 
-// MaxCost bounds what one request takes, its rule's cost times its hits:
-// a larger product saturates here. It is far above every count (MaxCount),
-// so such a request is rejected, never wrapped around into an admission,
-// and a Lua number holds it exactly.
-const MaxCost = 1 << 53
-
 // MinPeriod is the shortest window or period a rate may have.
 const MinPeriod = time.Millisecond
 
@@ -136,7 +130,7 @@ func (r Rate) String() string {
 	return fmt.Sprintf("%d/%v", r.Count, r.Period)
 }
 
-// PerSecond is the rate as events per second.
-func (r Rate) PerSecond() float64 {
+// perSecond is the rate as events per second.
+func (r Rate) perSecond() float64 {
 	return float64(r.Count) / r.Period.Seconds()
 }

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/floodgate-gw/floodgate/internal/ruledata"
 )
 
 // Algorithm is how a rule counts.
@@ -30,6 +30,7 @@ var algorithmNames = [...]string{
 	TokenBucket: "token_bucket", Concurrency: "concurrency",
 }
 
+// String is the algorithm's configuration name, as ParseAlgorithm reads it.
 func (a Algorithm) String() string {
 	if int(a) < len(algorithmNames) && algorithmNames[a] != "" {
 		return algorithmNames[a]
@@ -63,9 +64,9 @@ const (
 	AlignFirst
 )
 
-// MaxSlidingCount bounds a sliding window's count: its log holds one entry
+// maxSlidingCount bounds a sliding window's count: its log holds one entry
 // per admission in the window.
-const MaxSlidingCount = 100_000
+const maxSlidingCount = 100_000
 
 // DefaultLeaseTTL is how long a concurrency lease lives when the rule gives no LeaseTTL.
 const DefaultLeaseTTL = 30 * time.Second
@@ -118,111 +119,89 @@ type Rule struct {
 	// for ever. Zero means DefaultLeaseTTL.
 	LeaseTTL time.Duration
 
-	once sync.Once
-	err  error
-	p    params
-	ext  atomic.Pointer[[]extension] // never changed in place: replaced whole
-	span atomic.Pointer[zoneSpan]    // the last window ZoneAt placed
+	derived // what stores derive from the rule, kept with it
 }
 
-// params are the rule in microseconds, derived once.
-type params struct {
-	n      int64   // count, burst or concurrency limit
-	window int64   // µs: the window, or the token bucket's period
-	cost   int64   // per request
-	queue  int64   // µs
-	lease  int64   // µs
-	perUS  float64 // token bucket: tokens per µs
-	fixedZ bool    // fixed window, epoch alignment, UTC: offset always 0
-	state  string  // StateID
-}
-
-type extension struct {
-	owner any
-	value any
-}
+// derived is kept in a field of limit's own, out of the rule's API.
+type derived = ruledata.Data
 
 // Validate reports the first problem of the rule, naming the field and the
 // value. Stores call it before they decide a rule.
-func (r *Rule) Validate() error {
-	r.once.Do(func() { r.err = r.derive() })
-	return r.err
-}
+func (r *Rule) Validate() error { return ruledata.Validate(r, r.derive) }
 
-func (r *Rule) derive() error {
+func (r *Rule) derive() (ruledata.Params, error) {
 	if err := validName(r.Name); err != nil {
-		return err
+		return ruledata.Params{}, err
 	}
 	cost := r.Cost
 	if cost == 0 {
 		cost = 1
 	}
 	if cost < 0 {
-		return fmt.Errorf("rule %s: cost %d must be positive", r.Name, r.Cost)
+		return ruledata.Params{}, fmt.Errorf("rule %s: cost %d must be positive", r.Name, r.Cost)
 	}
-	p := params{n: r.Rate.Count, cost: cost, window: r.Rate.Period.Microseconds()}
+	p := ruledata.Params{N: r.Rate.Count, Cost: cost, Window: r.Rate.Period.Microseconds()}
 	switch r.Algorithm {
 	case FixedWindow, SlidingWindow, TokenBucket:
 		if err := r.Rate.validate(); err != nil {
-			return fmt.Errorf("rule %s: rate %v: %v", r.Name, r.Rate, err)
+			return ruledata.Params{}, fmt.Errorf("rule %s: rate %v: %v", r.Name, r.Rate, err)
 		}
 	case Concurrency:
 		if r.Rate.Count <= 0 || r.Rate.Count > MaxCount {
-			return fmt.Errorf("rule %s: concurrency limit %d must be in 1..%d", r.Name, r.Rate.Count, MaxCount)
+			return ruledata.Params{}, fmt.Errorf("rule %s: concurrency limit %d must be in 1..%d", r.Name, r.Rate.Count, MaxCount)
 		}
-		p.cost = 1
+		p.Cost = 1
 		lease := r.LeaseTTL
 		if lease == 0 {
 			lease = DefaultLeaseTTL
 		}
 		if lease < MinPeriod {
-			return fmt.Errorf("rule %s: lease_ttl %v is shorter than %v", r.Name, r.LeaseTTL, MinPeriod)
+			return ruledata.Params{}, fmt.Errorf("rule %s: lease_ttl %v is shorter than %v", r.Name, r.LeaseTTL, MinPeriod)
 		}
-		p.lease = lease.Microseconds()
+		p.Lease = lease.Microseconds()
 	default:
-		return fmt.Errorf("rule %s: unknown algorithm %v", r.Name, r.Algorithm)
+		return ruledata.Params{}, fmt.Errorf("rule %s: unknown algorithm %v", r.Name, r.Algorithm)
 	}
 	if r.Queue < 0 || (r.Queue > 0 && r.Algorithm != TokenBucket) {
-		return fmt.Errorf("rule %s: queue %v: only a token_bucket may queue, for a positive time", r.Name, r.Queue)
+		return ruledata.Params{}, fmt.Errorf("rule %s: queue %v: only a token_bucket may queue, for a positive time", r.Name, r.Queue)
 	}
 	if r.Burst != 0 && r.Algorithm != TokenBucket {
-		return fmt.Errorf("rule %s: burst %d: only a token_bucket has a burst", r.Name, r.Burst)
+		return ruledata.Params{}, fmt.Errorf("rule %s: burst %d: only a token_bucket has a burst", r.Name, r.Burst)
 	}
 	switch r.Algorithm {
 	case FixedWindow:
-		if p.cost > p.n {
-			return fmt.Errorf("rule %s: cost %d is larger than the count %d", r.Name, p.cost, p.n)
+		if p.Cost > p.N {
+			return ruledata.Params{}, fmt.Errorf("rule %s: cost %d is larger than the count %d", r.Name, p.Cost, p.N)
 		}
-		p.fixedZ = r.Align == AlignEpoch && (r.Location == nil || r.Location == time.UTC)
+		p.FixedZone = r.Align == AlignEpoch && (r.Location == nil || r.Location == time.UTC)
 	case SlidingWindow:
-		if p.n > MaxSlidingCount {
-			return fmt.Errorf("rule %s: sliding_window count %d is above %d (its log holds one entry per admission)", r.Name, p.n, MaxSlidingCount)
+		if p.N > maxSlidingCount {
+			return ruledata.Params{}, fmt.Errorf("rule %s: sliding_window count %d is above %d (its log holds one entry per admission)", r.Name, p.N, maxSlidingCount)
 		}
-		if p.cost > p.n {
-			return fmt.Errorf("rule %s: cost %d is larger than the count %d", r.Name, p.cost, p.n)
+		if p.Cost > p.N {
+			return ruledata.Params{}, fmt.Errorf("rule %s: cost %d is larger than the count %d", r.Name, p.Cost, p.N)
 		}
 	case TokenBucket:
 		if r.Burst < 0 || r.Burst > MaxCount {
-			return fmt.Errorf("rule %s: burst %d must be in 1..%d", r.Name, r.Burst, MaxCount)
+			return ruledata.Params{}, fmt.Errorf("rule %s: burst %d must be in 1..%d", r.Name, r.Burst, MaxCount)
 		}
 		if r.Burst > 0 {
-			p.n = r.Burst
+			p.N = r.Burst
 		}
-		if p.cost > p.n {
-			return fmt.Errorf("rule %s: burst %d is smaller than the cost %d", r.Name, p.n, p.cost)
+		if p.Cost > p.N {
+			return ruledata.Params{}, fmt.Errorf("rule %s: burst %d is smaller than the cost %d", r.Name, p.N, p.Cost)
 		}
-		p.queue = r.Queue.Microseconds()
-		p.perUS = float64(r.Rate.Count) / float64(p.window)
+		p.Queue = r.Queue.Microseconds()
+		p.PerUS = float64(r.Rate.Count) / float64(p.Window)
 	}
 	if r.Align > AlignFirst {
-		return fmt.Errorf("rule %s: unknown alignment %d", r.Name, r.Align)
+		return ruledata.Params{}, fmt.Errorf("rule %s: unknown alignment %d", r.Name, r.Align)
 	}
 	if r.Sliced && r.Algorithm != FixedWindow {
-		return fmt.Errorf("rule %s: only a fixed_window may be leased in slices, not a %v", r.Name, r.Algorithm)
+		return ruledata.Params{}, fmt.Errorf("rule %s: only a fixed_window may be leased in slices, not a %v", r.Name, r.Algorithm)
 	}
-	r.p = p
-	r.p.state = r.StateID()
-	return nil
+	p.State = r.stateID()
+	return p, nil
 }
 
 // validName accepts the characters of route and limit names plus the
@@ -244,9 +223,9 @@ func validName(s string) error {
 	return nil
 }
 
-// Limit is what the rule admits: the window's count, the bucket's burst or
+// limit is what the rule admits: the window's count, the bucket's burst or
 // the number of requests in flight.
-func (r *Rule) Limit() int64 {
+func (r *Rule) limit() int64 {
 	if r.Algorithm == TokenBucket && r.Burst > 0 {
 		return r.Burst
 	}
@@ -261,20 +240,17 @@ func (r *Rule) Window() time.Duration {
 	case FixedWindow, SlidingWindow:
 		return r.Rate.Period
 	case TokenBucket:
-		secs := math.Ceil(float64(r.Limit()) / r.Rate.PerSecond())
+		secs := math.Ceil(float64(r.limit()) / r.Rate.perSecond())
 		return time.Duration(secs) * time.Second
 	}
 	return 0
 }
 
-// StateID names the shape of the rule's stored state: the algorithm and,
+// stateID names the shape of the rule's stored state: the algorithm and,
 // for windows, their length and alignment. Stores put it in the stored key
 // so that a change of any of these starts fresh counters while a change of
 // count, burst or cost keeps them (docs/configuration.md, Hot reload).
-func (r *Rule) StateID() string {
-	if r.p.state != "" {
-		return r.p.state
-	}
+func (r *Rule) stateID() string {
 	switch r.Algorithm {
 	case FixedWindow:
 		a := "e"
@@ -292,50 +268,6 @@ func (r *Rule) StateID() string {
 	return "x"
 }
 
-// maxExt is how many owners a rule keeps values for: a rule meets a few
-// stores at most (the Redis store, the memory store, the gateway's local
-// fallback), and the oldest value goes when a further owner asks.
-const maxExt = 4
-
-// Ext returns the value a store derived from this rule for itself, building
-// it with build the first time owner asks. It lets a store cache, for
-// example, formatted script arguments without a map keyed by rules that
-// would outlive them. Owners do not evict each other, so a rule used by two
-// stores in turn builds each value once; callers that race on a first ask
-// may each build one, and all get the one that was kept.
-func (r *Rule) Ext(owner any, build func(*Rule) any) any {
-	if v, ok := find(r.ext.Load(), owner); ok {
-		return v
-	}
-	v := build(r)
-	for {
-		old := r.ext.Load()
-		if kept, ok := find(old, owner); ok {
-			return kept
-		}
-		var es []extension
-		if old != nil {
-			es = append(es, (*old)[max(len(*old)-maxExt+1, 0):]...)
-		}
-		es = append(es, extension{owner: owner, value: v})
-		if r.ext.CompareAndSwap(old, &es) {
-			return v
-		}
-	}
-}
-
-func find(es *[]extension, owner any) (any, bool) {
-	if es == nil {
-		return nil, false
-	}
-	for _, e := range *es {
-		if e.owner == owner {
-			return e.value, true
-		}
-	}
-	return nil, false
-}
-
 // WithCost returns a new rule with r's settings and Cost cost: it shares
 // r's counters, which depend on the name, algorithm, window and alignment,
 // not on the cost (the Envoy rate-limit service counts a descriptor's own
@@ -345,10 +277,4 @@ func (r *Rule) WithCost(cost int64) *Rule {
 		Name: r.Name, Algorithm: r.Algorithm, Rate: r.Rate, Burst: r.Burst, Cost: cost, Queue: r.Queue,
 		Align: r.Align, Location: r.Location, Shadow: r.Shadow, LeaseTTL: r.LeaseTTL, Sliced: r.Sliced,
 	}
-}
-
-// Params exposes the rule in microseconds for stores that run the
-// algorithms elsewhere (the Redis store's scripts). Call Validate first.
-func (r *Rule) Params() (n, windowUS, cost, queueUS, leaseUS int64) {
-	return r.p.n, r.p.window, r.p.cost, r.p.queue, r.p.lease
 }

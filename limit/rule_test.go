@@ -3,7 +3,6 @@ package limit
 import (
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -37,8 +36,8 @@ func TestRuleValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if ok.Limit() != 200 || ok.Window() != 2*time.Second {
-		t.Fatalf("Limit %d Window %v, want 200 and 2s", ok.Limit(), ok.Window())
+	if ok.limit() != 200 || ok.Window() != 2*time.Second {
+		t.Fatalf("Limit %d Window %v, want 200 and 2s", ok.limit(), ok.Window())
 	}
 }
 
@@ -48,54 +47,15 @@ func TestStateID(t *testing.T) {
 	c := &Rule{Name: "r:l", Algorithm: FixedWindow, Rate: Rate{5, 20 * time.Second}}
 	d := &Rule{Name: "r:l", Algorithm: FixedWindow, Rate: Rate{5, 10 * time.Second}, Align: AlignFirst}
 	e := &Rule{Name: "r:l", Algorithm: SlidingWindow, Rate: Rate{5, 10 * time.Second}}
-	if a.StateID() != b.StateID() {
+	if a.stateID() != b.stateID() {
 		t.Error("a change of count changed the state id: counters would be lost on reload")
 	}
 	seen := map[string]bool{}
 	for _, r := range []*Rule{a, c, d, e} {
-		if seen[r.StateID()] {
-			t.Errorf("state id %q reused across a change of window, alignment or algorithm", r.StateID())
+		if seen[r.stateID()] {
+			t.Errorf("state id %q reused across a change of window, alignment or algorithm", r.stateID())
 		}
-		seen[r.StateID()] = true
-	}
-}
-
-// Two owners asking in turn each build their value once; a fifth owner
-// drops the oldest; racing first asks all get one value.
-func TestExt(t *testing.T) {
-	r := &Rule{Name: "x", Algorithm: FixedWindow, Rate: Rate{Count: 1, Period: time.Second}}
-	builds := map[string]int{}
-	ext := func(owner string) any {
-		return r.Ext(owner, func(*Rule) any { builds[owner]++; return owner + "-value" })
-	}
-	for range 3 {
-		if ext("a") != "a-value" || ext("b") != "b-value" {
-			t.Fatal("wrong value")
-		}
-	}
-	if builds["a"] != 1 || builds["b"] != 1 {
-		t.Fatalf("builds %v, want each owner's value built once", builds)
-	}
-	for _, o := range []string{"c", "d", "e"} {
-		ext(o)
-	}
-	ext("a") // the oldest, dropped by e
-	ext("e")
-	if builds["a"] != 2 || builds["e"] != 1 {
-		t.Fatalf("builds %v, want a rebuilt once after four more owners, e kept", builds)
-	}
-
-	r2 := &Rule{Name: "y", Algorithm: FixedWindow, Rate: Rate{Count: 1, Period: time.Second}}
-	var wg sync.WaitGroup
-	got := make([]any, 16)
-	for i := range got {
-		wg.Go(func() { got[i] = r2.Ext("o", func(*Rule) any { return new(int) }) })
-	}
-	wg.Wait()
-	for _, v := range got {
-		if v != got[0] {
-			t.Fatal("racing first asks got different values")
-		}
+		seen[r.stateID()] = true
 	}
 }
 

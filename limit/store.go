@@ -20,7 +20,7 @@ type Store interface {
 	// Decide decides every limit of req together: the request is admitted
 	// only if every non-shadow limit admits it, and a rejected request
 	// consumes nothing from any limit. Limits on one counter are decided
-	// as one (DecideMerged).
+	// as one (Request.Limits).
 	Decide(ctx context.Context, req *Request) (Result, error)
 
 	// Peek reads the state of one key without consuming anything, at now
@@ -54,14 +54,15 @@ type Request struct {
 	// Limits may name one counter more than once (the same rule name
 	// and key, and the same algorithm and window): the request then
 	// needs the sum of their costs from it, or one lease for concurrency
-	// limits, and their rules must not differ in any other setting
-	// (DecideMerged).
+	// limits. Their rules must not differ in any other setting than
+	// Cost: a request whose rules do is refused with an error before
+	// anything is decided.
 	Limits []Limit
 
 	// Now is the caller's clock. The memory store decides at Now; the
 	// Redis store uses Redis's own clock and reads from Now only where the
-	// windows of rules with a Location lie (Rule.ZoneAt). Zero: the time
-	// Decide is called.
+	// windows of rules with a Location lie (the local clock's offset at
+	// Now). Zero: the time Decide is called.
 	Now time.Time
 
 	// Lease identifies the concurrency leases this request takes, chosen
@@ -78,17 +79,6 @@ type Request struct {
 	// store makes the slice. The array is the store's until Decide
 	// returns without an error; after an error, the caller drops it.
 	Into []Decision
-}
-
-// Decisions returns the slice a store answers req's n decisions in:
-// req.Into's array when it holds n, a new slice else.
-func (req *Request) Decisions(n int) []Decision {
-	if cap(req.Into) >= n {
-		ds := req.Into[:n]
-		clear(ds)
-		return ds
-	}
-	return make([]Decision, n)
 }
 
 // Result is the answer to a Request.
@@ -146,21 +136,6 @@ type Decision struct {
 
 	// Delay is how long an admission queued by a token bucket must wait.
 	Delay time.Duration
-
-	// What Remaining and ResetAfter read if the request is admitted by
-	// this limit but rejected by another, and so consumes nothing here.
-	idleRemaining  int64
-	idleResetAfter time.Duration
-}
-
-// Unconsumed is d as it reads when this limit admitted the request but
-// another rejected it: nothing was consumed, no delay applies. Stores
-// call it on every admitting decision of a rejected request.
-func (d Decision) Unconsumed() Decision {
-	if d.Allowed {
-		d.Remaining, d.ResetAfter, d.Delay = d.idleRemaining, d.idleResetAfter, 0
-	}
-	return d
 }
 
 // State is one key's state as Peek reads it.
@@ -171,23 +146,4 @@ type State struct {
 	Remaining  int64 // never negative, even after the count was lowered
 	ResetAfter time.Duration
 	InFlight   int64 // Concurrency only
-}
-
-// ValidateRequest checks what every store needs of a request.
-func ValidateRequest(req *Request) error {
-	if req.Hits < 0 {
-		return fmt.Errorf("limit: hits %d is negative", req.Hits)
-	}
-	for _, l := range req.Limits {
-		if l.Rule == nil {
-			return errors.New("limit: limit without a rule")
-		}
-		if err := l.Rule.Validate(); err != nil {
-			return err
-		}
-		if l.Rule.Algorithm == Concurrency && req.Lease == "" {
-			return fmt.Errorf("limit: rule %s is a concurrency limit and the request has no lease id", l.Rule.Name)
-		}
-	}
-	return nil
 }

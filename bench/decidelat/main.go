@@ -53,6 +53,14 @@ const seedScript = `local c = redis.call('INCR', KEYS[1]) if c == 1 then redis.c
 
 const values = 100_000
 
+// seedKey is where the classic limiter counts l: the key the store keeps
+// it under, PREFIX{NAME:KEY}:STATEID, so that both designs touch keys of
+// one length in the same cluster slots. Every limit here is a fixed
+// window of one second, aligned to the epoch (state id fw.1000e).
+func seedKey(l limit.Limit) string {
+	return redisstore.DefaultPrefix + "{" + l.Rule.Name + ":" + string(l.Key) + "}:fw.1000e"
+}
+
 func main() {
 	addr := flag.String("redis", "", "Redis address host:port; empty starts a redis-server on a free port")
 	n := flag.Int("n", 20000, "decisions to measure")
@@ -188,7 +196,7 @@ func run(addr string, n, c int, seed, printCmd bool) error {
 		args := []string{strconv.Itoa(limit.MaxCount), "1"}
 		decide = func(rng *rand.Rand) error {
 			for _, l := range sc.limits(sc.users[rng.IntN(values)], sc.ips[rng.IntN(values)]) {
-				ok, err := script.Exec(ctx, client, []string{limit.StoredKey(redisstore.DefaultPrefix, l.Rule, l.Key)}, args).AsInt64()
+				ok, err := script.Exec(ctx, client, []string{seedKey(l)}, args).AsInt64()
 				if err != nil {
 					return err
 				}

@@ -19,7 +19,7 @@ import (
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/events"
 	"github.com/floodgate-gw/floodgate/gateway"
-	"github.com/floodgate-gw/floodgate/httplimit"
+	"github.com/floodgate-gw/floodgate/internal/answer"
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
@@ -176,7 +176,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	if !*all {
 		rp.collapse = newCollapser(*collapseKeys)
 		defer rp.collapse.Close()
-		rp.live = &decider{store: store, ids: httplimit.NewIDSource()}
+		rp.live = &decider{store: store, ids: answer.NewIDSource()}
 	}
 	if *dryRun {
 		return rp.dryRun(ctx, src, stderr)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/events"
 	"github.com/floodgate-gw/floodgate/gateway"
-	"github.com/floodgate-gw/floodgate/httplimit"
+	"github.com/floodgate-gw/floodgate/internal/answer"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
 )
@@ -102,7 +102,7 @@ type verdict struct {
 // decider is the live step.
 type decider struct {
 	store limit.Store
-	ids   *httplimit.IDSource
+	ids   *answer.IDSource
 }
 
 // maxWait bounds one wait for a refusing limit that is not the client's:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/internal/core"
 )
 
 func testFixedEpoch(t *testing.T, h *Harness) {
@@ -265,8 +266,8 @@ func inFlight(t *testing.T, h *Harness, l limit.Limit, want int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.InFlight != want || s.Remaining != l.Rule.Limit()-want {
-		t.Fatalf("in flight %d remaining %d, want %d and %d", s.InFlight, s.Remaining, want, l.Rule.Limit()-want)
+	if s.InFlight != want || s.Remaining != core.Limit(l.Rule)-want {
+		t.Fatalf("in flight %d remaining %d, want %d and %d", s.InFlight, s.Remaining, want, core.Limit(l.Rule)-want)
 	}
 }
 
@@ -397,7 +398,7 @@ func testHits(t *testing.T, h *Harness) {
 	// Envoy rate-limit service takes them from its client): rejected,
 	// taking nothing, as any request above the limit.
 	huge := rule(t, &limit.Rule{Name: "t:hits", Algorithm: limit.FixedWindow, Rate: rate(10, 10*time.Second), Cost: 3})
-	for _, hits := range []int64{math.MaxInt64, math.MaxInt64/3 + 1, limit.MaxCost} {
+	for _, hits := range []int64{math.MaxInt64, math.MaxInt64/3 + 1, core.MaxCost} {
 		if res := decide(t, h, hits, "", limit.Limit{Rule: huge, Key: l.Key}); res.Allowed || res.Decisions[0].Remaining != 1 {
 			t.Fatalf("%d hits of cost 3: %+v, want rejected with 1 remaining", hits, res.Decisions[0])
 		}

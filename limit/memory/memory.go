@@ -9,7 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/floodgate-gw/floodgate/internal/ruledata"
 	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/internal/core"
 )
 
 // Options configure a Store. The zero value is usable.
@@ -97,7 +99,7 @@ func New(o Options) *Store {
 }
 
 // scope is the rule's name and state shape: rules that share it share
-// counters, as limit.StoredKey does for the Redis store. It is derived
+// counters, as the Redis store's keys do (core.StoredKey). It is derived
 // once per rule (scopeOf), with its hash, so a decision hashes only the
 // caller's key.
 type scope struct {
@@ -112,8 +114,8 @@ func (a *scope) same(b *scope) bool { return a == b || a.name == b.name }
 
 // scopeOf is r's scope. r has been validated.
 func (s *Store) scopeOf(r *limit.Rule) *scope {
-	return r.Ext(s, func(r *limit.Rule) any {
-		name := r.Name + ":" + r.StateID()
+	return ruledata.Ext(r, s, func(r *limit.Rule) any {
+		name := r.Name + ":" + core.StateID(r)
 		return &scope{name: name, hash: maphash.String(s.seed, name)}
 	}).(*scope)
 }
@@ -129,19 +131,19 @@ func (s *Store) locate(sc *scope, k limit.Key) (uint64, *shard) {
 // together, in ascending order so that two requests never wait on each
 // other, which makes a multi-limit decision atomic. A request of one
 // limit, which shares a counter with no other, skips the merging
-// (limit.DecideMerged) and locks its one shard.
+// (core.DecideMerged) and locks its one shard.
 func (s *Store) Decide(_ context.Context, req *limit.Request) (limit.Result, error) {
 	if len(req.Limits) != 1 {
-		return limit.DecideMerged(req, s.decideMerged)
+		return core.DecideMerged(req, s.decideMerged)
 	}
-	if err := limit.ValidateRequest(req); err != nil {
+	if err := core.ValidateRequest(req); err != nil {
 		return limit.Result{}, err
 	}
 	at := req.Now
 	if at.IsZero() {
 		at = time.Now()
 	}
-	ds := req.Decisions(1)
+	ds := core.Decisions(req, 1)
 	now, err := s.decideOne(req, at, &ds[0])
 	if err == errNoRoom {
 		if s.sweepFull(at) {
@@ -161,7 +163,7 @@ func (s *Store) Decide(_ context.Context, req *limit.Request) (limit.Result, err
 }
 
 // decideMerged decides a valid request whose limits are all on different
-// counters (limit.DecideMerged): each entry is judged and committed by
+// counters (core.DecideMerged): each entry is judged and committed by
 // one limit.
 func (s *Store) decideMerged(req *limit.Request) (limit.Result, error) {
 	res, err := s.decide(req)
@@ -222,16 +224,16 @@ func (s *Store) decideOne(req *limit.Request, at time.Time, d *limit.Decision) (
 	defer sh.mu.Unlock()
 	now := sh.lockTime(at.UnixMicro())
 	// A zone's windows are placed at the decision's time too.
-	z := r.ZoneAt(time.UnixMicro(now))
+	z := core.ZoneAt(r, time.UnixMicro(now))
 	p := sh.t.find(h, sc, l.Key)
 	// An absent key is judged against empty state and stored only if the
 	// request is admitted.
-	var fresh limit.Entry
+	var fresh core.Entry
 	e := &fresh
 	if p >= 0 {
 		e = &sh.t.slots[p].e
 	}
-	dec := r.Check(e, now, req.Hits, z)
+	dec, _ := core.Check(r, e, now, req.Hits, z)
 	dec.Key = l.Key
 	if !dec.Allowed {
 		*d = dec
@@ -248,7 +250,7 @@ func (s *Store) decideOne(req *limit.Request, at time.Time, d *limit.Decision) (
 		sh.t.slots[p].e = fresh
 		s.live.Add(1)
 	}
-	r.Commit(&sh.t.slots[p].e, now, req.Hits, z, req.Lease)
+	core.Commit(r, &sh.t.slots[p].e, now, req.Hits, z, req.Lease)
 	*d = dec
 	return now, nil
 }
@@ -259,7 +261,7 @@ const limitsBuf = 8
 
 func (s *Store) decide(req *limit.Request) (limit.Result, error) {
 	n := len(req.Limits)
-	res := limit.Result{Allowed: true, Decisions: req.Decisions(n), Time: req.Now}
+	res := limit.Result{Allowed: true, Decisions: core.Decisions(req, n), Time: req.Now}
 	if n == 0 {
 		return res, nil
 	}
@@ -267,12 +269,13 @@ func (s *Store) decide(req *limit.Request) (limit.Result, error) {
 	var scBuf [limitsBuf]*scope
 	var hashBuf [limitsBuf]uint64
 	var idxBuf, lockBuf, posBuf [limitsBuf]int
-	var zoneBuf [limitsBuf]limit.Zone
-	var freshBuf [limitsBuf]limit.Entry
+	var zoneBuf [limitsBuf]core.Zone
+	var freshBuf [limitsBuf]core.Entry
+	var idleBuf [limitsBuf]core.Idle
 	scs, hashes, idx, locks := scBuf[:0], hashBuf[:0], idxBuf[:0], lockBuf[:0]
-	pos, zones, fresh := posBuf[:0], zoneBuf[:0], freshBuf[:0]
+	pos, zones, fresh, idles := posBuf[:0], zoneBuf[:0], freshBuf[:0], idleBuf[:0]
 	if n > limitsBuf {
-		pos, zones, fresh = make([]int, 0, n), make([]limit.Zone, 0, n), make([]limit.Entry, 0, n)
+		pos, zones, fresh, idles = make([]int, 0, n), make([]core.Zone, 0, n), make([]core.Entry, 0, n), make([]core.Idle, 0, n)
 	}
 	for _, l := range req.Limits {
 		sc := s.scopeOf(l.Rule)
@@ -314,9 +317,11 @@ func (s *Store) decide(req *limit.Request) (limit.Result, error) {
 		if p >= 0 {
 			e = &t.slots[p].e
 		}
-		pos, zones = append(pos, p), append(zones, l.Rule.ZoneAt(res.Time))
+		pos, zones = append(pos, p), append(zones, core.ZoneAt(l.Rule, res.Time))
 		d := &res.Decisions[j]
-		*d = l.Rule.Check(e, now, req.Hits, zones[j])
+		var idle core.Idle
+		*d, idle = core.Check(l.Rule, e, now, req.Hits, zones[j])
+		idles = append(idles, idle)
 		d.Key = l.Key
 		switch {
 		case !d.Allowed && !l.Rule.Shadow:
@@ -327,7 +332,7 @@ func (s *Store) decide(req *limit.Request) (limit.Result, error) {
 	}
 	if !res.Allowed {
 		for j := range res.Decisions {
-			res.Decisions[j] = res.Decisions[j].Unconsumed()
+			res.Decisions[j] = idles[j].Unconsumed(res.Decisions[j])
 		}
 		return res, nil
 	}
@@ -361,7 +366,7 @@ func (s *Store) decide(req *limit.Request) (limit.Result, error) {
 			t.slots[p].e = fresh[j]
 			s.live.Add(1)
 		}
-		l.Rule.Commit(&t.slots[p].e, now, req.Hits, zones[j], req.Lease)
+		core.Commit(l.Rule, &t.slots[p].e, now, req.Hits, zones[j], req.Lease)
 		res.Delay = max(res.Delay, d.Delay)
 	}
 	return res, nil
@@ -379,12 +384,12 @@ func (s *Store) Peek(_ context.Context, now time.Time, r *limit.Rule, k limit.Ke
 	h, sh := s.locate(sc, k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	var fresh limit.Entry
+	var fresh core.Entry
 	e := &fresh
 	if p := sh.t.find(h, sc, k); p >= 0 {
 		e = &sh.t.slots[p].e
 	}
-	return r.Peek(e, now.UnixMicro(), r.ZoneAt(now)), nil
+	return core.Peek(r, e, now.UnixMicro(), core.ZoneAt(r, now)), nil
 }
 
 // Reset implements limit.Store.
@@ -433,7 +438,7 @@ func (s *Store) Renew(_ context.Context, now time.Time, lease string, limits ...
 		h, sh := s.locate(sc, l.Key)
 		sh.mu.Lock()
 		if p := sh.t.find(h, sc, l.Key); p >= 0 {
-			l.Rule.Renew(&sh.t.slots[p].e, now.UnixMicro(), lease)
+			core.Renew(l.Rule, &sh.t.slots[p].e, now.UnixMicro(), lease)
 		}
 		sh.mu.Unlock()
 	}

@@ -4,6 +4,7 @@ import (
 	"math/bits"
 
 	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/internal/core"
 )
 
 // table is one shard's state: its entries in a dense array of slots, and
@@ -32,7 +33,7 @@ type slot struct {
 	hash  uint64
 	scope *scope
 	key   limit.Key
-	e     limit.Entry
+	e     core.Entry
 }
 
 // fibonacci spreads a hash over the index: the index position is the top

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/internal/core"
 )
 
 // Batching. Every decision of mode d (fixed windows only, the limits most
@@ -212,9 +213,9 @@ func batchResult(req *limit.Request, now int64, v []rueidis.RedisMessage, o int)
 			return limit.Result{}, o, unavailable("decide", err)
 		}
 		o++
-		z := limit.Zone{Window: a.w}
+		z := core.Zone{Window: a.w}
 		if a.zone {
-			z = l.Rule.ZoneAt(req.Now)
+			z = core.ZoneAt(l.Rule, req.Now)
 		}
 		_, end := z.Bounds(now)
 		reset := us(end - now)
@@ -222,7 +223,7 @@ func batchResult(req *limit.Request, now int64, v []rueidis.RedisMessage, o int)
 		if !d.Allowed {
 			d.Remaining = -1 - x
 			d.RetryAfter = d.ResetAfter
-			if l.Rule.CostOf(req.Hits) > a.n {
+			if core.CostOf(l.Rule, req.Hits) > a.n {
 				d.RetryAfter = us(a.w)
 			}
 		}
@@ -276,11 +277,11 @@ func (s *Store) batchCall(c *scriptCall, ws []*waiter) int {
 				x = len(c.keys)
 				c.index[k] = x
 			}
-			set := argSet{a: argsOf(l.Rule), cost: l.Rule.CostOf(w.req.Hits)}
+			set := argSet{a: argsOf(l.Rule), cost: core.CostOf(l.Rule, w.req.Hits)}
 			want += replyLen(set.a)
 			set.window = set.a.w
 			if set.a.zone {
-				z := l.Rule.ZoneAt(w.req.Now)
+				z := core.ZoneAt(l.Rule, w.req.Now)
 				set.window, set.zone = z.Window, z.Off
 			}
 			// A batch holds few distinct sets: a scan costs less than

@@ -16,11 +16,12 @@ import (
 
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/internal/core"
 )
 
 // TestBatchSameAnswersAsReference sends random batches of fixed-window
 // requests as calls of mode b, many of them on the same keys, and replays
-// every request on limit/algorithm.go, in batch order, at the time the
+// every request on limit/internal/core/algorithm.go, in batch order, at the time the
 // script decided the batch: each must get exactly the answer it would have
 // got alone.
 func TestBatchSameAnswersAsReference(t *testing.T) {
@@ -97,7 +98,7 @@ func TestBatchSameAnswersAsReference(t *testing.T) {
 // argument sets 56-bit ones. One request of 256 limits (every key and
 // argument index, and its count of limits, past 255), one after it that
 // shares a key and a rule with it and adds its own, and two on the largest
-// count, one of them with hits whose cost saturates at limit.MaxCost, get
+// count, one of them with hits whose cost saturates at core.MaxCost, get
 // the answers they would get alone.
 func TestBatchPastOneByte(t *testing.T) {
 	srv := testredis.Start(t)
@@ -200,7 +201,7 @@ func TestBatchExpiries(t *testing.T) {
 	}
 	// PEXPIRETIME: a key's expiry as a Unix time in ms, by Redis's clock.
 	expiry := func(r *limit.Rule, key string) int64 {
-		ms, err := strconv.ParseInt(srv.Do(t, "PEXPIRETIME", limit.StoredKey(DefaultPrefix, r, k(key))), 10, 64)
+		ms, err := strconv.ParseInt(srv.Do(t, "PEXPIRETIME", core.StoredKey(DefaultPrefix, r, k(key))), 10, 64)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -407,7 +408,7 @@ func TestQueuedPastTimeout(t *testing.T) {
 	if inTime.err != nil || !inTime.res.Allowed || inTime.res.Decisions[0].Remaining != 9 {
 		t.Fatalf("the decision in time: %+v, %v; want admitted with 9 left", inTime.res, inTime.err)
 	}
-	if n := srv.Do(t, "EXISTS", limit.StoredKey(s.prefix, r, limit.StringKey("late"))); n != "0" {
+	if n := srv.Do(t, "EXISTS", core.StoredKey(s.prefix, r, limit.StringKey("late"))); n != "0" {
 		t.Fatalf("the late decision's key exists (%v): it was sent", n)
 	}
 	eventually(t, func() error {

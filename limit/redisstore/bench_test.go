@@ -19,6 +19,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/internal/core"
 )
 
 // The classic Redis limiter: one INCR + EXPIRE script per dimension, called
@@ -165,7 +166,7 @@ func BenchmarkSeedDesignFourEvals(b *testing.B) {
 			{Rule: f.user, Key: f.users[rng.IntN(len(f.users))]},
 			{Rule: f.ip, Key: f.ips[rng.IntN(len(f.ips))]},
 		} {
-			ok, err := script.Exec(ctx, c, []string{limit.StoredKey(DefaultPrefix, l.Rule, l.Key)}, args).AsInt64()
+			ok, err := script.Exec(ctx, c, []string{core.StoredKey(DefaultPrefix, l.Rule, l.Key)}, args).AsInt64()
 			if err != nil {
 				return err
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/internal/core"
 	"github.com/floodgate-gw/floodgate/limit/limittest"
 )
 
@@ -241,7 +242,7 @@ func TestClusterFollowsMovedSlot(t *testing.T) {
 		}
 	}
 	decide(5)
-	key := limit.StoredKey(s.prefix, r, l.Key)
+	key := core.StoredKey(s.prefix, r, l.Key)
 	nodes := cl.Nodes()
 	slot := nodes[0].Do(t, "CLUSTER", "KEYSLOT", key)
 	var src, dst *testredis.Server
@@ -334,7 +335,7 @@ func onNode(t *testing.T, cl *testredis.Cluster, s *Store, r *limit.Rule, n int)
 	nodes := cl.Nodes()
 	for i := range 1000 {
 		k := limit.StringKey("k" + strconv.Itoa(i))
-		slot, err := strconv.Atoi(nodes[0].Do(t, "CLUSTER", "KEYSLOT", limit.StoredKey(s.prefix, r, k)))
+		slot, err := strconv.Atoi(nodes[0].Do(t, "CLUSTER", "KEYSLOT", core.StoredKey(s.prefix, r, k)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -486,7 +487,7 @@ func TestGroups(t *testing.T) {
 	}
 	for _, g := range gs {
 		for j, i := range g.idx {
-			if g.req.Limits[j] != req.Limits[i] || g.keys[j] != limit.StoredKey(s.prefix, req.Limits[i].Rule, req.Limits[i].Key) {
+			if g.req.Limits[j] != req.Limits[i] || g.keys[j] != core.StoredKey(s.prefix, req.Limits[i].Rule, req.Limits[i].Key) {
 				t.Fatalf("group %v: limit %d is not the request's limit %d", g.idx, j, i)
 			}
 		}
@@ -524,7 +525,7 @@ func TestClusterGiveBackReachesMemory(t *testing.T) {
 	var r limit.Limit
 	for i := 0; ; i++ {
 		r = limit.Limit{Rule: route, Key: limit.StringKey("r" + strconv.Itoa(i))}
-		if node(limit.StoredKey(DefaultPrefix, route, r.Key)) != node(limit.StoredKey(DefaultPrefix, user, u.Key)) {
+		if node(core.StoredKey(DefaultPrefix, route, r.Key)) != node(core.StoredKey(DefaultPrefix, user, u.Key)) {
 			break
 		}
 	}
@@ -554,7 +555,7 @@ func TestClusterGiveBackReachesMemory(t *testing.T) {
 	decide(c, r) // the route has none
 	// Hold c's request [user, route] between the user's take and its
 	// give-back: the route's node does not answer for a while.
-	cl.Nodes()[node(limit.StoredKey(DefaultPrefix, route, r.Key))].Do(t, "CLIENT", "PAUSE", "1000", "WRITE")
+	cl.Nodes()[node(core.StoredKey(DefaultPrefix, route, r.Key))].Do(t, "CLIENT", "PAUSE", "1000", "WRITE")
 	done := make(chan limit.Result)
 	go func() {
 		res, _ := c.Decide(ctx, &limit.Request{Limits: []limit.Limit{u, r}, Now: time.Now()})

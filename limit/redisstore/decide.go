@@ -12,7 +12,9 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/floodgate-gw/floodgate/internal/ruledata"
 	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/internal/core"
 	"github.com/floodgate-gw/floodgate/limit/internal/exhausted"
 )
 
@@ -20,7 +22,7 @@ import (
 //
 // KEYS[i] is the state of limit i. A request's keys are distinct: limits
 // on one counter, which is one key, are merged into one whose cost is
-// their sum before the store decides (limit.DecideMerged). ARGV:
+// their sum before the store decides (core.DecideMerged). ARGV:
 //
 //	1  mode: "d" decides a request whose limits are all fixed windows
 //	   (but a zone's window next to a change of offset), "D" any other
@@ -35,14 +37,14 @@ import (
 //	   burst or limit), window µs (lease ttl µs for concurrency), cost
 //	   (rule cost × hits); then for z the zone offset µs and four bounds
 //	   µs, or for t tokens per µs and queue µs. For z, window, offset and
-//	   bounds are limit.Rule.ZoneNear's at the caller's time: the window
+//	   bounds are core.ZoneNear's at the caller's time: the window
 //	   that holds it (on a day the zone's offset changes, a day window's
 //	   real length and an offset that puts its start at local midnight),
 //	   and the bounds of it and its two neighbours, among which the script
 //	   places Redis's time
 //
 // A limit's first four arguments (and a bucket's last two) are formatted
-// once per rule and cached with limit.Rule.Ext. The reply is a flat integer
+// once per rule and cached with ruledata.Ext. The reply is a flat integer
 // array: the store's time in µs, then three numbers per limit: remaining,
 // reset after µs, and the delay µs if the limit admits the request or
 // -1 - retry after µs if it rejects it. The request is admitted when every
@@ -89,7 +91,7 @@ var decideScript = rueidis.NewLuaScript(decideSource)
 const base = 4
 
 // ruleArgs are a rule's arguments to decide.lua, formatted once per rule
-// and cached on the rule (limit.Rule.Ext) so that a decision formats only
+// and cached on the rule (ruledata.Ext) so that a decision formats only
 // what changes from call to call.
 type ruleArgs struct {
 	head  [4]string // algorithm, shadow, n, window or lease ttl
@@ -110,7 +112,7 @@ type storedKey struct {
 	stored string
 }
 
-// storedKey is limit.StoredKey for l. A rule keeps the first key it is
+// storedKey is core.StoredKey for l. A rule keeps the first key it is
 // decided on, so that a rule whose key never changes (a global limit, a
 // route's) makes no string per decision; a rule of many keys compares one.
 func (s *Store) storedKey(l limit.Limit) string {
@@ -118,21 +120,22 @@ func (s *Store) storedKey(l limit.Limit) string {
 	if k := a.first.Load(); k != nil && k.key == l.Key && k.prefix == s.prefix {
 		return k.stored
 	}
-	stored := limit.StoredKey(s.prefix, l.Rule, l.Key)
+	stored := core.StoredKey(s.prefix, l.Rule, l.Key)
 	if a.first.Load() == nil {
 		a.first.CompareAndSwap(nil, &storedKey{prefix: s.prefix, key: l.Key, stored: stored})
 	}
 	return stored
 }
 
-// owner is the key of this package's values in limit.Rule.Ext. The
+// owner is the key of this package's values in ruledata.Ext. The
 // arguments do not depend on the store, so all Stores share them.
 type owner struct{}
 
-func argsOf(r *limit.Rule) *ruleArgs { return r.Ext(owner{}, buildArgs).(*ruleArgs) }
+func argsOf(r *limit.Rule) *ruleArgs { return ruledata.Ext(r, owner{}, buildArgs).(*ruleArgs) }
 
 func buildArgs(r *limit.Rule) any {
-	n, window, cost, queue, lease := r.Params()
+	p := core.Params(r)
+	n, window, cost, queue, lease := p.N, p.Window, p.Cost, p.Queue, p.Lease
 	a := &ruleArgs{n: n, costS: strconv.FormatInt(cost, 10)}
 	alg, w := "", window
 	switch r.Algorithm {
@@ -166,7 +169,7 @@ func buildArgs(r *limit.Rule) any {
 }
 
 // appendTo appends r's arguments for a request of hits at now. alike is
-// false for a zone's window next to a change of offset (limit.Rule.ZoneNear),
+// false for a zone's window next to a change of offset (core.ZoneNear),
 // whose request is not batched: a batch places windows by one window and
 // offset.
 func (a *ruleArgs) appendTo(args []string, r *limit.Rule, hits int64, now time.Time) (_ []string, alike bool) {
@@ -175,7 +178,7 @@ func (a *ruleArgs) appendTo(args []string, r *limit.Rule, hits int64, now time.T
 		// across a change of the offset is longer or shorter), and the
 		// bounds of it and its neighbours, among which the script places
 		// its own time.
-		z, near, alike := r.ZoneNear(now)
+		z, near, alike := core.ZoneNear(r, now)
 		w := a.head[3]
 		if z.Window != a.w {
 			w = strconv.FormatInt(z.Window, 10)
@@ -195,12 +198,12 @@ func (a *ruleArgs) appendTo(args []string, r *limit.Rule, hits int64, now time.T
 const zoneArgs = 6
 
 // costArg is the cost argument of a request of hits on r: r.CostOf, at
-// most limit.MaxCost, which a Lua double holds exactly.
+// most core.MaxCost, which a Lua double holds exactly.
 func (a *ruleArgs) costArg(r *limit.Rule, hits int64) string {
 	if hits <= 1 {
 		return a.costS
 	}
-	return strconv.FormatInt(r.CostOf(hits), 10)
+	return strconv.FormatInt(core.CostOf(r, hits), 10)
 }
 
 func (s *Store) offsetArg() string {
@@ -247,7 +250,7 @@ func (s *Store) decideArgs(c *scriptCall, req *limit.Request) {
 	}
 	// Mode d spares the script the work that only other requests need.
 	// A request's keys are distinct in either mode: its limits on one
-	// counter, which is one stored key, were merged (limit.DecideMerged).
+	// counter, which is one stored key, were merged (core.DecideMerged).
 	// A zone's window next to a change of offset goes by mode D, which is
 	// never batched.
 	if !fixed {
@@ -268,13 +271,13 @@ func (c *scriptCall) put() {
 // Decide implements limit.Store with one script call for every limit of
 // the request. The script reads Redis TIME, so gateways whose clocks
 // disagree still agree on every window; req.Now gives only where the
-// windows of rules with a Location lie (limit.Rule.ZoneAt).
+// windows of rules with a Location lie (core.ZoneAt).
 func (s *Store) Decide(ctx context.Context, req *limit.Request) (limit.Result, error) {
-	return limit.DecideMerged(req, func(req *limit.Request) (limit.Result, error) { return s.decide(ctx, req) })
+	return core.DecideMerged(req, func(req *limit.Request) (limit.Result, error) { return s.decide(ctx, req) })
 }
 
 // decide decides a valid request whose limits are all on different
-// counters, and so on different keys (limit.DecideMerged): from the
+// counters, and so on different keys (core.DecideMerged): from the
 // store's memory of exhausted keys when one of them is, from Redis else.
 func (s *Store) decide(ctx context.Context, req *limit.Request) (limit.Result, error) {
 	if len(req.Limits) == 0 {
@@ -304,7 +307,7 @@ func (s *Store) decideNoted(ctx context.Context, req *limit.Request) (limit.Resu
 	if err == nil {
 		call := exhausted.Call{Sent: now, Recv: s.mono(), At: res.Time}
 		for i, l := range req.Limits {
-			s.local.Note(gen, call, l, l.Rule.CostOf(req.Hits), &res.Decisions[i])
+			s.local.Note(gen, call, l, core.CostOf(l.Rule, req.Hits), &res.Decisions[i])
 		}
 	}
 	return res, err
@@ -324,7 +327,7 @@ type heldUnits struct {
 // known to be exhausted does; a request another limit rejects gets back
 // what it took from the slices.
 func (s *Store) decideSliced(ctx context.Context, req *limit.Request) (limit.Result, error) {
-	ds := req.Decisions(len(req.Limits))
+	ds := core.Decisions(req, len(req.Limits))
 	var heldArr [4]heldUnits
 	held := heldArr[:0]
 	giveBack := func() { // what the slices gave a request that is not admitted
@@ -340,7 +343,7 @@ func (s *Store) decideSliced(ctx context.Context, req *limit.Request) (limit.Res
 			rest.Limits, restAt = append(rest.Limits, l), append(restAt, i)
 			continue
 		}
-		cost := l.Rule.CostOf(req.Hits)
+		cost := core.CostOf(l.Rule, req.Hits)
 		t, err := s.take(ctx, l, cost)
 		if err != nil {
 			giveBack()
@@ -354,7 +357,7 @@ func (s *Store) decideSliced(ctx context.Context, req *limit.Request) (limit.Res
 			if !l.Rule.Shadow {
 				giveBack()
 				for j, o := range req.Limits {
-					ds[j] = limit.Decision{Rule: o.Rule, Key: o.Key, Allowed: true, Undecided: true, Limit: o.Rule.Limit()}
+					ds[j] = limit.Decision{Rule: o.Rule, Key: o.Key, Allowed: true, Undecided: true, Limit: core.Limit(o.Rule)}
 				}
 				ds[i] = t.d
 				return limit.Result{Decisions: ds, Time: time.UnixMicro(t.at)}, nil
@@ -402,13 +405,13 @@ func (s *Store) decideLocal(req *limit.Request) (limit.Result, bool) {
 	// goroutine waited for a core, could find an entry that has ended.
 	now := s.mono()
 	for i, l := range req.Limits {
-		d, at, ok := s.local.Lookup(l.Rule, l.Key, l.Rule.CostOf(req.Hits), now)
+		d, at, ok := s.local.Lookup(l.Rule, l.Key, core.CostOf(l.Rule, req.Hits), now)
 		if !ok {
 			continue
 		}
-		res := limit.Result{Decisions: req.Decisions(len(req.Limits)), Time: at}
+		res := limit.Result{Decisions: core.Decisions(req, len(req.Limits)), Time: at}
 		for j, o := range req.Limits {
-			res.Decisions[j] = limit.Decision{Rule: o.Rule, Key: o.Key, Allowed: true, Undecided: true, Limit: o.Rule.Limit()}
+			res.Decisions[j] = limit.Decision{Rule: o.Rule, Key: o.Key, Allowed: true, Undecided: true, Limit: core.Limit(o.Rule)}
 		}
 		res.Decisions[i] = d
 		return res, true
@@ -461,7 +464,7 @@ func result(req *limit.Request, now rueidis.RedisMessage, v []rueidis.RedisMessa
 	}
 	res := limit.Result{
 		Allowed:   true,
-		Decisions: req.Decisions(len(req.Limits)),
+		Decisions: core.Decisions(req, len(req.Limits)),
 		Time:      time.UnixMicro(t),
 	}
 	for i, l := range req.Limits {
@@ -516,11 +519,11 @@ func decision(l limit.Limit, v []rueidis.RedisMessage) (limit.Decision, error) {
 // DecideCommand returns the command that Decide sends Redis for req:
 // EVALSHA, the script's SHA-1, the number of keys, the keys and the
 // arguments, of req's limits once those on one counter are merged
-// (limit.Merge). It loads the script into the store's Redis first, so that
+// (core.Merge). It loads the script into the store's Redis first, so that
 // the command can be replayed there as it is (redis-cli, redis-benchmark)
 // to measure or debug the script with exactly the store's arguments.
 func (s *Store) DecideCommand(ctx context.Context, req *limit.Request) ([]string, error) {
-	req, err := limit.Merge(req)
+	req, err := core.Merge(req)
 	if err != nil {
 		return nil, err
 	}
@@ -562,7 +565,7 @@ func (s *Store) Peek(ctx context.Context, now time.Time, r *limit.Rule, k limit.
 	args, _ := a.appendTo(append(make([]string, 0, base+11), "p", s.offsetArg(), "", ""), r, 1, now)
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	v, err := decideScript.Exec(ctx, c, []string{limit.StoredKey(s.prefix, r, k)}, args).AsIntSlice()
+	v, err := decideScript.Exec(ctx, c, []string{core.StoredKey(s.prefix, r, k)}, args).AsIntSlice()
 	if err != nil {
 		return limit.State{}, unavailable("peek", err)
 	}
@@ -590,7 +593,7 @@ func (s *Store) Reset(ctx context.Context, r *limit.Rule, k limit.Key) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	err = c.Do(ctx, c.B().Del().Key(limit.StoredKey(s.prefix, r, k)).Build()).Error()
+	err = c.Do(ctx, c.B().Del().Key(core.StoredKey(s.prefix, r, k)).Build()).Error()
 	if s.local != nil {
 		// After the DEL: an answer read before it is dropped (Forget), and
 		// one read after it says what the reset key holds.

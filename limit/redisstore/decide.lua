@@ -1,7 +1,7 @@
--- decide.lua: the four algorithms of limit/algorithm.go, on Redis state.
+-- decide.lua: the four algorithms of limit/internal/core/algorithm.go, on Redis state.
 --
 -- KEYS[i] is the state of limit i; the keys of a request are distinct
--- (the store merges limits on one key, limit.Merge). ARGV (layout: the
+-- (the store merges limits on one key, core.Merge). ARGV (layout: the
 -- comment on decideSource in decide.go):
 --   1 mode: "d" decides every limit of a request whose limits are all
 --     fixed windows, "D" of any other request, "p" peeks at the one
@@ -473,7 +473,7 @@ local out = {now, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
 local st = {nil, nil, nil, nil, nil, nil, nil, nil}
 -- idle holds what a limit of another algorithm reads if it admits the
 -- request and another limit rejects it, so that it consumes nothing
--- (limit.Decision.Unconsumed); fixed windows work it out from their reply.
+-- (core.Idle.Unconsumed); fixed windows work it out from their reply.
 local idle
 local fv -- the values of every key, read by one MGET at the first fixed window
 local admit = true
@@ -603,7 +603,7 @@ end
 -- Phase 2 records the admission in every limit that admitted it, shadow
 -- ones included, from the state phase 1 read: a request's keys are
 -- distinct, as the store merges the limits that share a counter, one key,
--- into one of their summed cost (limit.Merge). Every key written gets an
+-- into one of their summed cost (core.Merge). Every key written gets an
 -- expiry on this path, the only one that writes.
 j = 5
 for i = 1, nk do

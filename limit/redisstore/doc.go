@@ -77,7 +77,7 @@
 //
 // # Stored state
 //
-// Each limit of a key is one Redis key, limit.StoredKey(prefix, rule, key),
+// Each limit of a key is one Redis key, core.StoredKey(prefix, rule, key),
 // PREFIX{NAME:KEY}:STATEID, whose braces are the Redis Cluster hash tag:
 //
 //	fixed_window    string "start:count": window start µs, admitted count
@@ -88,7 +88,7 @@
 // Every key a script writes has an expiry: the window's end, the newest
 // admission plus the window, the time until the bucket is full again (at
 // least 1 ms), the longest lease. The scripts judge liveness from the
-// stored times, not from the key's existence, exactly as limit.Entry does.
+// stored times, not from the key's existence, exactly as core.Entry does.
 //
 // The arguments and replies of decide.lua, mode by mode, are described
 // next to it, in decide.go.

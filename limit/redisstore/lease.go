@@ -9,6 +9,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/internal/core"
 )
 
 //go:embed renew.lua
@@ -57,7 +58,7 @@ func (s *Store) Renew(ctx context.Context, _ time.Time, lease string, limits ...
 		if err := l.Rule.Validate(); err != nil {
 			return err
 		}
-		key := limit.StoredKey(s.prefix, l.Rule, l.Key)
+		key := core.StoredKey(s.prefix, l.Rule, l.Key)
 		t := ""
 		if s.mode == Cluster {
 			t = tag(key)
@@ -68,7 +69,7 @@ func (s *Store) Renew(ctx context.Context, _ time.Time, lease string, limits ...
 			at[t] = x
 			calls = append(calls, rueidis.LuaExec{Args: []string{s.offsetArg(), lease}})
 		}
-		_, _, _, _, ttl := l.Rule.Params()
+		ttl := core.Params(l.Rule).Lease
 		calls[x].Keys = append(calls[x].Keys, key)
 		calls[x].Args = append(calls[x].Args, strconv.FormatInt(ttl, 10))
 	}
@@ -93,7 +94,7 @@ func concurrencyKeys(prefix string, limits []limit.Limit) []string {
 	var keys []string
 	for _, l := range limits {
 		if l.Rule != nil && l.Rule.Algorithm == limit.Concurrency {
-			keys = append(keys, limit.StoredKey(prefix, l.Rule, l.Key))
+			keys = append(keys, core.StoredKey(prefix, l.Rule, l.Key))
 		}
 	}
 	return keys

@@ -9,17 +9,18 @@ import (
 
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/internal/core"
 )
 
-// reference decides like the memory store, with limit.Rule.Check and
-// Commit on in-memory entries, at an exact time.
-type reference map[string]*limit.Entry
+// reference decides like the memory store, with core.Check and Commit on
+// in-memory entries, at an exact time.
+type reference map[string]*core.Entry
 
 // decide is the reference's answer to req at now, whose limits on one
 // counter are merged as every store merges them.
 func (ref reference) decide(t testing.TB, req *limit.Request, now int64) limit.Result {
 	t.Helper()
-	res, err := limit.DecideMerged(req, func(req *limit.Request) (limit.Result, error) {
+	res, err := core.DecideMerged(req, func(req *limit.Request) (limit.Result, error) {
 		return ref.decideMerged(req, now), nil
 	})
 	if err != nil {
@@ -30,14 +31,16 @@ func (ref reference) decide(t testing.TB, req *limit.Request, now int64) limit.R
 
 func (ref reference) decideMerged(req *limit.Request, now int64) limit.Result {
 	res := limit.Result{Allowed: true, Decisions: make([]limit.Decision, len(req.Limits)), Time: time.UnixMicro(now)}
-	ents := make([]*limit.Entry, len(req.Limits))
+	ents := make([]*core.Entry, len(req.Limits))
+	idles := make([]core.Idle, len(req.Limits))
 	for i, l := range req.Limits {
-		k := limit.StoredKey("", l.Rule, l.Key)
+		k := core.StoredKey("", l.Rule, l.Key)
 		if ref[k] == nil {
-			ref[k] = new(limit.Entry)
+			ref[k] = new(core.Entry)
 		}
 		ents[i] = ref[k]
-		d := l.Rule.Check(ents[i], now, req.Hits, l.Rule.ZoneAt(res.Time))
+		d, idle := core.Check(l.Rule, ents[i], now, req.Hits, core.ZoneAt(l.Rule, res.Time))
+		idles[i] = idle
 		d.Key = l.Key
 		res.Decisions[i] = d
 		if !d.Allowed && !l.Rule.Shadow {
@@ -46,13 +49,13 @@ func (ref reference) decideMerged(req *limit.Request, now int64) limit.Result {
 	}
 	if !res.Allowed {
 		for i := range res.Decisions {
-			res.Decisions[i] = res.Decisions[i].Unconsumed()
+			res.Decisions[i] = idles[i].Unconsumed(res.Decisions[i])
 		}
 		return res
 	}
 	for i, l := range req.Limits {
 		if d := res.Decisions[i]; d.Allowed {
-			l.Rule.Commit(ents[i], now, req.Hits, l.Rule.ZoneAt(res.Time), req.Lease)
+			core.Commit(l.Rule, ents[i], now, req.Hits, core.ZoneAt(l.Rule, res.Time), req.Lease)
 			res.Delay = max(res.Delay, d.Delay)
 		}
 	}
@@ -60,7 +63,7 @@ func (ref reference) decideMerged(req *limit.Request, now int64) limit.Result {
 }
 
 // TestSameAnswersAsReference drives random requests through the store and
-// replays each one on limit/algorithm.go at the exact time the script
+// replays each one on limit/internal/core/algorithm.go at the exact time the script
 // decided it (Result.Time): every field of every decision must match to the
 // microsecond. The clock only moves forward here, by jumps of the offset
 // that cross window, refill and lease boundaries; see TestClockStepsBack.
@@ -110,7 +113,7 @@ func TestSameAnswersAsReference(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, l := range ls {
-					if e := ref[limit.StoredKey("", l.Rule, l.Key)]; e != nil {
+					if e := ref[core.StoredKey("", l.Rule, l.Key)]; e != nil {
 						e.Release(lease)
 					}
 				}
@@ -175,7 +178,7 @@ func exported(d limit.Decision) limit.Decision {
 
 // TestClockStepsBack moves the store's clock back, as a Redis whose host
 // clock is stepped would: a sliding log must stay sorted and a bucket must
-// not refill the same time twice. The reference (limit/algorithm.go) gives
+// not refill the same time twice. The reference (limit/internal/core/algorithm.go) gives
 // the answers.
 func TestClockStepsBack(t *testing.T) {
 	srv := testredis.Start(t)
@@ -208,7 +211,7 @@ func TestClockStepsBack(t *testing.T) {
 		}
 		if i == 1 {
 			// The admission at t0-2s was logged at t0, the newest time.
-			v, err := srv.DoValue(t, "ZRANGE", limit.StoredKey(DefaultPrefix, sliding, k), "0", "-1", "WITHSCORES")
+			v, err := srv.DoValue(t, "ZRANGE", core.StoredKey(DefaultPrefix, sliding, k), "0", "-1", "WITHSCORES")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -235,7 +238,7 @@ func TestSlidingCostCopies(t *testing.T) {
 			t.Fatalf("request %d: allowed %v", i, got.Allowed)
 		}
 	}
-	if n := srv.Do(t, "ZCARD", limit.StoredKey(DefaultPrefix, r, k)); n != "2400" {
+	if n := srv.Do(t, "ZCARD", core.StoredKey(DefaultPrefix, r, k)); n != "2400" {
 		t.Fatalf("log holds %s entries, want 2400", n)
 	}
 }

@@ -16,7 +16,7 @@ import (
 
 // TestSameCounterTwice holds every store, the memory store, a standalone
 // Redis and a Redis Cluster, to one answer for a request that names one
-// counter twice (limit.DecideMerged): the request needs the sum of the
+// counter twice (core.DecideMerged): the request needs the sum of the
 // limits' costs from the counter, is admitted only if the sum fits, and
 // takes the sum; a concurrency limit holds one lease; limits on one
 // counter whose rules differ in more than their cost are refused. And a

@@ -8,6 +8,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/internal/core"
 )
 
 // The store finds the master through the sentinels and follows it through
@@ -45,7 +46,7 @@ func TestSentinelFollowsFailover(t *testing.T) {
 	if !first.Allowed || first.Decisions[0].Remaining != 100-4 {
 		t.Fatalf("first decision at the new master: %+v, want admitted with 96 remaining", first.Decisions[0])
 	}
-	if next.Do(t, "EXISTS", limit.StoredKey(s.prefix, r, l.Key)) != "1" {
+	if next.Do(t, "EXISTS", core.StoredKey(s.prefix, r, l.Key)) != "1" {
 		t.Fatalf("the new master %s does not hold the count", next.Addr())
 	}
 }
@@ -62,7 +63,7 @@ func TestSentinelFollowsSwitchover(t *testing.T) {
 		if _, err := s.Decide(ctx, &limit.Request{Limits: []limit.Limit{l}, Now: time.Now()}); err != nil {
 			return err
 		}
-		if next.Do(t, "EXISTS", limit.StoredKey(s.prefix, r, l.Key)) != "1" {
+		if next.Do(t, "EXISTS", core.StoredKey(s.prefix, r, l.Key)) != "1" {
 			return errors.New("the count is not on the new master")
 		}
 		return nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/internal/core"
 )
 
 // Slices of a fixed window (limit.Rule.Sliced).
@@ -72,7 +73,7 @@ type slicer struct {
 const maxSlices = 4096
 
 func (s *Store) sliceOf(l limit.Limit) *slice {
-	id := sliceID{l.Rule.Name, l.Rule.StateID(), l.Key}
+	id := sliceID{l.Rule.Name, core.StateID(l.Rule), l.Key}
 	s.slices.mu.RLock()
 	sl := s.slices.m[id]
 	s.slices.mu.RUnlock()
@@ -126,7 +127,7 @@ type took struct {
 // it needs one, and says how it went, with the slice's decision.
 func (s *Store) take(ctx context.Context, l limit.Limit, cost int64) (took, error) {
 	sl := s.sliceOf(l)
-	n := l.Rule.Limit()
+	n := core.Limit(l.Rule)
 	for {
 		now := s.mono()
 		sl.mu.Lock()

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/internal/core"
 )
 
 // Redis Cluster. A script may only touch keys of one slot, and the limits
@@ -63,7 +64,7 @@ type rejections struct{ decided, rejected atomic.Int64 }
 const rejectionWindow = 1024
 
 // rejectionsOf is r's share, kept with its script arguments: a rule holds
-// one value per store package (limit.Rule.Ext).
+// one value per store package (ruledata.Ext).
 func rejectionsOf(r *limit.Rule) *rejections { return &argsOf(r).rejections }
 
 func (x *rejections) add(rejected bool) {
@@ -97,7 +98,8 @@ func tag(key string) string {
 // rate is how many requests per µs a rule admits; the lower, the likelier
 // it rejects.
 func rate(r *limit.Rule) float64 {
-	n, window, _, _, lease := r.Params()
+	p := core.Params(r)
+	n, window, lease := p.N, p.Window, p.Lease
 	if r.Algorithm == limit.Concurrency {
 		window = lease
 	}
@@ -113,7 +115,7 @@ func (s *Store) groups(req *limit.Request) []*group {
 	in := make([]int, n) // the group of each limit
 	var tags []string    // of each group
 	for i, l := range req.Limits {
-		keys[i] = limit.StoredKey(s.prefix, l.Rule, l.Key)
+		keys[i] = core.StoredKey(s.prefix, l.Rule, l.Key)
 		t := tag(keys[i])
 		in[i] = slices.Index(tags, t)
 		if in[i] < 0 {
@@ -189,7 +191,7 @@ func (s *Store) decideSlots(ctx context.Context, c rueidis.Client, req *limit.Re
 		return limit.Result{}, first.err
 	}
 	if !first.res.Allowed {
-		res := limit.Result{Decisions: req.Decisions(len(req.Limits)), Time: first.res.Time}
+		res := limit.Result{Decisions: core.Decisions(req, len(req.Limits)), Time: first.res.Time}
 		for _, g := range rest {
 			for _, i := range g.idx {
 				l := req.Limits[i]
@@ -210,7 +212,7 @@ func (s *Store) decideSlots(ctx context.Context, c rueidis.Client, req *limit.Re
 		}
 		wg.Wait()
 	}
-	res := limit.Result{Allowed: true, Decisions: req.Decisions(len(req.Limits)), Time: first.res.Time}
+	res := limit.Result{Allowed: true, Decisions: core.Decisions(req, len(req.Limits)), Time: first.res.Time}
 	var err error
 	for _, g := range gs {
 		if g.err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/internal/core"
 )
 
 // t0 is aligned on every window the tests use, plus a millisecond.
@@ -127,7 +128,7 @@ func TestExpiries(t *testing.T) {
 		if err != nil || !res.Allowed {
 			t.Fatalf("%s: %+v, %v", tc.rule.Name, res, err)
 		}
-		ms, _ := strconv.Atoi(srv.Do(t, "PTTL", limit.StoredKey(DefaultPrefix, tc.rule, k)))
+		ms, _ := strconv.Atoi(srv.Do(t, "PTTL", core.StoredKey(DefaultPrefix, tc.rule, k)))
 		want := tc.want
 		if want == 0 {
 			want = t0.Add(999 * time.Millisecond).Sub(res.Time)
@@ -165,7 +166,7 @@ func TestAlignedExpirySpread(t *testing.T) {
 		if err != nil || !res.Allowed {
 			t.Fatalf("%+v, %v", res, err)
 		}
-		ms, _ := strconv.Atoi(srv.Do(t, "PTTL", limit.StoredKey(DefaultPrefix, rule, k)))
+		ms, _ := strconv.Atoi(srv.Do(t, "PTTL", core.StoredKey(DefaultPrefix, rule, k)))
 		b := time.Duration(ms)*time.Millisecond - end.Sub(res.Time)
 		if b < -5*time.Millisecond || b > 10*time.Second+time.Millisecond {
 			t.Fatalf("key %d lives %v beyond its window, want 0 to 10s", i, b)
@@ -188,7 +189,7 @@ func TestLeases(t *testing.T) {
 	long := valid(t, &limit.Rule{Name: "l:conc", Algorithm: limit.Concurrency, Rate: limit.Rate{Count: 3}, LeaseTTL: 10 * time.Second})
 	short := valid(t, &limit.Rule{Name: "l:conc", Algorithm: limit.Concurrency, Rate: limit.Rate{Count: 3}, LeaseTTL: 2 * time.Second})
 	k := limit.StringKey("a")
-	key := limit.StoredKey(DefaultPrefix, long, k)
+	key := core.StoredKey(DefaultPrefix, long, k)
 	acquire := func(r *limit.Rule, lease string) {
 		t.Helper()
 		res, err := s.Decide(ctx, &limit.Request{Limits: []limit.Limit{{Rule: r, Key: k}}, Lease: lease, Now: time.Now()})
@@ -590,7 +591,7 @@ func TestOldHashLayout(t *testing.T) {
 	s := open(t, srv)
 	r := valid(t, &limit.Rule{Name: "o:fixed", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 5, Period: time.Minute}})
 	k := limit.StringKey("u")
-	key := limit.StoredKey(DefaultPrefix, r, k)
+	key := core.StoredKey(DefaultPrefix, r, k)
 	at(t, s, t0)
 	srv.Do(t, "HSET", key, "s", strconv.FormatInt(t0.Add(-time.Millisecond).UnixMicro(), 10), "c", "4")
 	srv.Do(t, "PEXPIRE", key, "60000")
@@ -666,8 +667,8 @@ func TestStoresShareRules(t *testing.T) {
 	}
 	for _, p := range []string{"a:", "b:"} {
 		for _, k := range []string{"x", "y"} {
-			if got := srv.Do(t, "EXISTS", limit.StoredKey(p, rule, limit.StringKey(k))); got != "1" {
-				t.Errorf("%s: EXISTS %s", limit.StoredKey(p, rule, limit.StringKey(k)), got)
+			if got := srv.Do(t, "EXISTS", core.StoredKey(p, rule, limit.StringKey(k))); got != "1" {
+				t.Errorf("%s: EXISTS %s", core.StoredKey(p, rule, limit.StringKey(k)), got)
 			}
 		}
 	}

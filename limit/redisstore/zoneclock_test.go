@@ -7,6 +7,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/internal/core"
 )
 
 // clockEnv decides with the gateway's clock and Redis's apart.
@@ -41,7 +42,7 @@ func (e *clockEnv) decideAt(l limit.Limit, gw, rs time.Time, batched bool) limit
 // keyEnd is when the key of l expires, on the store's clock (Redis TIME + offset).
 func (e *clockEnv) keyEnd(l limit.Limit) time.Time {
 	e.t.Helper()
-	k := limit.StoredKey(e.s.prefix, l.Rule, l.Key)
+	k := core.StoredKey(e.s.prefix, l.Rule, l.Key)
 	v, err := e.srv.DoValue(e.t, "PTTL", k)
 	if err != nil {
 		e.t.Fatal(err)
@@ -98,7 +99,7 @@ func TestZoneWindowRedisAheadAcrossChange(t *testing.T) {
 				late := next.Add(-10 * time.Minute)
 				if !ke.After(late) {
 					t.Logf("by %v the key (expiry %v) is gone: deleting it as Redis would", late.In(e.loc), ke.In(e.loc))
-					e.srv.Do(t, "DEL", limit.StoredKey(e.s.prefix, l.Rule, l.Key))
+					e.srv.Do(t, "DEL", core.StoredKey(e.s.prefix, l.Rule, l.Key))
 				}
 				if d := e.decideAt(l, late, late, batched); d.Allowed {
 					t.Errorf("a 4th request admitted on the local day %v (limit 3/day)", b.Format("2006-01-02"))

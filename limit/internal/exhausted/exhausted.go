@@ -63,6 +63,7 @@ import (
 	"time"
 
 	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/internal/core"
 )
 
 // DefaultMax is the table's cap when New is given none.
@@ -89,7 +90,7 @@ type shard struct {
 	_   [32]byte // keeps shards' locks off one cache line
 }
 
-// id is a counter, as limit.StoredKey names it, but for the state id,
+// id is a counter, as core.StoredKey names it, but for the state id,
 // which the entry holds.
 type id struct {
 	name string
@@ -176,7 +177,7 @@ func (t *Table) Lookup(r *limit.Rule, k limit.Key, need, now int64) (limit.Decis
 	retry := time.Duration(max(e.retry, e.until) - now)
 	return limit.Decision{
 		Rule: r, Key: k, Local: true,
-		Limit:      r.Limit(),
+		Limit:      core.Limit(r),
 		Remaining:  e.remaining,
 		RetryAfter: retry,
 		ResetAfter: max(time.Duration(e.reset-now), retry),
@@ -185,7 +186,7 @@ func (t *Table) Lookup(r *limit.Rule, k limit.Key, need, now int64) (limit.Decis
 
 // fits reports whether e was made under r's settings.
 func (e *entry) fits(r *limit.Rule) bool {
-	return e.rate == r.Rate && e.burst == r.Burst && e.queue == r.Queue && e.loc == r.Location && e.state == r.StateID()
+	return e.rate == r.Rate && e.burst == r.Burst && e.queue == r.Queue && e.loc == r.Location && e.state == core.StateID(r)
 }
 
 // Note remembers what d, the store's decision of l for a request that
@@ -201,14 +202,14 @@ func (t *Table) Note(gen uint64, call Call, l limit.Limit, need int64, d *limit.
 	if d.Allowed && d.Remaining >= need {
 		return // the next such request fits
 	}
-	e := entry{state: r.StateID(), rate: r.Rate, burst: r.Burst, queue: r.Queue, loc: r.Location, reset: sent + int64(d.ResetAfter)}
+	e := entry{state: core.StateID(r), rate: r.Rate, burst: r.Burst, queue: r.Queue, loc: r.Location, reset: sent + int64(d.ResetAfter)}
 	var wait time.Duration
 	if d.Allowed {
 		// Nothing more than Remaining fits until its next slot or token.
 		e.need, e.remaining = d.Remaining+1, d.Remaining
 		wait = d.ResetAfter
 		if r.Algorithm == limit.TokenBucket {
-			wait -= tokensTime(r, r.Limit()-e.need)
+			wait -= tokensTime(r, core.Limit(r)-e.need)
 		}
 	} else {
 		e.need, e.remaining = need, d.Remaining
@@ -255,9 +256,9 @@ func (t *Table) Note(gen uint64, call Call, l limit.Limit, need int64, d *limit.
 // 0, how early the store's tolerance on a token admits a request; never
 // more than the exact time.
 func tokensTime(r *limit.Rule, n int64) time.Duration {
-	perNS := r.Rate.PerSecond() / 1e9
+	perNS := core.PerSecond(r.Rate) / 1e9
 	if n == 0 {
-		// The store admits a request 1e-9 tokens short (limit.tokenEpsilon).
+		// The store admits a request 1e-9 tokens short (core.tokenEpsilon).
 		return time.Duration(min(math.Ceil(1e-9/perNS), math.MaxInt64/2))
 	}
 	if t := math.Floor(float64(n) / perNS); t < math.MaxInt64 {

@@ -1,10 +1,12 @@
-package limit
+package core
 
 import (
 	"testing"
 	"time"
 
 	_ "time/tzdata"
+
+	"github.com/floodgate-gw/floodgate/limit"
 )
 
 // Over a year in zones with and without daylight saving time, the windows
@@ -24,8 +26,8 @@ func TestZoneWindowsTile(t *testing.T) {
 			from := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 			for at := from; at.Before(from.AddDate(1, 0, 0)); at = at.Add(7 * time.Minute) {
 				now := at.UnixMicro()
-				z := cached.ZoneAt(at)
-				if fresh := zoneRule(t, w, loc).ZoneAt(at); fresh != z {
+				z := ZoneAt(cached, at)
+				if fresh := ZoneAt(zoneRule(t, w, loc), at); fresh != z {
 					t.Fatalf("%s %v at %v: cached %+v, placed afresh %+v", name, w, at, z, fresh)
 				}
 				start, end := z.Bounds(now)
@@ -76,16 +78,16 @@ func TestZoneDaylightSavingDays(t *testing.T) {
 		{time.Date(2030, 11, 3, 23, 30, 0, 0, ny), time.Date(2030, 11, 3, 0, 0, 0, 0, ny), time.Date(2030, 11, 4, 0, 0, 0, 0, ny)},
 		{time.Date(2030, 11, 4, 0, 0, 0, 0, ny), time.Date(2030, 11, 4, 0, 0, 0, 0, ny), time.Date(2030, 11, 5, 0, 0, 0, 0, ny)},
 	} {
-		start, end := r.ZoneAt(tc.at).Bounds(tc.at.UnixMicro())
+		start, end := ZoneAt(r, tc.at).Bounds(tc.at.UnixMicro())
 		if start != tc.start.UnixMicro() || end != tc.end.UnixMicro() {
 			t.Errorf("at %v: [%v, %v), want [%v, %v)", tc.at, time.UnixMicro(start).In(ny), time.UnixMicro(end).In(ny), tc.start, tc.end)
 		}
 	}
 }
 
-func zoneRule(t *testing.T, w time.Duration, loc *time.Location) *Rule {
+func zoneRule(t *testing.T, w time.Duration, loc *time.Location) *limit.Rule {
 	t.Helper()
-	r := &Rule{Name: "z", Algorithm: FixedWindow, Rate: Rate{Count: 1, Period: w}, Location: loc}
+	r := &limit.Rule{Name: "z", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: w}, Location: loc}
 	if err := r.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package httplimit
+package answer
 
 import (
 	"net/http"
@@ -47,13 +47,14 @@ func intValue(n int64) []string {
 	return []string{strconv.FormatInt(n, 10)}
 }
 
-// headerSet holds the values of the five headers SetHeaders sets, each a
+// HeaderSet holds the values of the five headers SetHeaders sets, each a
 // one-element slice capped at its length.
-type headerSet struct {
+type HeaderSet struct {
 	policy, rateLimit, limit, remaining, reset []string
 }
 
-func (v *headerSet) set(h http.Header) {
+// Set puts the values in h.
+func (v *HeaderSet) Set(h http.Header) {
 	h["Ratelimit-Policy"] = v.policy
 	h["Ratelimit"] = v.rateLimit
 	h["X-Ratelimit-Limit"] = v.limit
@@ -61,10 +62,11 @@ func (v *headerSet) set(h http.Header) {
 	h["X-Ratelimit-Reset"] = v.reset
 }
 
-// replace is headerValues.replace for a headerSet.
-func (v *headerSet) replace(h http.Header) {
+// Replace is Set for a header map that already holds another's
+// rate-limit headers, as ReplaceHeaders is SetHeaders.
+func (v *HeaderSet) Replace(h http.Header) {
 	RemoveHeaders(h)
-	v.set(h)
+	v.Set(h)
 }
 
 // Reporter reports the decisions of one limit, named name, in the
@@ -103,28 +105,28 @@ func NewReporter(name string) *Reporter { return &Reporter{name: name} }
 
 // Set is SetHeaders(h, name, d).
 func (p *Reporter) Set(h http.Header, d *limit.Decision) {
-	v := p.values(d, nil)
-	v.set(h)
+	v := p.Values(d, nil)
+	v.Set(h)
 }
 
 // Replace is ReplaceHeaders(h, name, d).
 func (p *Reporter) Replace(h http.Header, d *limit.Decision) {
-	v := p.values(d, nil)
-	v.replace(h)
+	v := p.Values(d, nil)
+	v.Replace(h)
 }
 
-// formatted holds the values of a decision that a Reporter does not keep:
+// Formatted holds the values of a decision that a Reporter does not keep:
 // RateLimit, and Remaining and Reset when they are not small integers.
-type formatted [3]string
+type Formatted [3]string
 
-// values are the header values of d. The values it formats, in one
+// Values are the header values of d. The values it formats, in one
 // string, go in f, which the caller keeps for as long as the header map
 // may be read; nil: a new one.
-func (p *Reporter) values(d *limit.Decision, f *formatted) headerSet {
+func (p *Reporter) Values(d *limit.Decision, f *Formatted) HeaderSet {
 	quota, window := d.Limit, ceilSeconds(d.Rule.Window())
 	remaining, reset := d.Remaining, ceilSeconds(d.ResetAfter)
 	pv := p.policy(quota, window)
-	v := headerSet{policy: pv.policy[:], limit: pv.limit}
+	v := HeaderSet{policy: pv.policy[:], limit: pv.limit}
 	if remaining == 0 && small(reset) {
 		v.rateLimit, v.remaining, v.reset = p.exhausted(reset), intValue(0), intValue(reset)
 		return v
@@ -143,7 +145,7 @@ func (p *Reporter) values(d *limit.Decision, f *formatted) headerSet {
 	cut[2] = len(b)
 	str := string(b)
 	if f == nil {
-		f = new(formatted)
+		f = new(Formatted)
 	}
 	from := 0
 	for i, to := range cut {
@@ -243,8 +245,8 @@ func (p *Reporter) appendRateLimit(b []byte, remaining, reset int64) []byte {
 	return strconv.AppendInt(b, reset, 10)
 }
 
-// retryAfterValue is the Retry-After value of a wait of d: d rounded up,
+// RetryAfterValue is the Retry-After value of a wait of d: d rounded up,
 // at least one second.
-func retryAfterValue(d time.Duration) []string {
+func RetryAfterValue(d time.Duration) []string {
 	return intValue(max(ceilSeconds(d), 1))
 }

@@ -1,5 +1,5 @@
 //go:build !race
 
-package httplimit
+package answer
 
 const raceEnabled = false

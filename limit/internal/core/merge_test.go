@@ -1,13 +1,15 @@
-package limit
+package core
 
 import (
 	"reflect"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/floodgate-gw/floodgate/limit"
 )
 
-func validRule(t testing.TB, r *Rule) *Rule {
+func validRule(t testing.TB, r *limit.Rule) *limit.Rule {
 	t.Helper()
 	if err := r.Validate(); err != nil {
 		t.Fatal(err)
@@ -16,11 +18,11 @@ func validRule(t testing.TB, r *Rule) *Rule {
 }
 
 func TestMerge(t *testing.T) {
-	fixed := validRule(t, &Rule{Name: "m:fixed", Algorithm: FixedWindow, Rate: Rate{Count: 3, Period: time.Minute}})
+	fixed := validRule(t, &limit.Rule{Name: "m:fixed", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 3, Period: time.Minute}})
 	costly := validRule(t, fixed.WithCost(3))
-	long := validRule(t, &Rule{Name: "m:fixed", Algorithm: FixedWindow, Rate: Rate{Count: 3, Period: time.Hour}})
-	conc := validRule(t, &Rule{Name: "m:conc", Algorithm: Concurrency, Rate: Rate{Count: 2}})
-	req := &Request{Lease: "l", Hits: 2, Limits: []Limit{
+	long := validRule(t, &limit.Rule{Name: "m:fixed", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 3, Period: time.Hour}})
+	conc := validRule(t, &limit.Rule{Name: "m:conc", Algorithm: limit.Concurrency, Rate: limit.Rate{Count: 2}})
+	req := &limit.Request{Lease: "l", Hits: 2, Limits: []limit.Limit{
 		{Rule: fixed, Key: "a"},
 		{Rule: conc, Key: "a"},
 		{Rule: fixed, Key: "b"},
@@ -40,8 +42,8 @@ func TestMerge(t *testing.T) {
 		t.Fatalf("merged request lost its lease or hits: %+v", m)
 	}
 	want := []struct {
-		key  Key
-		rule *Rule // nil: a copy of fixed
+		key  limit.Key
+		rule *limit.Rule // nil: a copy of fixed
 		cost int64
 	}{{"a", nil, 5}, {"a", conc, 1}, {"b", fixed, 1}, {"a", long, 1}}
 	if len(m.Limits) != len(want) {
@@ -49,27 +51,27 @@ func TestMerge(t *testing.T) {
 	}
 	for i, w := range want {
 		l := m.Limits[i]
-		if l.Key != w.key || w.rule != nil && l.Rule != w.rule || l.Rule.CostOf(1) != w.cost {
-			t.Fatalf("merged limit %d: %s %q cost %d, want key %q cost %d", i, l.Rule.Name, l.Key, l.Rule.CostOf(1), w.key, w.cost)
+		if l.Key != w.key || w.rule != nil && l.Rule != w.rule || CostOf(l.Rule, 1) != w.cost {
+			t.Fatalf("merged limit %d: %s %q cost %d, want key %q cost %d", i, l.Rule.Name, l.Key, CostOf(l.Rule, 1), w.key, w.cost)
 		}
 	}
 	// The merged rule costs more than the count, which only a store may
 	// see: it rejects, as a request of too many hits does.
 	r := m.Limits[0].Rule
-	if r == fixed || r.StateID() != fixed.StateID() || r.Validate() != nil || r.CostOf(2) != 10 {
+	if r == fixed || StateID(r) != StateID(fixed) || r.Validate() != nil || CostOf(r, 2) != 10 {
 		t.Fatalf("merged rule %+v", r)
 	}
-	if d := r.Check(new(Entry), 0, 1, r.ZoneAt(time.UnixMicro(0))); d.Allowed || d.Remaining != 3 || d.RetryAfter != time.Minute {
+	if d, _ := Check(r, new(Entry), 0, 1, ZoneAt(r, time.UnixMicro(0))); d.Allowed || d.Remaining != 3 || d.RetryAfter != time.Minute {
 		t.Fatalf("a cost of 5 on a count of 3: %+v", d)
 	}
 
-	distinct := &Request{Now: time.Unix(1e9, 0), Limits: []Limit{{Rule: fixed, Key: "a"}, {Rule: fixed, Key: "b"}, {Rule: long, Key: "a"}}}
+	distinct := &limit.Request{Now: time.Unix(1e9, 0), Limits: []limit.Limit{{Rule: fixed, Key: "a"}, {Rule: fixed, Key: "b"}, {Rule: long, Key: "a"}}}
 	if m, err := Merge(distinct); err != nil || m != distinct {
 		t.Fatalf("Merge of distinct counters: %v, %v; want the request itself", m, err)
 	}
 	// Without a time, the request sent is a copy at the time of the call,
 	// as Decide's is; the caller's stays as it was.
-	undated := &Request{Limits: distinct.Limits}
+	undated := &limit.Request{Limits: distinct.Limits}
 	if m, err := Merge(undated); err != nil || m == undated || m.Now.IsZero() || !undated.Now.IsZero() {
 		t.Fatalf("Merge of a request without a time: %+v, %v", m, err)
 	}
@@ -77,17 +79,17 @@ func TestMerge(t *testing.T) {
 
 // TestMergeMany: past 16 limits, duplicates are found by a map.
 func TestMergeMany(t *testing.T) {
-	r := validRule(t, &Rule{Name: "m:many", Algorithm: SlidingWindow, Rate: Rate{Count: 10, Period: time.Second}})
-	req := &Request{Now: time.Unix(1e9, 0)}
+	r := validRule(t, &limit.Rule{Name: "m:many", Algorithm: limit.SlidingWindow, Rate: limit.Rate{Count: 10, Period: time.Second}})
+	req := &limit.Request{Now: time.Unix(1e9, 0)}
 	for i := range 20 {
-		req.Limits = append(req.Limits, Limit{Rule: r, Key: Key(strconv.Itoa(i))})
+		req.Limits = append(req.Limits, limit.Limit{Rule: r, Key: limit.Key(strconv.Itoa(i))})
 	}
 	if m, err := Merge(req); err != nil || m != req {
 		t.Fatalf("20 distinct counters: %v, %v", m, err)
 	}
-	req.Limits = append(req.Limits, Limit{Rule: r, Key: "7"})
+	req.Limits = append(req.Limits, limit.Limit{Rule: r, Key: "7"})
 	m, err := Merge(req)
-	if err != nil || len(m.Limits) != 20 || m.Limits[7].Rule.CostOf(1) != 2 {
+	if err != nil || len(m.Limits) != 20 || CostOf(m.Limits[7].Rule, 1) != 2 {
 		t.Fatalf("20 counters, one named twice: %v, %v", m, err)
 	}
 }
@@ -97,8 +99,8 @@ func TestMergeMany(t *testing.T) {
 // Rule adds, makes the request a mistake.
 func TestMergeRefusesOtherSettings(t *testing.T) {
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	base := func() *Rule {
-		return &Rule{Name: "m:set", Algorithm: TokenBucket, Rate: Rate{Count: 10, Period: time.Second}, Burst: 20}
+	base := func() *limit.Rule {
+		return &limit.Rule{Name: "m:set", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 10, Period: time.Second}, Burst: 20}
 	}
 	v := reflect.ValueOf(base()).Elem()
 	for i := range v.NumField() {
@@ -116,7 +118,7 @@ func TestMergeRefusesOtherSettings(t *testing.T) {
 		case reflect.Bool:
 			f.SetBool(!f.Bool())
 		case reflect.Struct:
-			f.Set(reflect.ValueOf(Rate{Count: 7, Period: time.Minute}))
+			f.Set(reflect.ValueOf(limit.Rate{Count: 7, Period: time.Minute}))
 		case reflect.Pointer:
 			f.Set(reflect.ValueOf(time.FixedZone("x", 3600)))
 		default:
@@ -129,8 +131,8 @@ func TestMergeRefusesOtherSettings(t *testing.T) {
 	}
 
 	a := validRule(t, base())
-	b := validRule(t, &Rule{Name: "m:set", Algorithm: TokenBucket, Rate: Rate{Count: 10, Period: time.Second}, Burst: 30})
-	if _, err := Merge(&Request{Now: now, Limits: []Limit{{Rule: a, Key: "k"}, {Rule: a, Key: "j"}, {Rule: b, Key: "k"}}}); err == nil {
+	b := validRule(t, &limit.Rule{Name: "m:set", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 10, Period: time.Second}, Burst: 30})
+	if _, err := Merge(&limit.Request{Now: now, Limits: []limit.Limit{{Rule: a, Key: "k"}, {Rule: a, Key: "j"}, {Rule: b, Key: "k"}}}); err == nil {
 		t.Fatal("bursts 20 and 30 on one counter were merged")
 	}
 
@@ -140,13 +142,13 @@ func TestMergeRefusesOtherSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	z2, _ := time.LoadLocation("Asia/Shanghai")
-	day := func(loc *time.Location) *Rule {
-		return validRule(t, &Rule{Name: "m:day", Algorithm: FixedWindow, Rate: Rate{Count: 5, Period: 24 * time.Hour}, Location: loc})
+	day := func(loc *time.Location) *limit.Rule {
+		return validRule(t, &limit.Rule{Name: "m:day", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 5, Period: 24 * time.Hour}, Location: loc})
 	}
-	if _, err := Merge(&Request{Now: now, Limits: []Limit{{Rule: day(z1), Key: "k"}, {Rule: day(z2), Key: "k"}}}); err != nil {
+	if _, err := Merge(&limit.Request{Now: now, Limits: []limit.Limit{{Rule: day(z1), Key: "k"}, {Rule: day(z2), Key: "k"}}}); err != nil {
 		t.Fatalf("one zone loaded twice: %v", err)
 	}
-	if _, err := Merge(&Request{Now: now, Limits: []Limit{{Rule: day(z1), Key: "k"}, {Rule: day(nil), Key: "k"}}}); err == nil {
+	if _, err := Merge(&limit.Request{Now: now, Limits: []limit.Limit{{Rule: day(z1), Key: "k"}, {Rule: day(nil), Key: "k"}}}); err == nil {
 		t.Fatal("days of Shanghai and of UTC on one counter were merged")
 	}
 }
@@ -155,16 +157,16 @@ func TestMergeRefusesOtherSettings(t *testing.T) {
 // own rule and key, in its place; a request without two limits on one
 // counter goes to the store as it is, and costs no allocation.
 func TestDecideMerged(t *testing.T) {
-	fixed := validRule(t, &Rule{Name: "m:fixed", Algorithm: FixedWindow, Rate: Rate{Count: 3, Period: time.Minute}})
+	fixed := validRule(t, &limit.Rule{Name: "m:fixed", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 3, Period: time.Minute}})
 	twice := validRule(t, fixed.WithCost(2))
-	other := validRule(t, &Rule{Name: "m:other", Algorithm: FixedWindow, Rate: Rate{Count: 3, Period: time.Minute}})
-	req := &Request{Limits: []Limit{{Rule: fixed, Key: "a"}, {Rule: other, Key: "a"}, {Rule: twice, Key: "a"}}}
-	var got *Request
-	res, err := DecideMerged(req, func(m *Request) (Result, error) {
+	other := validRule(t, &limit.Rule{Name: "m:other", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 3, Period: time.Minute}})
+	req := &limit.Request{Limits: []limit.Limit{{Rule: fixed, Key: "a"}, {Rule: other, Key: "a"}, {Rule: twice, Key: "a"}}}
+	var got *limit.Request
+	res, err := DecideMerged(req, func(m *limit.Request) (limit.Result, error) {
 		got = m
-		res := Result{Allowed: true}
+		res := limit.Result{Allowed: true}
 		for i, l := range m.Limits {
-			res.Decisions = append(res.Decisions, Decision{Rule: l.Rule, Key: l.Key, Allowed: true, Remaining: int64(10 * i)})
+			res.Decisions = append(res.Decisions, limit.Decision{Rule: l.Rule, Key: l.Key, Allowed: true, Remaining: int64(10 * i)})
 		}
 		return res, nil
 	})
@@ -177,9 +179,9 @@ func TestDecideMerged(t *testing.T) {
 		}
 	}
 
-	distinct := &Request{Now: time.Unix(1e9, 0), Limits: []Limit{{Rule: fixed, Key: "a"}, {Rule: other, Key: "a"}, {Rule: fixed, Key: "b"}, {Rule: other, Key: "b"}}}
-	answer := Result{Allowed: true, Decisions: make([]Decision, 4)}
-	decide := func(m *Request) (Result, error) {
+	distinct := &limit.Request{Now: time.Unix(1e9, 0), Limits: []limit.Limit{{Rule: fixed, Key: "a"}, {Rule: other, Key: "a"}, {Rule: fixed, Key: "b"}, {Rule: other, Key: "b"}}}
+	answer := limit.Result{Allowed: true, Decisions: make([]limit.Decision, 4)}
+	decide := func(m *limit.Request) (limit.Result, error) {
 		if m != distinct {
 			t.Fatal("a request of distinct counters was copied")
 		}
@@ -194,18 +196,18 @@ func TestDecideMerged(t *testing.T) {
 // decision of four limits: comparing them, and merging two that share a
 // counter.
 func BenchmarkDecideMerged(b *testing.B) {
-	rules := make([]*Rule, 4)
+	rules := make([]*limit.Rule, 4)
 	for i := range rules {
-		rules[i] = validRule(b, &Rule{Name: "b:rule-" + strconv.Itoa(i), Algorithm: FixedWindow, Rate: Rate{Count: 100, Period: time.Second}})
+		rules[i] = validRule(b, &limit.Rule{Name: "b:rule-" + strconv.Itoa(i), Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 100, Period: time.Second}})
 	}
-	answer := Result{Allowed: true, Decisions: make([]Decision, 4)}
-	decide := func(*Request) (Result, error) { return answer, nil }
+	answer := limit.Result{Allowed: true, Decisions: make([]limit.Decision, 4)}
+	decide := func(*limit.Request) (limit.Result, error) { return answer, nil }
 	for _, bc := range []struct {
 		name string
-		req  *Request
+		req  *limit.Request
 	}{
-		{"distinct", &Request{Limits: []Limit{{Rule: rules[0], Key: "global"}, {Rule: rules[1], Key: "route"}, {Rule: rules[2], Key: "user-42"}, {Rule: rules[3], Key: "10.0.0.1"}}}},
-		{"twice", &Request{Limits: []Limit{{Rule: rules[0], Key: "global"}, {Rule: rules[1], Key: "route"}, {Rule: rules[2], Key: "user-42"}, {Rule: rules[2], Key: "user-42"}}}},
+		{"distinct", &limit.Request{Limits: []limit.Limit{{Rule: rules[0], Key: "global"}, {Rule: rules[1], Key: "route"}, {Rule: rules[2], Key: "user-42"}, {Rule: rules[3], Key: "10.0.0.1"}}}},
+		{"twice", &limit.Request{Limits: []limit.Limit{{Rule: rules[0], Key: "global"}, {Rule: rules[1], Key: "route"}, {Rule: rules[2], Key: "user-42"}, {Rule: rules[2], Key: "user-42"}}}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()

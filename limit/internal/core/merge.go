@@ -1,9 +1,13 @@
-package limit
+package core
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/floodgate-gw/floodgate/internal/ruledata"
+	"github.com/floodgate-gw/floodgate/limit"
 )
 
 // Limits on one counter.
@@ -34,10 +38,10 @@ import (
 // and Key. A request with no two limits on one counter, nearly every
 // request, goes to decide as it is, at the cost of comparing its limits'
 // names and keys pair by pair.
-func DecideMerged(req *Request, decide func(*Request) (Result, error)) (Result, error) {
+func DecideMerged(req *limit.Request, decide func(*limit.Request) (limit.Result, error)) (limit.Result, error) {
 	m, into, err := prepare(req)
 	if err != nil {
-		return Result{}, err
+		return limit.Result{}, err
 	}
 	if into == nil {
 		return decide(m)
@@ -46,7 +50,7 @@ func DecideMerged(req *Request, decide func(*Request) (Result, error)) (Result, 
 	if err != nil {
 		return res, err
 	}
-	ds := req.Decisions(len(req.Limits))
+	ds := Decisions(req, len(req.Limits))
 	for i, l := range req.Limits {
 		ds[i] = res.Decisions[into[i]]
 		ds[i].Rule, ds[i].Key = l.Rule, l.Key
@@ -63,7 +67,7 @@ func DecideMerged(req *Request, decide func(*Request) (Result, error)) (Result, 
 // concurrency limit's stays one lease). Such a rule may cost more than its
 // count, which Validate refuses of a caller's rule: a store rejects the
 // request, as it rejects one of too many hits.
-func Merge(req *Request) (*Request, error) {
+func Merge(req *limit.Request) (*limit.Request, error) {
 	m, _, err := prepare(req)
 	return m, err
 }
@@ -73,7 +77,7 @@ func Merge(req *Request) (*Request, error) {
 // request stays the caller's), merged when two of its limits share a
 // counter, with into, for each limit of req, the index of the limit it
 // went into; into is nil when none share one.
-func prepare(req *Request) (*Request, []int, error) {
+func prepare(req *limit.Request) (*limit.Request, []int, error) {
 	if err := ValidateRequest(req); err != nil {
 		return nil, nil, err
 	}
@@ -90,24 +94,24 @@ func prepare(req *Request) (*Request, []int, error) {
 
 // sameCounter reports whether a and b name one counter, as StoredKey
 // does. Their rules have been validated, so StateID reads a field.
-func sameCounter(a, b Limit) bool {
-	return a.Key == b.Key && a.Rule.Name == b.Rule.Name && a.Rule.p.state == b.Rule.p.state
+func sameCounter(a, b limit.Limit) bool {
+	return a.Key == b.Key && a.Rule.Name == b.Rule.Name && params(a.Rule).State == params(b.Rule).State
 }
 
 // counterID is sameCounter's identity as a map key.
 type counterID struct {
 	name, state string
-	key         Key
+	key         limit.Key
 }
 
 // sharesCounter reports whether two of ls name one counter. Requests have
 // few limits, so comparing every pair costs less than a map, and allocates
 // nothing.
-func sharesCounter(ls []Limit) bool {
+func sharesCounter(ls []limit.Limit) bool {
 	if len(ls) > 16 {
 		seen := make(map[counterID]bool, len(ls))
 		for _, l := range ls {
-			id := counterID{l.Rule.Name, l.Rule.p.state, l.Key}
+			id := counterID{l.Rule.Name, params(l.Rule).State, l.Key}
 			if seen[id] {
 				return true
 			}
@@ -127,16 +131,16 @@ func sharesCounter(ls []Limit) bool {
 
 // merge is Merge of a request whose limits share counters, and for each
 // limit of req the index of the merged limit it went into.
-func merge(req *Request) (*Request, []int, error) {
+func merge(req *limit.Request) (*limit.Request, []int, error) {
 	n := len(req.Limits)
 	into := make([]int, n)
-	ls := make([]Limit, 0, n-1) // one per counter
+	ls := make([]limit.Limit, 0, n-1) // one per counter
 	cost := make([]int64, 0, n-1)
 	for i, l := range req.Limits {
-		k := slices.IndexFunc(ls, func(m Limit) bool { return sameCounter(m, l) })
+		k := slices.IndexFunc(ls, func(m limit.Limit) bool { return sameCounter(m, l) })
 		if k < 0 {
 			into[i] = len(ls)
-			ls, cost = append(ls, l), append(cost, l.Rule.p.cost)
+			ls, cost = append(ls, l), append(cost, params(l.Rule).Cost)
 			continue
 		}
 		if !sameSettings(ls[k].Rule, l.Rule, req.Now) {
@@ -146,11 +150,11 @@ func merge(req *Request) (*Request, []int, error) {
 		into[i] = k
 		// Each cost is at most MaxCount, so the sum cannot overflow
 		// before it saturates as CostOf does.
-		cost[k] = min(cost[k]+l.Rule.p.cost, MaxCost)
+		cost[k] = min(cost[k]+params(l.Rule).Cost, MaxCost)
 	}
 	for k := range ls {
-		if r := ls[k].Rule; r.Algorithm != Concurrency && cost[k] != r.p.cost {
-			ls[k].Rule = r.costing(cost[k])
+		if r := ls[k].Rule; r.Algorithm != limit.Concurrency && cost[k] != params(r).Cost {
+			ls[k].Rule = costing(r, cost[k])
 		}
 	}
 	m := *req
@@ -162,22 +166,40 @@ func merge(req *Request) (*Request, []int, error) {
 // sameSettings reports whether a and b, rules on one counter, differ in
 // nothing but Cost. Locations are the same when they have the same name
 // and give the same offset at now: a zone loaded twice is two pointers.
-func sameSettings(a, b *Rule, now time.Time) bool {
+func sameSettings(a, b *limit.Rule, now time.Time) bool {
 	if a == b {
 		return true
 	}
 	return a.Name == b.Name && a.Algorithm == b.Algorithm && a.Rate == b.Rate && a.Burst == b.Burst &&
 		a.Queue == b.Queue && a.Align == b.Align && a.Shadow == b.Shadow && a.LeaseTTL == b.LeaseTTL && a.Sliced == b.Sliced &&
-		(a.Location == b.Location || a.Location.String() == b.Location.String() && a.ZoneAt(now) == b.ZoneAt(now))
+		(a.Location == b.Location || a.Location.String() == b.Location.String() && ZoneAt(a, now) == ZoneAt(b, now))
 }
 
 // costing is r at cost, derived from r's own derived values, as Validate
 // would refuse a cost above the count that a merged request may need.
-func (r *Rule) costing(cost int64) *Rule {
+func costing(r *limit.Rule, cost int64) *limit.Rule {
 	c := r.WithCost(cost)
-	c.once.Do(func() {
-		c.p = r.p
-		c.p.cost = cost
-	})
+	p := *params(r)
+	p.Cost = cost
+	ruledata.SetParams(c, p)
 	return c
+}
+
+// ValidateRequest checks what every store needs of a request.
+func ValidateRequest(req *limit.Request) error {
+	if req.Hits < 0 {
+		return fmt.Errorf("limit: hits %d is negative", req.Hits)
+	}
+	for _, l := range req.Limits {
+		if l.Rule == nil {
+			return errors.New("limit: limit without a rule")
+		}
+		if err := l.Rule.Validate(); err != nil {
+			return err
+		}
+		if l.Rule.Algorithm == limit.Concurrency && req.Lease == "" {
+			return fmt.Errorf("limit: rule %s is a concurrency limit and the request has no lease id", l.Rule.Name)
+		}
+	}
+	return nil
 }

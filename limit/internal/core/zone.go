@@ -1,6 +1,11 @@
-package limit
+package core
 
-import "time"
+import (
+	"time"
+
+	"github.com/floodgate-gw/floodgate/internal/ruledata"
+	"github.com/floodgate-gw/floodgate/limit"
+)
 
 // Zone places a rule's fixed windows aligned to the clock (AlignEpoch)
 // around one time: they are Window µs long and begin where the time plus
@@ -10,15 +15,6 @@ import "time"
 type Zone struct {
 	Window int64 // µs
 	Off    int64 // µs
-}
-
-// zoneSpan is a window ZoneAt placed: its bounds in µs and its Zone, and
-// the bounds of the windows before and after it.
-type zoneSpan struct {
-	start, end int64
-	zone       Zone
-	near       [4]int64 // the previous window's start, start, end, the next window's end
-	alike      bool     // the previous and next windows have the same Zone
 }
 
 // ZoneAt returns where r's fixed windows lie around t. In UTC (a nil
@@ -31,17 +27,18 @@ type zoneSpan struct {
 // real length, so that it neither restarts nor ends early when the offset
 // changes. The window after it begins at its end. Call Validate on r
 // first.
-func (r *Rule) ZoneAt(t time.Time) Zone {
-	if !r.zoned() {
-		return Zone{Window: r.p.window}
+func ZoneAt(r *limit.Rule, t time.Time) Zone {
+	p := params(r)
+	if !zoned(r, p) {
+		return Zone{Window: p.Window}
 	}
-	z, _, _ := r.ZoneNear(t)
+	z, _, _ := ZoneNear(r, t)
 	return z
 }
 
 // zoned reports whether r's windows are placed by a Location.
-func (r *Rule) zoned() bool {
-	return !r.p.fixedZ && r.Location != nil && r.Algorithm == FixedWindow && r.Align == AlignEpoch
+func zoned(r *limit.Rule, p *ruledata.Params) bool {
+	return !p.FixedZone && r.Location != nil && r.Algorithm == limit.FixedWindow && r.Align == limit.AlignEpoch
 }
 
 // ZoneNear is ZoneAt, with the bounds of the window that holds t and of
@@ -50,9 +47,10 @@ func (r *Rule) zoned() bool {
 // A store whose clock is not t's (Redis's) may be in a neighbouring window:
 // when they are not alike (next to a change of offset), the Zone of t does
 // not place them, and the store places its time among the bounds.
-func (r *Rule) ZoneNear(t time.Time) (z Zone, near [4]int64, alike bool) {
-	w := r.p.window
-	if !r.zoned() {
+func ZoneNear(r *limit.Rule, t time.Time) (z Zone, near [4]int64, alike bool) {
+	p := params(r)
+	w := p.Window
+	if !zoned(r, p) {
 		if w > 0 {
 			z = Zone{Window: w}
 			start, end := z.Bounds(t.UnixMicro())
@@ -61,16 +59,17 @@ func (r *Rule) ZoneNear(t time.Time) (z Zone, near [4]int64, alike bool) {
 		return z, near, true
 	}
 	now := t.UnixMicro()
-	sp := r.span.Load()
-	if sp == nil || now < sp.start || now >= sp.end {
-		cur := r.place(now)
-		prev, next := r.place(cur.start-1), r.place(cur.end)
-		cur.near = [4]int64{prev.start, cur.start, cur.end, next.end}
-		cur.alike = prev.zone == cur.zone && next.zone == cur.zone
+	last := ruledata.SpanOf(r)
+	sp := last.Load()
+	if sp == nil || now < sp.Start || now >= sp.End {
+		cur := place(r.Location, w, now)
+		prev, next := place(r.Location, w, cur.Start-1), place(r.Location, w, cur.End)
+		cur.Near = [4]int64{prev.Start, cur.Start, cur.End, next.End}
+		cur.Alike = prev.Window == cur.Window && prev.Off == cur.Off && next.Window == cur.Window && next.Off == cur.Off
 		sp = &cur
-		r.span.Store(sp)
+		last.Store(sp)
 	}
-	return sp.zone, sp.near, sp.alike
+	return Zone{Window: sp.Window, Off: sp.Off}, sp.Near, sp.Alike
 }
 
 // maxZoneWindow bounds the windows ZoneAt places across a change of
@@ -78,28 +77,27 @@ func (r *Rule) ZoneNear(t time.Time) (z Zone, near [4]int64, alike bool) {
 // placed by the local clock at its two ends alone.
 const maxZoneWindow = int64(31 * 24 * time.Hour / time.Microsecond)
 
-// place works out the window of r's Location that holds now: where the
+// place works out the window of w µs of loc that holds now: where the
 // local clock read a multiple of the window, and where it reads the next,
 // across a change of offset (at most one each side) if the window holds
 // one.
-func (r *Rule) place(now int64) zoneSpan {
-	loc, w := r.Location, r.p.window
+func place(loc *time.Location, w, now int64) ruledata.Span {
 	t := time.UnixMicro(now).In(loc)
 	_, o := t.Zone()
 	off := int64(o) * 1e6
 	ws := floorDiv(now+off, w) * w // the window's start on the local clock
-	plain := zoneSpan{start: ws - off, end: ws + w - off, zone: Zone{Window: w, Off: off}}
+	plain := ruledata.Span{Start: ws - off, End: ws + w - off, Window: w, Off: off}
 	if w > maxZoneWindow {
 		// Where the local clock reads ws and ws + w, each with the offset
 		// of then, whatever changes lie between.
 		start := ws - offsetAt(loc, ws-off)
 		end := ws + w - offsetAt(loc, ws+w-off)
-		if start > now || end <= now || start == plain.start && end == plain.end {
+		if start > now || end <= now || start == plain.Start && end == plain.End {
 			return plain
 		}
-		return zoneSpan{start: start, end: end, zone: Zone{Window: end - start, Off: floorMod(-start, end-start)}}
+		return ruledata.Span{Start: start, End: end, Window: end - start, Off: floorMod(-start, end-start)}
 	}
-	start, end := plain.start, plain.end
+	start, end := plain.Start, plain.End
 	zs, ze := t.ZoneBounds() // where the offset of now holds
 	// At a change of offset b the local clock jumps from b+prev to b+next.
 	// A window that holds both readings goes on across the change; one
@@ -118,11 +116,11 @@ func (r *Rule) place(now int64) zoneSpan {
 			end = ws + w - next
 		}
 	}
-	if start == plain.start && end == plain.end {
+	if start == plain.Start && end == plain.End {
 		return plain
 	}
 	l := end - start
-	return zoneSpan{start: start, end: end, zone: Zone{Window: l, Off: floorMod(-start, l)}}
+	return ruledata.Span{Start: start, End: end, Window: l, Off: floorMod(-start, l)}
 }
 
 // offsetAt is loc's UTC offset at us µs since the epoch, in µs.

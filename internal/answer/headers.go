@@ -1,4 +1,4 @@
-package httplimit
+package answer
 
 import (
 	"math"
@@ -163,5 +163,5 @@ func RetryAfter(ds []limit.Decision) time.Duration {
 
 // SetRetryAfter sets Retry-After to d rounded up, at least one second.
 func SetRetryAfter(h http.Header, d time.Duration) {
-	h["Retry-After"] = retryAfterValue(d)
+	h["Retry-After"] = RetryAfterValue(d)
 }

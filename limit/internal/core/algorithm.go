@@ -1,8 +1,11 @@
-package limit
+package core
 
 import (
 	"math"
 	"time"
+
+	"github.com/floodgate-gw/floodgate/internal/ruledata"
+	"github.com/floodgate-gw/floodgate/limit"
 )
 
 // Entry is the state of one key, as the memory store holds it. The Redis
@@ -30,91 +33,113 @@ type Entry struct {
 // Live reports whether the entry still holds state at now.
 func (e *Entry) Live(now int64) bool { return e.Expires > now }
 
-// Check judges one request of hits against e at now without changing
-// anything but expired state. Call Validate on r first.
-func (r *Rule) Check(e *Entry, now int64, hits int64, z Zone) Decision {
-	cost := r.CostOf(hits)
-	d := Decision{Rule: r, Limit: r.p.n}
+// Idle is what a decision's Remaining and ResetAfter read if the request
+// is admitted by its limit but rejected by another, and so consumes
+// nothing there.
+type Idle struct {
+	Remaining  int64
+	ResetAfter time.Duration
+}
+
+// Unconsumed is d as it reads when its limit admitted the request but
+// another rejected it: nothing was consumed, no delay applies. Stores
+// call it on every admitting decision of a rejected request, with the
+// Idle that Check returned with d.
+func (i Idle) Unconsumed(d limit.Decision) limit.Decision {
+	if d.Allowed {
+		d.Remaining, d.ResetAfter, d.Delay = i.Remaining, i.ResetAfter, 0
+	}
+	return d
+}
+
+// Check judges one request of hits on r against e at now without changing
+// anything but expired state, and says what the decision reads if another
+// limit rejects the request. Call Validate on r first.
+func Check(r *limit.Rule, e *Entry, now int64, hits int64, z Zone) (limit.Decision, Idle) {
+	p := params(r)
+	cost := CostOf(r, hits)
+	d := limit.Decision{Rule: r, Limit: p.N}
+	var idle Idle
 	switch r.Algorithm {
-	case FixedWindow:
-		_, end, cur := r.fixedWindow(e, now, z)
+	case limit.FixedWindow:
+		_, end, cur := fixedWindow(r, p, e, now, z)
 		d.ResetAfter = us(end - now)
-		d.Allowed = cur+cost <= r.p.n
+		d.Allowed = cur+cost <= p.N
 		if d.Allowed {
-			d.Remaining = r.p.n - cur - cost
-			d.idleRemaining, d.idleResetAfter = r.p.n-cur, d.ResetAfter
-			if r.Align == AlignFirst && cur == 0 {
-				d.idleResetAfter = 0 // no window is open until an admission
+			d.Remaining = p.N - cur - cost
+			idle.Remaining, idle.ResetAfter = p.N-cur, d.ResetAfter
+			if r.Align == limit.AlignFirst && cur == 0 {
+				idle.ResetAfter = 0 // no window is open until an admission
 			}
 		} else {
-			d.Remaining = max(r.p.n-cur, 0)
+			d.Remaining = max(p.N-cur, 0)
 			d.RetryAfter = d.ResetAfter
-			if cost > r.p.n {
-				d.RetryAfter = us(r.p.window)
+			if cost > p.N {
+				d.RetryAfter = us(p.Window)
 			}
 		}
-	case SlidingWindow:
-		e.prune(now - r.p.window)
+	case limit.SlidingWindow:
+		e.prune(now - p.Window)
 		count := e.logLen(now)
-		d.Allowed = count+cost <= r.p.n
+		d.Allowed = count+cost <= p.N
 		if d.Allowed {
-			d.Remaining = r.p.n - count - cost
+			d.Remaining = p.N - count - cost
 			oldest := now
 			if count > 0 {
 				oldest = e.log[e.head]
-				d.idleResetAfter = us(oldest + r.p.window - now)
+				idle.ResetAfter = us(oldest + p.Window - now)
 			}
-			d.ResetAfter = us(oldest + r.p.window - now)
-			d.idleRemaining = r.p.n - count
+			d.ResetAfter = us(oldest + p.Window - now)
+			idle.Remaining = p.N - count
 		} else {
-			d.Remaining = max(r.p.n-count, 0)
+			d.Remaining = max(p.N-count, 0)
 			if count > 0 {
-				d.ResetAfter = us(e.log[e.head] + r.p.window - now)
+				d.ResetAfter = us(e.log[e.head] + p.Window - now)
 			}
 			// The request fits once count+cost-n admissions have left.
-			k := count + cost - r.p.n
+			k := count + cost - p.N
 			if k <= count {
-				d.RetryAfter = us(e.log[e.head+int(k)-1] + r.p.window - now)
+				d.RetryAfter = us(e.log[e.head+int(k)-1] + p.Window - now)
 			} else {
-				d.RetryAfter = us(r.p.window)
+				d.RetryAfter = us(p.Window)
 			}
 		}
-	case TokenBucket:
-		tokens, _ := r.bucket(e, now)
+	case limit.TokenBucket:
+		tokens, _ := bucket(p, e, now)
 		c := float64(cost)
 		if tokens+tokenEpsilon >= c {
 			d.Allowed = true
 		} else {
-			wait := int64(math.Ceil((c - tokens) / r.p.perUS))
-			if cost <= r.p.n && wait <= r.p.queue {
+			wait := int64(math.Ceil((c - tokens) / p.PerUS))
+			if cost <= p.N && wait <= p.Queue {
 				d.Allowed = true
 				d.Delay = us(wait)
 			} else {
 				d.RetryAfter = us(wait)
-				if cost > r.p.n {
-					d.RetryAfter = us(int64(math.Ceil(c / r.p.perUS)))
+				if cost > p.N {
+					d.RetryAfter = us(int64(math.Ceil(c / p.PerUS)))
 				}
 			}
 		}
 		left := tokens
 		if d.Allowed {
 			left -= c
-			d.idleRemaining = int64(math.Floor(max(tokens, 0) + tokenEpsilon))
-			d.idleResetAfter = us(r.fillTime(tokens))
+			idle.Remaining = int64(math.Floor(max(tokens, 0) + tokenEpsilon))
+			idle.ResetAfter = us(fillTime(p, tokens))
 		}
 		d.Remaining = int64(math.Floor(max(left, 0) + tokenEpsilon))
-		d.ResetAfter = us(r.fillTime(left))
-	case Concurrency:
+		d.ResetAfter = us(fillTime(p, left))
+	case limit.Concurrency:
 		n := e.liveLeases(now)
-		d.Allowed = n+1 <= r.p.n
+		d.Allowed = n+1 <= p.N
 		if d.Allowed {
-			d.Remaining = r.p.n - n - 1
-			d.idleRemaining = r.p.n - n
+			d.Remaining = p.N - n - 1
+			idle.Remaining = p.N - n
 		} else {
 			d.RetryAfter = time.Second
 		}
 	}
-	return d
+	return d, idle
 }
 
 // tokenEpsilon absorbs the rounding of float refills, so that a bucket
@@ -123,8 +148,8 @@ const tokenEpsilon = 1e-9
 
 // CostOf is what a request of hits takes from r, at most MaxCost (the
 // rule's own cost is at most its count). Call Validate on r first.
-func (r *Rule) CostOf(hits int64) int64 {
-	c := r.p.cost
+func CostOf(r *limit.Rule, hits int64) int64 {
+	c := params(r).Cost
 	if hits > 1 {
 		if hits > MaxCost/c {
 			return MaxCost
@@ -134,15 +159,17 @@ func (r *Rule) CostOf(hits int64) int64 {
 	return c
 }
 
-// Commit applies an admission that Check allowed at the same now.
-func (r *Rule) Commit(e *Entry, now int64, hits int64, z Zone, lease string) {
-	cost := r.CostOf(hits)
+// Commit applies an admission of a request of hits on r that Check
+// allowed at the same now.
+func Commit(r *limit.Rule, e *Entry, now int64, hits int64, z Zone, lease string) {
+	p := params(r)
+	cost := CostOf(r, hits)
 	switch r.Algorithm {
-	case FixedWindow:
-		start, end, cur := r.fixedWindow(e, now, z)
+	case limit.FixedWindow:
+		start, end, cur := fixedWindow(r, p, e, now, z)
 		e.start, e.count = start, cur+cost
 		e.Expires = end
-	case SlidingWindow:
+	case limit.SlidingWindow:
 		if e.logLen(now) == 0 {
 			e.log, e.head = e.log[:0], 0
 		}
@@ -153,46 +180,47 @@ func (r *Rule) Commit(e *Entry, now int64, hits int64, z Zone, lease string) {
 		for range cost {
 			e.log = append(e.log, t)
 		}
-		e.Expires = t + r.p.window
-	case TokenBucket:
-		tokens, ts := r.bucket(e, now)
+		e.Expires = t + p.Window
+	case limit.TokenBucket:
+		tokens, ts := bucket(p, e, now)
 		e.tokens = tokens - float64(cost)
 		e.start = ts
-		e.Expires = ts + max(r.fillTime(e.tokens), 1)
-	case Concurrency:
+		e.Expires = ts + max(fillTime(p, e.tokens), 1)
+	case limit.Concurrency:
 		if e.leases == nil || !e.Live(now) {
 			e.leases = make(map[string]int64)
 		}
-		exp := now + r.p.lease
+		exp := now + p.Lease
 		e.leases[lease] = exp
 		e.Expires = max(e.Expires, exp)
 	}
 }
 
-// Peek reads the state of e at now without consuming anything.
-func (r *Rule) Peek(e *Entry, now int64, z Zone) State {
-	s := State{Algorithm: r.Algorithm, Limit: r.p.n, Window: r.Window()}
+// Peek reads the state of r's entry e at now without consuming anything.
+func Peek(r *limit.Rule, e *Entry, now int64, z Zone) limit.State {
+	p := params(r)
+	s := limit.State{Algorithm: r.Algorithm, Limit: p.N, Window: r.Window()}
 	switch r.Algorithm {
-	case FixedWindow:
-		_, end, cur := r.fixedWindow(e, now, z)
-		s.Remaining = max(r.p.n-cur, 0)
-		if r.Align == AlignEpoch || e.Live(now) {
+	case limit.FixedWindow:
+		_, end, cur := fixedWindow(r, p, e, now, z)
+		s.Remaining = max(p.N-cur, 0)
+		if r.Align == limit.AlignEpoch || e.Live(now) {
 			s.ResetAfter = us(end - now)
 		}
-	case SlidingWindow:
-		e.prune(now - r.p.window)
+	case limit.SlidingWindow:
+		e.prune(now - p.Window)
 		count := e.logLen(now)
-		s.Remaining = max(r.p.n-count, 0)
+		s.Remaining = max(p.N-count, 0)
 		if count > 0 {
-			s.ResetAfter = us(e.log[e.head] + r.p.window - now)
+			s.ResetAfter = us(e.log[e.head] + p.Window - now)
 		}
-	case TokenBucket:
-		tokens, _ := r.bucket(e, now)
+	case limit.TokenBucket:
+		tokens, _ := bucket(p, e, now)
 		s.Remaining = int64(math.Floor(max(tokens, 0) + tokenEpsilon))
-		s.ResetAfter = us(r.fillTime(tokens))
-	case Concurrency:
+		s.ResetAfter = us(fillTime(p, tokens))
+	case limit.Concurrency:
 		s.InFlight = e.liveLeases(now)
-		s.Remaining = max(r.p.n-s.InFlight, 0)
+		s.Remaining = max(p.N-s.InFlight, 0)
 	}
 	return s
 }
@@ -200,10 +228,10 @@ func (r *Rule) Peek(e *Entry, now int64, z Zone) State {
 // Release drops a lease; it is a no-op for a lease e does not hold.
 func (e *Entry) Release(lease string) { delete(e.leases, lease) }
 
-// Renew extends a lease e holds by the rule's LeaseTTL from now.
-func (r *Rule) Renew(e *Entry, now int64, lease string) {
+// Renew extends a lease e holds by r's LeaseTTL from now.
+func Renew(r *limit.Rule, e *Entry, now int64, lease string) {
 	if _, ok := e.leases[lease]; ok && e.Live(now) {
-		exp := now + r.p.lease
+		exp := now + params(r).Lease
 		e.leases[lease] = exp
 		e.Expires = max(e.Expires, exp)
 	}
@@ -217,12 +245,12 @@ func (z Zone) Bounds(now int64) (start, end int64) {
 }
 
 // fixedWindow is the current window's bounds and count.
-func (r *Rule) fixedWindow(e *Entry, now int64, z Zone) (start, end, count int64) {
-	if r.Align == AlignFirst {
+func fixedWindow(r *limit.Rule, p *ruledata.Params, e *Entry, now int64, z Zone) (start, end, count int64) {
+	if r.Align == limit.AlignFirst {
 		if e.Live(now) {
-			return e.start, e.start + r.p.window, e.count
+			return e.start, e.start + p.Window, e.count
 		}
-		return now, now + r.p.window, 0
+		return now, now + p.Window, 0
 	}
 	start, end = z.Bounds(now)
 	if e.Live(now) && e.start == start {
@@ -235,22 +263,22 @@ func (r *Rule) fixedWindow(e *Entry, now int64, z Zone) (start, end, count int64
 // A new or expired bucket is full. A clock that steps back refills nothing
 // and does not move the bucket's time back, or the next refill would count
 // the same time twice.
-func (r *Rule) bucket(e *Entry, now int64) (tokens float64, ts int64) {
+func bucket(p *ruledata.Params, e *Entry, now int64) (tokens float64, ts int64) {
 	if !e.Live(now) {
-		return float64(r.p.n), now
+		return float64(p.N), now
 	}
 	ts = max(e.start, now)
-	tokens = min(float64(r.p.n), e.tokens+float64(max(now-e.start, 0))*r.p.perUS)
+	tokens = min(float64(p.N), e.tokens+float64(max(now-e.start, 0))*p.PerUS)
 	return tokens, ts
 }
 
 // fillTime is how long a bucket holding tokens takes to be full, in µs.
-func (r *Rule) fillTime(tokens float64) int64 {
-	missing := float64(r.p.n) - tokens
+func fillTime(p *ruledata.Params, tokens float64) int64 {
+	missing := float64(p.N) - tokens
 	if missing <= tokenEpsilon {
 		return 0
 	}
-	return int64(math.Ceil(missing / r.p.perUS))
+	return int64(math.Ceil(missing / p.PerUS))
 }
 
 func (e *Entry) prune(horizon int64) {
@@ -296,5 +324,3 @@ func floorDiv(a, b int64) int64 {
 	}
 	return q
 }
-
-func us(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
