@@ -505,7 +505,7 @@ func apiLimit(limits []*config.Limit) *config.Limit {
 // admitsPerSecond is the most a token bucket admits in one second: its
 // burst, and what it refills in that second.
 func admitsPerSecond(l *config.Limit) int64 {
-	return l.Burst + int64(l.Rate.PerSecond())
+	return l.Burst + int64(float64(l.Rate.Count)/l.Rate.Period.Seconds())
 }
 
 // describeLimit says what a limit allows, in one line.
