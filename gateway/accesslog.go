@@ -244,11 +244,11 @@ var accessResults = [...]string{
 // start and was answered with o. route is nil for a request no route
 // took; path is the cleaned path, or the request's own when it could not
 // be cleaned.
-func (g *Gateway) logAccess(w http.ResponseWriter, r *http.Request, rt *runtime, start time.Time, rid, path string, rte *route, o *outcome) {
+func (g *Gateway) logAccess(w http.ResponseWriter, r *http.Request, gen *generation, start time.Time, rid, path string, rte *route, o *outcome) {
 	took := time.Since(start)
 	client := o.clientIP
 	if !client.IsValid() {
-		client, _ = rt.ips.Client(r.RemoteAddr, r.Header["X-Forwarded-For"])
+		client, _ = gen.ips.Client(r.RemoteAddr, r.Header["X-Forwarded-For"])
 	}
 	bp := accessBufs.Get().(*[]byte)
 	b := (*bp)[:0]

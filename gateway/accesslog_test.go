@@ -158,7 +158,7 @@ routes:
 		t.Errorf("bytes of the upstream's answer: %v, want 5", b)
 	}
 	// The gateway's own answers: their JSON bodies' length.
-	body := h.gw.rt.Load().notFound.Body("rid-4", "")
+	body := h.gw.gen.Load().notFound.Body("rid-4", "")
 	if b := lines[3].Bytes; b == nil || *b != int64(len(body)) {
 		t.Errorf("bytes of the 404: %v, want %d", b, len(body))
 	}

@@ -89,7 +89,7 @@ func sameBreaker(a, b config.Breaker) bool {
 // refuse answers a request the open breaker turns away: the route's
 // fallback, with Retry-After until the next trial when there is one, and
 // with fallback.record, "recorded" saying whether its event is durable.
-func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, rt *runtime, rte *route, rid, path, host string, err error) outcome {
+func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, gen *generation, rte *route, rid, path, host string, err error) outcome {
 	var oe *breaker.OpenError
 	if errors.As(err, &oe) && !oe.Forced && oe.RetryAfter > 0 {
 		httplimit.SetRetryAfter(w.Header(), oe.RetryAfter)
@@ -99,10 +99,10 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, rt *runtime, rt
 		o.result = resultBreaker
 		return o
 	}
-	client, _ := rt.ips.Client(r.RemoteAddr, r.Header["X-Forwarded-For"])
-	x := exchange{r: r, route: rte.id, path: path, host: host, client: client, ips: rt.ips}
+	client, _ := gen.ips.Client(r.RemoteAddr, r.Header["X-Forwarded-For"])
+	x := exchange{r: r, route: rte.id, path: path, host: host, client: client, ips: gen.ips}
 	extra := `,"recorded":false`
-	if g.recordRefused(rt, rte, r, &x, rid) {
+	if g.recordRefused(gen, rte, r, &x, rid) {
 		extra = `,"recorded":true`
 	}
 	rte.fallback.Write(w, rid, extra)
@@ -125,7 +125,7 @@ type BreakerStatus struct {
 func (g *Gateway) Breakers() []BreakerStatus {
 	now := time.Now()
 	var out []BreakerStatus
-	for _, r := range g.rt.Load().routes {
+	for _, r := range g.gen.Load().routes {
 		if r.breaker == nil {
 			continue
 		}
@@ -163,7 +163,7 @@ func (g *Gateway) ForceBreaker(route, mode string, ttl time.Duration) error {
 	if ttl < 0 || ttl > 0 && m == breaker.Auto {
 		return fmt.Errorf("ttl %v: a force of open or closed may last a positive time", ttl)
 	}
-	for _, r := range g.rt.Load().routes {
+	for _, r := range g.gen.Load().routes {
 		if r.id == route && r.breaker != nil {
 			g.forces.mu.Lock()
 			defer g.forces.mu.Unlock()

@@ -19,18 +19,18 @@ import (
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/events"
 	"github.com/floodgate-gw/floodgate/gateway/clientip"
-	"github.com/floodgate-gw/floodgate/internal/pathclean"
 	"github.com/floodgate-gw/floodgate/httplimit"
 	"github.com/floodgate-gw/floodgate/internal/h1"
+	"github.com/floodgate-gw/floodgate/internal/pathclean"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
 )
 
 // Gateway is the HTTP handler that routes, limits and proxies. Its
 // configuration is swapped atomically on reload: each request runs on the
-// runtime it started with.
+// generation it started with.
 type Gateway struct {
-	rt          atomic.Pointer[runtime]
+	gen         atomic.Pointer[generation]
 	forces      forces // timers of breakers forced for a while
 	metrics     *Metrics
 	log         *slog.Logger
@@ -67,8 +67,10 @@ type Gateway struct {
 // connections to release their leases.
 const upgradeCloseWait = 5 * time.Second
 
-// runtime is one configuration, built and ready to serve.
-type runtime struct {
+// generation is one configuration, built and ready to serve: each request
+// runs on the generation it started with, which a reload replaces for
+// the requests after it.
+type generation struct {
 	cfg      *config.Config
 	routes   []*route
 	recorder *events.Recorder // nil: events are not recorded
@@ -89,11 +91,11 @@ type runtime struct {
 	noRoute *routeMetrics
 }
 
-func (rt *runtime) localShare() float64 {
-	if rt.share == nil {
+func (gen *generation) localShare() float64 {
+	if gen.share == nil {
 		return 1
 	}
-	return rt.share()
+	return gen.share()
 }
 
 // ServeHTTP serves one request: clean, route, limit, proxy, answer.
@@ -102,7 +104,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// answer, which Listener leaves as it is.
 	markHandled(r)
 	start := time.Now()
-	rt := g.rt.Load()
+	gen := g.gen.Load()
 	if r.Header["Upgrade"] != nil || hasToken(r.Header["Connection"], "upgrade") {
 		// After a request to switch protocols the client may send the
 		// new protocol's bytes (WebSocket frames) without waiting for the
@@ -118,37 +120,37 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	rid := g.ids.Use(r, w, rt.ridHeader)
+	rid := g.ids.Use(r, w, gen.ridHeader)
 
 	path, err := pathclean.Clean(r.URL.EscapedPath())
 	if err != nil || strings.IndexByte(r.RequestURI, '#') >= 0 {
 		// A request target has no fragment (RFC 9112 §3.2); passed on,
 		// an upstream that cuts it off would read another query than the
 		// one the limits' keys were made of.
-		rt.badRequest.Write(w, rid, "")
-		rt.noRoute.count(rt.badRequest.Status)
-		if rt.accessLog {
-			g.logAccess(w, r, rt, start, rid, r.URL.EscapedPath(), nil, &outcome{status: rt.badRequest.Status, result: resultBadRequest})
+		gen.badRequest.Write(w, rid, "")
+		gen.noRoute.count(gen.badRequest.Status)
+		if gen.accessLog {
+			g.logAccess(w, r, gen, start, rid, r.URL.EscapedPath(), nil, &outcome{status: gen.badRequest.Status, result: resultBadRequest})
 		}
 		return
 	}
 	host := hostOf(r)
-	rte := rt.match(r.Method, host, path)
+	rte := gen.match(r.Method, host, path)
 	if rte == nil {
-		rt.notFound.Write(w, rid, "")
-		rt.noRoute.count(rt.notFound.Status)
-		if rt.accessLog {
-			g.logAccess(w, r, rt, start, rid, path, nil, &outcome{status: rt.notFound.Status, result: resultNotFound})
+		gen.notFound.Write(w, rid, "")
+		gen.noRoute.count(gen.notFound.Status)
+		if gen.accessLog {
+			g.logAccess(w, r, gen, start, rid, path, nil, &outcome{status: gen.notFound.Status, result: resultNotFound})
 		}
 		return
 	}
-	o := g.serveRoute(w, r, rt, rte, rid, path, host)
+	o := g.serveRoute(w, r, gen, rte, rid, path, host)
 	rte.metrics.count(o.status)
 	// A connection joined after a switch of protocols counts until the
 	// switch, not for its life.
 	rte.metrics.duration.Observe((time.Since(start) - o.joined).Seconds())
-	if rt.accessLog {
-		g.logAccess(w, r, rt, start, rid, path, rte, &o)
+	if gen.accessLog {
+		g.logAccess(w, r, gen, start, rid, path, rte, &o)
 	}
 	if o.aborted || o.status == statusClientClosed && !o.written {
 		// Closing the connection is the only way left to tell the client
@@ -162,7 +164,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serveRoute runs the limit step and the upstream exchange of a routed
 // request and returns what happened: the status it answered with, and
 // whether the response broke off.
-func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *runtime, rte *route, rid, path, host string) outcome {
+func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, gen *generation, rte *route, rid, path, host string) outcome {
 	// An open breaker answers before anything else is decided: the request
 	// consumes no quota and costs no store round trip.
 	var done func(breaker.Outcome, time.Time)
@@ -170,7 +172,7 @@ func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *runtime
 	if rte.breaker != nil {
 		var err error
 		if done, err = rte.breaker.b.Allow(time.Now()); err != nil {
-			return g.refuse(w, r, rt, rte, rid, path, host, err)
+			return g.refuse(w, r, gen, rte, rid, path, host, err)
 		}
 		// A trial call is judged when its answer's head arrives, by its
 		// status and how long the head took, as the trial's timeout (the
@@ -192,7 +194,7 @@ func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *runtime
 		}, time.Now())
 		done = nil
 	}
-	o := g.limitAndForward(w, r, rt, rte, rid, path, host, report, trial)
+	o := g.limitAndForward(w, r, gen, rte, rid, path, host, report, trial)
 	report(o)
 	return o
 }
@@ -236,40 +238,40 @@ func firstEntry(vv []string) string {
 // the exchange switched protocols (the switch is its outcome, not the
 // life of the connection after it) or, with atHead, as soon as the
 // upstream's answer has its head, and by the caller otherwise.
-func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *runtime, rte *route, rid, path, host string, report func(outcome), atHead bool) outcome {
+func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, gen *generation, rte *route, rid, path, host string, report func(outcome), atHead bool) outcome {
 	xff := r.Header["X-Forwarded-For"]
-	client, trusted := rt.ips.Client(r.RemoteAddr, xff)
-	x := exchange{r: r, route: rte.id, path: path, host: host, client: client, ips: rt.ips}
+	client, trusted := gen.ips.Client(r.RemoteAddr, xff)
+	x := exchange{r: r, route: rte.id, path: path, host: host, client: client, ips: gen.ips}
 
-	if rt.maxBody > 0 {
-		if r.ContentLength > rt.maxBody {
-			o := answerWith(w, rt.tooLarge, rid)
+	if gen.maxBody > 0 {
+		if r.ContentLength > gen.maxBody {
+			o := answerWith(w, gen.tooLarge, rid)
 			o.result, o.clientIP = resultTooLarge, client
 			return o
 		}
 		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = http.MaxBytesReader(w, r.Body, rt.maxBody)
+			r.Body = http.MaxBytesReader(w, r.Body, gen.maxBody)
 		}
 	}
-	if rt.bodyTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
-		r.Body = &slowBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: rt.bodyTimeout}
+	if gen.bodyTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
+		r.Body = &slowBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: gen.bodyTimeout}
 	}
 
 	ctx := r.Context()
 	// The lease id is the gateway's own: a request id may come from the
 	// client, and two requests sharing one would share one lease, letting
 	// a client past a concurrency limit.
-	v, err := g.decide(ctx, rt, rte, &x, g.ids)
+	v, err := g.decide(ctx, gen, rte, &x, g.ids)
 	defer v.free()
 	if err != nil {
 		if !errors.Is(err, errStoreDenied) {
 			g.log.Error("limit step failed", "request_id", rid, "route", rte.id, "error", err.Error())
 		}
-		o := answerWith(w, rt.limiterUnavailable, rid)
+		o := answerWith(w, gen.limiterUnavailable, rid)
 		o.result, o.clientIP = resultLimiterUnavailable, client
 		return o
 	}
-	g.audit(rt, rte, r, &x, rid, &v)
+	g.audit(gen, rte, r, &x, rid, &v)
 	if v.shadowed {
 		g.logShadowed(rte, &v, rid, &x)
 	}
@@ -314,7 +316,7 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 	} else {
 		delete(r.Header, "Forwarded")
 	}
-	fw := &[3]string{rt.ips.ForwardedFor(clientip.Peer(r.RemoteAddr), trusted, xff), proto, fhost}
+	fw := &[3]string{gen.ips.ForwardedFor(clientip.Peer(r.RemoteAddr), trusted, xff), proto, fhost}
 	r.Header["X-Forwarded-For"] = fw[0:1:1]
 	r.Header["X-Forwarded-Proto"] = fw[1:2:2]
 	r.Header["X-Forwarded-Host"] = fw[2:3:3]
@@ -337,16 +339,16 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 		}
 		return o
 	}
-	a := rt.upstreamUnavailable
+	a := gen.upstreamUnavailable
 	switch {
 	case o.client && o.status == http.StatusRequestEntityTooLarge:
-		a = rt.tooLarge
+		a = gen.tooLarge
 	case o.client && o.status == http.StatusRequestTimeout:
-		a = rt.requestTimeout
+		a = gen.requestTimeout
 	case o.client:
-		a = rt.badRequest
+		a = gen.badRequest
 	case o.timeout:
-		a = rt.upstreamTimeout
+		a = gen.upstreamTimeout
 	}
 	if o.client {
 		// The request's body broke its framing or ended short: where the

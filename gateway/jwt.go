@@ -18,7 +18,7 @@ import (
 
 // tokens finds a request's bearer token where server.jwt says and verifies
 // it, for the jwt:CLAIM key parts and claim overrides. One is made for each
-// runtime; its verifier, which holds the keys and the cache of verified
+// generation; its verifier, which holds the keys and the cache of verified
 // tokens, is kept across reloads while server.jwt is the same.
 type tokens struct {
 	cfg            config.JWT
@@ -34,7 +34,7 @@ type tokens struct {
 
 // tokensFor makes the token reader of cfg, with the running one's verifier
 // when server.jwt did not change; nil when cfg has no server.jwt.
-func (g *Gateway) tokensFor(cfg *config.Config, prev *runtime) (*tokens, error) {
+func (g *Gateway) tokensFor(cfg *config.Config, prev *generation) (*tokens, error) {
 	j := cfg.Server.JWT
 	if j == nil {
 		return nil, nil
@@ -75,7 +75,7 @@ func (g *Gateway) tokensFor(cfg *config.Config, prev *runtime) (*tokens, error) 
 	return t, nil
 }
 
-// closeUnless closes the verifier unless other, a runtime's token reader,
+// closeUnless closes the verifier unless other, a generation's token reader,
 // shares it.
 func (t *tokens) closeUnless(other *tokens) {
 	if t != nil && (other == nil || other.v != t.v) {
@@ -250,7 +250,7 @@ func (x *exchange) claim(name string) string {
 }
 
 // prevTokens is the token reader of prev, which may be nil.
-func prevTokens(prev *runtime) *tokens {
+func prevTokens(prev *generation) *tokens {
 	if prev == nil {
 		return nil
 	}

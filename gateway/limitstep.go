@@ -138,13 +138,13 @@ func (v *verdict) free() {
 
 // decide runs the limit step of one request: every limit that applies,
 // global ones first, decided together in one store call.
-func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchange, ids *httplimit.IDSource) (verdict, error) {
+func (g *Gateway) decide(ctx context.Context, gen *generation, rte *route, x *exchange, ids *httplimit.IDSource) (verdict, error) {
 	v := verdict{reason: -1}
 	if len(rte.limits) == 0 {
 		return v, nil
 	}
 	// The token is verified only if a part or an override reads it.
-	x.tokens = rt.jwt
+	x.tokens = gen.jwt
 	b := stepPool.Get().(*stepBuffers)
 	v.buf = b
 	v.specs, v.limits, v.values = b.specs[:0], b.limits[:0], b.values[:0]
@@ -154,7 +154,7 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 		var key limit.Key
 		var ok bool
 		if l.usesIP && x.clientIP == "" {
-			x.clientIP = rt.ipKeys.key(x.client)
+			x.clientIP = gen.ipKeys.key(x.client)
 		}
 		if l.constKey != "" {
 			key, all, ok = l.constKey, append(all, l.constValues...), true
@@ -170,7 +170,7 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 				continue
 			}
 			v.missing = true
-			v.reject = rt.keyRequired
+			v.reject = gen.keyRequired
 			return v, nil
 		}
 		values := all[from:len(all):len(all)]
@@ -198,9 +198,9 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 		}
 	}
 	start := time.Now()
-	res, err := rt.store.Decide(ctx, req)
+	res, err := gen.store.Decide(ctx, req)
 	g.metrics.storeDuration.Observe(time.Since(start).Seconds())
-	v.store = rt.store
+	v.store = gen.store
 	// Each limit's decision is counted once: by its result below, or,
 	// when the store failed, as an error (decideLocally counts it).
 	failed := err != nil
@@ -215,8 +215,8 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 			return v, err
 		}
 		g.metrics.storeErrors.Inc()
-		g.releaseUnknown(rt.store, req)
-		res, err = g.decideLocally(ctx, rt, &v, req, err)
+		g.releaseUnknown(gen.store, req)
+		res, err = g.decideLocally(ctx, gen, &v, req, err)
 		if err != nil {
 			return v, err
 		}
@@ -303,7 +303,7 @@ var errStoreDenied = errors.New("store unavailable and on_error is deny")
 // Every limit of the request counts one decision with result "error". A
 // limit that allow drops is Undecided: it has no state to report, so no
 // header shows it.
-func (g *Gateway) decideLocally(ctx context.Context, rt *runtime, v *verdict, req *limit.Request, cause error) (limit.Result, error) {
+func (g *Gateway) decideLocally(ctx context.Context, gen *generation, v *verdict, req *limit.Request, cause error) (limit.Result, error) {
 	for _, l := range v.specs {
 		l.metrics.errored.Inc()
 	}
@@ -314,7 +314,7 @@ func (g *Gateway) decideLocally(ctx context.Context, rt *runtime, v *verdict, re
 		case errDeny:
 			return limit.Result{}, errStoreDenied
 		case errLocal:
-			local.Limits = append(local.Limits, limit.Limit{Rule: rt.localRule(req.Limits[i].Rule), Key: req.Limits[i].Key})
+			local.Limits = append(local.Limits, limit.Limit{Rule: gen.localRule(req.Limits[i].Rule), Key: req.Limits[i].Key})
 			idx = append(idx, i)
 		}
 	}
@@ -326,7 +326,7 @@ func (g *Gateway) decideLocally(ctx context.Context, rt *runtime, v *verdict, re
 	if len(local.Limits) == 0 {
 		return res, nil
 	}
-	lr, err := rt.local.Decide(ctx, local)
+	lr, err := gen.local.Decide(ctx, local)
 	if err != nil {
 		return limit.Result{}, errStoreDenied
 	}
@@ -336,7 +336,7 @@ func (g *Gateway) decideLocally(ctx context.Context, rt *runtime, v *verdict, re
 		d.Rule = req.Limits[i].Rule
 		res.Decisions[i] = d
 	}
-	v.store = rt.local
+	v.store = gen.local
 	v.limits = make([]limit.Limit, len(req.Limits))
 	copy(v.limits, req.Limits)
 	for j, i := range idx {
@@ -346,16 +346,16 @@ func (g *Gateway) decideLocally(ctx context.Context, rt *runtime, v *verdict, re
 }
 
 // localOwner keys the scaled rules cached on a rule: they hold for one
-// runtime and one share.
+// generation and one share.
 type localOwner struct {
-	rt    *runtime
+	gen   *generation
 	share float64
 }
 
 // localRule is r scaled to this instance's share of it.
-func (rt *runtime) localRule(r *limit.Rule) *limit.Rule {
-	share := rt.localShare()
-	return r.Ext(localOwner{rt, share}, func(r *limit.Rule) any {
+func (gen *generation) localRule(r *limit.Rule) *limit.Rule {
+	share := gen.localShare()
+	return r.Ext(localOwner{gen, share}, func(r *limit.Rule) any {
 		scaled := &limit.Rule{
 			Name: r.Name, Algorithm: r.Algorithm, Rate: r.Rate, Burst: r.Burst, Cost: r.Cost,
 			Queue: r.Queue, Align: r.Align, Location: r.Location, Shadow: r.Shadow, LeaseTTL: r.LeaseTTL,

@@ -188,16 +188,16 @@ func errorStatus(p []byte) int {
 // protocolAnswer is the whole HTTP answer to a request net/http refused
 // with status.
 func (g *Gateway) protocolAnswer(status int) []byte {
-	rt := g.rt.Load()
-	a := rt.headersTooLarge
+	gen := g.gen.Load()
+	a := gen.headersTooLarge
 	if status != http.StatusRequestHeaderFieldsTooLarge {
-		a = httplimit.NewAnswer(status, config.CodeBadRequest, rt.cfg.Message(config.CodeBadRequest))
+		a = httplimit.NewAnswer(status, config.CodeBadRequest, gen.cfg.Message(config.CodeBadRequest))
 	}
 	rid := g.ids.Next()
 	body := a.Body(rid, "")
 	h := http.Header{
-		"Date":       {timeNow().UTC().Format(http.TimeFormat)},
-		rt.ridHeader: {rid},
+		"Date":        {timeNow().UTC().Format(http.TimeFormat)},
+		gen.ridHeader: {rid},
 	}
 	httplimit.SetAnswerHeaders(h, len(body))
 	resp := &http.Response{
@@ -206,6 +206,6 @@ func (g *Gateway) protocolAnswer(status int) []byte {
 	}
 	var b bytes.Buffer
 	resp.Write(&b)
-	rt.noRoute.count(status)
+	gen.noRoute.count(status)
 	return b.Bytes()
 }
