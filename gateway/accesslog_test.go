@@ -306,7 +306,7 @@ func (w *blockedWriter) Write(p []byte) (int, error) {
 // time: put never waits.
 func TestAccessLogQueueFull(t *testing.T) {
 	dropped := prometheus.NewCounter(prometheus.CounterOpts{Name: "dropped"})
-	a := newAccessLog(dropped, discardLogger())
+	a := newAccessLog(dropped, discardLogger(), time.Now)
 	w := &blockedWriter{release: make(chan struct{})}
 	a.use(&accessSink{target: "test", w: w})
 	const n = accessQueue + 100

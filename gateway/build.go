@@ -35,6 +35,12 @@ type Options struct {
 
 	// Stderr is where "server.access_log: stderr" writes. Nil: os.Stderr.
 	Stderr io.Writer
+
+	// Now is the gateway's clock: the time its limits, breakers, tokens,
+	// logs and metrics go by; it must be safe for concurrent use. Nil:
+	// time.Now. Timers (a queued request's delay, a force's ttl, lease
+	// renewals) and the deadlines of connections keep the wall clock.
+	Now func() time.Time
 }
 
 // New builds a gateway for cfg.
@@ -48,6 +54,9 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	sink, err := openAccessSink(cfg, o.Stderr)
 	if err != nil {
 		return nil, err
@@ -55,6 +64,7 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 	g := &Gateway{
 		metrics:     NewMetrics(o.Registerer),
 		log:         o.Logger,
+		now:         o.Now,
 		ids:         httplimit.NewIDSource(),
 		storeErrLog: newSampler(1),
 		framingLog:  newSampler(5),
@@ -72,10 +82,10 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 		g.local.Close()
 		return nil, err
 	}
-	g.access = newAccessLog(g.metrics.accessDropped, g.log)
+	g.access = newAccessLog(g.metrics.accessDropped, g.log, g.now)
 	g.access.use(sink)
 	g.gen.Store(gen)
-	g.metrics.loaded(true, time.Now())
+	g.metrics.loaded(true, g.now())
 	g.stop = make(chan struct{})
 	g.bg.Go(g.flushSamplers)
 	g.bg.Go(g.announce)
@@ -150,6 +160,7 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 			ridHeader:   gen.ridHeader,
 			idle:        u.IdleTimeout,
 			upgrades:    &g.upgrades,
+			now:         g.now,
 		}
 		for _, lc := range cfg.GlobalLimits {
 			r.limits = append(r.limits, g.limitSpec(cfg, rc.ID, lc))
@@ -180,7 +191,7 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 	return gen, nil
 }
 
-func (g *Gateway) limitSpec(cfg *config.Config, route string, lc *config.Limit) *limitSpec {
+func (g *Gateway) limitSpec(cfg *config.Config, routeID string, lc *config.Limit) *limitSpec {
 	l := &limitSpec{
 		name:         lc.Name,
 		rule:         lc.Rule,
@@ -188,8 +199,8 @@ func (g *Gateway) limitSpec(cfg *config.Config, route string, lc *config.Limit) 
 		headers:      lc.Headers,
 		reject:       httplimit.NewAnswer(lc.Reject.Status, lc.Reject.Code, cfg.Message(lc.Reject.Code)),
 		report:       httplimit.NewReporter(lc.Name),
-		metrics:      g.metrics.forLimit(route, lc.Name),
-		sampler:      g.sampler(route + "/" + lc.Name),
+		metrics:      g.metrics.forLimit(routeID, lc.Name),
+		sampler:      g.sampler(routeID + "/" + lc.Name),
 	}
 	switch oe := lc.OnError; {
 	case oe == "" && cfg.Store.OnError == config.OnErrorAllow, oe == config.OnErrorAllow:
@@ -205,7 +216,7 @@ func (g *Gateway) limitSpec(cfg *config.Config, route string, lc *config.Limit) 
 	// A key of global and route parts only is the same for every request
 	// of the route: it is made once, here.
 	if !slices.ContainsFunc(l.key, func(p keyPart) bool { return p.src != srcGlobal && p.src != srcRoute }) {
-		x := exchange{route: route}
+		x := exchange{route: &route{id: routeID}}
 		l.constKey, l.constValues, _ = x.resolve(l.key, false, nil)
 	} else {
 		// Made per request, and the same for every request of one
@@ -355,18 +366,18 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	// reload, as a config that does not build does.
 	sink, err := openAccessSink(cfg, g.stderr)
 	if err != nil {
-		g.metrics.reloaded(false, time.Now())
+		g.metrics.reloaded(false, g.now())
 		return err
 	}
 	gen, err := g.build(cfg, prev)
 	if err != nil {
 		sink.close()
-		g.metrics.reloaded(false, time.Now())
+		g.metrics.reloaded(false, g.now())
 		return err
 	}
 	g.gen.Store(gen)
 	g.access.use(sink)
-	g.metrics.reloaded(true, time.Now())
+	g.metrics.reloaded(true, g.now())
 	// Requests still on the old generation may verify with its verifier
 	// after this: a closed one still verifies, with the keys it has.
 	prev.jwt.closeUnless(gen.jwt)

@@ -735,7 +735,7 @@ func BenchmarkJWTKeyPart(b *testing.B) {
 	values := make([]string, 0, 2)
 	b.ReportAllocs()
 	for b.Loop() {
-		x := exchange{r: req, route: "user", path: "/user", tokens: gen.jwt}
+		x := exchange{r: req, gen: gen, route: gen.routes[0], path: "/user"}
 		if _, _, ok := x.resolve(spec.key, false, values[:0]); !ok {
 			b.Fatal("no key")
 		}

@@ -138,13 +138,12 @@ func (v *verdict) free() {
 
 // decide runs the limit step of one request: every limit that applies,
 // global ones first, decided together in one store call.
-func (g *Gateway) decide(ctx context.Context, gen *generation, rte *route, x *exchange, ids *httplimit.IDSource) (verdict, error) {
+func (g *Gateway) decide(ctx context.Context, x *exchange) (verdict, error) {
+	gen, rte := x.gen, x.route
 	v := verdict{reason: -1}
 	if len(rte.limits) == 0 {
 		return v, nil
 	}
-	// The token is verified only if a part or an override reads it.
-	x.tokens = gen.jwt
 	b := stepPool.Get().(*stepBuffers)
 	v.buf = b
 	v.specs, v.limits, v.values = b.specs[:0], b.limits[:0], b.values[:0]
@@ -189,17 +188,20 @@ func (g *Gateway) decide(ctx context.Context, gen *generation, rte *route, x *ex
 		return v, nil
 	}
 	req := &b.req
-	*req = limit.Request{Limits: v.limits, Now: time.Now(), Into: b.decisions[:]}
+	*req = limit.Request{Limits: v.limits, Now: g.now(), Into: b.decisions[:]}
 	for _, l := range v.limits {
 		if l.Rule.Algorithm == limit.Concurrency {
-			v.lease = ids.Next()
+			// The lease id is the gateway's own: a request id may come
+			// from the client, and two requests sharing one would share
+			// one lease, letting a client past a concurrency limit.
+			v.lease = g.ids.Next()
 			req.Lease = v.lease
 			break
 		}
 	}
-	start := time.Now()
+	start := g.now()
 	res, err := gen.store.Decide(ctx, req)
-	g.metrics.storeDuration.Observe(time.Since(start).Seconds())
+	g.metrics.storeDuration.Observe(g.now().Sub(start).Seconds())
 	v.store = gen.store
 	// Each limit's decision is counted once: by its result below, or,
 	// when the store failed, as an error (decideLocally counts it).
@@ -374,7 +376,7 @@ func (gen *generation) localRule(r *limit.Rule) *limit.Rule {
 
 func (g *Gateway) logStoreError(err error) {
 	g.storeDown.Store(true)
-	if g.storeErrLog.allow(time.Now().Unix()) {
+	if g.storeErrLog.allow(g.now().Unix()) {
 		g.log.Error("rate-limit store failed; deciding by on_error", "error", err.Error())
 	}
 }
@@ -406,17 +408,17 @@ func (v *verdict) setHeaders(h http.Header) {
 
 // logRejection writes the one WARN line of a rejection, sampled per route
 // and limit (docs/configuration.md, Logs).
-func (g *Gateway) logRejection(rte *route, v *verdict, requestID string, x *exchange) {
-	g.logLimit(rte, v, v.reason, "rate limited", requestID, x)
+func (g *Gateway) logRejection(x *exchange, v *verdict) {
+	g.logLimit(x, v, v.reason, "rate limited")
 }
 
 // logShadowed writes the WARN line of each shadow limit that would have
 // rejected the request (a shadow limit is decided, counted and logged,
 // never enforced), sampled as rejections are.
-func (g *Gateway) logShadowed(rte *route, v *verdict, requestID string, x *exchange) {
+func (g *Gateway) logShadowed(x *exchange, v *verdict) {
 	for i := range v.res.Decisions {
 		if d := &v.res.Decisions[i]; !d.Allowed && !d.Undecided && v.specs[i].rule.Shadow {
-			g.logLimit(rte, v, i, "rate limited (shadow: not enforced)", requestID, x)
+			g.logLimit(x, v, i, "rate limited (shadow: not enforced)")
 		}
 	}
 }
@@ -424,16 +426,16 @@ func (g *Gateway) logShadowed(rte *route, v *verdict, requestID string, x *excha
 // logLimit writes the WARN line of limit i's rejection, sampled per route
 // and limit. What only the line needs (the client's ip key part) is made
 // only for a line that is written.
-func (g *Gateway) logLimit(rte *route, v *verdict, i int, msg, requestID string, x *exchange) {
+func (g *Gateway) logLimit(x *exchange, v *verdict, i int, msg string) {
 	l := v.specs[i]
-	if !l.sampler.allow(time.Now().Unix()) {
+	if !l.sampler.allow(g.now().Unix()) {
 		g.metrics.logsSuppressed.Inc()
 		return
 	}
 	d := &v.res.Decisions[i]
 	g.log.LogAttrs(context.Background(), slog.LevelWarn, msg,
-		slog.String("request_id", requestID),
-		slog.String("route", rte.id),
+		slog.String("request_id", x.rid),
+		slog.String("route", x.route.id),
 		slog.String("limit", l.name),
 		// A copy: the values are in buffers the next request uses, and
 		// a handler may keep the record.

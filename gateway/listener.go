@@ -151,6 +151,7 @@ const (
 func (c *answeringConn) Close() error {
 	if c.answered.Load() && !c.handled.Load() {
 		if c.framing.CloseWrite() == nil {
+			// On the wall clock, as every deadline of a connection.
 			c.Conn.SetReadDeadline(time.Now().Add(lingerTime))
 			io.CopyN(io.Discard, c.Conn, lingerBytes)
 		}
@@ -166,7 +167,7 @@ func (c *answeringConn) CloseWrite() error { return c.framing.CloseWrite() }
 // lines a second.
 func (g *Gateway) logRefused(peer net.Addr, e *framing.Error) {
 	g.metrics.framingRefused.WithLabelValues(e.Reason).Inc()
-	if g.framingLog.allow(timeNow().Unix()) {
+	if g.framingLog.allow(g.now().Unix()) {
 		g.log.Warn("request refused: its framing is in doubt", "reason", e.Reason, "status", e.Status, "peer", peer.String())
 	}
 }
@@ -196,7 +197,7 @@ func (g *Gateway) protocolAnswer(status int) []byte {
 	rid := g.ids.Next()
 	body := a.Body(rid, "")
 	h := http.Header{
-		"Date":        {timeNow().UTC().Format(http.TimeFormat)},
+		"Date":        {g.now().UTC().Format(http.TimeFormat)},
 		gen.ridHeader: {rid},
 	}
 	httplimit.SetAnswerHeaders(h, len(body))

@@ -81,11 +81,12 @@ func EventSink(cfg *config.Config) events.Sink {
 
 // recordRefused writes the event of a request the open breaker turned away
 // (fallback.record) and reports whether it is durable.
-func (g *Gateway) recordRefused(gen *generation, rte *route, r *http.Request, x *exchange, rid string) bool {
+func (g *Gateway) recordRefused(x *exchange) bool {
+	r, gen := x.r, x.gen
 	if gen.recorder == nil {
 		return false
 	}
-	ev := g.newEvent(gen, rte, r, x, rid, events.TypeBreakerRejected)
+	ev := newEvent(x, events.TypeBreakerRejected)
 	if r.Body != nil && r.Body != http.NoBody {
 		ev.Body, ev.Truncated, _ = events.CaptureBody(r.Body, gen.cfg.Events.MaxBody)
 	}
@@ -96,7 +97,8 @@ func (g *Gateway) recordRefused(gen *generation, rte *route, r *http.Request, x 
 
 // audit records a rate-limit decision when events.audit asks for it. It
 // does not wait for the event to be durable: no answer depends on it.
-func (g *Gateway) audit(gen *generation, rte *route, r *http.Request, x *exchange, rid string, v *verdict) {
+func (g *Gateway) audit(x *exchange, v *verdict) {
+	gen := x.gen
 	if gen.recorder == nil || len(v.res.Decisions) == 0 {
 		return
 	}
@@ -116,27 +118,26 @@ func (g *Gateway) audit(gen *generation, rte *route, r *http.Request, x *exchang
 			lim = v.specs[v.reason].name
 		}
 	}
-	ev := g.newEvent(gen, rte, r, x, rid, typ)
+	ev := newEvent(x, typ)
 	ev.Limit = lim
 	go gen.recorder.Record(context.Background(), ev)
 }
 
-func (g *Gateway) newEvent(gen *generation, rte *route, r *http.Request, x *exchange, rid, typ string) *events.Event {
+// newEvent is the event of type typ of x's request, with the key values
+// of its route's limits, so that a replay or an analysis knows whose
+// request it was.
+func newEvent(x *exchange, typ string) *events.Event {
+	r := x.r
 	ev := &events.Event{
-		Type: typ, Route: rte.id, RequestID: rid,
+		Type: typ, Route: x.route.id, RequestID: x.rid,
 		Method: r.Method, Path: x.path, Query: r.URL.RawQuery,
-		Headers: events.KeepHeaders(r.Header, gen.cfg.Events.Headers),
+		Headers: events.KeepHeaders(r.Header, x.gen.cfg.Events.Headers),
 		Keys:    map[string][]string{},
-	}
-	// The key values of the route's limits, so that a replay or an
-	// analysis knows whose request it was.
-	if x.tokens == nil {
-		x.tokens = gen.jwt // a request the breaker refused had no limit step
 	}
 	// Global limits come first, under their own names (unique across
 	// global and route limits); a limit whose key and fallback are both
 	// missing has no entry.
-	for _, l := range rte.limits {
+	for _, l := range x.route.limits {
 		_, values, ok := x.resolve(l.key, false, nil)
 		fallback := false
 		if !ok && len(l.fallback) > 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -71,7 +72,7 @@ func NewRecorded(cfg *config.Config, routeID string, log *slog.Logger) (*Recorde
 	}
 	// The specs' metrics and log samplers are never used: nothing here
 	// answers a request.
-	g := &Gateway{metrics: NewMetrics(prometheus.NewRegistry()), samplers: map[string]*sampler{}, log: log}
+	g := &Gateway{metrics: NewMetrics(prometheus.NewRegistry()), samplers: map[string]*sampler{}, log: log, now: time.Now}
 	r := &route{id: rc.ID}
 	for _, lc := range cfg.GlobalLimits {
 		r.limits = append(r.limits, g.limitSpec(cfg, rc.ID, lc))
@@ -140,7 +141,7 @@ func (rc *Recorded) Limits(e *events.Event) []RecordedLimit {
 // recorded request is sent, as the gateway does for a request it proxies,
 // and returns the function that releases them.
 func (rc *Recorded) Hold(store limit.Store, lease string, leases []limit.Limit) (release func()) {
-	return holdLeases(rc.log, store, lease, leases)
+	return holdLeases(rc.log, time.Now, store, lease, leases)
 }
 
 // OpenStore opens the store c names for a process that decides beside the

@@ -112,7 +112,7 @@ func (g *Gateway) LimitState(ctx context.Context, route, name string, values []s
 	if err != nil {
 		return limit.State{}, err
 	}
-	return gen.store.Peek(ctx, timeNow(), rule, key)
+	return gen.store.Peek(ctx, g.now(), rule, key)
 }
 
 // ResetLimit forgets the state of one key of a limit.
@@ -133,7 +133,7 @@ var probe = &limit.Rule{Name: "floodgate:readyz", Algorithm: limit.FixedWindow, 
 // is logged as down, and its return, at the next decision it makes, is
 // logged too.
 func (g *Gateway) CheckStore(ctx context.Context) error {
-	_, err := g.gen.Load().store.Peek(ctx, timeNow(), probe, limit.NewKey())
+	_, err := g.gen.Load().store.Peek(ctx, g.now(), probe, limit.NewKey())
 	if err != nil {
 		g.storeDown.Store(true)
 	}
@@ -144,7 +144,7 @@ func (g *Gateway) CheckStore(ctx context.Context) error {
 // store failure would not refuse requests (no limit has on_error deny).
 func (g *Gateway) Ready(ctx context.Context) error {
 	gen := g.gen.Load()
-	_, err := gen.store.Peek(ctx, timeNow(), probe, limit.NewKey())
+	_, err := gen.store.Peek(ctx, g.now(), probe, limit.NewKey())
 	if err == nil {
 		return nil
 	}
