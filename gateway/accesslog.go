@@ -53,6 +53,7 @@ type accessLog struct {
 	metric  prometheus.Counter
 	errLog  *sampler
 	log     *slog.Logger
+	now     func() time.Time
 }
 
 type accessSwap struct {
@@ -71,7 +72,7 @@ type accessSink struct {
 
 var accessBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
-func newAccessLog(metric prometheus.Counter, log *slog.Logger) *accessLog {
+func newAccessLog(metric prometheus.Counter, log *slog.Logger, now func() time.Time) *accessLog {
 	a := &accessLog{
 		lines:  make(chan *[]byte, accessQueue),
 		swaps:  make(chan accessSwap),
@@ -80,6 +81,7 @@ func newAccessLog(metric prometheus.Counter, log *slog.Logger) *accessLog {
 		metric: metric,
 		errLog: newSampler(1),
 		log:    log,
+		now:    now,
 	}
 	go a.run()
 	return a
@@ -200,7 +202,7 @@ func (a *accessLog) flush(sink *accessSink) {
 }
 
 func (a *accessLog) failed(sink *accessSink, err error) {
-	if a.errLog.allow(time.Now().Unix()) {
+	if a.errLog.allow(a.now().Unix()) {
 		a.log.Error("cannot write the access log", "file", sink.target, "error", err.Error())
 	}
 }
@@ -240,22 +242,20 @@ var accessResults = [...]string{
 	resultLimiterUnavailable: "limiter_unavailable",
 }
 
-// logAccess writes the access log line of a request that arrived at
-// start and was answered with o. route is nil for a request no route
-// took; path is the cleaned path, or the request's own when it could not
-// be cleaned.
-func (g *Gateway) logAccess(w http.ResponseWriter, r *http.Request, rt *runtime, start time.Time, rid, path string, rte *route, o *outcome) {
-	took := time.Since(start)
-	client := o.clientIP
+// logAccess writes the access log line of x's request, answered with o.
+func (g *Gateway) logAccess(w http.ResponseWriter, x *exchange, o *outcome) {
+	r, start, path := x.r, x.start, x.path
+	took := g.now().Sub(start)
+	client := x.client
 	if !client.IsValid() {
-		client, _ = rt.ips.Client(r.RemoteAddr, r.Header["X-Forwarded-For"])
+		client, _ = x.gen.ips.Client(r.RemoteAddr, r.Header["X-Forwarded-For"])
 	}
 	bp := accessBufs.Get().(*[]byte)
 	b := (*bp)[:0]
 	b = append(b, `{"time":"`...)
 	b = start.UTC().AppendFormat(b, "2006-01-02T15:04:05.000000Z07:00")
 	b = append(b, `","level":"INFO","msg":"access","request_id":`...)
-	b = appendJSONString(b, rid)
+	b = appendJSONString(b, x.rid)
 	b = append(b, `,"client_ip":"`...)
 	b = appendAddr(b, client)
 	b = append(b, `","method":`...)
@@ -265,9 +265,9 @@ func (g *Gateway) logAccess(w http.ResponseWriter, r *http.Request, rt *runtime,
 		path = path[:maxLoggedPath]
 	}
 	b = appendJSONString(b, path)
-	if rte != nil {
+	if x.route != nil {
 		b = append(b, `,"route":`...)
-		b = appendJSONString(b, rte.id)
+		b = appendJSONString(b, x.route.id)
 	}
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(o.status), 10)

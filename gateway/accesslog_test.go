@@ -158,7 +158,7 @@ routes:
 		t.Errorf("bytes of the upstream's answer: %v, want 5", b)
 	}
 	// The gateway's own answers: their JSON bodies' length.
-	body := h.gw.rt.Load().notFound.Body("rid-4", "")
+	body := h.gw.gen.Load().notFound.Body("rid-4", "")
 	if b := lines[3].Bytes; b == nil || *b != int64(len(body)) {
 		t.Errorf("bytes of the 404: %v, want %d", b, len(body))
 	}
@@ -306,7 +306,7 @@ func (w *blockedWriter) Write(p []byte) (int, error) {
 // time: put never waits.
 func TestAccessLogQueueFull(t *testing.T) {
 	dropped := prometheus.NewCounter(prometheus.CounterOpts{Name: "dropped"})
-	a := newAccessLog(dropped, discardLogger())
+	a := newAccessLog(dropped, discardLogger(), time.Now)
 	w := &blockedWriter{release: make(chan struct{})}
 	a.use(&accessSink{target: "test", w: w})
 	const n = accessQueue + 100

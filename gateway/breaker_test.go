@@ -93,7 +93,7 @@ func TestBreakerCycle(t *testing.T) {
 	}
 
 	// After open_for, exactly half_open_calls trials go through.
-	time.Sleep(350 * time.Millisecond)
+	h.clock.Step(350 * time.Millisecond)
 	up.mode.Store("ok")
 	release := make(chan struct{})
 	var gate sync.WaitGroup
@@ -282,7 +282,7 @@ func TestBreakerStateSurvivesNewSettings(t *testing.T) {
 	}
 	reload("30s")
 	up.mode.Store("ok")
-	time.Sleep(350 * time.Millisecond) // past the old open_for, not the new
+	h.clock.Step(350 * time.Millisecond) // past the old open_for, not the new
 	hits := up.hits.Load()
 	resp := h.do("GET", "/coupon", user, nil)
 	if ra, _ := strconv.Atoi(resp.Header.Get("Retry-After")); ra < 29 || ra > 30 {
@@ -322,7 +322,7 @@ func TestBreakerTrialStreamsPastTimeout(t *testing.T) {
 		drain(h.do("GET", "/coupon", user, nil))
 	}
 	answerOf(t, h.do("GET", "/coupon", user, nil), 503, "coupon_busy")
-	time.Sleep(350 * time.Millisecond) // open_for
+	h.clock.Step(350 * time.Millisecond) // open_for
 	up.backend.handler = func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(200)
 		for range 5 { // 500 ms, past the 300 ms timeout

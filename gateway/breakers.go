@@ -66,7 +66,7 @@ func (g *Gateway) breakerFor(rc *config.Route) (*routeBreaker, error) {
 		// New settings: the new breaker carries on from the old one's
 		// state, so that lengthening open_for during an outage does not
 		// close the breaker in front of the failing upstream.
-		b.Resume(old.b, time.Now())
+		b.Resume(old.b, g.now())
 	}
 	state.Set(float64(b.State()))
 	rb := &routeBreaker{b: b, settings: c, timeout: rc.Upstream.Timeout}
@@ -89,24 +89,24 @@ func sameBreaker(a, b config.Breaker) bool {
 // refuse answers a request the open breaker turns away: the route's
 // fallback, with Retry-After until the next trial when there is one, and
 // with fallback.record, "recorded" saying whether its event is durable.
-func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, rt *runtime, rte *route, rid, path, host string, err error) outcome {
+func (g *Gateway) refuse(w http.ResponseWriter, x *exchange, err error) outcome {
 	var oe *breaker.OpenError
 	if errors.As(err, &oe) && !oe.Forced && oe.RetryAfter > 0 {
 		answer.SetRetryAfter(w.Header(), oe.RetryAfter)
 	}
-	if !rte.record {
-		o := answerWith(w, rte.fallback, rid)
+	fallback := x.route.fallback
+	if !x.route.record {
+		o := answerWith(w, fallback, x.rid)
 		o.result = resultBreaker
 		return o
 	}
-	client, _ := rt.ips.Client(r.RemoteAddr, r.Header["X-Forwarded-For"])
-	x := exchange{r: r, route: rte.id, path: path, host: host, client: client, ips: rt.ips}
+	x.resolveClient()
 	extra := `,"recorded":false`
-	if g.recordRefused(rt, rte, r, &x, rid) {
+	if g.recordRefused(x) {
 		extra = `,"recorded":true`
 	}
-	rte.fallback.Write(w, rid, extra)
-	return outcome{status: rte.fallback.Status, written: true, result: resultBreaker, clientIP: client}
+	fallback.Write(w, x.rid, extra)
+	return outcome{status: fallback.Status, written: true, result: resultBreaker}
 }
 
 // BreakerStatus is one route's breaker as the admin API shows it.
@@ -123,9 +123,9 @@ type BreakerStatus struct {
 
 // Breakers lists the breakers of the running configuration's routes.
 func (g *Gateway) Breakers() []BreakerStatus {
-	now := time.Now()
+	now := g.now()
 	var out []BreakerStatus
-	for _, r := range g.rt.Load().routes {
+	for _, r := range g.gen.Load().routes {
 		if r.breaker == nil {
 			continue
 		}
@@ -163,7 +163,7 @@ func (g *Gateway) ForceBreaker(route, mode string, ttl time.Duration) error {
 	if ttl < 0 || ttl > 0 && m == breaker.Auto {
 		return fmt.Errorf("ttl %v: a force of open or closed may last a positive time", ttl)
 	}
-	for _, r := range g.rt.Load().routes {
+	for _, r := range g.gen.Load().routes {
 		if r.id == route && r.breaker != nil {
 			g.forces.mu.Lock()
 			defer g.forces.mu.Unlock()
@@ -171,7 +171,7 @@ func (g *Gateway) ForceBreaker(route, mode string, ttl time.Duration) error {
 				t.Stop()
 				delete(g.forces.timers, route)
 			}
-			r.breaker.b.Force(m, time.Now())
+			r.breaker.b.Force(m, g.now())
 			if ttl > 0 {
 				var t *time.Timer
 				t = time.AfterFunc(ttl, func() {

@@ -35,6 +35,12 @@ type Options struct {
 
 	// Stderr is where "server.access_log: stderr" writes. Nil: os.Stderr.
 	Stderr io.Writer
+
+	// Now is the gateway's clock: the time its limits, breakers, tokens,
+	// logs and metrics go by; it must be safe for concurrent use. Nil:
+	// time.Now. Timers (a queued request's delay, a force's ttl, lease
+	// renewals) and the deadlines of connections keep the wall clock.
+	Now func() time.Time
 }
 
 // New builds a gateway for cfg.
@@ -48,6 +54,9 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	sink, err := openAccessSink(cfg, o.Stderr)
 	if err != nil {
 		return nil, err
@@ -55,6 +64,7 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 	g := &Gateway{
 		metrics:     NewMetrics(o.Registerer),
 		log:         o.Logger,
+		now:         o.Now,
 		ids:         answer.NewIDSource(),
 		storeErrLog: newSampler(1),
 		framingLog:  newSampler(5),
@@ -66,31 +76,31 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 		local:       memory.New(memory.Options{MaxKeys: cfg.Store.Memory.MaxKeys}),
 		stderr:      o.Stderr,
 	}
-	rt, err := g.build(cfg, nil)
+	gen, err := g.build(cfg, nil)
 	if err != nil {
 		sink.close()
 		g.local.Close()
 		return nil, err
 	}
-	g.access = newAccessLog(g.metrics.accessDropped, g.log)
+	g.access = newAccessLog(g.metrics.accessDropped, g.log, g.now)
 	g.access.use(sink)
-	g.rt.Store(rt)
-	g.metrics.loaded(true, time.Now())
+	g.gen.Store(gen)
+	g.metrics.loaded(true, g.now())
 	g.stop = make(chan struct{})
 	g.bg.Go(g.flushSamplers)
 	g.bg.Go(g.announce)
 	return g, nil
 }
 
-// build makes the runtime of cfg. prev is the running one, whose store is
+// build makes the generation of cfg. prev is the running one, whose store is
 // kept when the store configuration did not change, so that a reload
 // neither drops Redis connections nor loses memory counters.
-func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
+func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, error) {
 	ips, err := clientip.New(cfg.Server.TrustedProxies, cfg.Server.IPv6Prefix)
 	if err != nil {
 		return nil, err
 	}
-	rt := &runtime{
+	gen := &generation{
 		cfg:         cfg,
 		ips:         ips,
 		local:       g.local,
@@ -103,24 +113,24 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 	a := func(status int, code string) *answer.Answer {
 		return answer.NewAnswer(status, code, cfg.Message(code))
 	}
-	rt.keyRequired = a(http.StatusForbidden, "key_required")
-	rt.notFound = a(http.StatusNotFound, "route_not_found")
-	rt.badRequest = a(http.StatusBadRequest, "bad_request")
-	rt.tooLarge = a(http.StatusRequestEntityTooLarge, "body_too_large")
-	rt.headersTooLarge = a(http.StatusRequestHeaderFieldsTooLarge, config.CodeHeadersTooLarge)
-	rt.requestTimeout = a(http.StatusRequestTimeout, config.CodeRequestTimeout)
-	rt.limiterUnavailable = a(http.StatusServiceUnavailable, "limiter_unavailable")
-	rt.upstreamTimeout = a(http.StatusGatewayTimeout, "upstream_timeout")
-	rt.upstreamUnavailable = a(http.StatusBadGateway, "upstream_unavailable")
+	gen.keyRequired = a(http.StatusForbidden, "key_required")
+	gen.notFound = a(http.StatusNotFound, "route_not_found")
+	gen.badRequest = a(http.StatusBadRequest, "bad_request")
+	gen.tooLarge = a(http.StatusRequestEntityTooLarge, "body_too_large")
+	gen.headersTooLarge = a(http.StatusRequestHeaderFieldsTooLarge, config.CodeHeadersTooLarge)
+	gen.requestTimeout = a(http.StatusRequestTimeout, config.CodeRequestTimeout)
+	gen.limiterUnavailable = a(http.StatusServiceUnavailable, "limiter_unavailable")
+	gen.upstreamTimeout = a(http.StatusGatewayTimeout, "upstream_timeout")
+	gen.upstreamUnavailable = a(http.StatusBadGateway, "upstream_unavailable")
 
 	g.local.SetMaxKeys(cfg.Store.Memory.MaxKeys)
 	if prev != nil && sameStore(prev.cfg.Store, cfg.Store) {
-		rt.store = prev.store
-	} else if rt.store, err = openStore(cfg.Store, g.local); err != nil {
+		gen.store = prev.store
+	} else if gen.store, err = openStore(cfg.Store, g.local); err != nil {
 		return nil, err
 	}
 	share := float64(cfg.Store.LocalShare)
-	rt.share = func() float64 {
+	gen.share = func() float64 {
 		if share > 0 {
 			return share
 		}
@@ -147,9 +157,10 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 			down:        make([]atomic.Int64, len(u.Targets)),
 			client:      g.client(u),
 			stripPrefix: u.StripPrefix,
-			ridHeader:   rt.ridHeader,
+			ridHeader:   gen.ridHeader,
 			idle:        u.IdleTimeout,
 			upgrades:    &g.upgrades,
+			now:         g.now,
 		}
 		for _, lc := range cfg.GlobalLimits {
 			r.limits = append(r.limits, g.limitSpec(cfg, rc.ID, lc))
@@ -158,8 +169,8 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 			r.limits = append(r.limits, g.limitSpec(cfg, rc.ID, lc))
 		}
 		for _, l := range r.limits {
-			if l.usesIP && rt.ipKeys == nil {
-				rt.ipKeys = newIPKeys(ips)
+			if l.usesIP && gen.ipKeys == nil {
+				gen.ipKeys = newIPKeys(ips)
 			}
 		}
 		r.fallback = answer.NewAnswer(rc.Fallback.Status, rc.Fallback.Code, cfg.Message(rc.Fallback.Code))
@@ -167,20 +178,20 @@ func (g *Gateway) build(cfg *config.Config, prev *runtime) (*runtime, error) {
 			return nil, err
 		}
 		r.record = rc.Fallback.Record
-		rt.routes = append(rt.routes, r)
+		gen.routes = append(gen.routes, r)
 	}
-	if rt.jwt, err = g.tokensFor(cfg, prev); err != nil {
+	if gen.jwt, err = g.tokensFor(cfg, prev); err != nil {
 		return nil, err
 	}
 	// Last, because a new recorder may have to close the running one.
-	if rt.recorder, err = g.recorderFor(cfg); err != nil {
-		rt.jwt.closeUnless(prevTokens(prev))
+	if gen.recorder, err = g.recorderFor(cfg); err != nil {
+		gen.jwt.closeUnless(prevTokens(prev))
 		return nil, err
 	}
-	return rt, nil
+	return gen, nil
 }
 
-func (g *Gateway) limitSpec(cfg *config.Config, route string, lc *config.Limit) *limitSpec {
+func (g *Gateway) limitSpec(cfg *config.Config, routeID string, lc *config.Limit) *limitSpec {
 	l := &limitSpec{
 		name:         lc.Name,
 		rule:         lc.Rule,
@@ -188,8 +199,8 @@ func (g *Gateway) limitSpec(cfg *config.Config, route string, lc *config.Limit) 
 		headers:      lc.Headers,
 		reject:       answer.NewAnswer(lc.Reject.Status, lc.Reject.Code, cfg.Message(lc.Reject.Code)),
 		report:       answer.NewReporter(lc.Name),
-		metrics:      g.metrics.forLimit(route, lc.Name),
-		sampler:      g.sampler(route + "/" + lc.Name),
+		metrics:      g.metrics.forLimit(routeID, lc.Name),
+		sampler:      g.sampler(routeID + "/" + lc.Name),
 	}
 	switch oe := lc.OnError; {
 	case oe == "" && cfg.Store.OnError == config.OnErrorAllow, oe == config.OnErrorAllow:
@@ -205,7 +216,7 @@ func (g *Gateway) limitSpec(cfg *config.Config, route string, lc *config.Limit) 
 	// A key of global and route parts only is the same for every request
 	// of the route: it is made once, here.
 	if !slices.ContainsFunc(l.key, func(p keyPart) bool { return p.src != srcGlobal && p.src != srcRoute }) {
-		x := exchange{route: route}
+		x := exchange{route: &route{id: routeID}}
 		l.constKey, l.constValues, _ = x.resolve(l.key, false, nil)
 	} else {
 		// Made per request, and the same for every request of one
@@ -343,34 +354,34 @@ func sameStore(a, b config.Store) bool {
 		ra.DB == rb.DB && ra.TLS == rb.TLS && ra.Prefix == rb.Prefix && ra.Timeout == rb.Timeout
 }
 
-// Reload swaps in cfg. Requests already running finish on the runtime they
+// Reload swaps in cfg. Requests already running finish on the generation they
 // started with; a store that cfg no longer uses is closed once they have
 // had time to finish.
 func (g *Gateway) Reload(cfg *config.Config) error {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
-	prev := g.rt.Load()
+	prev := g.gen.Load()
 	// The access log's file is opened again whatever changed, so that a
 	// rotated file is followed; one that cannot be opened refuses the
 	// reload, as a config that does not build does.
 	sink, err := openAccessSink(cfg, g.stderr)
 	if err != nil {
-		g.metrics.reloaded(false, time.Now())
+		g.metrics.reloaded(false, g.now())
 		return err
 	}
-	rt, err := g.build(cfg, prev)
+	gen, err := g.build(cfg, prev)
 	if err != nil {
 		sink.close()
-		g.metrics.reloaded(false, time.Now())
+		g.metrics.reloaded(false, g.now())
 		return err
 	}
-	g.rt.Store(rt)
+	g.gen.Store(gen)
 	g.access.use(sink)
-	g.metrics.reloaded(true, time.Now())
-	// Requests still on the old runtime may verify with its verifier
+	g.metrics.reloaded(true, g.now())
+	// Requests still on the old generation may verify with its verifier
 	// after this: a closed one still verifies, with the keys it has.
-	prev.jwt.closeUnless(rt.jwt)
-	if prev.store != rt.store && prev.store != limit.Store(g.local) {
+	prev.jwt.closeUnless(gen.jwt)
+	if prev.store != gen.store && prev.store != limit.Store(g.local) {
 		old, grace := prev.store, prev.cfg.Server.ShutdownTimeout+time.Second
 		g.bg.Go(func() {
 			select {
@@ -384,11 +395,11 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 }
 
 // Config is the running configuration.
-func (g *Gateway) Config() *config.Config { return g.rt.Load().cfg }
+func (g *Gateway) Config() *config.Config { return g.gen.Load().cfg }
 
 // Store is the store the running config decides in, for a service that
 // shares it with the gateway (the Envoy rate-limit service).
-func (g *Gateway) Store() limit.Store { return g.rt.Load().store }
+func (g *Gateway) Store() limit.Store { return g.gen.Load().store }
 
 // Close stops the gateway's background work and closes its stores.
 func (g *Gateway) Close() error {
@@ -397,11 +408,11 @@ func (g *Gateway) Close() error {
 	// Joined connections end here, and their handlers release their
 	// leases while the store is still open.
 	g.upgrades.close(upgradeCloseWait)
-	rt := g.rt.Load()
-	if rt.store != limit.Store(g.local) {
-		rt.store.Close()
+	gen := g.gen.Load()
+	if gen.store != limit.Store(g.local) {
+		gen.store.Close()
 	}
-	rt.jwt.closeUnless(nil)
+	gen.jwt.closeUnless(nil)
 	for _, c := range g.clients {
 		c.CloseIdle()
 	}
@@ -477,7 +488,7 @@ func (g *Gateway) announce() {
 }
 
 func (g *Gateway) announceNow() {
-	s := g.rt.Load().store
+	s := g.gen.Load().store
 	if u, ok := s.(interface{ Unwrap() limit.Store }); ok {
 		s = u.Unwrap()
 	}

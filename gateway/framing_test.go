@@ -260,7 +260,7 @@ func newFramingRigWith(t testing.TB, useTLS bool, server string) *framingRig {
 		tr := newTransport(upstreamOptions{connectTimeout: time.Second, timeout: 2 * time.Second})
 		tr.TLSClientConfig = &tls.Config{RootCAs: rec.pool}
 		rig.client = h1.New(h1.Options{Fallback: tr})
-		for _, r := range gw.rt.Load().routes {
+		for _, r := range gw.gen.Load().routes {
 			r.upstream.client = rig.client
 		}
 	}

@@ -28,10 +28,11 @@ import (
 
 // Gateway is the HTTP handler that routes, limits and proxies. Its
 // configuration is swapped atomically on reload: each request runs on the
-// runtime it started with.
+// generation it started with.
 type Gateway struct {
-	rt          atomic.Pointer[runtime]
-	forces      forces // timers of breakers forced for a while
+	gen         atomic.Pointer[generation]
+	now         func() time.Time // the clock: Options.Now
+	forces      forces           // timers of breakers forced for a while
 	metrics     *Metrics
 	log         *slog.Logger
 	ids         *answer.IDSource
@@ -67,8 +68,10 @@ type Gateway struct {
 // connections to release their leases.
 const upgradeCloseWait = 5 * time.Second
 
-// runtime is one configuration, built and ready to serve.
-type runtime struct {
+// generation is one configuration, built and ready to serve: each request
+// runs on the generation it started with, which a reload replaces for
+// the requests after it.
+type generation struct {
 	cfg      *config.Config
 	routes   []*route
 	recorder *events.Recorder // nil: events are not recorded
@@ -89,11 +92,11 @@ type runtime struct {
 	noRoute *routeMetrics
 }
 
-func (rt *runtime) localShare() float64 {
-	if rt.share == nil {
+func (gen *generation) localShare() float64 {
+	if gen.share == nil {
 		return 1
 	}
-	return rt.share()
+	return gen.share()
 }
 
 // ServeHTTP serves one request: clean, route, limit, proxy, answer.
@@ -101,8 +104,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Until the connection goes idle, what it carries is this handler's
 	// answer, which Listener leaves as it is.
 	markHandled(r)
-	start := time.Now()
-	rt := g.rt.Load()
+	x := exchange{r: r, gen: g.gen.Load(), start: g.now()}
+	gen := x.gen
 	if r.Header["Upgrade"] != nil || hasToken(r.Header["Connection"], "upgrade") {
 		// After a request to switch protocols the client may send the
 		// new protocol's bytes (WebSocket frames) without waiting for the
@@ -118,37 +121,38 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	rid := g.ids.Use(r, w, rt.ridHeader)
+	x.rid = g.ids.Use(r, w, gen.ridHeader)
 
 	path, err := pathclean.Clean(r.URL.EscapedPath())
 	if err != nil || strings.IndexByte(r.RequestURI, '#') >= 0 {
 		// A request target has no fragment (RFC 9112 §3.2); passed on,
 		// an upstream that cuts it off would read another query than the
 		// one the limits' keys were made of.
-		rt.badRequest.Write(w, rid, "")
-		rt.noRoute.count(rt.badRequest.Status)
-		if rt.accessLog {
-			g.logAccess(w, r, rt, start, rid, r.URL.EscapedPath(), nil, &outcome{status: rt.badRequest.Status, result: resultBadRequest})
+		gen.badRequest.Write(w, x.rid, "")
+		gen.noRoute.count(gen.badRequest.Status)
+		if gen.accessLog {
+			x.path = r.URL.EscapedPath()
+			g.logAccess(w, &x, &outcome{status: gen.badRequest.Status, result: resultBadRequest})
 		}
 		return
 	}
-	host := hostOf(r)
-	rte := rt.match(r.Method, host, path)
-	if rte == nil {
-		rt.notFound.Write(w, rid, "")
-		rt.noRoute.count(rt.notFound.Status)
-		if rt.accessLog {
-			g.logAccess(w, r, rt, start, rid, path, nil, &outcome{status: rt.notFound.Status, result: resultNotFound})
+	x.path, x.host = path, hostOf(r)
+	x.route = gen.match(r.Method, x.host, x.path)
+	if x.route == nil {
+		gen.notFound.Write(w, x.rid, "")
+		gen.noRoute.count(gen.notFound.Status)
+		if gen.accessLog {
+			g.logAccess(w, &x, &outcome{status: gen.notFound.Status, result: resultNotFound})
 		}
 		return
 	}
-	o := g.serveRoute(w, r, rt, rte, rid, path, host)
-	rte.metrics.count(o.status)
+	o := g.serveRoute(w, &x)
+	x.route.metrics.count(o.status)
 	// A connection joined after a switch of protocols counts until the
 	// switch, not for its life.
-	rte.metrics.duration.Observe((time.Since(start) - o.joined).Seconds())
-	if rt.accessLog {
-		g.logAccess(w, r, rt, start, rid, path, rte, &o)
+	x.route.metrics.duration.Observe((g.now().Sub(x.start) - o.joined).Seconds())
+	if gen.accessLog {
+		g.logAccess(w, &x, &o)
 	}
 	if o.aborted || o.status == statusClientClosed && !o.written {
 		// Closing the connection is the only way left to tell the client
@@ -162,21 +166,24 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serveRoute runs the limit step and the upstream exchange of a routed
 // request and returns what happened: the status it answered with, and
 // whether the response broke off.
-func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *runtime, rte *route, rid, path, host string) outcome {
+func (g *Gateway) serveRoute(w http.ResponseWriter, x *exchange) outcome {
 	// An open breaker answers before anything else is decided: the request
 	// consumes no quota and costs no store round trip.
+	//
+	// done stays in this function (Allow's record of the call then lives
+	// on the stack): report, which closes over it, is only called.
 	var done func(breaker.Outcome, time.Time)
-	trial := false
-	if rte.breaker != nil {
+	rb := x.route.breaker
+	if rb != nil {
 		var err error
-		if done, err = rte.breaker.b.Allow(time.Now()); err != nil {
-			return g.refuse(w, r, rt, rte, rid, path, host, err)
+		if done, err = rb.b.Allow(g.now()); err != nil {
+			return g.refuse(w, x, err)
 		}
 		// A trial call is judged when its answer's head arrives, by its
 		// status and how long the head took, as the trial's timeout (the
 		// upstream timeout) counts to the head: a body that streams for
 		// longer must not fail it.
-		trial = rte.breaker.b.State() == breaker.HalfOpen
+		x.trial = rb.b.State() == breaker.HalfOpen
 	}
 	report := func(o outcome) {
 		if done == nil {
@@ -186,13 +193,13 @@ func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, rt *runtime
 		// say nothing about the upstream: they free a trial slot without
 		// counting.
 		done(breaker.Outcome{
-			Failed:    !o.cancelled() && rte.breaker.failed(o),
+			Failed:    !o.cancelled() && rb.failed(o),
 			Duration:  o.took,
 			Cancelled: o.cancelled(),
-		}, time.Now())
+		}, g.now())
 		done = nil
 	}
-	o := g.limitAndForward(w, r, rt, rte, rid, path, host, report, trial)
+	o := g.limitAndForward(w, x, report)
 	report(o)
 	return o
 }
@@ -234,51 +241,48 @@ func firstEntry(vv []string) string {
 //
 // report tells the breaker how the exchange went; it is called here when
 // the exchange switched protocols (the switch is its outcome, not the
-// life of the connection after it) or, with atHead, as soon as the
+// life of the connection after it) or, for a trial, as soon as the
 // upstream's answer has its head, and by the caller otherwise.
-func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *runtime, rte *route, rid, path, host string, report func(outcome), atHead bool) outcome {
+func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report func(outcome)) outcome {
+	r, gen := x.r, x.gen
 	xff := r.Header["X-Forwarded-For"]
-	client, trusted := rt.ips.Client(r.RemoteAddr, xff)
-	x := exchange{r: r, route: rte.id, path: path, host: host, client: client, ips: rt.ips}
+	x.resolveClient()
 
-	if rt.maxBody > 0 {
-		if r.ContentLength > rt.maxBody {
-			o := answerWith(w, rt.tooLarge, rid)
-			o.result, o.clientIP = resultTooLarge, client
+	if gen.maxBody > 0 {
+		if r.ContentLength > gen.maxBody {
+			o := answerWith(w, gen.tooLarge, x.rid)
+			o.result = resultTooLarge
 			return o
 		}
 		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = http.MaxBytesReader(w, r.Body, rt.maxBody)
+			r.Body = http.MaxBytesReader(w, r.Body, gen.maxBody)
 		}
 	}
-	if rt.bodyTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
-		r.Body = &slowBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: rt.bodyTimeout}
+	if gen.bodyTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
+		r.Body = &slowBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: gen.bodyTimeout}
 	}
 
 	ctx := r.Context()
-	// The lease id is the gateway's own: a request id may come from the
-	// client, and two requests sharing one would share one lease, letting
-	// a client past a concurrency limit.
-	v, err := g.decide(ctx, rt, rte, &x, g.ids)
+	v, err := g.decide(ctx, x)
 	defer v.free()
 	if err != nil {
 		if !errors.Is(err, errStoreDenied) {
-			g.log.Error("limit step failed", "request_id", rid, "route", rte.id, "error", err.Error())
+			g.log.Error("limit step failed", "request_id", x.rid, "route", x.route.id, "error", err.Error())
 		}
-		o := answerWith(w, rt.limiterUnavailable, rid)
-		o.result, o.clientIP = resultLimiterUnavailable, client
+		o := answerWith(w, gen.limiterUnavailable, x.rid)
+		o.result = resultLimiterUnavailable
 		return o
 	}
-	g.audit(rt, rte, r, &x, rid, &v)
+	g.audit(x, &v)
 	if v.shadowed {
-		g.logShadowed(rte, &v, rid, &x)
+		g.logShadowed(x, &v)
 	}
 	if v.reject != nil {
 		v.setHeaders(w.Header())
-		o := answerWith(w, v.reject, rid)
-		o.result, o.clientIP = resultKeyRequired, client
+		o := answerWith(w, v.reject, x.rid)
+		o.result = resultKeyRequired
 		if v.reason >= 0 {
-			g.logRejection(rte, &v, rid, &x)
+			g.logRejection(x, &v)
 			o.result, o.limit = resultLimited, v.specs[v.reason].name
 		}
 		return o
@@ -295,7 +299,7 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return outcome{status: statusClientClosed, clientIP: client}
+			return outcome{status: statusClientClosed}
 		}
 	}
 
@@ -308,45 +312,44 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 	if r.TLS != nil {
 		proto = "https"
 	}
-	if trusted {
+	if x.trusted {
 		proto = forwardedProto(r.Header["X-Forwarded-Proto"], proto)
 		fhost = forwardedHost(r.Header["X-Forwarded-Host"], fhost)
 	} else {
 		delete(r.Header, "Forwarded")
 	}
-	fw := &[3]string{rt.ips.ForwardedFor(clientip.Peer(r.RemoteAddr), trusted, xff), proto, fhost}
+	fw := &[3]string{gen.ips.ForwardedFor(clientip.Peer(r.RemoteAddr), x.trusted, xff), proto, fhost}
 	r.Header["X-Forwarded-For"] = fw[0:1:1]
 	r.Header["X-Forwarded-Proto"] = fw[1:2:2]
 	r.Header["X-Forwarded-Host"] = fw[2:3:3]
 
 	var answered func(outcome)
-	if atHead {
+	if x.trial {
 		answered = report
 	}
-	o := rte.upstream.forward(w, r, path, v.setHeaders, answered)
-	o.clientIP = client
+	o := x.route.upstream.forward(w, r, x.path, v.setHeaders, answered)
 	if o.join != nil {
 		report(o)
-		start := time.Now()
+		start := g.now()
 		o.join()
-		o.joined = time.Since(start)
+		o.joined = g.now().Sub(start)
 	}
 	if o.written || o.status == statusClientClosed {
 		if o.failed || o.status >= 500 {
-			g.logUpstreamFailure(rte, rid, o, o.status)
+			g.logUpstreamFailure(x, o, o.status)
 		}
 		return o
 	}
-	a := rt.upstreamUnavailable
+	a := gen.upstreamUnavailable
 	switch {
 	case o.client && o.status == http.StatusRequestEntityTooLarge:
-		a = rt.tooLarge
+		a = gen.tooLarge
 	case o.client && o.status == http.StatusRequestTimeout:
-		a = rt.requestTimeout
+		a = gen.requestTimeout
 	case o.client:
-		a = rt.badRequest
+		a = gen.badRequest
 	case o.timeout:
-		a = rt.upstreamTimeout
+		a = gen.upstreamTimeout
 	}
 	if o.client {
 		// The request's body broke its framing or ended short: where the
@@ -359,10 +362,10 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 		}
 	}
 	v.setHeaders(w.Header())
-	a.Write(w, rid, "")
+	a.Write(w, x.rid, "")
 	o.status = a.Status
 	if !o.client && o.err != nil {
-		g.logUpstreamFailure(rte, rid, o, a.Status)
+		g.logUpstreamFailure(x, o, a.Status)
 	}
 	return o
 }
@@ -373,8 +376,8 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, r *http.Request, rt *ru
 // say, the log does: which target failed, how and after how long. The
 // lines are sampled per route as rejections are, and the count of those
 // not logged follows once a second.
-func (g *Gateway) logUpstreamFailure(rte *route, rid string, o outcome, status int) {
-	if !rte.failLog.allow(time.Now().Unix()) {
+func (g *Gateway) logUpstreamFailure(x *exchange, o outcome, status int) {
+	if !x.route.failLog.allow(g.now().Unix()) {
 		return
 	}
 	msg := "upstream failed"
@@ -382,8 +385,8 @@ func (g *Gateway) logUpstreamFailure(rte *route, rid string, o outcome, status i
 		msg = "upstream answered " + strconv.Itoa(o.status)
 	}
 	attrs := []slog.Attr{
-		slog.String("request_id", rid),
-		slog.String("route", rte.id),
+		slog.String("request_id", x.rid),
+		slog.String("route", x.route.id),
 		slog.Int("status", status),
 	}
 	if o.err != nil {
@@ -433,10 +436,10 @@ func answerWith(w http.ResponseWriter, a *answer.Answer, rid string) outcome {
 // releases them. The release is sent even when the decision timed out,
 // because the lease id is ours and releasing an absent lease is harmless.
 func (g *Gateway) holdLeases(store limit.Store, lease string, leases []limit.Limit) func() {
-	return holdLeases(g.log, store, lease, leases)
+	return holdLeases(g.log, g.now, store, lease, leases)
 }
 
-func holdLeases(log *slog.Logger, store limit.Store, lease string, leases []limit.Limit) func() {
+func holdLeases(log *slog.Logger, now func() time.Time, store limit.Store, lease string, leases []limit.Limit) func() {
 	ttl := leases[0].Rule.LeaseTTL
 	for _, l := range leases[1:] {
 		ttl = min(ttl, l.Rule.LeaseTTL)
@@ -455,7 +458,7 @@ func holdLeases(log *slog.Logger, store limit.Store, lease string, leases []limi
 				return
 			case <-t.C:
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				if err := store.Renew(ctx, time.Now(), lease, leases...); err != nil {
+				if err := store.Renew(ctx, now(), lease, leases...); err != nil {
 					log.Warn("renewing a concurrency lease failed", "lease", lease, "error", err.Error())
 				}
 				cancel()
@@ -472,6 +475,3 @@ func holdLeases(log *slog.Logger, store limit.Store, lease string, leases []limi
 		}
 	}
 }
-
-// timeNow is the gateway's clock, in one place.
-func timeNow() time.Time { return time.Now() }

@@ -55,11 +55,12 @@ func (b *backend) lastRequest() *http.Request {
 
 // harness is a gateway in front of a backend.
 type harness struct {
-	t   *testing.T
-	gw  *Gateway
-	srv *httptest.Server
-	reg *prometheus.Registry
-	log *syncWriter
+	t     *testing.T
+	gw    *Gateway
+	srv   *httptest.Server
+	reg   *prometheus.Registry
+	log   *syncWriter
+	clock *testClock // the gateway's
 }
 
 type syncWriter struct {
@@ -89,9 +90,9 @@ func newHarness(t *testing.T, yaml string, up *backend) *harness {
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	h := &harness{t: t, reg: prometheus.NewRegistry(), log: &syncWriter{b: &strings.Builder{}}}
+	h := &harness{t: t, reg: prometheus.NewRegistry(), log: &syncWriter{b: &strings.Builder{}}, clock: &testClock{}}
 	logger := slog.New(slog.NewJSONHandler(h.log, nil))
-	h.gw, err = New(cfg, Options{Logger: logger, Registerer: h.reg})
+	h.gw, err = New(cfg, Options{Logger: logger, Registerer: h.reg, Now: h.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

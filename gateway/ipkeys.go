@@ -13,8 +13,8 @@ import (
 // so that a client whose requests come again and again, one that an ip
 // limit rejects most of all, costs no new string per request. It is a
 // table of sets of ipWays addresses, a random one of which a new address
-// replaces; it belongs to one runtime, whose Resolver made its parts, and
-// a runtime has one when a limit has the ip part.
+// replaces; it belongs to one generation, whose Resolver made its parts, and
+// a generation has one when a limit has the ip part.
 type ipKeys struct {
 	ips   *clientip.Resolver
 	seed  maphash.Seed

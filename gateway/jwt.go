@@ -18,7 +18,7 @@ import (
 
 // tokens finds a request's bearer token where server.jwt says and verifies
 // it, for the jwt:CLAIM key parts and claim overrides. One is made for each
-// runtime; its verifier, which holds the keys and the cache of verified
+// generation; its verifier, which holds the keys and the cache of verified
 // tokens, is kept across reloads while server.jwt is the same.
 type tokens struct {
 	cfg            config.JWT
@@ -26,25 +26,25 @@ type tokens struct {
 	header         string // canonical; "" when the token is in a cookie
 	cookie         string
 	bearerRequired bool // Authorization: a scheme other than Bearer carries no token
-	ridHeader      string
 	failures       map[jwtverify.Reason]prometheus.Counter
 	log            *slog.Logger
 	logs           *sampler // failure lines, a few a second
+	now            func() time.Time
 }
 
 // tokensFor makes the token reader of cfg, with the running one's verifier
 // when server.jwt did not change; nil when cfg has no server.jwt.
-func (g *Gateway) tokensFor(cfg *config.Config, prev *runtime) (*tokens, error) {
+func (g *Gateway) tokensFor(cfg *config.Config, prev *generation) (*tokens, error) {
 	j := cfg.Server.JWT
 	if j == nil {
 		return nil, nil
 	}
 	t := &tokens{
-		cfg:       *j,
-		ridHeader: http.CanonicalHeaderKey(cfg.Server.RequestIDHeader),
-		failures:  g.metrics.jwtFailures,
-		log:       g.log,
-		logs:      newSampler(5),
+		cfg:      *j,
+		failures: g.metrics.jwtFailures,
+		log:      g.log,
+		logs:     newSampler(5),
+		now:      g.now,
 	}
 	switch j.From.Source {
 	case config.SourceCookie:
@@ -75,7 +75,7 @@ func (g *Gateway) tokensFor(cfg *config.Config, prev *runtime) (*tokens, error) 
 	return t, nil
 }
 
-// closeUnless closes the verifier unless other, a runtime's token reader,
+// closeUnless closes the verifier unless other, a generation's token reader,
 // shares it.
 func (t *tokens) closeUnless(other *tokens) {
 	if t != nil && (other == nil || other.v != t.v) {
@@ -178,7 +178,7 @@ func (t *tokens) verify(x *exchange) *jwtverify.Token {
 	if raw == "" {
 		return nil
 	}
-	tok, err := t.v.Verify(raw, timeNow())
+	tok, err := t.v.Verify(raw, t.now())
 	if err != nil {
 		t.failed(x, err)
 		return nil
@@ -193,14 +193,14 @@ func (t *tokens) failed(x *exchange, err error) {
 	if c := t.failures[reason]; c != nil {
 		c.Inc()
 	}
-	if !t.logs.allow(time.Now().Unix()) {
+	if !t.logs.allow(t.now().Unix()) {
 		return
 	}
 	t.log.LogAttrs(context.Background(), slog.LevelWarn, "bearer token not accepted; its jwt: key parts are missing",
 		slog.String("reason", string(reason)),
 		slog.String("error", err.Error()),
-		slog.String("request_id", x.r.Header.Get(t.ridHeader)),
-		slog.String("route", x.route),
+		slog.String("request_id", x.rid),
+		slog.String("route", x.route.id),
 		slog.String("client_ip", x.ipKey()),
 	)
 }
@@ -222,8 +222,8 @@ func (t *tokens) status() string {
 func (x *exchange) token() *jwtverify.Token {
 	if !x.tokenRead {
 		x.tokenRead = true
-		if x.tokens != nil {
-			x.tok = x.tokens.verify(x)
+		if t := x.gen.jwt; t != nil {
+			x.tok = t.verify(x)
 		}
 	}
 	return x.tok
@@ -242,7 +242,7 @@ func (x *exchange) claim(name string) string {
 	if err != nil {
 		if !x.claimFailed {
 			x.claimFailed = true
-			x.tokens.failed(x, err)
+			x.gen.jwt.failed(x, err)
 		}
 		return ""
 	}
@@ -250,7 +250,7 @@ func (x *exchange) claim(name string) string {
 }
 
 // prevTokens is the token reader of prev, which may be nil.
-func prevTokens(prev *runtime) *tokens {
+func prevTokens(prev *generation) *tokens {
 	if prev == nil {
 		return nil
 	}

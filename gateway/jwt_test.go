@@ -635,7 +635,7 @@ func TestJWTURLDownAtStart(t *testing.T) {
 func TestJWTReload(t *testing.T) {
 	ec := jwtKeys["ES256"]
 	h, file := jwtFileHarness(t, ec)
-	verifier := func() *jwtverify.Verifier { return h.gw.rt.Load().jwt.v }
+	verifier := func() *jwtverify.Verifier { return h.gw.gen.Load().jwt.v }
 	first := verifier()
 	reload := func(yaml string) {
 		t.Helper()
@@ -653,7 +653,7 @@ func TestJWTReload(t *testing.T) {
 	}
 	// Without server.jwt, and without jwt: parts.
 	reload("admin: {listen: \"\"}\n" + okRoute)
-	if h.gw.rt.Load().jwt != nil {
+	if h.gw.gen.Load().jwt != nil {
 		t.Error("a config without server.jwt has a token reader")
 	}
 
@@ -724,8 +724,8 @@ func BenchmarkJWTKeyPart(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer gw.Close()
-	rt := gw.rt.Load()
-	spec := rt.routes[0].limits[0]
+	gen := gw.gen.Load()
+	spec := gen.routes[0].limits[0]
 	tok, err := k.Sign(map[string]any{"iss": testIssuer, "aud": testAudience, "sub": "u-1234567", "exp": time.Now().Add(time.Hour).Unix()})
 	if err != nil {
 		b.Fatal(err)
@@ -735,7 +735,7 @@ func BenchmarkJWTKeyPart(b *testing.B) {
 	values := make([]string, 0, 2)
 	b.ReportAllocs()
 	for b.Loop() {
-		x := exchange{r: req, route: "user", path: "/user", tokens: rt.jwt}
+		x := exchange{r: req, gen: gen, route: gen.routes[0], path: "/user"}
 		if _, _, ok := x.resolve(spec.key, false, values[:0]); !ok {
 			b.Fatal("no key")
 		}

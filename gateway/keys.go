@@ -1,14 +1,8 @@
 package gateway
 
 import (
-	"net/netip"
-
-	"github.com/floodgate-gw/floodgate/gateway/clientip"
-	"net/http"
-	"net/url"
 	"strings"
 
-	"github.com/floodgate-gw/floodgate/internal/jwtverify"
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
@@ -36,24 +30,6 @@ type keyPart struct {
 	kind string // the part's kind in the stored key: "ip", "header:x-user-id"
 }
 
-// exchange is what the limit step reads of one request, gathered once.
-type exchange struct {
-	r        *http.Request
-	route    string
-	path     string     // cleaned
-	host     string     // lower case, without port
-	client   netip.Addr // the client address, as package clientip decides it
-	ips      *clientip.Resolver
-	clientIP string // the ip key part, made when first needed
-	query    url.Values
-	queryOK  bool
-
-	tokens      *tokens          // nil: no server.jwt
-	tok         *jwtverify.Token // the verified token, once tokenRead
-	tokenRead   bool
-	claimFailed bool // a claim_type failure was counted
-}
-
 // value is the part's value for this request; "" means missing. A value
 // that is only white space is missing too: a client that sends
 // "X-User-Id: " must not share one counter with every other such client,
@@ -65,7 +41,7 @@ func (x *exchange) value(p keyPart) string {
 	case srcGlobal:
 		return "-"
 	case srcRoute:
-		return x.route
+		return x.route.id
 	case srcPath:
 		return x.path
 	case srcMethod:
@@ -129,7 +105,7 @@ func (x *exchange) parts(parts []keyPart, fallback bool, values []string, ps []l
 // ipKey is the ip key part: the client address, IPv6 grouped by prefix.
 func (x *exchange) ipKey() string {
 	if x.clientIP == "" {
-		x.clientIP = x.ips.Key(x.client)
+		x.clientIP = x.gen.ips.Key(x.client)
 	}
 	return x.clientIP
 }

@@ -139,13 +139,12 @@ func (v *verdict) free() {
 
 // decide runs the limit step of one request: every limit that applies,
 // global ones first, decided together in one store call.
-func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchange, ids *answer.IDSource) (verdict, error) {
+func (g *Gateway) decide(ctx context.Context, x *exchange) (verdict, error) {
+	gen, rte := x.gen, x.route
 	v := verdict{reason: -1}
 	if len(rte.limits) == 0 {
 		return v, nil
 	}
-	// The token is verified only if a part or an override reads it.
-	x.tokens = rt.jwt
 	b := stepPool.Get().(*stepBuffers)
 	v.buf = b
 	v.specs, v.limits, v.values = b.specs[:0], b.limits[:0], b.values[:0]
@@ -155,7 +154,7 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 		var key limit.Key
 		var ok bool
 		if l.usesIP && x.clientIP == "" {
-			x.clientIP = rt.ipKeys.key(x.client)
+			x.clientIP = gen.ipKeys.key(x.client)
 		}
 		if l.constKey != "" {
 			key, all, ok = l.constKey, append(all, l.constValues...), true
@@ -171,7 +170,7 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 				continue
 			}
 			v.missing = true
-			v.reject = rt.keyRequired
+			v.reject = gen.keyRequired
 			return v, nil
 		}
 		values := all[from:len(all):len(all)]
@@ -190,18 +189,21 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 		return v, nil
 	}
 	req := &b.req
-	*req = limit.Request{Limits: v.limits, Now: time.Now(), Into: b.decisions[:]}
+	*req = limit.Request{Limits: v.limits, Now: g.now(), Into: b.decisions[:]}
 	for _, l := range v.limits {
 		if l.Rule.Algorithm == limit.Concurrency {
-			v.lease = ids.Next()
+			// The lease id is the gateway's own: a request id may come
+			// from the client, and two requests sharing one would share
+			// one lease, letting a client past a concurrency limit.
+			v.lease = g.ids.Next()
 			req.Lease = v.lease
 			break
 		}
 	}
-	start := time.Now()
-	res, err := rt.store.Decide(ctx, req)
-	g.metrics.storeDuration.Observe(time.Since(start).Seconds())
-	v.store = rt.store
+	start := g.now()
+	res, err := gen.store.Decide(ctx, req)
+	g.metrics.storeDuration.Observe(g.now().Sub(start).Seconds())
+	v.store = gen.store
 	// Each limit's decision is counted once: by its result below, or,
 	// when the store failed, as an error (decideLocally counts it).
 	failed := err != nil
@@ -216,8 +218,8 @@ func (g *Gateway) decide(ctx context.Context, rt *runtime, rte *route, x *exchan
 			return v, err
 		}
 		g.metrics.storeErrors.Inc()
-		g.releaseUnknown(rt.store, req)
-		res, err = g.decideLocally(ctx, rt, &v, req, err)
+		g.releaseUnknown(gen.store, req)
+		res, err = g.decideLocally(ctx, gen, &v, req, err)
 		if err != nil {
 			return v, err
 		}
@@ -304,7 +306,7 @@ var errStoreDenied = errors.New("store unavailable and on_error is deny")
 // Every limit of the request counts one decision with result "error". A
 // limit that allow drops is Undecided: it has no state to report, so no
 // header shows it.
-func (g *Gateway) decideLocally(ctx context.Context, rt *runtime, v *verdict, req *limit.Request, cause error) (limit.Result, error) {
+func (g *Gateway) decideLocally(ctx context.Context, gen *generation, v *verdict, req *limit.Request, cause error) (limit.Result, error) {
 	for _, l := range v.specs {
 		l.metrics.errored.Inc()
 	}
@@ -315,7 +317,7 @@ func (g *Gateway) decideLocally(ctx context.Context, rt *runtime, v *verdict, re
 		case errDeny:
 			return limit.Result{}, errStoreDenied
 		case errLocal:
-			local.Limits = append(local.Limits, limit.Limit{Rule: rt.localRule(req.Limits[i].Rule), Key: req.Limits[i].Key})
+			local.Limits = append(local.Limits, limit.Limit{Rule: gen.localRule(req.Limits[i].Rule), Key: req.Limits[i].Key})
 			idx = append(idx, i)
 		}
 	}
@@ -327,7 +329,7 @@ func (g *Gateway) decideLocally(ctx context.Context, rt *runtime, v *verdict, re
 	if len(local.Limits) == 0 {
 		return res, nil
 	}
-	lr, err := rt.local.Decide(ctx, local)
+	lr, err := gen.local.Decide(ctx, local)
 	if err != nil {
 		return limit.Result{}, errStoreDenied
 	}
@@ -337,7 +339,7 @@ func (g *Gateway) decideLocally(ctx context.Context, rt *runtime, v *verdict, re
 		d.Rule = req.Limits[i].Rule
 		res.Decisions[i] = d
 	}
-	v.store = rt.local
+	v.store = gen.local
 	v.limits = make([]limit.Limit, len(req.Limits))
 	copy(v.limits, req.Limits)
 	for j, i := range idx {
@@ -347,16 +349,16 @@ func (g *Gateway) decideLocally(ctx context.Context, rt *runtime, v *verdict, re
 }
 
 // localOwner keys the scaled rules cached on a rule: they hold for one
-// runtime and one share.
+// generation and one share.
 type localOwner struct {
-	rt    *runtime
+	gen   *generation
 	share float64
 }
 
 // localRule is r scaled to this instance's share of it.
-func (rt *runtime) localRule(r *limit.Rule) *limit.Rule {
-	share := rt.localShare()
-	return ruledata.Ext(r, localOwner{rt, share}, func(r *limit.Rule) any {
+func (gen *generation) localRule(r *limit.Rule) *limit.Rule {
+	share := gen.localShare()
+	return ruledata.Ext(r, localOwner{gen, share}, func(r *limit.Rule) any {
 		scaled := &limit.Rule{
 			Name: r.Name, Algorithm: r.Algorithm, Rate: r.Rate, Burst: r.Burst, Cost: r.Cost,
 			Queue: r.Queue, Align: r.Align, Location: r.Location, Shadow: r.Shadow, LeaseTTL: r.LeaseTTL,
@@ -375,7 +377,7 @@ func (rt *runtime) localRule(r *limit.Rule) *limit.Rule {
 
 func (g *Gateway) logStoreError(err error) {
 	g.storeDown.Store(true)
-	if g.storeErrLog.allow(time.Now().Unix()) {
+	if g.storeErrLog.allow(g.now().Unix()) {
 		g.log.Error("rate-limit store failed; deciding by on_error", "error", err.Error())
 	}
 }
@@ -407,17 +409,17 @@ func (v *verdict) setHeaders(h http.Header) {
 
 // logRejection writes the one WARN line of a rejection, sampled per route
 // and limit (docs/configuration.md, Logs).
-func (g *Gateway) logRejection(rte *route, v *verdict, requestID string, x *exchange) {
-	g.logLimit(rte, v, v.reason, "rate limited", requestID, x)
+func (g *Gateway) logRejection(x *exchange, v *verdict) {
+	g.logLimit(x, v, v.reason, "rate limited")
 }
 
 // logShadowed writes the WARN line of each shadow limit that would have
 // rejected the request (a shadow limit is decided, counted and logged,
 // never enforced), sampled as rejections are.
-func (g *Gateway) logShadowed(rte *route, v *verdict, requestID string, x *exchange) {
+func (g *Gateway) logShadowed(x *exchange, v *verdict) {
 	for i := range v.res.Decisions {
 		if d := &v.res.Decisions[i]; !d.Allowed && !d.Undecided && v.specs[i].rule.Shadow {
-			g.logLimit(rte, v, i, "rate limited (shadow: not enforced)", requestID, x)
+			g.logLimit(x, v, i, "rate limited (shadow: not enforced)")
 		}
 	}
 }
@@ -425,16 +427,16 @@ func (g *Gateway) logShadowed(rte *route, v *verdict, requestID string, x *excha
 // logLimit writes the WARN line of limit i's rejection, sampled per route
 // and limit. What only the line needs (the client's ip key part) is made
 // only for a line that is written.
-func (g *Gateway) logLimit(rte *route, v *verdict, i int, msg, requestID string, x *exchange) {
+func (g *Gateway) logLimit(x *exchange, v *verdict, i int, msg string) {
 	l := v.specs[i]
-	if !l.sampler.allow(time.Now().Unix()) {
+	if !l.sampler.allow(g.now().Unix()) {
 		g.metrics.logsSuppressed.Inc()
 		return
 	}
 	d := &v.res.Decisions[i]
 	g.log.LogAttrs(context.Background(), slog.LevelWarn, msg,
-		slog.String("request_id", requestID),
-		slog.String("route", rte.id),
+		slog.String("request_id", x.rid),
+		slog.String("route", x.route.id),
 		slog.String("limit", l.name),
 		// A copy: the values are in buffers the next request uses, and
 		// a handler may keep the record.

@@ -151,6 +151,7 @@ const (
 func (c *answeringConn) Close() error {
 	if c.answered.Load() && !c.handled.Load() {
 		if c.framing.CloseWrite() == nil {
+			// On the wall clock, as every deadline of a connection.
 			c.Conn.SetReadDeadline(time.Now().Add(lingerTime))
 			io.CopyN(io.Discard, c.Conn, lingerBytes)
 		}
@@ -166,7 +167,7 @@ func (c *answeringConn) CloseWrite() error { return c.framing.CloseWrite() }
 // lines a second.
 func (g *Gateway) logRefused(peer net.Addr, e *framing.Error) {
 	g.metrics.framingRefused.WithLabelValues(e.Reason).Inc()
-	if g.framingLog.allow(timeNow().Unix()) {
+	if g.framingLog.allow(g.now().Unix()) {
 		g.log.Warn("request refused: its framing is in doubt", "reason", e.Reason, "status", e.Status, "peer", peer.String())
 	}
 }
@@ -188,16 +189,16 @@ func errorStatus(p []byte) int {
 // protocolAnswer is the whole HTTP answer to a request net/http refused
 // with status.
 func (g *Gateway) protocolAnswer(status int) []byte {
-	rt := g.rt.Load()
-	a := rt.headersTooLarge
+	gen := g.gen.Load()
+	a := gen.headersTooLarge
 	if status != http.StatusRequestHeaderFieldsTooLarge {
-		a = answer.NewAnswer(status, config.CodeBadRequest, rt.cfg.Message(config.CodeBadRequest))
+		a = answer.NewAnswer(status, config.CodeBadRequest, gen.cfg.Message(config.CodeBadRequest))
 	}
 	rid := g.ids.Next()
 	body := a.Body(rid, "")
 	h := http.Header{
-		"Date":       {timeNow().UTC().Format(http.TimeFormat)},
-		rt.ridHeader: {rid},
+		"Date":        {g.now().UTC().Format(http.TimeFormat)},
+		gen.ridHeader: {rid},
 	}
 	answer.SetAnswerHeaders(h, len(body))
 	resp := &http.Response{
@@ -206,6 +207,6 @@ func (g *Gateway) protocolAnswer(status int) []byte {
 	}
 	var b bytes.Buffer
 	resp.Write(&b)
-	rt.noRoute.count(status)
+	gen.noRoute.count(status)
 	return b.Bytes()
 }

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -32,6 +31,7 @@ type upstream struct {
 	ridHeader   string        // canonical: the request id's, which the gateway sets
 	idle        time.Duration // longest silence while a response body streams
 	upgrades    *upgrades     // the gateway's joined connections
+	now         func() time.Time
 }
 
 // upstreamOptions configure the http.Transport a route's client falls back to.
@@ -76,12 +76,10 @@ type outcome struct {
 	// bytes of it (all of it, unless aborted).
 	copied bool
 	bytes  int64
-	// result, limit and clientIP are what the access log says of the
-	// request: what the gateway decided, the limit that rejected it, and
-	// the client (the zero Addr until it is resolved).
-	result   accessResult
-	limit    string
-	clientIP netip.Addr
+	// result and limit are what the access log says of the request: what
+	// the gateway decided, and the limit that rejected it.
+	result accessResult
+	limit  string
 	// target is the upstream the exchange went to (the last one tried),
 	// as scheme://host; "" when it went nowhere.
 	target string
@@ -247,7 +245,7 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		out.Header["User-Agent"] = nil // do not let the client add Go's
 	}
 
-	start := time.Now()
+	start := u.now()
 	// A target that refuses the connection has seen nothing of the
 	// request, so a request without a body (whose body cannot have been
 	// spent) tries the next one; with a body it is answered 502.
@@ -300,10 +298,10 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 				o = classifyBody(berr, o)
 			}
 		}
-		o.err, o.exchanged, o.took, o.target = err, true, time.Since(start), u.names[i]
+		o.err, o.exchanged, o.took, o.target = err, true, u.now().Sub(start), u.names[i]
 		return o
 	}
-	took := time.Since(start)
+	took := u.now().Sub(start)
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		o := u.switchProtocols(w, resp, upgrade, head, took)
 		o.target = u.names[i]
@@ -392,7 +390,7 @@ func (u *upstream) pick() int {
 		return 0
 	}
 	first := int((u.next.Add(1) - 1) % uint64(n))
-	now := time.Now().UnixNano()
+	now := u.now().UnixNano()
 	for k := range n {
 		if i := (first + k) % n; u.down[i].Load() <= now {
 			return i
@@ -404,7 +402,7 @@ func (u *upstream) pick() int {
 // eject passes over target i for ejectFor.
 func (u *upstream) eject(i int) {
 	if len(u.targets) > 1 {
-		u.down[i].Store(time.Now().Add(ejectFor).UnixNano())
+		u.down[i].Store(u.now().Add(ejectFor).UnixNano())
 	}
 }
 
@@ -621,6 +619,8 @@ func (b *slowBody) Read(p []byte) (int, error) {
 	if b.done {
 		return b.ReadCloser.Read(p)
 	}
+	// A connection's deadline is on the wall clock, whatever the
+	// gateway's clock (Options.Now) says.
 	b.rc.SetReadDeadline(time.Now().Add(b.timeout))
 	n, err := b.ReadCloser.Read(p)
 	if err != nil {

@@ -22,7 +22,7 @@ func (g *Gateway) recorderFor(cfg *config.Config) (*events.Recorder, error) {
 		return g.recorder, nil
 	}
 	if g.recorder != nil {
-		// Requests still running on the old runtime find it closed and
+		// Requests still running on the old generation find it closed and
 		// answer "recorded": false, which is the truth.
 		g.recorder.Close()
 		g.recorder = nil
@@ -81,26 +81,28 @@ func EventSink(cfg *config.Config) events.Sink {
 
 // recordRefused writes the event of a request the open breaker turned away
 // (fallback.record) and reports whether it is durable.
-func (g *Gateway) recordRefused(rt *runtime, rte *route, r *http.Request, x *exchange, rid string) bool {
-	if rt.recorder == nil {
+func (g *Gateway) recordRefused(x *exchange) bool {
+	r, gen := x.r, x.gen
+	if gen.recorder == nil {
 		return false
 	}
-	ev := g.newEvent(rt, rte, r, x, rid, events.TypeBreakerRejected)
+	ev := newEvent(x, events.TypeBreakerRejected)
 	if r.Body != nil && r.Body != http.NoBody {
-		ev.Body, ev.Truncated, _ = events.CaptureBody(r.Body, rt.cfg.Events.MaxBody)
+		ev.Body, ev.Truncated, _ = events.CaptureBody(r.Body, gen.cfg.Events.MaxBody)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 200*time.Millisecond)
 	defer cancel()
-	return rt.recorder.Record(ctx, ev)
+	return gen.recorder.Record(ctx, ev)
 }
 
 // audit records a rate-limit decision when events.audit asks for it. It
 // does not wait for the event to be durable: no answer depends on it.
-func (g *Gateway) audit(rt *runtime, rte *route, r *http.Request, x *exchange, rid string, v *verdict) {
-	if rt.recorder == nil || len(v.res.Decisions) == 0 {
+func (g *Gateway) audit(x *exchange, v *verdict) {
+	gen := x.gen
+	if gen.recorder == nil || len(v.res.Decisions) == 0 {
 		return
 	}
-	switch rt.cfg.Events.Audit {
+	switch gen.cfg.Events.Audit {
 	case config.AuditAll:
 	case config.AuditRejected:
 		if v.reject == nil {
@@ -116,27 +118,26 @@ func (g *Gateway) audit(rt *runtime, rte *route, r *http.Request, x *exchange, r
 			lim = v.specs[v.reason].name
 		}
 	}
-	ev := g.newEvent(rt, rte, r, x, rid, typ)
+	ev := newEvent(x, typ)
 	ev.Limit = lim
-	go rt.recorder.Record(context.Background(), ev)
+	go gen.recorder.Record(context.Background(), ev)
 }
 
-func (g *Gateway) newEvent(rt *runtime, rte *route, r *http.Request, x *exchange, rid, typ string) *events.Event {
+// newEvent is the event of type typ of x's request, with the key values
+// of its route's limits, so that a replay or an analysis knows whose
+// request it was.
+func newEvent(x *exchange, typ string) *events.Event {
+	r := x.r
 	ev := &events.Event{
-		Type: typ, Route: rte.id, RequestID: rid,
+		Type: typ, Route: x.route.id, RequestID: x.rid,
 		Method: r.Method, Path: x.path, Query: r.URL.RawQuery,
-		Headers: events.KeepHeaders(r.Header, rt.cfg.Events.Headers),
+		Headers: events.KeepHeaders(r.Header, x.gen.cfg.Events.Headers),
 		Keys:    map[string][]string{},
-	}
-	// The key values of the route's limits, so that a replay or an
-	// analysis knows whose request it was.
-	if x.tokens == nil {
-		x.tokens = rt.jwt // a request the breaker refused had no limit step
 	}
 	// Global limits come first, under their own names (unique across
 	// global and route limits); a limit whose key and fallback are both
 	// missing has no entry.
-	for _, l := range rte.limits {
+	for _, l := range x.route.limits {
 		_, values, ok := x.resolve(l.key, false, nil)
 		fallback := false
 		if !ok && len(l.fallback) > 0 {
@@ -159,14 +160,14 @@ func (g *Gateway) newEvent(rt *runtime, rte *route, r *http.Request, x *exchange
 // verified with keys older than configured (a refused JWKS file, a failed
 // refresh).
 func (g *Gateway) Degraded() string {
-	rt := g.rt.Load()
+	gen := g.gen.Load()
 	var ds []string
-	if rec := rt.recorder; rec != nil {
+	if rec := gen.recorder; rec != nil {
 		if err := rec.Ready(); err != nil {
 			ds = append(ds, err.Error())
 		}
 	}
-	if s := rt.jwt.status(); s != "" {
+	if s := gen.jwt.status(); s != "" {
 		ds = append(ds, s)
 	}
 	return strings.Join(ds, "; ")

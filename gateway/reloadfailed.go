@@ -1,14 +1,10 @@
 package gateway
 
-import (
-	"time"
-
-	"github.com/floodgate-gw/floodgate/config"
-)
+import "github.com/floodgate-gw/floodgate/config"
 
 // ReloadFailed counts a reload that never reached Reload because the new
 // configuration did not load or validate.
-func (g *Gateway) ReloadFailed() { g.metrics.reloaded(false, time.Now()) }
+func (g *Gateway) ReloadFailed() { g.metrics.reloaded(false, g.now()) }
 
 // ReloadUnchanged counts a reload of a file identical to the one the
 // running configuration came from: it succeeded, with nothing to rebuild.
@@ -25,5 +21,5 @@ func (g *Gateway) ReloadUnchanged() {
 			g.access.use(sink)
 		}
 	}
-	g.metrics.reloaded(true, time.Now())
+	g.metrics.reloaded(true, g.now())
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -22,7 +23,7 @@ import (
 // event kept (events.Event.Keys), so the stored keys, and the counters,
 // are those the request would have used.
 type Recorded struct {
-	rt    *runtime
+	gen   *generation
 	route *route
 	log   *slog.Logger
 }
@@ -71,7 +72,7 @@ func NewRecorded(cfg *config.Config, routeID string, log *slog.Logger) (*Recorde
 	}
 	// The specs' metrics and log samplers are never used: nothing here
 	// answers a request.
-	g := &Gateway{metrics: NewMetrics(prometheus.NewRegistry()), samplers: map[string]*sampler{}, log: log}
+	g := &Gateway{metrics: NewMetrics(prometheus.NewRegistry()), samplers: map[string]*sampler{}, log: log, now: time.Now}
 	r := &route{id: rc.ID}
 	for _, lc := range cfg.GlobalLimits {
 		r.limits = append(r.limits, g.limitSpec(cfg, rc.ID, lc))
@@ -79,8 +80,8 @@ func NewRecorded(cfg *config.Config, routeID string, log *slog.Logger) (*Recorde
 	for _, lc := range rc.Limits {
 		r.limits = append(r.limits, g.limitSpec(cfg, rc.ID, lc))
 	}
-	rt := &runtime{cfg: cfg, ips: ips, routes: []*route{r}}
-	return &Recorded{rt: rt, route: r, log: log}, nil
+	gen := &generation{cfg: cfg, ips: ips, routes: []*route{r}}
+	return &Recorded{gen: gen, route: r, log: log}, nil
 }
 
 // Limits returns the limits that apply to e, in the order the gateway
@@ -91,7 +92,7 @@ func NewRecorded(cfg *config.Config, routeID string, log *slog.Logger) (*Recorde
 // named in e.Fallback is read as its fallback key.
 func (rc *Recorded) Limits(e *events.Event) []RecordedLimit {
 	out := make([]RecordedLimit, 0, len(rc.route.limits))
-	globals := len(rc.rt.cfg.GlobalLimits)
+	globals := len(rc.gen.cfg.GlobalLimits)
 	for i, l := range rc.route.limits {
 		rl := RecordedLimit{Name: l.name, Global: i < globals, Shared: l.constKey != ""}
 		if rl.Shared {
@@ -122,7 +123,7 @@ func (rc *Recorded) Limits(e *events.Event) []RecordedLimit {
 			out = append(out, rl)
 			continue
 		}
-		key, vs, err := rc.rt.keyOf(rc.route.id, l, values, fallback)
+		key, vs, err := rc.gen.keyOf(rc.route.id, l, values, fallback)
 		if err != nil {
 			// The configuration changed since the event was recorded:
 			// the key has other parts now.
@@ -140,7 +141,7 @@ func (rc *Recorded) Limits(e *events.Event) []RecordedLimit {
 // recorded request is sent, as the gateway does for a request it proxies,
 // and returns the function that releases them.
 func (rc *Recorded) Hold(store limit.Store, lease string, leases []limit.Limit) (release func()) {
-	return holdLeases(rc.log, store, lease, leases)
+	return holdLeases(rc.log, time.Now, store, lease, leases)
 }
 
 // OpenStore opens the store c names for a process that decides beside the

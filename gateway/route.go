@@ -24,21 +24,21 @@ type route struct {
 }
 
 // matches reports whether the route takes a request; path is cleaned.
-func (rt *route) matches(method, host, path string) bool {
-	if rt.prefix != "" {
-		if !strings.HasPrefix(path, rt.prefix) || len(path) > len(rt.prefix) && path[len(rt.prefix)] != '/' && rt.prefix != "/" {
+func (rte *route) matches(method, host, path string) bool {
+	if rte.prefix != "" {
+		if !strings.HasPrefix(path, rte.prefix) || len(path) > len(rte.prefix) && path[len(rte.prefix)] != '/' && rte.prefix != "/" {
 			return false
 		}
-	} else if path != rt.exact {
+	} else if path != rte.exact {
 		return false
 	}
-	if rt.host != "" && host != rt.host {
+	if rte.host != "" && host != rte.host {
 		return false
 	}
-	if len(rt.methods) == 0 {
+	if len(rte.methods) == 0 {
 		return true
 	}
-	for _, m := range rt.methods {
+	for _, m := range rte.methods {
 		if m == method {
 			return true
 		}
@@ -48,8 +48,8 @@ func (rt *route) matches(method, host, path string) bool {
 
 // match finds the first route that takes the request: routes are tried in
 // the order of the file, and the first match wins.
-func (rt *runtime) match(method, host, path string) *route {
-	for _, r := range rt.routes {
+func (gen *generation) match(method, host, path string) *route {
+	for _, r := range gen.routes {
 		if r.matches(method, host, path) {
 			return r
 		}

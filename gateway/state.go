@@ -20,14 +20,14 @@ var ErrNoLimit = errors.New("no such route or limit")
 // a host lowercased and without port. The rule is the limit's, or that of
 // the first override by key value the values match, whose counters are
 // its own (an override by header cannot be told from values alone).
-func (rt *runtime) lookup(route, name string, values []string, fallback bool) (*limit.Rule, limit.Key, error) {
+func (gen *generation) lookup(route, name string, values []string, fallback bool) (*limit.Rule, limit.Key, error) {
 	var spec *limitSpec
-	for _, r := range rt.routes {
+	for _, r := range gen.routes {
 		if route != "global" && r.id != route {
 			continue
 		}
 		for i, l := range r.limits {
-			isGlobal := i < len(rt.cfg.GlobalLimits)
+			isGlobal := i < len(gen.cfg.GlobalLimits)
 			if l.name == name && isGlobal == (route == "global") {
 				spec = l
 				break
@@ -40,7 +40,7 @@ func (rt *runtime) lookup(route, name string, values []string, fallback bool) (*
 	if spec == nil {
 		return nil, "", fmt.Errorf("%w: route %q, limit %q", ErrNoLimit, route, name)
 	}
-	key, vs, err := rt.keyOf(route, spec, values, fallback)
+	key, vs, err := gen.keyOf(route, spec, values, fallback)
 	if err != nil {
 		return nil, "", err
 	}
@@ -51,7 +51,7 @@ func (rt *runtime) lookup(route, name string, values []string, fallback bool) (*
 // part) in order, each read as a request's would be: an address as the ip
 // part groups it, a host lowercased and without port. It returns the
 // values as read.
-func (rt *runtime) keyOf(route string, spec *limitSpec, values []string, fallback bool) (limit.Key, []string, error) {
+func (gen *generation) keyOf(route string, spec *limitSpec, values []string, fallback bool) (limit.Key, []string, error) {
 	name := spec.name
 	parts := spec.key
 	if fallback {
@@ -72,7 +72,7 @@ func (rt *runtime) keyOf(route string, spec *limitSpec, values []string, fallbac
 			v = "-"
 		case srcIP:
 			if ip, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(v, "["), "]")); err == nil {
-				v = rt.ips.Key(ip)
+				v = gen.ips.Key(ip)
 			}
 		case srcHost:
 			v = hostKey(v)
@@ -107,22 +107,22 @@ func (l *limitSpec) ruleFor(values []string, headers map[string][]string) *limit
 // route is a route id, or "global" for a global limit; values hold one
 // value per part of the limit's key (of its fallback key with fallback).
 func (g *Gateway) LimitState(ctx context.Context, route, name string, values []string, fallback bool) (limit.State, error) {
-	rt := g.rt.Load()
-	rule, key, err := rt.lookup(route, name, values, fallback)
+	gen := g.gen.Load()
+	rule, key, err := gen.lookup(route, name, values, fallback)
 	if err != nil {
 		return limit.State{}, err
 	}
-	return rt.store.Peek(ctx, timeNow(), rule, key)
+	return gen.store.Peek(ctx, g.now(), rule, key)
 }
 
 // ResetLimit forgets the state of one key of a limit.
 func (g *Gateway) ResetLimit(ctx context.Context, route, name string, values []string, fallback bool) error {
-	rt := g.rt.Load()
-	rule, key, err := rt.lookup(route, name, values, fallback)
+	gen := g.gen.Load()
+	rule, key, err := gen.lookup(route, name, values, fallback)
 	if err != nil {
 		return err
 	}
-	return rt.store.Reset(ctx, rule, key)
+	return gen.store.Reset(ctx, rule, key)
 }
 
 // probe is the rule Ready and CheckStore read, to learn whether the store
@@ -133,7 +133,7 @@ var probe = &limit.Rule{Name: "floodgate:readyz", Algorithm: limit.FixedWindow, 
 // is logged as down, and its return, at the next decision it makes, is
 // logged too.
 func (g *Gateway) CheckStore(ctx context.Context) error {
-	_, err := g.rt.Load().store.Peek(ctx, timeNow(), probe, limit.NewKey())
+	_, err := g.gen.Load().store.Peek(ctx, g.now(), probe, limit.NewKey())
 	if err != nil {
 		g.storeDown.Store(true)
 	}
@@ -143,12 +143,12 @@ func (g *Gateway) CheckStore(ctx context.Context) error {
 // Ready reports whether the gateway can decide: its store answers, or a
 // store failure would not refuse requests (no limit has on_error deny).
 func (g *Gateway) Ready(ctx context.Context) error {
-	rt := g.rt.Load()
-	_, err := rt.store.Peek(ctx, timeNow(), probe, limit.NewKey())
+	gen := g.gen.Load()
+	_, err := gen.store.Peek(ctx, g.now(), probe, limit.NewKey())
 	if err == nil {
 		return nil
 	}
-	for _, r := range rt.routes {
+	for _, r := range gen.routes {
 		for _, l := range r.limits {
 			if l.onError == errDeny {
 				return fmt.Errorf("store unavailable and limit %s of route %s has on_error deny: %w", l.name, r.id, err)

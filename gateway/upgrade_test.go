@@ -206,8 +206,8 @@ func TestUpgradeAsBreakerTrial(t *testing.T) {
 	if state() != "OPEN" {
 		t.Fatalf("after a failure: %s, want OPEN", state())
 	}
-	time.Sleep(150 * time.Millisecond) // open_for
-	conn, br := switched(t, h)         // the trial
+	h.clock.Step(150 * time.Millisecond) // open_for
+	conn, br := switched(t, h)           // the trial
 	deadline := time.Now().Add(10 * time.Second)
 	for state() != "CLOSED" {
 		if time.Now().After(deadline) {

@@ -2,11 +2,12 @@ package gateway
 
 import (
 	"log/slog"
-
-	"github.com/floodgate-gw/floodgate/config"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/floodgate-gw/floodgate/config"
 )
 
 func netDial(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, time.Second) }
@@ -45,3 +46,16 @@ func mustParseB(b *testing.B, yaml string) *config.Config {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// testClock is a gateway clock (Options.Now) that a test steps forward:
+// the wall clock plus the steps so far, safe for concurrent use. It keeps
+// running between steps, so that what real I/O takes (a slow upstream, a
+// timeout of the HTTP client) still shows in the durations the gateway
+// measures; a step stands for a wait on the gateway's own clock, such as
+// a breaker's open_for.
+type testClock struct{ offset atomic.Int64 }
+
+func (c *testClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+
+// Step moves the clock d forward.
+func (c *testClock) Step(d time.Duration) { c.offset.Add(int64(d)) }
