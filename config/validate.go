@@ -207,9 +207,3 @@ func (v *validator) env(p, name string) (string, bool) {
 	}
 	return val, true
 }
-
-func (v *validator) ratio(p string, r float64) {
-	if !(r > 0 && r <= 1) && !v.failed(p) {
-		v.errorf(p, "%v is outside (0,1]", r)
-	}
-}

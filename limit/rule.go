@@ -119,10 +119,13 @@ type Rule struct {
 	// for ever. Zero means DefaultLeaseTTL.
 	LeaseTTL time.Duration
 
+	//lint:ignore U1000 used through its promoted method, by package ruledata
 	derived // what stores derive from the rule, kept with it
 }
 
 // derived is kept in a field of limit's own, out of the rule's API.
+//
+//lint:ignore U1000 used through the field of Rule
 type derived = ruledata.Data
 
 // Validate reports the first problem of the rule, naming the field and the
