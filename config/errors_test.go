@@ -444,16 +444,28 @@ server: {access_log: /tmp/} #want: server.access_log: "/tmp/" is a directory
 server: {access_log: /tmp} #want: server.access_log: "/tmp" is a directory
 ` + okRoute},
 		{"access log read as a boolean", `
-server: {access_log: no} #want: server.access_log: "no": write off, stderr or the path of a file
+server: {access_log: no} #want: server.access_log: "no": write off, stdout, stderr or the path of a file
 ` + okRoute},
 		{"access log empty", `
-server: {access_log: ""} #want: server.access_log: empty; write off, stderr or the path of a file
+server: {access_log: ""} #want: server.access_log: empty; write off, stdout, stderr or the path of a file
 ` + okRoute},
 		{"access log in capitals", `
 server: {access_log: STDERR} #want: server.access_log: write "stderr" in lower case
 ` + okRoute},
 		{"access log under a file", `
 server: {access_log: /etc/passwd/x.log} #want: server.access_log: "/etc/passwd/x.log": /etc/passwd is not a directory
+` + okRoute},
+		{"access log with white space", `
+server: {access_log: "off "} #want: server.access_log: "off " begins or ends with white space
+` + okRoute},
+		{"access log a device path", `
+server: {access_log: /dev/stdout} #want: server.access_log: "/dev/stdout" is a device path; write stdout or stderr for the process's own streams
+` + okRoute},
+		{"access log the null device", `
+server: {access_log: /dev/../dev/null} #want: server.access_log: "/dev/../dev/null" is a device path
+` + okRoute},
+		{"access log stdout in capitals", `
+server: {access_log: Stdout} #want: server.access_log: write "stdout" in lower case
 ` + okRoute},
 		{"negative ipv6 prefix", `
 server: {ipv6_prefix: -1} #want: server.ipv6_prefix: -1 is outside 0..128

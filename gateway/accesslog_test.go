@@ -287,6 +287,48 @@ routes:
 	}
 }
 
+// "stdout" writes to the gateway's Stdout, not to a file named stdout.
+func TestAccessLogStdout(t *testing.T) {
+	up := newBackend(t, nil)
+	cfg := mustParseT(t, `
+admin: {listen: ""}
+server: {access_log: stdout}
+routes:
+  - id: api
+    match: {path: /api/**}
+    upstream: {targets: ["`+up.URL+`"]}
+`)
+	var stdout, stderr syncWriter
+	stdout.b, stderr.b = &strings.Builder{}, &strings.Builder{}
+	t.Chdir(t.TempDir())
+	gw, err := New(cfg, Options{Logger: discardLogger(), Stdout: &stdout, Stderr: &stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw)
+	defer srv.Close()
+	defer gw.Close()
+	resp, err := http.Get(srv.URL + "/api/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(stdout.String(), "\n") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	var l accessLine
+	if err := json.Unmarshal([]byte(stdout.String()), &l); err != nil || l.Path != "/api/x" || l.Outcome != "admitted" {
+		t.Errorf("stdout %q: %+v %v", stdout.String(), l, err)
+	}
+	if stderr.String() != "" {
+		t.Errorf("stderr %q, want nothing", stderr.String())
+	}
+	if _, err := os.Stat("stdout"); err == nil {
+		t.Error("a file named stdout was created")
+	}
+}
+
 // blockedWriter holds every Write until it is released.
 type blockedWriter struct {
 	release chan struct{}

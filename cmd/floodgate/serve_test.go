@@ -167,19 +167,20 @@ type proc struct {
 	t      *testing.T
 	f      *fixture
 	cmd    *exec.Cmd
+	stdout *syncBuffer
 	stderr *syncBuffer
 	done   chan struct{} // closed when the process has exited
 	code   int           // the exit code, once done is closed
 }
 
-// startProc starts the floodgate binary with args in the background. The
-// process is killed at the end of the test if it still runs, and its
-// stderr is logged if the test failed.
+// startProc starts the floodgate binary with args in the background,
+// collecting its stdout and stderr. The process is killed at the end of
+// the test if it still runs, and its stderr is logged if the test failed.
 func startProc(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{t: t, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(floodgateBin, args...)
-	p.cmd.Stderr = p.stderr
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
