@@ -187,7 +187,7 @@ func (v *validator) listeners(c *Config) {
 		for _, o := range ls {
 			oh, op, _ := net.SplitHostPort(o.addr)
 			if op == port && (oh == host || anyHost(oh) || anyHost(host)) {
-				v.errorf(l.path, "%q overlaps %s %q (%s)", l.addr, o.path, o.addr, v.where(o.path))
+				v.errorf(l.path, "%q overlaps %s %q (%s)", redactAddr(l.addr), o.path, redactAddr(o.addr), v.where(o.path))
 			}
 		}
 		ls = append(ls, l)

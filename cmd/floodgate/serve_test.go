@@ -1082,3 +1082,32 @@ func TestServeAccessLogRefused(t *testing.T) {
 		t.Errorf("serve: %d %q, want 1 and %q", code, stderr, want)
 	}
 }
+
+// A refused file's secrets (a password in a Redis address, a token where
+// its variable's name goes) reach neither check, nor the reload's ERROR
+// line, nor /readyz, which anyone may ask.
+func TestServeRefusalHidesSecrets(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	f.write(baseConfig)
+	p := f.serve("--watch=false")
+	for _, bad := range []string{
+		"store:\n  type: redis\n  redis: {addrs: [\"redis://u:LEAKPW3@127.0.0.1:16399\"]}\n",
+		"events:\n  sink: redis\n  spool_dir: " + f.dir + "\n  redis: {addrs: [\"redis://u:LEAKPW3@127.0.0.1:16399\"]}\n",
+		"store:\n  redis: {password_env: \"LEAKPW3-Secret-Value\"}\n",
+	} {
+		f.write(strings.Replace(baseConfig, "admin:\n  listen: \"{{ADMIN}}\"\n  token: {{TOKEN}}\n",
+			"admin:\n  listen: \"{{ADMIN}}\"\n  token: {{TOKEN}}\n"+bad, 1))
+		_, checkOut, code := floodgate(t, "check", "-c", f.file)
+		r := p.admin("POST", "/admin/reload")
+		ready := request(t, "GET", "http://"+f.admin+"/readyz")
+		if code != 1 || r.code != 400 || !strings.Contains(ready.body, "config: rejected") {
+			t.Fatalf("check %d %q, reload %d %s, /readyz %s: want both refused, and said", code, checkOut, r.code, r.body, ready.body)
+		}
+		for what, s := range map[string]string{"check": checkOut, "the reload's answer": r.body, "/readyz": ready.body, "the log": p.stderr.String()} {
+			if strings.Contains(s, "LEAKPW3") {
+				t.Errorf("%s repeats the secret:\n%s", what, s)
+			}
+		}
+	}
+}
