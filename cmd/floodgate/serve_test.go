@@ -1111,3 +1111,57 @@ func TestServeRefusalHidesSecrets(t *testing.T) {
 		}
 	}
 }
+
+// POST /admin/breakers/ROUTE bounds a force's ttl with clear answers, logs
+// the state as GET /admin/breakers shows it, and GET shows how long a
+// force with a ttl has to run.
+func TestServeForceBreaker(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	f.write(baseConfig + `
+  - id: coupon
+    match: {path: /coupon}
+    upstream: {targets: ["{{UPSTREAM}}"]}
+    breaker: {enabled: true}
+`)
+	p := f.serve("--watch=false")
+	for _, tt := range []struct{ query, want string }{
+		{"state=open&ttl=99999999h", `ttl \"99999999h\" is too long: at most 168h (7 days)`},
+		{"state=open&ttl=9223372036854775807ns", `ttl 2562047h47m16.854775807s is too long: at most 168h (7 days)`},
+		{"state=open&ttl=169h", `ttl 169h0m0s is too long: at most 168h (7 days)`},
+		{"state=open&ttl=0s", `ttl \"0s\": want a positive duration such as 30m`},
+		{"state=auto&ttl=5s", `state auto gives the breaker back to its window at once and takes no ttl; a ttl is for open or closed`},
+	} {
+		if r := p.admin("POST", "/admin/breakers/coupon?"+tt.query); r.code != 400 || !strings.Contains(r.body, tt.want) {
+			t.Errorf("%s: %d %s, want 400 and %s", tt.query, r.code, r.body, tt.want)
+		}
+	}
+	if r := p.admin("POST", "/admin/breakers/coupon?state=open&ttl=168h"); r.code != 200 || !strings.Contains(r.body, `"state":"OPEN"`) {
+		t.Fatalf("a force of 168h: %d %s", r.code, r.body)
+	}
+	p.waitLog(`"msg":"circuit breaker forced","route":"coupon","state":"OPEN","forced":true,"ttl":"168h0m0s"`)
+	var got struct {
+		Breakers []struct {
+			Route  string
+			State  string
+			Forced bool
+			TTL    float64
+		}
+	}
+	r := p.admin("GET", "/admin/breakers")
+	if err := json.Unmarshal([]byte(r.body), &got); err != nil || len(got.Breakers) != 1 {
+		t.Fatalf("GET /admin/breakers: %s (%v)", r.body, err)
+	}
+	if b := got.Breakers[0]; b.State != "OPEN" || !b.Forced || b.TTL <= 167*3600 || b.TTL > 168*3600 {
+		t.Errorf("GET /admin/breakers: %+v, want OPEN, forced, with about 168h left", b)
+	}
+	// In any casing, the log says it as GET does; a force for good has no
+	// ttl left to show.
+	if r := p.admin("POST", "/admin/breakers/coupon?state=cLoSeD"); r.code != 200 {
+		t.Fatalf("a force of cLoSeD: %d %s", r.code, r.body)
+	}
+	p.waitLog(`"msg":"circuit breaker forced","route":"coupon","state":"CLOSED","forced":true}`)
+	if r := p.admin("GET", "/admin/breakers"); strings.Contains(r.body, `"ttl"`) {
+		t.Errorf("GET /admin/breakers after a force for good: %s", r.body)
+	}
+}
