@@ -43,8 +43,9 @@ const accessQueue = 16384
 // queue is empty, so a quiet gateway's lines reach the file at once.
 const accessBuffer = 64 << 10
 
-// maxLoggedPath bounds the path of a request that could not be cleaned,
-// logged as the client sent it.
+// maxLoggedPath bounds the path a line logs, cleaned or (when it could
+// not be cleaned) as the client sent it: enough to tell the request, and
+// no more of a flood of long paths on the disk.
 const maxLoggedPath = 512
 
 type accessLog struct {

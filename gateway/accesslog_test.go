@@ -329,6 +329,28 @@ routes:
 	}
 }
 
+// Every line's path is cut at maxLoggedPath, an admitted request's too.
+func TestAccessLogLongPath(t *testing.T) {
+	up := newBackend(t, nil)
+	file := filepath.Join(t.TempDir(), "access.log")
+	h := newHarness(t, `
+admin: {listen: ""}
+server: {access_log: `+file+`}
+routes:
+  - id: api
+    match: {path: /api/**}
+    upstream: {targets: ["{{UP}}"]}
+`, up)
+	long := "/api/" + strings.Repeat("a", 2*maxLoggedPath)
+	resp := h.do("GET", long, nil, nil)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	l := readAccess(t, file, 1)[0]
+	if l.Outcome != "admitted" || l.Path != long[:maxLoggedPath] {
+		t.Errorf("%s, %d bytes of path; want admitted, the first %d bytes", l.Outcome, len(l.Path), maxLoggedPath)
+	}
+}
+
 // blockedWriter holds every Write until it is released.
 type blockedWriter struct {
 	release chan struct{}
