@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -310,6 +311,10 @@ func (l promLogger) Println(v ...any) {
 
 const breakerPrefix = "/admin/breakers/"
 
+// durationRE is the shape of a Go duration (1h30m, 2.5s), to tell one too
+// long for time.ParseDuration from one that is not a duration at all.
+var durationRE = regexp.MustCompile(`^(\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)((\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))*$`)
+
 func (h *handler) breakers(w http.ResponseWriter, r *http.Request) {
 	bs := h.b.Breakers()
 	if bs == nil {
@@ -332,8 +337,17 @@ func (h *handler) forceBreaker(w http.ResponseWriter, r *http.Request) {
 	var ttl time.Duration
 	if s := q.Get("ttl"); s != "" {
 		var err error
-		if ttl, err = time.ParseDuration(s); err != nil || ttl <= 0 {
+		ttl, err = time.ParseDuration(s)
+		switch {
+		case err != nil && durationRE.MatchString(s):
+			// Written as a duration, but past what one holds (292 years).
+			writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("ttl %q is too long: at most %.0fh (7 days)", s, gateway.MaxForceTTL.Hours()))
+			return
+		case err != nil || ttl <= 0:
 			writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("ttl %q: want a positive duration such as 30m", s))
+			return
+		case strings.EqualFold(state, "auto"):
+			writeError(w, http.StatusBadRequest, "bad_request", "state auto gives the breaker back to its window at once and takes no ttl; a ttl is for open or closed")
 			return
 		}
 	}
@@ -345,19 +359,20 @@ func (h *handler) forceBreaker(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	if ttl > 0 {
-		h.log.Info("circuit breaker forced", "route", route, "state", state, "ttl", ttl.String())
-	} else {
-		h.log.Info("circuit breaker forced", "route", route, "state", state)
-	}
 	answer := map[string]any{"status": "ok", "route": route}
+	// The log says the state as GET /admin/breakers does (OPEN, CLOSED),
+	// whatever the casing of the request.
+	args := []any{"route", route}
 	for _, b := range h.b.Breakers() {
 		if b.Route == route {
 			answer["state"], answer["forced"] = b.State, b.Forced
+			args = append(args, "state", b.State, "forced", b.Forced)
 		}
 	}
 	if ttl > 0 {
 		answer["ttl"] = ttl.Seconds()
+		args = append(args, "ttl", ttl.String())
 	}
+	h.log.Info("circuit breaker forced", args...)
 	writeJSON(w, http.StatusOK, answer)
 }

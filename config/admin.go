@@ -29,7 +29,7 @@ func (v *validator) adminOpen(a *Admin) {
 	}
 	v.errorf("admin.listen", "%q is not loopback%s and admin.token is not set, so anyone who reaches it may "+
 		"reload the config, reset limits and force breakers; set admin.token or admin.token_env, "+
-		"or write admin.allow_open: true to accept an open admin API", a.Listen, why)
+		"or write admin.allow_open: true to accept an open admin API", redactAddr(a.Listen), why)
 }
 
 // loopbackHost reports whether a listener on host is reachable from this

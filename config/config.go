@@ -108,9 +108,10 @@ type Server struct {
 	BodyTimeout time.Duration `yaml:"body_timeout"`
 
 	// AccessLog is where one JSON line per request goes: AccessLogOff
-	// (the default), AccessLogStderr, or the path of a file, opened for
-	// append and opened again on every reload, so that a log rotated by
-	// renaming it is followed after a SIGHUP.
+	// (the default), AccessLogStdout, AccessLogStderr, or the path of a
+	// regular file (not the config's own, nor another file the config
+	// names), opened for append and opened again on every reload, so that
+	// a log rotated by renaming it is followed after a SIGHUP.
 	AccessLog string `yaml:"access_log"`
 
 	// JWT verifies the bearer tokens that jwt:CLAIM key parts and claim
@@ -122,6 +123,7 @@ type Server struct {
 // The access log's targets besides a file.
 const (
 	AccessLogOff    = "off"
+	AccessLogStdout = "stdout"
 	AccessLogStderr = "stderr"
 )
 

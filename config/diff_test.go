@@ -33,6 +33,10 @@ func TestDiff(t *testing.T) {
 		{"comments and layout", func(s string) string { return "# a comment\n" + s + "\n\n" }, "no changes"},
 		{"a rate", func(s string) string { return strings.Replace(s, "rate: 1/10s", "rate: 2/10s", 1) },
 			"rates: lucky-meal/user: 1/10s -> 2/10s"},
+		{"a rate of hours", func(s string) string { return strings.Replace(s, "rate: 1/10s", "rate: 3/2h", 1) },
+			"rates: lucky-meal/user: 1/10s -> 3/2h"},
+		{"a rate of hours and minutes", func(s string) string { return strings.Replace(s, "rate: 1/10s", "rate: 5/90m", 1) },
+			"rates: lucky-meal/user: 1/10s -> 5/1h30m"},
 		{"the long form of the same rate", func(s string) string {
 			return strings.Replace(s, "rate: 1/10s", "limit: 1, window: 10s", 1)
 		}, "no changes"},

@@ -444,16 +444,28 @@ server: {access_log: /tmp/} #want: server.access_log: "/tmp/" is a directory
 server: {access_log: /tmp} #want: server.access_log: "/tmp" is a directory
 ` + okRoute},
 		{"access log read as a boolean", `
-server: {access_log: no} #want: server.access_log: "no": write off, stderr or the path of a file
+server: {access_log: no} #want: server.access_log: "no": write off, stdout, stderr or the path of a file
 ` + okRoute},
 		{"access log empty", `
-server: {access_log: ""} #want: server.access_log: empty; write off, stderr or the path of a file
+server: {access_log: ""} #want: server.access_log: empty; write off, stdout, stderr or the path of a file
 ` + okRoute},
 		{"access log in capitals", `
 server: {access_log: STDERR} #want: server.access_log: write "stderr" in lower case
 ` + okRoute},
 		{"access log under a file", `
 server: {access_log: /etc/passwd/x.log} #want: server.access_log: "/etc/passwd/x.log": /etc/passwd is not a directory
+` + okRoute},
+		{"access log with white space", `
+server: {access_log: "off "} #want: server.access_log: "off " begins or ends with white space
+` + okRoute},
+		{"access log a device path", `
+server: {access_log: /dev/stdout} #want: server.access_log: "/dev/stdout" is a device path; write stdout or stderr for the process's own streams
+` + okRoute},
+		{"access log the null device", `
+server: {access_log: /dev/../dev/null} #want: server.access_log: "/dev/../dev/null" is a device path
+` + okRoute},
+		{"access log stdout in capitals", `
+server: {access_log: Stdout} #want: server.access_log: write "stdout" in lower case
 ` + okRoute},
 		{"negative ipv6 prefix", `
 server: {ipv6_prefix: -1} #want: server.ipv6_prefix: -1 is outside 0..128
@@ -699,7 +711,7 @@ store:
 		{"env name", `
 store:
   redis:
-    password_env: "NOT-A-NAME" #want: store.redis.password_env: "NOT-A-NAME" is not an environment variable name
+    password_env: "NOT-A-NAME" #want: store.redis.password_env: not an environment variable name (letters, digits and _, not starting with a digit)
 ` + okRoute},
 		{"null list entries", `
 routes:
@@ -730,6 +742,69 @@ routes:
 	t.Setenv("FG_TEST_TOKEN", "t")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { checkErrors(t, tt.src) })
+	}
+}
+
+// A secret written where it does not belong (a password in an address, a
+// token where its variable's name goes) is never repeated by the message
+// that refuses it: check prints it, the reload's ERROR line logs it and
+// the unauthenticated /readyz quotes it.
+func TestErrorsHideSecrets(t *testing.T) {
+	const secret = "LEAKPW3"
+	for _, tt := range []struct{ name, src, want string }{
+		{"store address as a URL", `
+store:
+  type: redis
+  redis: {addrs: ["redis://u:LEAKPW3@127.0.0.1:16399"]}
+`, `store.redis.addrs[0]: "redis://***@127.0.0.1:16399" is not an address (HOST:PORT)`},
+		{"store address with a lone password", `
+store:
+  type: redis
+  redis: {addrs: ["LEAKPW3@127.0.0.1:16399"]}
+`, `store.redis.addrs[0]: "***@127.0.0.1:16399" is not an address (HOST:PORT)`},
+		{"store address with user and password", `
+store:
+  type: redis
+  redis: {addrs: ["u:LEAKPW3@127.0.0.1:16399"]}
+`, `store.redis.addrs[0]: "***@127.0.0.1:16399" is not an address`},
+		{"sentinel addresses", `
+store:
+  type: redis
+  redis: {mode: sentinel, master_name: m, addrs: ["10.0.0.1:26379", "rediss://:LEAKPW3@10.0.0.2:26379"]}
+`, `store.redis.addrs[1]: "rediss://***@10.0.0.2:26379" is not an address`},
+		{"events address", `
+events:
+  sink: redis
+  spool_dir: /tmp
+  redis: {addrs: ["redis://default:LEAKPW3@10.0.0.1:6379"]}
+`, `events.redis.addrs[0]: "redis://***@10.0.0.1:6379" is not an address`},
+		{"listen address", `
+server: {listen: "http://u:LEAKPW3@0.0.0.0:8080"}
+`, `server.listen: "http://***@0.0.0.0:8080" is not an address (HOST:PORT or :PORT)`},
+		{"token pasted as its variable", `
+admin: {token_env: "Sup3r-LEAKPW3-Token-Value"}
+`, `admin.token_env: not an environment variable name (letters, digits and _, not starting with a digit)`},
+		{"password pasted as its variable", `
+store:
+  redis: {password_env: "LEAKPW3!"}
+`, `store.redis.password_env: not an environment variable name`},
+		{"a list written as a URL", `
+store:
+  redis: {addrs: "redis://u:LEAKPW3@127.0.0.1:16399"}
+`, `store.redis.addrs: want a list`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("test.yaml", []byte(tt.src+okRoute))
+			if err == nil {
+				t.Fatal("Parse succeeded, want an error")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("errors:\n%v\nwant one containing %s", err, tt.want)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("the errors repeat the secret:\n%v", err)
+			}
+		})
 	}
 }
 

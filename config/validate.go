@@ -169,30 +169,52 @@ func (v *validator) config(c *Config) {
 }
 
 // addr checks a HOST:PORT address; a listen address may leave out the
-// host, a remote one may not.
+// host, a remote one may not. An address has no user or password, so a
+// message shows one written as a URL with its credentials hidden.
 func (v *validator) addr(p, a string, remote bool) {
+	shown := redactAddr(a)
+	want := "HOST:PORT or :PORT"
+	if remote {
+		want = "HOST:PORT"
+	}
+	if strings.Contains(a, "@") || strings.Contains(a, "://") {
+		v.errorf(p, "%q is not an address (%s): write it without a scheme or credentials; a password goes in its own key", shown, want)
+		return
+	}
 	host, port, err := net.SplitHostPort(a)
 	if err != nil {
-		want := "HOST:PORT or :PORT"
-		if remote {
-			want = "HOST:PORT"
-		}
-		v.errorf(p, "%q is not an address (%s)", a, want)
+		v.errorf(p, "%q is not an address (%s)", shown, want)
 		return
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 || (remote && n == 0) {
-		v.errorf(p, "%q: port %q is not a port number", a, port)
+		v.errorf(p, "%q: port %q is not a port number", shown, port)
 	}
 	if remote && host == "" {
-		v.errorf(p, "%q has no host", a)
+		v.errorf(p, "%q has no host", shown)
 	}
 }
 
+// redactAddr is a as a message may show it: whatever comes before an "@"
+// may be a password (an address written as redis://user:password@host,
+// or as a lone password before the @), so all of it is hidden.
+func redactAddr(a string) string {
+	i := strings.LastIndexByte(a, '@')
+	if i < 0 {
+		return a
+	}
+	if j := strings.Index(a, "://"); j >= 0 && j < i {
+		return a[:j+3] + "***" + a[i:]
+	}
+	return "***" + a[i:]
+}
+
 // env reads the variable a *_env key names. Its value is a secret: no
-// message may print it.
+// message may print it. Nor may one print a name that is not a name: it
+// may be the secret itself, written where its variable's name belongs.
 func (v *validator) env(p, name string) (string, bool) {
 	if !envRE.MatchString(name) {
-		v.errorf(p, "%q is not an environment variable name", name)
+		v.errorf(p, "not an environment variable name (letters, digits and _, not starting with a digit); "+
+			"put the secret in a variable and name the variable here")
 		return "", false
 	}
 	val, ok := v.lookupEnv(name)

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/floodgate-gw/floodgate/internal/filekind"
 )
 
 // The server, admin and rls blocks, and the listeners they open.
@@ -36,27 +38,37 @@ func (v *validator) server(c *Config) {
 	if s.BodyTimeout < 0 {
 		v.errorf("server.body_timeout", "%v is negative (0 means no bound)", s.BodyTimeout)
 	}
-	v.accessLog(s.AccessLog)
+	v.accessLog(c)
 }
 
-// accessLog checks server.access_log: off, stderr, or a file whose
-// directory exists. Whether the file can be opened is known only when
-// serve opens it, and a reload refuses a file it cannot open.
-func (v *validator) accessLog(a string) {
+// accessLog checks server.access_log: off, stdout, stderr, or a regular
+// file whose directory exists. A path is followed as the system follows
+// it, symbolic links included; what it ends at must be a regular file or
+// nothing yet: a named pipe would block the gateway that opens it, and a
+// device is not the gateway's to write. Whether the file can be opened is
+// known only when serve opens it, and a reload refuses a file it cannot
+// open.
+func (v *validator) accessLog(c *Config) {
 	const p = "server.access_log"
+	const want = "write off, stdout, stderr or the path of a file"
+	a := c.Server.AccessLog
+	if strings.TrimSpace(a) != a {
+		v.errorf(p, "%q begins or ends with white space; %s, without it", a, want)
+		return
+	}
 	switch strings.ToLower(a) {
-	case AccessLogOff, AccessLogStderr:
+	case AccessLogOff, AccessLogStdout, AccessLogStderr:
 		if a != strings.ToLower(a) {
 			v.errorf(p, "write %q in lower case", strings.ToLower(a))
 		}
 		return
 	case "":
-		v.errorf(p, "empty; write off, stderr or the path of a file")
+		v.errorf(p, "empty; %s", want)
 		return
 	case "false", "no", "true", "yes", "on", "n", "y":
 		// YAML 1.1 reads these as booleans; a file named "no" is
 		// surely not what was meant.
-		v.errorf(p, "%q: write off, stderr or the path of a file (a file of that name would be ./%s)", a, a)
+		v.errorf(p, "%q: %s (a file of that name would be ./%s)", a, want, a)
 		return
 	}
 	if strings.IndexByte(a, 0) >= 0 {
@@ -67,6 +79,12 @@ func (v *validator) accessLog(a string) {
 		v.errorf(p, "%q is a directory; write the path of a file", a)
 		return
 	}
+	if abs, err := filepath.Abs(a); err == nil && (strings.HasPrefix(abs, "/dev/") || strings.HasPrefix(abs, "/proc/")) {
+		// /dev/stdout is whatever the process's stdout is: a terminal,
+		// a pipe, a file opened without O_APPEND.
+		v.errorf(p, "%q is a device path; write stdout or stderr for the process's own streams, or the path of a regular file", a)
+		return
+	}
 	dir := filepath.Dir(a)
 	fi, err := os.Stat(dir)
 	switch {
@@ -75,9 +93,53 @@ func (v *validator) accessLog(a string) {
 	case !fi.IsDir():
 		v.errorf(p, "%q: %s is not a directory", a, dir)
 	}
-	if fi, err := os.Stat(a); err == nil && fi.IsDir() {
-		v.errorf(p, "%q is a directory; write the path of a file", a)
+	if fi, err := os.Stat(a); err == nil {
+		switch kind := filekind.NotRegular(fi.Mode()); {
+		case fi.IsDir():
+			v.errorf(p, "%q is a directory; write the path of a file", a)
+			return
+		case kind != "":
+			v.errorf(p, "%q is %s; write the path of a regular file", a, kind)
+			return
+		}
 	}
+	// Lines appended to a file the gateway reads would break it: the
+	// next reload, or the next start, would refuse it.
+	type other struct{ path, file string }
+	others := []other{{"", v.file}}
+	if c.Events.Sink == SinkFile {
+		others = append(others, other{"events.file.path", c.Events.File.Path})
+	}
+	if c.Server.JWT != nil {
+		others = append(others, other{"server.jwt.jwks_file", c.Server.JWT.JWKSFile})
+	}
+	for _, o := range others {
+		if !sameFile(a, o.file) {
+			continue
+		}
+		if o.path == "" {
+			v.errorf(p, "%q is this config file; write the path of a file of its own", a)
+		} else {
+			v.errorf(p, "%q is the file of %s (%s); write the path of a file of its own", a, o.path, v.where(o.path))
+		}
+	}
+}
+
+// sameFile reports whether paths a and b name one file: the same path
+// once absolute and clean, or, when both exist, the same file by any
+// path (a link, a symbolic link, "..").
+func sameFile(a, b string) bool {
+	if b == "" {
+		return false
+	}
+	aa, errA := filepath.Abs(a)
+	ab, errB := filepath.Abs(b)
+	if errA == nil && errB == nil && aa == ab {
+		return true
+	}
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(fa, fb)
 }
 
 // unwrapPathError is the cause of a *fs.PathError, whose path the
@@ -125,7 +187,7 @@ func (v *validator) listeners(c *Config) {
 		for _, o := range ls {
 			oh, op, _ := net.SplitHostPort(o.addr)
 			if op == port && (oh == host || anyHost(oh) || anyHost(host)) {
-				v.errorf(l.path, "%q overlaps %s %q (%s)", l.addr, o.path, o.addr, v.where(o.path))
+				v.errorf(l.path, "%q overlaps %s %q (%s)", redactAddr(l.addr), o.path, redactAddr(o.addr), v.where(o.path))
 			}
 		}
 		ls = append(ls, l)

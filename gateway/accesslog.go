@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -17,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/internal/filekind"
 )
 
 // The access log (server.access_log) is one JSON line per request. A
@@ -40,8 +43,9 @@ const accessQueue = 16384
 // queue is empty, so a quiet gateway's lines reach the file at once.
 const accessBuffer = 64 << 10
 
-// maxLoggedPath bounds the path of a request that could not be cleaned,
-// logged as the client sent it.
+// maxLoggedPath bounds the path a line logs, cleaned or (when it could
+// not be cleaned) as the client sent it: enough to tell the request, and
+// no more of a flood of long paths on the disk.
 const maxLoggedPath = 512
 
 type accessLog struct {
@@ -61,8 +65,8 @@ type accessSwap struct {
 	done chan struct{}
 }
 
-// accessSink is where lines go: a file of ours, or a writer (stderr)
-// that is not ours to close and that others write to as well.
+// accessSink is where lines go: a file of ours, or a writer (stdout,
+// stderr) that is not ours to close and that others write to as well.
 type accessSink struct {
 	target string
 	w      io.Writer
@@ -88,23 +92,49 @@ func newAccessLog(metric prometheus.Counter, log *slog.Logger, now func() time.T
 }
 
 // openAccessSink opens the target of cfg's server.access_log: nil for
-// off, stderr, or the file, created 0640 and appended to. A file that
-// cannot be opened is a config.Errors at the setting's line.
-func openAccessSink(cfg *config.Config, stderr io.Writer) (*accessSink, error) {
+// off, stdout, stderr, or the file, created 0640 and appended to. A file
+// that cannot be opened, or is not a regular file, is a config.Errors at
+// the setting's line.
+func openAccessSink(cfg *config.Config, stdout, stderr io.Writer) (*accessSink, error) {
 	target := cfg.Server.AccessLog
 	switch target {
 	case config.AccessLogOff, "":
 		return nil, nil
+	case config.AccessLogStdout:
+		return &accessSink{target: target, w: stdout}, nil
 	case config.AccessLogStderr:
 		return &accessSink{target: target, w: stderr}, nil
 	}
-	f, err := os.OpenFile(target, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	// A path that is there already and is not a file is refused by what
+	// it is; openAppend checks again what it opened, in case it changed.
+	if fi, err := os.Stat(target); err == nil && !fi.Mode().IsRegular() {
+		return nil, accessOpenError(cfg, notRegularError(target, fi.Mode()))
+	}
+	f, err := openAppend(target)
 	if err != nil {
-		return nil, config.Errors{{File: cfg.File, Line: cfg.Line("server.access_log"),
-			Msg: fmt.Sprintf("server.access_log: cannot open: %v", err)}}
+		return nil, accessOpenError(cfg, err)
 	}
 	bw := bufio.NewWriterSize(f, accessBuffer)
 	return &accessSink{target: target, w: bw, file: f, buf: bw}, nil
+}
+
+func accessOpenError(cfg *config.Config, err error) error {
+	var nr *notRegular
+	if errors.As(err, &nr) {
+		return config.Errors{{File: cfg.File, Line: cfg.Line("server.access_log"),
+			Msg: fmt.Sprintf("server.access_log: %q is %s; write the path of a regular file", nr.name, nr.kind)}}
+	}
+	return config.Errors{{File: cfg.File, Line: cfg.Line("server.access_log"),
+		Msg: fmt.Sprintf("server.access_log: cannot open: %v", err)}}
+}
+
+// notRegular is a path to write to that is not a regular file.
+type notRegular struct{ name, kind string }
+
+func (e *notRegular) Error() string { return e.name + " is " + e.kind }
+
+func notRegularError(name string, m fs.FileMode) error {
+	return &notRegular{name, filekind.NotRegular(m)}
 }
 
 // use makes the writer write to s from now on, once the lines queued so

@@ -287,6 +287,70 @@ routes:
 	}
 }
 
+// "stdout" writes to the gateway's Stdout, not to a file named stdout.
+func TestAccessLogStdout(t *testing.T) {
+	up := newBackend(t, nil)
+	cfg := mustParseT(t, `
+admin: {listen: ""}
+server: {access_log: stdout}
+routes:
+  - id: api
+    match: {path: /api/**}
+    upstream: {targets: ["`+up.URL+`"]}
+`)
+	var stdout, stderr syncWriter
+	stdout.b, stderr.b = &strings.Builder{}, &strings.Builder{}
+	t.Chdir(t.TempDir())
+	gw, err := New(cfg, Options{Logger: discardLogger(), Stdout: &stdout, Stderr: &stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw)
+	defer srv.Close()
+	defer gw.Close()
+	resp, err := http.Get(srv.URL + "/api/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(stdout.String(), "\n") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	var l accessLine
+	if err := json.Unmarshal([]byte(stdout.String()), &l); err != nil || l.Path != "/api/x" || l.Outcome != "admitted" {
+		t.Errorf("stdout %q: %+v %v", stdout.String(), l, err)
+	}
+	if stderr.String() != "" {
+		t.Errorf("stderr %q, want nothing", stderr.String())
+	}
+	if _, err := os.Stat("stdout"); err == nil {
+		t.Error("a file named stdout was created")
+	}
+}
+
+// Every line's path is cut at maxLoggedPath, an admitted request's too.
+func TestAccessLogLongPath(t *testing.T) {
+	up := newBackend(t, nil)
+	file := filepath.Join(t.TempDir(), "access.log")
+	h := newHarness(t, `
+admin: {listen: ""}
+server: {access_log: `+file+`}
+routes:
+  - id: api
+    match: {path: /api/**}
+    upstream: {targets: ["{{UP}}"]}
+`, up)
+	long := "/api/" + strings.Repeat("a", 2*maxLoggedPath)
+	resp := h.do("GET", long, nil, nil)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	l := readAccess(t, file, 1)[0]
+	if l.Outcome != "admitted" || l.Path != long[:maxLoggedPath] {
+		t.Errorf("%s, %d bytes of path; want admitted, the first %d bytes", l.Outcome, len(l.Path), maxLoggedPath)
+	}
+}
+
 // blockedWriter holds every Write until it is released.
 type blockedWriter struct {
 	release chan struct{}

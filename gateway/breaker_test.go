@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -250,13 +251,39 @@ func TestBreakerForcedForAWhile(t *testing.T) {
 	if got := state(); got != "CLOSED forced=true" {
 		t.Fatalf("a force for good after one of 100ms, 300ms on: %s", got)
 	}
-	for _, bad := range []time.Duration{-time.Second} {
-		if err := h.gw.ForceBreaker("coupon", "open", bad); err == nil {
-			t.Errorf("ttl %v accepted", bad)
+	for _, bad := range []struct {
+		state string
+		ttl   time.Duration
+		want  string
+	}{
+		{"open", -time.Second, "ttl -1s: want a positive duration"},
+		{"open", MaxForceTTL + time.Nanosecond, "ttl 168h0m0.000000001s is too long: at most 168h (7 days)"},
+		{"closed", math.MaxInt64, "is too long: at most 168h (7 days)"},
+		{"auto", time.Second, "ttl 1s: auto gives the breaker back to its window at once and takes no ttl"},
+	} {
+		if err := h.gw.ForceBreaker("coupon", bad.state, bad.ttl); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s for %v: %v, want %s", bad.state, bad.ttl, err, bad.want)
 		}
 	}
-	if err := h.gw.ForceBreaker("coupon", "auto", time.Second); err == nil {
-		t.Error("auto with a ttl accepted")
+	if got := state(); got != "CLOSED forced=true" {
+		t.Errorf("after the refused forces: %s", got)
+	}
+	// The ttl left shows while a force with one runs.
+	if err := h.gw.ForceBreaker("coupon", "open", MaxForceTTL); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range h.gw.Breakers() {
+		if b.Route == "coupon" && (b.TTL <= 0 || b.TTL > MaxForceTTL.Seconds()) {
+			t.Errorf("ttl left %v, want up to %v", b.TTL, MaxForceTTL.Seconds())
+		}
+	}
+	if err := h.gw.ForceBreaker("coupon", "auto", 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range h.gw.Breakers() {
+		if b.TTL != 0 {
+			t.Errorf("ttl left %v after auto", b.TTL)
+		}
 	}
 }
 

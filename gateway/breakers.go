@@ -119,6 +119,7 @@ type BreakerStatus struct {
 	Failures   int64   `json:"failures"`
 	Slow       int64   `json:"slow"`
 	RetryAfter float64 `json:"retry_after,omitempty"` // seconds until the next trial
+	TTL        float64 `json:"ttl,omitempty"`         // seconds until a force with a ttl ends
 }
 
 // Breakers lists the breakers of the running configuration's routes.
@@ -133,21 +134,35 @@ func (g *Gateway) Breakers() []BreakerStatus {
 		bs := BreakerStatus{Route: r.id, State: s.State.String(), Value: int(s.State), Forced: s.Forced,
 			Calls: s.Calls, Failures: s.Failures, Slow: s.Slow}
 		if !s.NextTrial.IsZero() && s.NextTrial.After(now) {
-			bs.RetryAfter, _ = strconv.ParseFloat(strconv.FormatFloat(s.NextTrial.Sub(now).Seconds(), 'f', 3, 64), 64)
+			bs.RetryAfter = milliRound(s.NextTrial.Sub(now))
+		}
+		if s.Forced {
+			bs.TTL = milliRound(g.forces.left(r.id))
 		}
 		out = append(out, bs)
 	}
 	return out
 }
 
+// milliRound is d in seconds, to the millisecond.
+func milliRound(d time.Duration) float64 {
+	f, _ := strconv.ParseFloat(strconv.FormatFloat(d.Seconds(), 'f', 3, 64), 64)
+	return f
+}
+
 // ErrNoBreaker is returned for a route without a breaker.
 var ErrNoBreaker = errors.New("no such route with a breaker")
 
+// MaxForceTTL bounds the ttl of a force: a breaker held open or closed
+// for longer than a week is a setting, not an intervention, and belongs in
+// the config (a route without a breaker, or one with another fallback).
+const MaxForceTTL = 7 * 24 * time.Hour
+
 // ForceBreaker forces a route's breaker open or closed, or gives it back
 // to its window ("auto"); states are read in any case ("OPEN" as "open").
-// A force with a ttl above zero gives the breaker back to its window
-// after ttl, unless another force came first; a force stays until the
-// next one otherwise.
+// A force with a ttl above zero, at most MaxForceTTL, gives the breaker
+// back to its window after ttl, unless another force came first; a force
+// stays until the next one otherwise. Auto takes no ttl.
 func (g *Gateway) ForceBreaker(route, mode string, ttl time.Duration) error {
 	var m breaker.Mode
 	switch strings.ToLower(mode) {
@@ -160,23 +175,28 @@ func (g *Gateway) ForceBreaker(route, mode string, ttl time.Duration) error {
 	default:
 		return fmt.Errorf("state %q: want open, closed or auto", mode)
 	}
-	if ttl < 0 || ttl > 0 && m == breaker.Auto {
-		return fmt.Errorf("ttl %v: a force of open or closed may last a positive time", ttl)
+	switch {
+	case m == breaker.Auto && ttl != 0:
+		return fmt.Errorf("ttl %v: auto gives the breaker back to its window at once and takes no ttl; a ttl is for open or closed", ttl)
+	case ttl < 0:
+		return fmt.Errorf("ttl %v: want a positive duration", ttl)
+	case ttl > MaxForceTTL:
+		return fmt.Errorf("ttl %v is too long: at most %.0fh (7 days)", ttl, MaxForceTTL.Hours())
 	}
 	for _, r := range g.gen.Load().routes {
 		if r.id == route && r.breaker != nil {
 			g.forces.mu.Lock()
 			defer g.forces.mu.Unlock()
-			if t := g.forces.timers[route]; t != nil {
-				t.Stop()
+			if f := g.forces.timers[route]; f != nil {
+				f.timer.Stop()
 				delete(g.forces.timers, route)
 			}
 			r.breaker.b.Force(m, g.now())
 			if ttl > 0 {
-				var t *time.Timer
-				t = time.AfterFunc(ttl, func() {
+				f := &forceTimer{until: time.Now().Add(ttl)}
+				f.timer = time.AfterFunc(ttl, func() {
 					g.forces.mu.Lock()
-					mine := g.forces.timers[route] == t
+					mine := g.forces.timers[route] == f
 					if mine {
 						delete(g.forces.timers, route)
 					}
@@ -186,9 +206,9 @@ func (g *Gateway) ForceBreaker(route, mode string, ttl time.Duration) error {
 					}
 				})
 				if g.forces.timers == nil {
-					g.forces.timers = map[string]*time.Timer{}
+					g.forces.timers = map[string]*forceTimer{}
 				}
-				g.forces.timers[route] = t
+				g.forces.timers[route] = f
 			}
 			return nil
 		}
@@ -196,8 +216,26 @@ func (g *Gateway) ForceBreaker(route, mode string, ttl time.Duration) error {
 	return fmt.Errorf("%w: %q", ErrNoBreaker, route)
 }
 
+// left is how long the force of route has to run, or 0 for none that
+// ends by itself.
+func (f *forces) left(route string) time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if t := f.timers[route]; t != nil {
+		// On the wall clock, as the timer runs.
+		return max(time.Until(t.until), 0)
+	}
+	return 0
+}
+
 // forces are the timers that end forces given a ttl, by route.
 type forces struct {
 	mu     sync.Mutex
-	timers map[string]*time.Timer
+	timers map[string]*forceTimer
+}
+
+// forceTimer ends a force at until.
+type forceTimer struct {
+	timer *time.Timer
+	until time.Time
 }

@@ -33,8 +33,9 @@ type Options struct {
 	// Registerer receives the metrics. Nil: a new registry, see Registry.
 	Registerer prometheus.Registerer
 
-	// Stderr is where "server.access_log: stderr" writes. Nil: os.Stderr.
-	Stderr io.Writer
+	// Stdout and Stderr are where "server.access_log: stdout" and
+	// "stderr" write. Nil: os.Stdout, os.Stderr.
+	Stdout, Stderr io.Writer
 
 	// Now is the gateway's clock: the time its limits, breakers, tokens,
 	// logs and metrics go by; it must be safe for concurrent use. Nil:
@@ -51,13 +52,16 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 	if o.Registerer == nil {
 		o.Registerer = prometheus.NewRegistry()
 	}
+	if o.Stdout == nil {
+		o.Stdout = os.Stdout
+	}
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	sink, err := openAccessSink(cfg, o.Stderr)
+	sink, err := openAccessSink(cfg, o.Stdout, o.Stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -74,6 +78,7 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 		breakers:    map[string]*routeBreaker{},
 		reg:         o.Registerer,
 		local:       memory.New(memory.Options{MaxKeys: cfg.Store.Memory.MaxKeys}),
+		stdout:      o.Stdout,
 		stderr:      o.Stderr,
 	}
 	gen, err := g.build(cfg, nil)
@@ -364,7 +369,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	// The access log's file is opened again whatever changed, so that a
 	// rotated file is followed; one that cannot be opened refuses the
 	// reload, as a config that does not build does.
-	sink, err := openAccessSink(cfg, g.stderr)
+	sink, err := openAccessSink(cfg, g.stdout, g.stderr)
 	if err != nil {
 		g.metrics.reloaded(false, g.now())
 		return err

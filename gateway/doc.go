@@ -5,7 +5,7 @@
 // A Gateway is built by New from a configuration that package config
 // parsed and validated; Options give what the configuration does not say:
 // the logger, the Prometheus registerer, where "server.access_log:
-// stderr" writes, and the clock. A Gateway is an http.Handler (ServeHTTP).
+// stdout" and "stderr" write, and the clock. A Gateway is an http.Handler (ServeHTTP).
 // Served through Listener, net/http's own error answers become the
 // gateway's too, and a request whose framing is in doubt is refused.
 // Reload swaps in a new configuration: the requests already running finish

@@ -55,6 +55,7 @@ type Gateway struct {
 	recorderStore config.Store
 
 	access *accessLog // the access log's queue and writer
+	stdout io.Writer  // server.access_log: stdout
 	stderr io.Writer  // server.access_log: stderr
 
 	reloadMu  sync.Mutex

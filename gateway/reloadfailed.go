@@ -15,7 +15,7 @@ func (g *Gateway) ReloadUnchanged() {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
 	if cfg := g.Config(); cfg.Server.AccessLog != config.AccessLogOff {
-		if sink, err := openAccessSink(cfg, g.stderr); err != nil {
+		if sink, err := openAccessSink(cfg, g.stdout, g.stderr); err != nil {
 			g.log.Error("cannot open the access log again; it goes on where it was", "error", err.Error())
 		} else {
 			g.access.use(sink)

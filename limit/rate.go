@@ -127,7 +127,24 @@ func (r Rate) String() string {
 	case 24 * time.Hour:
 		return fmt.Sprintf("%d/d", r.Count)
 	}
-	return fmt.Sprintf("%d/%v", r.Count, r.Period)
+	return strconv.FormatInt(r.Count, 10) + "/" + compactPeriod(r.Period)
+}
+
+// compactPeriod writes d as a rate's period is written: 2d, 2h, 1h30m,
+// 1m30s, 250ms, without the zero units that Duration.String adds (2h0m0s).
+func compactPeriod(d time.Duration) string {
+	const day = 24 * time.Hour
+	if d%day == 0 {
+		return strconv.FormatInt(int64(d/day), 10) + "d"
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // perSecond is the rate as events per second.

@@ -63,6 +63,32 @@ func TestParseRateErrors(t *testing.T) {
 	}
 }
 
+// String writes a rate as a file would, without Duration's zero units.
+func TestRateString(t *testing.T) {
+	for _, tc := range []struct {
+		r    Rate
+		want string
+	}{
+		{Rate{800, time.Second}, "800/s"},
+		{Rate{100, time.Minute}, "100/min"},
+		{Rate{1, 10 * time.Second}, "1/10s"},
+		{Rate{3, 2 * time.Hour}, "3/2h"},
+		{Rate{3, 48 * time.Hour}, "3/2d"},
+		{Rate{5, 90 * time.Minute}, "5/1h30m"},
+		{Rate{5, 10 * time.Minute}, "5/10m"},
+		{Rate{5, time.Hour + 30*time.Second}, "5/1h0m30s"},
+		{Rate{5, 250 * time.Millisecond}, "5/250ms"},
+		{Rate{5, 1500 * time.Millisecond}, "5/1.5s"},
+	} {
+		if got := tc.r.String(); got != tc.want {
+			t.Errorf("%#v.String() = %q, want %q", tc.r, got, tc.want)
+		}
+		if back, err := ParseRate(tc.r.String()); err != nil || back != tc.r {
+			t.Errorf("%q reads back as %v, %v", tc.r.String(), back, err)
+		}
+	}
+}
+
 func FuzzParseRate(f *testing.F) {
 	for _, s := range []string{"800/s", "1/10s", "100:60", "5/1h30m", "0/s", "9/d", "1/-1s"} {
 		f.Add(s)

@@ -79,7 +79,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	s := &server{file: *file, flags: flags, log: log, stderr: stderr}
+	s := &server{file: *file, flags: flags, log: log, stdout: stdout, stderr: stderr}
 	return s.run(cfg, sum, *watch)
 }
 
@@ -88,6 +88,7 @@ type server struct {
 	file   string
 	flags  config.Flags // what the command line gives in place of the file
 	log    *slog.Logger
+	stdout io.Writer // server.access_log: stdout
 	stderr io.Writer // where the log goes, and server.access_log: stderr
 
 	gw       *gateway.Gateway
@@ -101,7 +102,7 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	gw, err := gateway.New(cfg, gateway.Options{Logger: s.log, Registerer: reg, Stderr: s.stderr})
+	gw, err := gateway.New(cfg, gateway.Options{Logger: s.log, Registerer: reg, Stdout: s.stdout, Stderr: s.stderr})
 	if err != nil {
 		s.log.Error("cannot start the gateway", "file", s.file, "error", err.Error())
 		return exitFailure

@@ -167,19 +167,20 @@ type proc struct {
 	t      *testing.T
 	f      *fixture
 	cmd    *exec.Cmd
+	stdout *syncBuffer
 	stderr *syncBuffer
 	done   chan struct{} // closed when the process has exited
 	code   int           // the exit code, once done is closed
 }
 
-// startProc starts the floodgate binary with args in the background. The
-// process is killed at the end of the test if it still runs, and its
-// stderr is logged if the test failed.
+// startProc starts the floodgate binary with args in the background,
+// collecting its stdout and stderr. The process is killed at the end of
+// the test if it still runs, and its stderr is logged if the test failed.
 func startProc(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{t: t, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(floodgateBin, args...)
-	p.cmd.Stderr = p.stderr
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -1079,5 +1080,88 @@ func TestServeAccessLogRefused(t *testing.T) {
 	_, stderr, code = floodgate(t, "serve", "-c", f.file)
 	if want := f.file + ":5: server.access_log"; code != 1 || !strings.Contains(stderr, want) {
 		t.Errorf("serve: %d %q, want 1 and %q", code, stderr, want)
+	}
+}
+
+// A refused file's secrets (a password in a Redis address, a token where
+// its variable's name goes) reach neither check, nor the reload's ERROR
+// line, nor /readyz, which anyone may ask.
+func TestServeRefusalHidesSecrets(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	f.write(baseConfig)
+	p := f.serve("--watch=false")
+	for _, bad := range []string{
+		"store:\n  type: redis\n  redis: {addrs: [\"redis://u:LEAKPW3@127.0.0.1:16399\"]}\n",
+		"events:\n  sink: redis\n  spool_dir: " + f.dir + "\n  redis: {addrs: [\"redis://u:LEAKPW3@127.0.0.1:16399\"]}\n",
+		"store:\n  redis: {password_env: \"LEAKPW3-Secret-Value\"}\n",
+	} {
+		f.write(strings.Replace(baseConfig, "admin:\n  listen: \"{{ADMIN}}\"\n  token: {{TOKEN}}\n",
+			"admin:\n  listen: \"{{ADMIN}}\"\n  token: {{TOKEN}}\n"+bad, 1))
+		_, checkOut, code := floodgate(t, "check", "-c", f.file)
+		r := p.admin("POST", "/admin/reload")
+		ready := request(t, "GET", "http://"+f.admin+"/readyz")
+		if code != 1 || r.code != 400 || !strings.Contains(ready.body, "config: rejected") {
+			t.Fatalf("check %d %q, reload %d %s, /readyz %s: want both refused, and said", code, checkOut, r.code, r.body, ready.body)
+		}
+		for what, s := range map[string]string{"check": checkOut, "the reload's answer": r.body, "/readyz": ready.body, "the log": p.stderr.String()} {
+			if strings.Contains(s, "LEAKPW3") {
+				t.Errorf("%s repeats the secret:\n%s", what, s)
+			}
+		}
+	}
+}
+
+// POST /admin/breakers/ROUTE bounds a force's ttl with clear answers, logs
+// the state as GET /admin/breakers shows it, and GET shows how long a
+// force with a ttl has to run.
+func TestServeForceBreaker(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	f.write(baseConfig + `
+  - id: coupon
+    match: {path: /coupon}
+    upstream: {targets: ["{{UPSTREAM}}"]}
+    breaker: {enabled: true}
+`)
+	p := f.serve("--watch=false")
+	for _, tt := range []struct{ query, want string }{
+		{"state=open&ttl=99999999h", `ttl \"99999999h\" is too long: at most 168h (7 days)`},
+		{"state=open&ttl=9223372036854775807ns", `ttl 2562047h47m16.854775807s is too long: at most 168h (7 days)`},
+		{"state=open&ttl=169h", `ttl 169h0m0s is too long: at most 168h (7 days)`},
+		{"state=open&ttl=0s", `ttl \"0s\": want a positive duration such as 30m`},
+		{"state=auto&ttl=5s", `state auto gives the breaker back to its window at once and takes no ttl; a ttl is for open or closed`},
+	} {
+		if r := p.admin("POST", "/admin/breakers/coupon?"+tt.query); r.code != 400 || !strings.Contains(r.body, tt.want) {
+			t.Errorf("%s: %d %s, want 400 and %s", tt.query, r.code, r.body, tt.want)
+		}
+	}
+	if r := p.admin("POST", "/admin/breakers/coupon?state=open&ttl=168h"); r.code != 200 || !strings.Contains(r.body, `"state":"OPEN"`) {
+		t.Fatalf("a force of 168h: %d %s", r.code, r.body)
+	}
+	p.waitLog(`"msg":"circuit breaker forced","route":"coupon","state":"OPEN","forced":true,"ttl":"168h0m0s"`)
+	var got struct {
+		Breakers []struct {
+			Route  string
+			State  string
+			Forced bool
+			TTL    float64
+		}
+	}
+	r := p.admin("GET", "/admin/breakers")
+	if err := json.Unmarshal([]byte(r.body), &got); err != nil || len(got.Breakers) != 1 {
+		t.Fatalf("GET /admin/breakers: %s (%v)", r.body, err)
+	}
+	if b := got.Breakers[0]; b.State != "OPEN" || !b.Forced || b.TTL <= 167*3600 || b.TTL > 168*3600 {
+		t.Errorf("GET /admin/breakers: %+v, want OPEN, forced, with about 168h left", b)
+	}
+	// In any casing, the log says it as GET does; a force for good has no
+	// ttl left to show.
+	if r := p.admin("POST", "/admin/breakers/coupon?state=cLoSeD"); r.code != 200 {
+		t.Fatalf("a force of cLoSeD: %d %s", r.code, r.body)
+	}
+	p.waitLog(`"msg":"circuit breaker forced","route":"coupon","state":"CLOSED","forced":true}`)
+	if r := p.admin("GET", "/admin/breakers"); strings.Contains(r.body, `"ttl"`) {
+		t.Errorf("GET /admin/breakers after a force for good: %s", r.body)
 	}
 }

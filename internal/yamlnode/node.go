@@ -2,6 +2,7 @@ package yamlnode
 
 import (
 	"strconv"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -14,7 +15,8 @@ func IsNull(n *yaml.Node) bool {
 
 // Describe names a node's value for an error message: "a mapping", "a
 // list", or the scalar quoted, cut at 40 bytes so that a long value does
-// not swamp the message.
+// not swamp the message. What comes before an "@" is hidden: a value in
+// the wrong place may be a URL with a password (redis://u:PASSWORD@host).
 func Describe(n *yaml.Node) string {
 	switch n.Kind {
 	case yaml.MappingNode:
@@ -22,8 +24,16 @@ func Describe(n *yaml.Node) string {
 	case yaml.SequenceNode:
 		return "a list"
 	}
-	if len(n.Value) > 40 {
-		return strconv.Quote(n.Value[:40] + "...")
+	v := n.Value
+	if i := strings.LastIndexByte(v, '@'); i >= 0 {
+		scheme := ""
+		if j := strings.Index(v, "://"); j >= 0 && j < i {
+			scheme = v[:j+3]
+		}
+		v = scheme + "***" + v[i:]
 	}
-	return strconv.Quote(n.Value)
+	if len(v) > 40 {
+		return strconv.Quote(v[:40] + "...")
+	}
+	return strconv.Quote(v)
 }
