@@ -62,7 +62,8 @@ type RecordedLimit struct {
 var ErrNoRecordedKey = errors.New("no key recorded")
 
 // NewRecorded builds the limits of the route routeID in cfg. log receives what goes
-// wrong while leases are held (Hold); nil: slog.Default().
+// wrong while leases are held (Hold); nil: slog.Default(). The caller
+// closes it.
 func NewRecorded(cfg *config.Config, routeID string, log *slog.Logger) (*Recorded, error) {
 	if log == nil {
 		log = slog.Default()
