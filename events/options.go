@@ -86,6 +86,14 @@ type Options struct {
 	// backfill, a test's fixture) may wait longer.
 	RecordWait time.Duration
 
+	// MaxEntryBytes bounds the entry a Source reads back: a longer one
+	// (a file's line, a stream entry's event, a message) is passed over
+	// and logged, as one that is not an event is, and a file's line is
+	// never held in memory whole. A recorder writes no entry longer than
+	// its events.max_body allows, so a longer one was written by someone
+	// else. Zero: no bound.
+	MaxEntryBytes int64
+
 	// directTimeout replaces the package's directTimeout when not zero
 	// (tests that must not see a slow machine spool an event), and
 	// directBackoff the first wait after a direct delivery fell short.

@@ -62,7 +62,7 @@ func OpenSource(ctx context.Context, c Sink, route string, o Options) (Source, e
 	if log == nil {
 		log = slog.Default()
 	}
-	m := matcher{route: route, log: log}
+	m := matcher{route: route, max: o.MaxEntryBytes, log: log}
 	switch c.Kind {
 	case SinkRedis:
 		if err := c.Redis.check(); err != nil {
@@ -83,23 +83,35 @@ func OpenSource(ctx context.Context, c Sink, route string, o Options) (Source, e
 // sink holds.
 type matcher struct {
 	route string
+	max   int64 // the longest entry decoded; 0: any
 	log   *slog.Logger
 }
 
 // decode returns the event in data when it is one to replay; an entry
-// that does not decode is logged and passed over, so one bad entry cannot
-// block a replay forever.
-func (m matcher) decode(where string, data []byte) (*Event, bool) {
+// that does not decode, or is longer than m.max, is logged and passed
+// over, so one bad entry cannot block a replay forever. where are the log
+// attributes that say which entry it is.
+func (m matcher) decode(data []byte, where ...any) (*Event, bool) {
 	if len(data) == 0 {
+		return nil, false
+	}
+	if m.max > 0 && int64(len(data)) > m.max {
+		m.tooLong(int64(len(data)), where...)
 		return nil, false
 	}
 	var e Event
 	if err := json.Unmarshal(data, &e); err != nil {
-		m.log.Warn("events: passing over an entry that is not an event", "where", where, "error", err.Error())
+		m.log.Warn("events: passing over an entry that is not an event", append(where, "error", err.Error())...)
 		return nil, false
 	}
 	if e.Type != TypeBreakerRejected || e.Route != m.route {
 		return nil, false
 	}
 	return &e, true
+}
+
+// tooLong logs an entry of n bytes passed over for its length.
+func (m matcher) tooLong(n int64, where ...any) {
+	m.log.Warn("events: passing over an entry longer than any this configuration records",
+		append(where, "bytes", n, "max_bytes", m.max)...)
 }

@@ -50,15 +50,30 @@ func openFileSource(path string, m matcher) (*fileSource, error) {
 	return s, nil
 }
 
-// line returns the next complete line from r and its end offset. A last
-// line without its newline is being written, or was torn by a crash; it is
-// left for later.
-func readLine(r *bufio.Reader) ([]byte, error) {
-	line, err := r.ReadBytes('\n')
-	if err != nil {
-		return nil, io.EOF
+// readLine returns the next complete line from r, with its newline. A
+// last line without its newline is being written, or was torn by a crash;
+// it is left for later (io.EOF). A line longer than max (0: any) is read
+// through without being kept: line is nil and n its length.
+func readLine(r *bufio.Reader, max int64) (line []byte, n int64, err error) {
+	tooLong := false
+	for {
+		chunk, err := r.ReadSlice('\n')
+		n += int64(len(chunk))
+		if max > 0 && n > max {
+			tooLong, line = true, nil
+		}
+		if !tooLong {
+			line = append(line, chunk...)
+		}
+		switch {
+		case err == nil && tooLong:
+			return nil, n, nil
+		case err == nil:
+			return line, n, nil
+		case !errors.Is(err, bufio.ErrBufferFull):
+			return nil, n, io.EOF
+		}
 	}
-	return line, nil
 }
 
 func (s *fileSource) Next(context.Context) (*Event, error) {
@@ -66,7 +81,7 @@ func (s *fileSource) Next(context.Context) (*Event, error) {
 		return nil, io.EOF
 	}
 	for {
-		line, err := readLine(s.r)
+		line, n, err := readLine(s.r, s.m.max)
 		if err != nil {
 			// Past the end, the lines read were all other routes' or
 			// types': remember that, unless an event is still in flight
@@ -78,8 +93,13 @@ func (s *fileSource) Next(context.Context) (*Event, error) {
 			}
 			return nil, io.EOF
 		}
-		s.pos += int64(len(line))
-		if e, ok := s.m.decode(s.path+":"+strconv.FormatInt(s.pos-int64(len(line)), 10), line); ok {
+		at := s.pos
+		s.pos += n
+		if line == nil {
+			s.m.tooLong(n, "file", s.path, "offset", at)
+			continue
+		}
+		if e, ok := s.m.decode(line, "file", s.path, "offset", at); ok {
 			s.inFlight[e] = s.pos
 			return e, nil
 		}
@@ -131,14 +151,16 @@ func (s *fileSource) Pending(_ context.Context, fn func(*Event) bool) error {
 	r := bufio.NewReaderSize(io.NewSectionReader(s.f, s.saved, 1<<62), 256<<10)
 	pos := s.saved
 	for {
-		line, err := readLine(r)
+		line, n, err := readLine(r, s.m.max)
 		if err != nil {
 			return nil
 		}
-		if e, ok := s.m.decode(s.path+":"+strconv.FormatInt(pos, 10), line); ok && !fn(e) {
+		if line == nil {
+			s.m.tooLong(n, "file", s.path, "offset", pos)
+		} else if e, ok := s.m.decode(line, "file", s.path, "offset", pos); ok && !fn(e) {
 			return nil
 		}
-		pos += int64(len(line))
+		pos += n
 	}
 }
 

@@ -105,7 +105,7 @@ func (s *natsSource) Next(ctx context.Context) (*Event, error) {
 		if msg == nil {
 			return nil, io.EOF
 		}
-		e, ok := s.m.decode(s.stream+" "+msgSeq(msg), msg.Data())
+		e, ok := s.m.decode(msg.Data(), "stream", s.stream, "seq", msgSeq(msg))
 		if !ok {
 			if err := msg.Ack(); err != nil {
 				return nil, fmt.Errorf("events: acknowledging in %s: %w", s.stream, err)
@@ -178,7 +178,7 @@ func (s *natsSource) Pending(ctx context.Context, fn func(*Event) bool) error {
 			if err != nil {
 				return err
 			}
-			if e, ok := s.m.decode(s.stream+" "+msgSeq(msg), msg.Data()); ok && !fn(e) {
+			if e, ok := s.m.decode(msg.Data(), "stream", s.stream, "seq", msgSeq(msg)); ok && !fn(e) {
 				return nil
 			}
 			if md.Sequence.Stream >= last {

@@ -95,7 +95,7 @@ func (s *redisSource) Next(ctx context.Context) (*Event, error) {
 		entry := s.buf[0]
 		s.buf = s.buf[1:]
 		// A pending entry that MAXLEN trimmed comes back without fields.
-		e, ok := s.m.decode(s.stream+" "+entry.ID, []byte(entry.FieldValues["event"]))
+		e, ok := s.m.decode([]byte(entry.FieldValues["event"]), "stream", s.stream, "entry", entry.ID)
 		if !ok {
 			s.skipped = append(s.skipped, entry.ID)
 			continue
@@ -171,7 +171,7 @@ func (s *redisSource) Pending(ctx context.Context, fn func(*Event) bool) error {
 					return fmt.Errorf("events: XRANGE %s: %w", s.stream, err)
 				}
 				for _, entry := range entries {
-					if e, ok := s.m.decode(s.stream+" "+entry.ID, []byte(entry.FieldValues["event"])); ok && !fn(e) {
+					if e, ok := s.m.decode([]byte(entry.FieldValues["event"]), "stream", s.stream, "entry", entry.ID); ok && !fn(e) {
 						return nil
 					}
 				}
@@ -189,7 +189,7 @@ func (s *redisSource) Pending(ctx context.Context, fn func(*Event) bool) error {
 		}
 		for _, entry := range entries {
 			start = "(" + entry.ID
-			if e, ok := s.m.decode(s.stream+" "+entry.ID, []byte(entry.FieldValues["event"])); ok && !fn(e) {
+			if e, ok := s.m.decode([]byte(entry.FieldValues["event"]), "stream", s.stream, "entry", entry.ID); ok && !fn(e) {
 				return nil
 			}
 		}

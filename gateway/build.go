@@ -146,15 +146,8 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 	}
 
 	for _, rc := range cfg.Routes {
-		r := &route{id: rc.ID, methods: rc.Match.Methods, host: strings.ToLower(rc.Match.Host), metrics: g.metrics.forRoute(rc.ID), failLog: g.failSampler(rc.ID)}
-		if p, ok := rc.Match.Prefix(); ok {
-			r.prefix = p
-			if r.prefix == "" {
-				r.prefix = "/"
-			}
-		} else {
-			r.exact = rc.Match.Path
-		}
+		r := &route{id: rc.ID, metrics: g.metrics.forRoute(rc.ID), failLog: g.failSampler(rc.ID)}
+		r.setMatch(rc.Match)
 		u := rc.Upstream
 		r.upstream = &upstream{
 			targets:     u.Targets,

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,6 +15,8 @@ import (
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/events"
 	"github.com/floodgate-gw/floodgate/gateway/clientip"
+	"github.com/floodgate-gw/floodgate/internal/jwtverify"
+	"github.com/floodgate-gw/floodgate/internal/pathclean"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
 )
@@ -27,6 +32,11 @@ type Recorded struct {
 	route *route
 	log   *slog.Logger
 }
+
+// ErrNotRecorded is wrapped by the error of Recorded.Check: the event is
+// not one the gateway, under this configuration, can have recorded for
+// the route.
+var ErrNotRecorded = errors.New("not a request this configuration records")
 
 // RecordedLimit is one limit of a recorded request.
 type RecordedLimit struct {
@@ -52,7 +62,8 @@ type RecordedLimit struct {
 var ErrNoRecordedKey = errors.New("no key recorded")
 
 // NewRecorded builds the limits of the route routeID in cfg. log receives what goes
-// wrong while leases are held (Hold); nil: slog.Default().
+// wrong while leases are held (Hold); nil: slog.Default(). The caller
+// closes it.
 func NewRecorded(cfg *config.Config, routeID string, log *slog.Logger) (*Recorded, error) {
 	if log == nil {
 		log = slog.Default()
@@ -74,6 +85,7 @@ func NewRecorded(cfg *config.Config, routeID string, log *slog.Logger) (*Recorde
 	// answers a request.
 	g := &Gateway{metrics: NewMetrics(prometheus.NewRegistry()), samplers: map[string]*sampler{}, log: log, now: time.Now}
 	r := &route{id: rc.ID}
+	r.setMatch(rc.Match)
 	for _, lc := range cfg.GlobalLimits {
 		r.limits = append(r.limits, g.limitSpec(cfg, rc.ID, lc))
 	}
@@ -81,7 +93,212 @@ func NewRecorded(cfg *config.Config, routeID string, log *slog.Logger) (*Recorde
 		r.limits = append(r.limits, g.limitSpec(cfg, rc.ID, lc))
 	}
 	gen := &generation{cfg: cfg, ips: ips, routes: []*route{r}}
+	// The verifier of server.jwt, to check the claims an event recorded
+	// against the token it recorded (Check).
+	if gen.jwt, err = g.tokensFor(cfg, nil); err != nil {
+		return nil, err
+	}
+	if gen.jwt != nil && cfg.Server.JWT.JWKSURL != "" {
+		// Fetched in the background: give the first fetch its time, so
+		// that the first events need not stop the replay (Check).
+		for deadline := time.Now().Add(jwtverify.DefaultFetchTimeout); gen.jwt.v.Status() != nil && time.Now().Before(deadline); {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	return &Recorded{gen: gen, route: r, log: log}, nil
+}
+
+// Close stops the token verifier's background work.
+func (rc *Recorded) Close() { rc.gen.jwt.closeUnless(nil) }
+
+// Check reports why e, recorded for the route, is not a request the
+// gateway can have recorded under this configuration, or nil. An event is
+// only what the sink holds, and anyone who can write the sink can write
+// one, so what replay would send is checked against what the gateway
+// records:
+//
+//   - the path is clean (package pathclean) and absolute, as the gateway
+//     records it, and the route takes it and the method (its host is not
+//     recorded, so match.host is not compared);
+//   - the body is no longer than events.max_body;
+//   - each key value the event recorded that can be worked out again from
+//     the rest of it is the one the gateway would have resolved: a
+//     header:NAME part from a recorded NAME header, query:, cookie: (a
+//     recorded Cookie header), path, method and route parts, and a jwt:
+//     part from a recorded token, verified with server.jwt at the time the
+//     event was recorded, as the gateway verified it then (a token that
+//     has expired since still matches). A limit recorded under its
+//     fallback key must not have had its key. ip and host parts, and
+//     values whose source was not recorded, are taken as recorded.
+//
+// An error that does not wrap ErrNotRecorded says nothing about the event:
+// a token cannot be checked while server.jwt's JWKS URL gives no keys.
+func (rc *Recorded) Check(e *events.Event) error {
+	path := e.Path
+	if clean, err := pathclean.Clean(path); err != nil || clean != path {
+		return fmt.Errorf("%w: path %q is not a cleaned absolute path", ErrNotRecorded, path)
+	}
+	if !rc.route.matches(e.Method, rc.route.host, path) {
+		return fmt.Errorf("%w: route %s does not take %s %s", ErrNotRecorded, rc.route.id, e.Method, path)
+	}
+	if max := rc.gen.cfg.Events.MaxBody; int64(len(e.Body)) > max {
+		return fmt.Errorf("%w: a body of %d bytes, and events.max_body is %d", ErrNotRecorded, len(e.Body), max)
+	}
+	rv := &recordedValues{rc: rc, e: e, headers: http.Header{}}
+	for k, vs := range e.Headers {
+		ck := http.CanonicalHeaderKey(k)
+		rv.headers[ck] = append(rv.headers[ck], vs...)
+	}
+	for _, l := range rc.route.limits {
+		if l.constKey != "" {
+			continue
+		}
+		values, ok := e.Keys[l.name]
+		if !ok {
+			continue
+		}
+		fallback := slices.Contains(e.Fallback, l.name)
+		if !fallback && len(values) != len(l.key) && len(values) == len(l.fallback) {
+			fallback = true // as Limits reads it
+		}
+		parts := l.key
+		if fallback {
+			parts = l.fallback
+		}
+		if len(values) != len(parts) {
+			continue // Limits says so
+		}
+		for i, p := range parts {
+			v, known, err := rv.value(p)
+			if errors.Is(err, errNoKeys) {
+				return fmt.Errorf("limit %s: %w", l.name, err)
+			}
+			if err != nil {
+				return fmt.Errorf("%w: limit %s: %v", ErrNotRecorded, l.name, err)
+			}
+			if known && v != values[i] {
+				return fmt.Errorf("%w: limit %s: the key value %q is not the recorded request's %s %q", ErrNotRecorded, l.name, values[i], p.kind, v)
+			}
+		}
+		if fallback && rv.carries(l.key) {
+			return fmt.Errorf("%w: limit %s: recorded under its fallback key, but the recorded request has its key", ErrNotRecorded, l.name)
+		}
+	}
+	return nil
+}
+
+// recordedValues works out key part values from an event's other fields.
+type recordedValues struct {
+	rc      *Recorded
+	e       *events.Event
+	headers http.Header // e.Headers, canonical
+	query   url.Values
+}
+
+// value is the value the gateway would have resolved for p from what e
+// recorded ("" when missing, as on a request), with known false when e
+// did not record the part's source.
+func (rv *recordedValues) value(p keyPart) (v string, known bool, err error) {
+	switch p.src {
+	case srcRoute:
+		v = rv.rc.route.id
+	case srcPath:
+		v = rv.e.Path
+	case srcMethod:
+		v = rv.e.Method
+	case srcHeader:
+		vv, ok := rv.headers[p.name]
+		if !ok {
+			return "", false, nil
+		}
+		if len(vv) > 0 {
+			v = vv[0]
+		}
+	case srcQuery:
+		if rv.query == nil {
+			rv.query, _ = url.ParseQuery(rv.e.Query) // as URL.Query reads it
+		}
+		if vv := rv.query[p.name]; len(vv) > 0 {
+			v = vv[0]
+		}
+	case srcCookie:
+		if _, ok := rv.headers["Cookie"]; !ok {
+			return "", false, nil
+		}
+		if c, err := (&http.Request{Header: rv.headers}).Cookie(p.name); err == nil {
+			v = c.Value
+		}
+	case srcJWT:
+		t := rv.rc.gen.jwt
+		if t == nil || !rv.recorded(t) {
+			return "", false, nil
+		}
+		if v, err = rv.claim(t, p.name); err != nil {
+			return "", false, err
+		}
+	default: // global (always "-"), ip, host: not recorded
+		return "", false, nil
+	}
+	if strings.TrimSpace(v) == "" {
+		v = ""
+	}
+	return v, true, nil
+}
+
+// recorded says whether e recorded where t reads the token from.
+func (rv *recordedValues) recorded(t *tokens) bool {
+	name := t.header
+	if name == "" {
+		name = "Cookie"
+	}
+	_, ok := rv.headers[name]
+	return ok
+}
+
+// claim is the claim of the recorded token, verified at the event's time;
+// "" when the recorded request carries no token or the claim is not there.
+// A token that does not verify is an error: the gateway would have had no
+// claim to record.
+func (rv *recordedValues) claim(t *tokens, name string) (string, error) {
+	raw, err := t.read(&http.Request{Header: rv.headers})
+	if err != nil || raw == "" {
+		return "", err
+	}
+	at := rv.e.Time
+	if at.IsZero() || at.After(time.Now()) {
+		at = time.Now()
+	}
+	tok, err := t.v.Verify(raw, at)
+	if jwtverify.ReasonOf(err) == jwtverify.NoKeys {
+		return "", fmt.Errorf("%w: %v", errNoKeys, err)
+	}
+	if err != nil {
+		return "", fmt.Errorf("the recorded token: %w", err)
+	}
+	v, err := tok.Claim(name)
+	if err != nil {
+		return "", nil
+	}
+	return v, nil
+}
+
+// errNoKeys: a recorded token cannot be checked yet, as server.jwt's
+// JWKS URL has given no keys. It says nothing about the event.
+var errNoKeys = errors.New("server.jwt has no keys to verify the recorded token with")
+
+// carries says whether every part of parts has a known, present value in
+// the recorded request.
+func (rv *recordedValues) carries(parts []keyPart) bool {
+	if len(parts) == 0 {
+		return false
+	}
+	for _, p := range parts {
+		v, known, err := rv.value(p)
+		if err != nil || !known || v == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // Limits returns the limits that apply to e, in the order the gateway

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/internal/answer"
 )
 
@@ -21,6 +22,19 @@ type route struct {
 	record   bool          // fallback.record: write an event per refusal
 	metrics  *routeMetrics
 	failLog  *sampler // WARN lines of failed exchanges, as many a second as rejections
+}
+
+// setMatch sets what the route takes from its match block.
+func (rte *route) setMatch(m config.Match) {
+	rte.methods, rte.host = m.Methods, strings.ToLower(m.Host)
+	if p, ok := m.Prefix(); ok {
+		rte.prefix = p
+		if rte.prefix == "" {
+			rte.prefix = "/"
+		}
+	} else {
+		rte.exact = m.Path
+	}
 }
 
 // matches reports whether the route takes a request; path is cleaned.

@@ -12,8 +12,11 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/floodgate-gw/floodgate/admin"
 	"github.com/floodgate-gw/floodgate/config"
@@ -55,6 +58,15 @@ const replayBodyLimit = 1 << 20
 // maxCollapseKeys bounds --collapse-keys, and the memory it takes.
 const maxCollapseKeys = 100_000_000
 
+// maxEntryBytes is the longest entry of the events sink that replay reads:
+// more than an event of this configuration takes. The body is at most
+// events.max_body bytes, base64 in the JSON (4/3); the headers kept, and
+// the key values taken from them, at most the server's header block each,
+// escaped; the rest is small.
+func maxEntryBytes(cfg *config.Config) int64 {
+	return 2*cfg.Events.MaxBody + 4*int64(cfg.Server.MaxHeaderBytes) + 64<<10
+}
+
 // maxParallel bounds --parallel: a replay is a steady trickle to a
 // downstream that has just recovered, and each event in flight holds a
 // sink's acknowledgement open (events.Source).
@@ -85,7 +97,10 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 			"    request, as failed; all are marked done, so a replay always ends (the idempotency\n"+
 			"    key makes a later manual retry safe);\n"+
 			"  - an event whose body was truncated is skipped (it cannot be sent as it was), said so,\n"+
-			"    and marked done; collapsed and limited events are marked done too;\n"+
+			"    and marked done; so is one the gateway cannot have recorded for the route (a path\n"+
+			"    that is not clean or that the route does not take, a body over events.max_body, key\n"+
+			"    values the recorded headers or token contradict); collapsed and limited events are\n"+
+			"    marked done too; Forwarded and X-Forwarded-* are never replayed;\n"+
 			"  - an upstream that does not answer at all, or a store that fails, stops the replay with\n"+
 			"    exit 1, leaving that event (and any sent after it) for the next run.\n"+
 			"The last line is: succeeded N, failed N, skipped N, collapsed N, limited N, remaining N\n"+
@@ -148,6 +163,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "floodgate events replay: %v\n", err)
 		return exitFailure
 	}
+	defer rec.Close()
 	var store limit.Store
 	if !*all {
 		if store, err = gateway.OpenStore(cfg.Store); err != nil {
@@ -156,7 +172,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		}
 		defer store.Close()
 	}
-	src, err := events.OpenSource(ctx, gateway.EventSink(cfg), route.ID, events.Options{Logger: log})
+	src, err := events.OpenSource(ctx, gateway.EventSink(cfg), route.ID, events.Options{Logger: log, MaxEntryBytes: maxEntryBytes(cfg)})
 	if err != nil {
 		fmt.Fprintf(stderr, "floodgate events replay: %v\n", err)
 		return exitFailure
@@ -209,7 +225,7 @@ const (
 	send handling = iota
 	truncated
 	bad      // the request cannot be built from the event: failed, not sent
-	noKey    // a limit needs a key the event does not hold: skipped
+	skip     // a limit needs a key the event does not hold, or the gateway cannot have recorded it: skipped
 	collapse // the limits would have refused it when it was recorded
 	limited  // a client-keyed limit refuses it now
 )
@@ -219,7 +235,7 @@ const (
 type job struct {
 	e      *events.Event
 	how    handling
-	why    string        // of bad, noKey, collapse, limited
+	why    string        // of bad, skip, collapse, limited
 	status int           // of a send
 	err    error         // no answer
 	done   chan struct{} // closed when status or err is set
@@ -247,24 +263,33 @@ func (rp *replayer) summary(remaining int) {
 
 // classify says what is done with e before any live decision: it is
 // skipped, failed or collapsed, or it is to be decided (send). ls are its
-// limits.
-func (rp *replayer) classify(e *events.Event, ls []gateway.RecordedLimit) (handling, string) {
+// limits. An error stops the run: it says nothing about e, which is left
+// for the next one.
+func (rp *replayer) classify(e *events.Event, ls []gateway.RecordedLimit) (handling, string, error) {
 	if e.Truncated {
-		return truncated, ""
+		return truncated, "", nil
 	}
 	if _, err := rp.request(context.Background(), e, 0); err != nil {
-		return bad, err.Error()
+		return bad, err.Error(), nil
+	}
+	// Even with --all: an event is sent only if it is a request the
+	// gateway can have recorded for the route (the sink is only as
+	// trustworthy as whoever can write it).
+	if err := rp.limits.Check(e); errors.Is(err, gateway.ErrNotRecorded) {
+		return skip, err.Error(), nil
+	} else if err != nil {
+		return 0, "", err
 	}
 	if rp.live == nil {
-		return send, "" // --all: every event is sent, none decided
+		return send, "", nil // --all: every event is sent, none decided
 	}
 	if err := unkeyed(ls); err != nil {
-		return noKey, err.Error()
+		return skip, err.Error(), nil
 	}
 	if name := rp.collapse.collapses(e, ls); name != "" {
-		return collapse, name
+		return collapse, name, nil
 	}
-	return send, ""
+	return send, "", nil
 }
 
 // dryRun lists what run would do. The collapse step runs as it would (in
@@ -272,13 +297,25 @@ func (rp *replayer) classify(e *events.Event, ls []gateway.RecordedLimit) (handl
 // each client-keyed limit's state, without counting what the events
 // before would take.
 func (rp *replayer) dryRun(ctx context.Context, src events.Source, stderr io.Writer) int {
-	n := 0
+	n, liveOnly := 0, 0
 	var would [limited + 1]int
 	var perr error
 	err := src.Pending(ctx, func(e *events.Event) bool {
 		n++
 		ls := rp.limits.Limits(e)
-		how, why := rp.classify(e, ls)
+		how, why, err := rp.classify(e, ls)
+		if err != nil {
+			perr = fmt.Errorf("event %s: %w", e.ID, err)
+			return false
+		}
+		if how == send && rp.collapse != nil && rp.collapse.overflow {
+			// Not collapsed for want of memory, so the user's other
+			// events may be sent too: what the limits leave of them is
+			// decided at the send, which a dry run does not make.
+			liveOnly++
+			fmt.Fprintf(rp.stdout, "would decide event %s live only: the collapse memory is full (--collapse-keys); whether it is sent or limited depends on the events before it\n", e.ID)
+			return true
+		}
 		if how == send && rp.live != nil {
 			name, err := rp.live.peek(ctx, ls)
 			if err != nil {
@@ -295,7 +332,7 @@ func (rp *replayer) dryRun(ctx context.Context, src events.Source, stderr io.Wri
 			fmt.Fprintf(rp.stdout, "would skip truncated event %s\n", e.ID)
 		case bad:
 			fmt.Fprintf(rp.stdout, "would fail event %s: %s\n", e.ID, why)
-		case noKey:
+		case skip:
 			fmt.Fprintf(rp.stdout, "would skip event %s: %s\n", e.ID, why)
 		case collapse:
 			fmt.Fprintf(rp.stdout, "would collapse event %s: limit %s would have refused it when it was recorded (an earlier event of its key took that window)\n", e.ID, why)
@@ -314,10 +351,15 @@ func (rp *replayer) dryRun(ctx context.Context, src events.Source, stderr io.Wri
 		fmt.Fprintf(stderr, "floodgate events replay: %v\n", err)
 		return exitFailure
 	}
-	fmt.Fprintf(rp.stdout, "dry run: would send %d, fail %d, skip %d, collapse %d, limit %d\n",
-		would[send], would[bad], would[truncated]+would[noKey], would[collapse], would[limited])
 	rp.sayFull()
-	rp.summary(n)
+	live := ""
+	if liveOnly > 0 {
+		live = fmt.Sprintf(", decide live only %d", liveOnly)
+	}
+	// The only summary: a dry run handles nothing, so the run's own
+	// (succeeded 0, ... remaining N) would only contradict it.
+	fmt.Fprintf(rp.stdout, "dry run: of %d events pending, would send %d, fail %d, skip %d, collapse %d, limit %d%s; nothing sent or marked done\n",
+		n, would[send], would[bad], would[truncated]+would[skip], would[collapse], would[limited], live)
 	return exitOK
 }
 
@@ -375,7 +417,7 @@ func (rp *replayer) run(ctx context.Context, src events.Source, stderr io.Writer
 			case bad:
 				rp.failed++
 				fmt.Fprintf(rp.stdout, "failed event %s: %s\n", j.e.ID, j.why)
-			case noKey:
+			case skip:
 				rp.skipped++
 				fmt.Fprintf(rp.stdout, "skipped event %s: %s\n", j.e.ID, j.why)
 			case collapse:
@@ -417,7 +459,12 @@ loop:
 		j := &job{e: e, done: make(chan struct{})}
 		line = append(line, j)
 		ls := rp.limits.Limits(e)
-		if j.how, j.why = rp.classify(e, ls); j.how != send {
+		if j.how, j.why, err = rp.classify(e, ls); err != nil {
+			fail("event %s: %v (the event is left for the next run)", e.ID, err)
+			line = line[:len(line)-1]
+			break
+		}
+		if j.how != send {
 			close(j.done) // skipped, failed or collapsed, in its turn
 			continue
 		}
@@ -541,6 +588,32 @@ var hopHeaders = map[string]bool{
 	"Upgrade": true, "Content-Length": true, "Host": true,
 }
 
+// forwardHeaders are what a proxy says of the client it passed a request
+// on for. The gateway replaces X-Forwarded-* with its own and drops a
+// client's Forwarded; replay is no one's proxy, and the event does not
+// record the client's address, so it sends none of them: whatever a
+// client wrote there was never the gateway's word.
+var forwardHeaders = map[string]bool{"Forwarded": true}
+
+func isForwardHeader(canonical string) bool {
+	return forwardHeaders[canonical] || strings.HasPrefix(canonical, "X-Forwarded-")
+}
+
+// checkQuery is why a recorded raw query cannot go on a request line, or
+// nil: it is sent as written, so a space, a control byte or a '#' would
+// end the request target, or the line.
+func checkQuery(q string) error {
+	for i := 0; i < len(q); i++ {
+		if c := q[i]; c <= ' ' || c == 0x7f || c == '#' {
+			return fmt.Errorf("query %q: byte %#02x is not allowed in a request target", q, c)
+		}
+	}
+	if _, err := url.ParseQuery(q); err != nil {
+		return fmt.Errorf("query %q: %v", q, err)
+	}
+	return nil
+}
+
 // target is the index of the next target in turn.
 func (rp *replayer) target() int {
 	rp.next++
@@ -562,22 +635,45 @@ func (rp *replayer) request(ctx context.Context, e *events.Event, n int) (*http.
 	if method == "" {
 		method = http.MethodGet
 	}
+	if err := checkQuery(e.Query); err != nil {
+		return nil, err
+	}
 	req, err := http.NewRequestWithContext(ctx, method, out.String(), bytes.NewReader(e.Body))
 	if err != nil {
 		return nil, err
 	}
 	req.URL = out
+	// Checked here, not left to the transport: it refuses a bad field
+	// only as it writes the request, which reads as an upstream that did
+	// not answer and would stop every run at this event.
+	spelled := map[string]string{}
 	for k, vs := range e.Headers {
-		if hopHeaders[http.CanonicalHeaderKey(k)] {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return nil, fmt.Errorf("header name %q is not a valid field name", k)
+		}
+		ck := http.CanonicalHeaderKey(k)
+		if other, ok := spelled[ck]; ok {
+			return nil, fmt.Errorf("headers %q and %q are one field", other, k)
+		}
+		spelled[ck] = k
+		if hopHeaders[ck] || isForwardHeader(ck) {
 			continue
 		}
 		for _, v := range vs {
-			req.Header.Add(k, v)
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return nil, fmt.Errorf("header %s: value %q is not a valid field value", ck, v)
+			}
+			req.Header.Add(ck, v)
 		}
 	}
-	req.Header.Set("Idempotency-Key", e.ID)
-	if rp.reqIDHdr != "" && e.RequestID != "" {
-		req.Header.Set(rp.reqIDHdr, e.RequestID)
+	for k, v := range map[string]string{"Idempotency-Key": e.ID, rp.reqIDHdr: e.RequestID} {
+		if k == "" || v == "" {
+			continue
+		}
+		if !httpguts.ValidHeaderFieldValue(v) {
+			return nil, fmt.Errorf("%s: value %q is not a valid field value", k, v)
+		}
+		req.Header.Set(k, v)
 	}
 	if len(e.Body) == 0 {
 		req.Body, req.ContentLength = http.NoBody, 0

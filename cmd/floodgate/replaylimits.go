@@ -36,8 +36,9 @@ const defaultCollapseKeys = 1_000_000
 
 // collapser is the collapse step.
 type collapser struct {
-	store *memory.Store
-	full  bool // the memory was full at least once
+	store    *memory.Store
+	full     bool // the memory was full at least once
+	overflow bool // it was full for the last event asked about
 }
 
 func newCollapser(maxKeys int) *collapser {
@@ -55,6 +56,7 @@ func (c *collapser) Close() { c.store.Close() }
 // would keep one event of everyone; a concurrency limit counts requests
 // in flight, and recorded requests never were.
 func (c *collapser) collapses(e *events.Event, ls []gateway.RecordedLimit) string {
+	c.overflow = false
 	if e.Time.IsZero() || e.Time.Unix() <= 0 || e.Time.After(time.Now()) {
 		// No recorded time, or one from a clock ahead of this one: no
 		// window to place it in. The memory store decides each key at
@@ -75,7 +77,7 @@ func (c *collapser) collapses(e *events.Event, ls []gateway.RecordedLimit) strin
 	}
 	res, err := c.store.Decide(context.Background(), &limit.Request{Limits: lims, Now: e.Time})
 	if errors.Is(err, limit.ErrFull) {
-		c.full = true
+		c.full, c.overflow = true, true
 		return ""
 	}
 	if err != nil || res.Allowed {
