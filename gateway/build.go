@@ -273,26 +273,20 @@ func keyPartOf(p config.KeyPart) keyPart {
 
 // sampler returns the log sampler of a route's limit, the same one across
 // reloads.
-func (g *Gateway) sampler(id string) *sampler {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	s := g.samplers[id]
-	if s == nil {
-		s = newSampler(logsPerSecond)
-		g.samplers[id] = s
-	}
-	return s
-}
+func (g *Gateway) sampler(id string) *sampler { return g.keptSampler(g.samplers, id) }
 
 // failSampler returns the sampler of a route's upstream failure lines,
 // the same one across reloads.
-func (g *Gateway) failSampler(route string) *sampler {
+func (g *Gateway) failSampler(route string) *sampler { return g.keptSampler(g.failLogs, route) }
+
+// keptSampler returns m's sampler for id, made on first use.
+func (g *Gateway) keptSampler(m map[string]*sampler, id string) *sampler {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	s := g.failLogs[route]
+	s := m[id]
 	if s == nil {
 		s = newSampler(logsPerSecond)
-		g.failLogs[route] = s
+		m[id] = s
 	}
 	return s
 }
