@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/internal/testnet"
 )
 
 // accessLine is one line of the access log.
@@ -71,9 +72,7 @@ func readAccess(t *testing.T, file string, n int) []accessLine {
 
 func TestAccessLog(t *testing.T) {
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") })
-	dead := httptest.NewServer(http.NotFoundHandler())
-	deadURL := dead.URL
-	dead.Close()
+	deadURL := testnet.RefusedURL(t)
 	file := filepath.Join(t.TempDir(), "access.log")
 	h := newHarness(t, `
 admin: {listen: ""}

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/internal/testnet"
 )
 
 // backend is an httptest upstream that records what reached it.
@@ -317,9 +318,7 @@ func TestUpstreamFailures(t *testing.T) {
 		case <-r.Context().Done():
 		}
 	})
-	dead := httptest.NewServer(http.NotFoundHandler())
-	deadURL := dead.URL
-	dead.Close()
+	deadURL := testnet.RefusedURL(t)
 	h := newHarness(t, `
 admin: {listen: ""}
 routes:
@@ -347,9 +346,7 @@ routes:
 // the refusing target, so what follows reaches the live one at once.
 func TestDeadTarget(t *testing.T) {
 	live := newBackend(t, nil)
-	dead := httptest.NewServer(http.NotFoundHandler())
-	deadURL := dead.URL
-	dead.Close()
+	deadURL := testnet.RefusedURL(t)
 	cfg := `
 admin: {listen: ""}
 routes:
@@ -544,9 +541,7 @@ routes:
 // request, and the lines not written are counted in "not logged" lines
 // that add up to the rest.
 func TestUpstreamFailuresSampled(t *testing.T) {
-	dead := httptest.NewServer(http.NotFoundHandler())
-	deadURL := dead.URL
-	dead.Close()
+	deadURL := testnet.RefusedURL(t)
 	failing := newBackend(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) })
 	h := newHarness(t, `
 admin: {listen: ""}

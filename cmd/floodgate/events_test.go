@@ -20,6 +20,7 @@ import (
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/events"
 	"github.com/floodgate-gw/floodgate/gateway"
+	"github.com/floodgate-gw/floodgate/internal/testnet"
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 )
 
@@ -309,9 +310,7 @@ func TestEventsReplayFailures(t *testing.T) {
 	t.Parallel()
 	_, yaml := fileEvents(t, 5)
 
-	dead := newReplayUpstream(t, http.StatusOK)
-	dead.Close()
-	file := replayConfig(t, dead.URL, yaml)
+	file := replayConfig(t, testnet.RefusedURL(t), yaml)
 	stdout, stderr, code := floodgate(t, "events", "replay", "-c", file, "--route", "lucky-meal", "--rate", "100/s")
 	if code != exitFailure || strings.Count(stderr, "did not answer") != 1 {
 		t.Errorf("against a closed upstream: exit %d, stderr (the failure said once):\n%s", code, stderr)

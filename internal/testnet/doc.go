@@ -1,0 +1,3 @@
+// Package testnet holds network fixtures for tests: addresses that behave
+// the same however many tests run at once.
+package testnet
