@@ -15,13 +15,14 @@ import (
 	"testing"
 	"time"
 
-	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/rueidis"
+	natsserver "github.com/nats-io/nats-server/v2/server"
 
+	"github.com/floodgate-gw/floodgate/internal/testnet"
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 )
 
@@ -236,13 +237,7 @@ func startRedis(t testing.TB) *testredis.Server {
 // deadAddr is a loopback address where nothing listens.
 func deadAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
+	return strings.TrimPrefix(testnet.RefusedURL(t), "http://")
 }
 
 // NATS: a real nats-server with JetStream, in this process, on a free

@@ -3,7 +3,6 @@ package rehearse
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -12,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/floodgate-gw/floodgate/internal/testnet"
 )
 
 // The load tests run real requests against httptest servers, at rates low
@@ -208,12 +209,7 @@ func TestRunConcurrencyCap(t *testing.T) {
 
 func TestRunErrors(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + ln.Addr().String()
-	ln.Close()
+	closed := testnet.RefusedURL(t)
 	res, err := Run(context.Background(), LoadConfig{
 		URL:     closed,
 		Profile: Profile{Shape: Const, Rate: 10, Duration: 500 * time.Millisecond},

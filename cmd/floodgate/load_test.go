@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/csv"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/floodgate-gw/floodgate/internal/testnet"
 )
 
 // tableLine matches a line of load's per-second table; the ninth group is
@@ -130,13 +131,7 @@ func TestLoadInterrupted(t *testing.T) {
 
 func TestLoadNoAnswer(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	stdout, stderr, code := floodgate(t, "load", "--url", "http://"+addr, "--rate", "10", "--duration", "300ms")
+	stdout, stderr, code := floodgate(t, "load", "--url", testnet.RefusedURL(t), "--rate", "10", "--duration", "300ms")
 	if code != exitFailure || !strings.Contains(stderr, "no request got an answer") || !strings.Contains(stdout, "3 × connection refused") ||
 		!strings.Contains(stdout, "  other      err:refused:3\n") {
 		t.Errorf("against a closed port: exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
