@@ -54,6 +54,23 @@ type Backend interface {
 	ForceBreaker(route, state string, ttl time.Duration) error
 }
 
+// A FleetBackend is a Backend whose instances share a store, and whose
+// resets and forced breakers can reach every instance. Without it, the
+// admin API acts on the one instance.
+type FleetBackend interface {
+	Backend
+
+	// Scope resolves the scope parameter, "fleet", "instance" or empty
+	// for the default; it returns an error wrapping gateway.ErrScope for a
+	// scope the backend cannot act in.
+	Scope(s string) (gateway.Scope, error)
+
+	// FleetResetLimit and FleetForceBreaker are ResetLimit and
+	// ForceBreaker carried out on every instance. by names who asked.
+	FleetResetLimit(ctx context.Context, by, route, limit string, values []string, fallback bool) error
+	FleetForceBreaker(ctx context.Context, by, route, state string, ttl time.Duration) error
+}
+
 // Time budgets of the calls that reach the store, so that a probe or an
 // operator's query answers even while Redis does not.
 const (
@@ -311,6 +328,34 @@ func (l promLogger) Println(v ...any) {
 
 const breakerPrefix = "/admin/breakers/"
 
+// scope reads the scope parameter of a reset or a force, and answers 400
+// itself when it is bad. fleet is the backend to call for ScopeFleet.
+func (h *handler) scope(w http.ResponseWriter, r *http.Request) (gateway.Scope, FleetBackend, bool) {
+	s := r.URL.Query().Get("scope")
+	if s != "" && s != string(gateway.ScopeFleet) && s != string(gateway.ScopeInstance) {
+		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf(`parameter "scope" is %q: want fleet (every instance sharing the store) or instance (this one)`, s))
+		return "", nil, false
+	}
+	fleet, ok := h.b.(FleetBackend)
+	if !ok {
+		if s == string(gateway.ScopeFleet) {
+			writeError(w, http.StatusBadRequest, "bad_request", `parameter "scope": this gateway acts on itself only; use scope=instance`)
+			return "", nil, false
+		}
+		return gateway.ScopeInstance, nil, true
+	}
+	scope, err := fleet.Scope(s)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", `parameter "scope": `+err.Error())
+		return "", nil, false
+	}
+	return scope, fleet, true
+}
+
+// who names the operator of an admin call for the logs. The admin listener
+// has one token, which names no one: every call is "admin".
+func who(*http.Request) string { return "admin" }
+
 // durationRE is the shape of a Go duration (1h30m, 2.5s), to tell one too
 // long for time.ParseDuration from one that is not a duration at all.
 var durationRE = regexp.MustCompile(`^(\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)((\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))*$`)
@@ -351,15 +396,32 @@ func (h *handler) forceBreaker(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if err := h.b.ForceBreaker(route, state, ttl); err != nil {
-		if errors.Is(err, gateway.ErrNoBreaker) {
-			writeError(w, http.StatusNotFound, "breaker_not_found", err.Error())
-			return
-		}
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	scope, fleet, ok := h.scope(w, r)
+	if !ok {
 		return
 	}
-	answer := map[string]any{"status": "ok", "route": route}
+	by := who(r)
+	var err error
+	if scope == gateway.ScopeFleet {
+		ctx, cancel := context.WithTimeout(r.Context(), limitTimeout)
+		defer cancel()
+		err = fleet.FleetForceBreaker(ctx, by, route, state, ttl)
+	} else {
+		err = h.b.ForceBreaker(route, state, ttl)
+	}
+	if err != nil {
+		switch {
+		case errors.Is(err, gateway.ErrNoBreaker):
+			writeError(w, http.StatusNotFound, "breaker_not_found", err.Error())
+		case errors.Is(err, limit.ErrStoreUnavailable), errors.Is(err, context.DeadlineExceeded):
+			h.log.Warn("admin breaker force: store unavailable", "route", route, "scope", scope, "error", err.Error())
+			writeError(w, http.StatusServiceUnavailable, "store_unavailable", err.Error())
+		default:
+			writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		}
+		return
+	}
+	answer := map[string]any{"status": "ok", "route": route, "scope": scope}
 	// The log says the state as GET /admin/breakers does (OPEN, CLOSED),
 	// whatever the casing of the request.
 	args := []any{"route", route}
@@ -373,6 +435,6 @@ func (h *handler) forceBreaker(w http.ResponseWriter, r *http.Request) {
 		answer["ttl"] = ttl.Seconds()
 		args = append(args, "ttl", ttl.String())
 	}
-	h.log.Info("circuit breaker forced", args...)
+	h.log.Info("circuit breaker forced", append(args, "scope", scope, "by", by)...)
 	writeJSON(w, http.StatusOK, answer)
 }

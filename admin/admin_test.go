@@ -410,7 +410,7 @@ func TestLimitParameters(t *testing.T) {
 
 func TestLimitReset(t *testing.T) {
 	_, h := newTest(t, "")
-	wantJSON(t, do(t, h, "DELETE", "/admin/limits?route=api&limit=user&key=u1"), 200, `{"status":"reset"}`)
+	wantJSON(t, do(t, h, "DELETE", "/admin/limits?route=api&limit=user&key=u1"), 200, `{"status":"reset","scope":"instance"}`)
 }
 
 func TestLimitErrors(t *testing.T) {
@@ -579,12 +579,12 @@ func TestBreakers(t *testing.T) {
 	}
 	// The answer shows the breaker as GET does, in its casing.
 	r = do(t, h, "POST", "/admin/breakers/coupon?state=closed", auth...)
-	wantJSON(t, r, 200, `{"status":"ok","route":"coupon","state":"CLOSED","forced":true}`)
+	wantJSON(t, r, 200, `{"status":"ok","route":"coupon","scope":"instance","state":"CLOSED","forced":true}`)
 	if f.forced != "coupon=closed" {
 		t.Fatalf("forced %q", f.forced)
 	}
 	r = do(t, h, "POST", "/admin/breakers/coupon?state=OPEN&ttl=30m", auth...)
-	wantJSON(t, r, 200, `{"status":"ok","route":"coupon","state":"OPEN","forced":true,"ttl":1800}`)
+	wantJSON(t, r, 200, `{"status":"ok","route":"coupon","scope":"instance","state":"OPEN","forced":true,"ttl":1800}`)
 	if f.forced != "coupon=open/30m0s" {
 		t.Fatalf("forced %q", f.forced)
 	}

@@ -95,14 +95,24 @@ func (h *handler) limitReset(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
+	scope, fleet, ok := h.scope(w, r)
+	if !ok {
+		return
+	}
+	by := who(r)
 	ctx, cancel := context.WithTimeout(r.Context(), limitTimeout)
 	defer cancel()
-	if err := h.b.ResetLimit(ctx, q.route, q.limit, q.values, q.fallback); err != nil {
+	if scope == gateway.ScopeFleet {
+		err = fleet.FleetResetLimit(ctx, by, q.route, q.limit, q.values, q.fallback)
+	} else {
+		err = h.b.ResetLimit(ctx, q.route, q.limit, q.values, q.fallback)
+	}
+	if err != nil {
 		h.limitError(w, err)
 		return
 	}
-	h.log.Info("limit key reset", "route", q.route, "limit", q.limit, "key", q.values, "fallback", q.fallback)
-	writeJSON(w, http.StatusOK, status{Status: "reset"})
+	h.log.Info("limit key reset", "route", q.route, "limit", q.limit, "key", q.values, "fallback", q.fallback, "scope", scope, "by", by)
+	writeJSON(w, http.StatusOK, map[string]any{"status": "reset", "scope": scope})
 }
 
 // limitError maps the backend's errors to statuses. Anything that is

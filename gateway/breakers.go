@@ -164,24 +164,9 @@ const MaxForceTTL = 7 * 24 * time.Hour
 // back to its window after ttl, unless another force came first; a force
 // stays until the next one otherwise. Auto takes no ttl.
 func (g *Gateway) ForceBreaker(route, mode string, ttl time.Duration) error {
-	var m breaker.Mode
-	switch strings.ToLower(mode) {
-	case "open":
-		m = breaker.ForceOpen
-	case "closed":
-		m = breaker.ForceClosed
-	case "auto":
-		m = breaker.Auto
-	default:
-		return fmt.Errorf("state %q: want open, closed or auto", mode)
-	}
-	switch {
-	case m == breaker.Auto && ttl != 0:
-		return fmt.Errorf("ttl %v: auto gives the breaker back to its window at once and takes no ttl; a ttl is for open or closed", ttl)
-	case ttl < 0:
-		return fmt.Errorf("ttl %v: want a positive duration", ttl)
-	case ttl > MaxForceTTL:
-		return fmt.Errorf("ttl %v is too long: at most %.0fh (7 days)", ttl, MaxForceTTL.Hours())
+	m, err := parseForce(mode, ttl)
+	if err != nil {
+		return err
 	}
 	for _, r := range g.gen.Load().routes {
 		if r.id == route && r.breaker != nil {
@@ -214,6 +199,40 @@ func (g *Gateway) ForceBreaker(route, mode string, ttl time.Duration) error {
 		}
 	}
 	return fmt.Errorf("%w: %q", ErrNoBreaker, route)
+}
+
+// parseForce reads ForceBreaker's mode and checks its ttl.
+func parseForce(mode string, ttl time.Duration) (breaker.Mode, error) {
+	var m breaker.Mode
+	switch strings.ToLower(mode) {
+	case "open":
+		m = breaker.ForceOpen
+	case "closed":
+		m = breaker.ForceClosed
+	case "auto":
+		m = breaker.Auto
+	default:
+		return m, fmt.Errorf("state %q: want open, closed or auto", mode)
+	}
+	switch {
+	case m == breaker.Auto && ttl != 0:
+		return m, fmt.Errorf("ttl %v: auto gives the breaker back to its window at once and takes no ttl; a ttl is for open or closed", ttl)
+	case ttl < 0:
+		return m, fmt.Errorf("ttl %v: want a positive duration", ttl)
+	case ttl > MaxForceTTL:
+		return m, fmt.Errorf("ttl %v is too long: at most %.0fh (7 days)", ttl, MaxForceTTL.Hours())
+	}
+	return m, nil
+}
+
+// routeBreaker is the breaker of the running route id; nil: none.
+func (g *Gateway) routeBreaker(id string) *routeBreaker {
+	for _, r := range g.gen.Load().routes {
+		if r.id == id && r.breaker != nil {
+			return r.breaker
+		}
+	}
+	return nil
 }
 
 // left is how long the force of route has to run, or 0 for none that

@@ -133,6 +133,8 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 		gen.store = prev.store
 	} else if gen.store, err = openStore(cfg.Store, g.local); err != nil {
 		return nil, err
+	} else {
+		g.subscribe(gen.store)
 	}
 	share := float64(cfg.Store.LocalShare)
 	gen.share = func() float64 {

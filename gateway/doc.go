@@ -13,7 +13,9 @@
 // recorder whose settings did not change are kept. Close stops the
 // background work and closes the stores. The admin API reads and changes
 // the running gateway through LimitState, ResetLimit, Breakers,
-// ForceBreaker, Ready and Degraded.
+// ForceBreaker, Ready and Degraded; with a shared store, FleetResetLimit
+// and FleetForceBreaker act on every instance (fleet.go), and Scope says
+// which of the two an admin call means.
 //
 // # A request
 //

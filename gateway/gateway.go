@@ -33,6 +33,7 @@ type Gateway struct {
 	gen         atomic.Pointer[generation]
 	now         func() time.Time // the clock: Options.Now
 	forces      forces           // timers of breakers forced for a while
+	fleet       fleetNonces      // fleet actions already carried out
 	metrics     *Metrics
 	log         *slog.Logger
 	ids         *answer.IDSource

@@ -29,6 +29,7 @@ type Metrics struct {
 	framingRefused *prometheus.CounterVec
 	localAnswers   *prometheus.CounterVec
 	accessDropped  prometheus.Counter
+	fleetIgnored   *prometheus.CounterVec
 }
 
 // NewMetrics registers the gateway's series with reg.
@@ -82,13 +83,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.accessDropped = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "gateway_access_log_dropped_total", Help: "Access log lines dropped because the queue to the writer was full (a file that could not keep up).",
 	})
+	m.fleetIgnored = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gateway_fleet_messages_ignored_total", Help: "Messages on the store's control channel not carried out because they were not floodgate's fleet actions, by reason: too_large, malformed, unknown_kind.",
+	}, []string{"reason"})
 	jwtFailures := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gateway_jwt_failures_total", Help: "Bearer tokens not accepted for jwt: key parts and claim overrides, by reason; their parts are missing.",
 	}, []string{"reason"})
 	reg.MustRegister(m.requests, m.duration, m.rateLimited, m.decisions, m.storeDuration,
-		m.storeErrors, m.reloads, m.reloadSuccess, m.reloadTime, m.logsSuppressed, m.breakerState, m.breakerChanges, jwtFailures, m.framingRefused, m.localAnswers, m.accessDropped)
+		m.storeErrors, m.reloads, m.reloadSuccess, m.reloadTime, m.logsSuppressed, m.breakerState, m.breakerChanges, jwtFailures, m.framingRefused, m.localAnswers, m.accessDropped, m.fleetIgnored)
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
+	for _, r := range []string{"too_large", "malformed", "unknown_kind"} {
+		m.fleetIgnored.WithLabelValues(r)
+	}
 	// Every reason's series exists from the start, so that a rate over it
 	// is 0 rather than absent before the first failure.
 	m.jwtFailures = map[jwtverify.Reason]prometheus.Counter{}

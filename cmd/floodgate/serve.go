@@ -306,6 +306,8 @@ func (s *server) shutdown(srv, adminSrv *http.Server, rlsSrv *rlsServer) {
 // draining server is not ready.
 type adminBackend struct{ s *server }
 
+var _ admin.FleetBackend = adminBackend{}
+
 func (b adminBackend) Config() *config.Config { return b.s.gw.Config() }
 
 func (b adminBackend) Reload() error { return b.s.reloader.reload("admin API") }
@@ -319,6 +321,16 @@ func (b adminBackend) ResetLimit(ctx context.Context, route, name string, values
 }
 
 func (b adminBackend) Breakers() []gateway.BreakerStatus { return b.s.gw.Breakers() }
+
+func (b adminBackend) Scope(s string) (gateway.Scope, error) { return b.s.gw.Scope(s) }
+
+func (b adminBackend) FleetResetLimit(ctx context.Context, by, route, name string, values []string, fallback bool) error {
+	return b.s.gw.FleetResetLimit(ctx, by, route, name, values, fallback)
+}
+
+func (b adminBackend) FleetForceBreaker(ctx context.Context, by, route, state string, ttl time.Duration) error {
+	return b.s.gw.FleetForceBreaker(ctx, by, route, state, ttl)
+}
 
 func (b adminBackend) ForceBreaker(route, state string, ttl time.Duration) error {
 	return b.s.gw.ForceBreaker(route, state, ttl)

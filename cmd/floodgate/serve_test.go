@@ -1139,7 +1139,7 @@ func TestServeForceBreaker(t *testing.T) {
 	if r := p.admin("POST", "/admin/breakers/coupon?state=open&ttl=168h"); r.code != 200 || !strings.Contains(r.body, `"state":"OPEN"`) {
 		t.Fatalf("a force of 168h: %d %s", r.code, r.body)
 	}
-	p.waitLog(`"msg":"circuit breaker forced","route":"coupon","state":"OPEN","forced":true,"ttl":"168h0m0s"`)
+	p.waitLog(`"msg":"circuit breaker forced","route":"coupon","state":"OPEN","forced":true,"ttl":"168h0m0s","scope":"instance","by":"admin"}`)
 	var got struct {
 		Breakers []struct {
 			Route  string
@@ -1160,7 +1160,7 @@ func TestServeForceBreaker(t *testing.T) {
 	if r := p.admin("POST", "/admin/breakers/coupon?state=cLoSeD"); r.code != 200 {
 		t.Fatalf("a force of cLoSeD: %d %s", r.code, r.body)
 	}
-	p.waitLog(`"msg":"circuit breaker forced","route":"coupon","state":"CLOSED","forced":true}`)
+	p.waitLog(`"msg":"circuit breaker forced","route":"coupon","state":"CLOSED","forced":true,"scope":"instance","by":"admin"}`)
 	if r := p.admin("GET", "/admin/breakers"); strings.Contains(r.body, `"ttl"`) {
 		t.Errorf("GET /admin/breakers after a force for good: %s", r.body)
 	}

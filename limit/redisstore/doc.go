@@ -61,6 +61,8 @@
 // end a little early, on the instance's monotonic clock, whatever its wall
 // clock says. Reset forgets its key on every instance, by a message on the
 // channel PREFIX + "forget" (forget.go), as does a give-back on a cluster.
+// Publish and Subscribe carry the gateway's own messages between the
+// instances on other channels of the prefix (control.go).
 // The package limit/internal/exhausted says per algorithm why this is
 // exact.
 //

@@ -1,0 +1,137 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/internal/testredis"
+)
+
+const fleetRoutes = `
+routes:
+  - id: coupon
+    match: {path: /coupon}
+    upstream: {targets: ["http://127.0.0.1:1"]}
+    breaker: {enabled: true}
+  - id: cart
+    match: {path: /cart}
+    upstream: {targets: ["http://127.0.0.1:1"]}
+    breaker: {enabled: true}
+`
+
+// With the memory store the instance is the fleet's only member: fleet is
+// refused, not taken for instance.
+func TestScopeOfTheMemoryStore(t *testing.T) {
+	h := newHarness(t, "admin: {listen: \"\"}\n"+fleetRoutes, nil)
+	if s, err := h.gw.Scope(""); s != ScopeInstance || err != nil {
+		t.Fatalf(`Scope(""): %q, %v`, s, err)
+	}
+	for _, s := range []string{"fleet", "FLEET", "everywhere"} {
+		if _, err := h.gw.Scope(s); !errors.Is(err, ErrScope) {
+			t.Errorf("Scope(%q): %v, want ErrScope", s, err)
+		}
+	}
+	if err := h.gw.FleetForceBreaker(context.Background(), "admin", "coupon", "open", 0); !errors.Is(err, ErrScope) {
+		t.Fatalf("FleetForceBreaker: %v, want ErrScope", err)
+	}
+	if st := h.gw.Breakers()[0]; st.Forced {
+		t.Fatalf("forced after a refused fleet force: %+v", st)
+	}
+}
+
+// An instance whose reload replaced its store listens on the old and the
+// new one until the old closes: a fleet action is still carried out once.
+func TestFleetActionOnceAcrossAStoreSwap(t *testing.T) {
+	srv := testredis.Start(t)
+	cfg := func(timeout string) string {
+		return fmt.Sprintf("admin: {listen: \"\"}\nserver: {shutdown_timeout: 5s}\nstore: {type: redis, redis: {addrs: [%q], timeout: %s}}\n", srv.Addr(), timeout) + fleetRoutes
+	}
+	a, b := newHarness(t, cfg("1s"), nil), newHarness(t, cfg("1s"), nil)
+	if err := b.gw.Reload(mustParse(t, cfg("2s"))); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 5*time.Second, func() error {
+		v, err := srv.DoValue(t, "PUBSUB", "NUMSUB", "fg:control")
+		if err != nil {
+			return err
+		}
+		if n := v.([]any)[1].(int64); n != 3 {
+			return fmt.Errorf("%d subscribers, want 3", n)
+		}
+		return nil
+	})
+	if s, err := a.gw.Scope(""); s != ScopeFleet || err != nil {
+		t.Fatalf(`Scope(""): %q, %v`, s, err)
+	}
+	ctx := context.Background()
+	if err := a.gw.FleetForceBreaker(ctx, "ops", "coupon", "OPEN", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	// The second force is the barrier: once b has it, b has had the first
+	// on both subscriptions.
+	if err := a.gw.FleetForceBreaker(ctx, "ops", "cart", "closed", 0); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 5*time.Second, func() error {
+		if n := strings.Count(b.log.String(), `"route":"cart"`); n == 0 {
+			return errors.New("b has not forced cart")
+		}
+		return nil
+	})
+	if n := strings.Count(b.log.String(), `"msg":"circuit breaker forced by the fleet","by":"ops"`); n != 2 {
+		t.Fatalf("b logged %d fleet forces, want 2:\n%s", n, b.log.String())
+	}
+	for _, st := range b.gw.Breakers() {
+		if !st.Forced || st.Route == "coupon" && (st.State != "OPEN" || st.TTL <= 0) {
+			t.Fatalf("b's breaker %+v", st)
+		}
+	}
+	if strings.Contains(a.log.String(), "by the fleet") {
+		t.Fatalf("a carried out its own action twice:\n%s", a.log.String())
+	}
+
+	// floodgate's format with what no admin call would send: logged, not
+	// carried out.
+	c := storeController(a.gw.Store())
+	for i, m := range []string{
+		`"route":"coupon","state":"auto","ttl_ns":-5`,
+		`"route":"coupon","state":"open","ttl_ns":` + fmt.Sprint(int64(MaxForceTTL+time.Second)),
+		`"route":"nope","state":"open"`,
+		`"route":"coupon","state":"sideways"`,
+	} {
+		msg := fmt.Sprintf(`{"floodgate":1,"kind":"breaker","from":"elsewhere","nonce":"n%d",%s}`, i, m)
+		if err := c.Publish(ctx, controlKind, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	within(t, 5*time.Second, func() error {
+		if n := strings.Count(b.log.String(), `"msg":"fleet breaker force not applied"`); n != 4 {
+			return fmt.Errorf("b logged %d refused forces, want 4", n)
+		}
+		return nil
+	})
+	if st := b.gw.Breakers()[0]; st.Route != "coupon" || st.State != "OPEN" || st.TTL <= 0 {
+		t.Fatalf("b's coupon breaker after the refused forces: %+v", st)
+	}
+}
+
+// within retries f until it returns nil, and fails the test with its last
+// error after d.
+func within(t *testing.T, d time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
