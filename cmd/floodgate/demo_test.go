@@ -255,7 +255,7 @@ func TestDemoScriptAndHold(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		res, err = demo(ctx, &out, demoOptions{hold: true, peak: 800, duration: 10 * time.Second, script: testScript})
+		res, err = demo(ctx, &out, demoOptions{hold: true, peak: 500, duration: 10 * time.Second, script: testScript})
 	}()
 	// --hold: the script is over, and everything still serves.
 	deadline := time.Now().Add(2 * time.Minute)
@@ -319,7 +319,7 @@ func TestDemoScriptAndHold(t *testing.T) {
 func TestDemoRedis(t *testing.T) {
 	srv := testredis.Start(t)
 	var out bytes.Buffer
-	res, err := demo(context.Background(), &out, demoOptions{redis: srv.Addr(), peak: 800, duration: 10 * time.Second, script: testScript})
+	res, err := demo(context.Background(), &out, demoOptions{redis: srv.Addr(), peak: 500, duration: 10 * time.Second, script: testScript})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}

@@ -33,10 +33,14 @@ var walkthroughMarker = regexp.MustCompile(`^<!-- walkthrough: terminal (\d+) --
 var walkthroughAddrs = []string{"127.0.0.1:8080", "127.0.0.1:9000", "127.0.0.1:9090"}
 
 // The load runs 20 s in the README; 8 s holds the surge at 5 s and its
-// fall.
+// fall. Its peak is halved: the test shares two cores with the tests of
+// other packages, and the surge must still be several times the api
+// limit's 400/s, so that both limits refuse.
 const (
 	readmeDuration = "--duration 20s"
 	testDuration   = "--duration 8s"
+	readmeRate     = "--rate 2000"
+	testRate       = "--rate 1000"
 )
 
 // A walkthroughBlock is one fenced block of the walk-through: the terminal
@@ -285,10 +289,13 @@ func TestReadmeWalkthrough(t *testing.T) {
 
 	// Terminal 3: the load, shortened.
 	load := strings.Join(terminal[3][0].commands, "\n")
-	if !strings.Contains(load, readmeDuration) {
-		t.Fatalf("the load does not say %q, which the test shortens: %s", readmeDuration, load)
+	for _, want := range []string{readmeDuration, readmeRate} {
+		if !strings.Contains(load, want) {
+			t.Fatalf("the load does not say %q, which the test changes: %s", want, load)
+		}
 	}
-	stdout, _ := run(rewrite(strings.Replace(load, readmeDuration, testDuration, 1)))
+	load = strings.Replace(load, readmeDuration, testDuration, 1)
+	stdout, _ := run(rewrite(strings.Replace(load, readmeRate, testRate, 1)))
 	checkWalkthroughLoad(t, stdout)
 	if page, err := os.ReadFile(filepath.Join(dir, "surge.html")); err != nil || !strings.Contains(string(page), "<svg") {
 		t.Errorf("surge.html: %v, %d bytes without a chart", err, len(page))
@@ -350,7 +357,7 @@ func checkWalkthroughLoad(t *testing.T, stdout string) {
 			t.Logf("line %q: other is not 0", l[0])
 		}
 	}
-	if s, _ := strconv.Atoi(lines[5][2]); s < 1000 {
+	if s, _ := strconv.Atoi(lines[5][2]); s < 600 {
 		t.Errorf("second 5, the surge: %q, want it sent", lines[5][0])
 	}
 	m := summaryAnswers.FindStringSubmatch(stdout)
