@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/events"
 	"github.com/floodgate-gw/floodgate/gateway"
 	"github.com/floodgate-gw/floodgate/limit"
 )
@@ -69,6 +70,13 @@ type FleetBackend interface {
 	// ForceBreaker carried out on every instance. by names who asked.
 	FleetResetLimit(ctx context.Context, by, route, limit string, values []string, fallback bool) error
 	FleetForceBreaker(ctx context.Context, by, route, state string, ttl time.Duration) error
+}
+
+// An Auditor is a Backend that keeps an audit trail of the admin actions
+// (events.audit): the handler hands it every reset and forced breaker it
+// carried out, as well as logging them.
+type Auditor interface {
+	AuditAdmin(gateway.AdminAction)
 }
 
 // Time budgets of the calls that reach the store, so that a probe or an
@@ -401,6 +409,7 @@ func (h *handler) forceBreaker(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	by := who(r)
+	before := breakerState(h.b.Breakers(), route)
 	var err error
 	if scope == gateway.ScopeFleet {
 		ctx, cancel := context.WithTimeout(r.Context(), limitTimeout)
@@ -436,5 +445,26 @@ func (h *handler) forceBreaker(w http.ResponseWriter, r *http.Request) {
 		args = append(args, "ttl", ttl.String())
 	}
 	h.log.Info("circuit breaker forced", append(args, "scope", scope, "by", by)...)
+	h.audit(gateway.AdminAction{
+		Action: events.ActionForceBreaker, By: by, Scope: scope, Route: route,
+		State: state, TTL: ttl, Before: before, After: breakerState(h.b.Breakers(), route),
+	})
 	writeJSON(w, http.StatusOK, answer)
+}
+
+// breakerState is the state of route's breaker in bs, "" without one.
+func breakerState(bs []gateway.BreakerStatus, route string) string {
+	for _, b := range bs {
+		if b.Route == route {
+			return b.State
+		}
+	}
+	return ""
+}
+
+// audit hands a to the backend's audit trail, when it keeps one.
+func (h *handler) audit(a gateway.AdminAction) {
+	if au, ok := h.b.(Auditor); ok {
+		au.AuditAdmin(a)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/floodgate-gw/floodgate/events"
 	"github.com/floodgate-gw/floodgate/gateway"
 	"github.com/floodgate-gw/floodgate/limit"
 )
@@ -112,6 +113,10 @@ func (h *handler) limitReset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.log.Info("limit key reset", "route", q.route, "limit", q.limit, "key", q.values, "fallback", q.fallback, "scope", scope, "by", by)
+	h.audit(gateway.AdminAction{
+		Action: events.ActionReset, By: by, Scope: scope, Route: q.route,
+		Limit: q.limit, Key: q.values, Fallback: q.fallback,
+	})
 	writeJSON(w, http.StatusOK, map[string]any{"status": "reset", "scope": scope})
 }
 

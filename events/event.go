@@ -21,6 +21,20 @@ const (
 	TypeRateLimited = "rate_limited"
 	// TypeAdmitted is a request every limit admitted (events.audit all).
 	TypeAdmitted = "admitted"
+	// TypeAdminAction is an operator's reset or forced breaker through the
+	// admin API (events.audit rejected or all), recorded by the instance
+	// that received the call. It carries no request: Method and Path are
+	// empty, Action says what was done.
+	TypeAdminAction = "admin_action"
+)
+
+// The actions of a TypeAdminAction event.
+const (
+	// ActionReset is a limit key reset: Limit, Keys and Fallback name it.
+	ActionReset = "reset"
+	// ActionForceBreaker is a breaker forced: State, TTL, Before and
+	// After say how.
+	ActionForceBreaker = "force_breaker"
 )
 
 // Event is one recorded request. Its JSON form is what every sink stores
@@ -63,6 +77,29 @@ type Event struct {
 	// Truncated says the body was longer than Body; replay skips such
 	// events, since it cannot send the request as it was.
 	Truncated bool `json:"truncated,omitempty"`
+
+	// The fields below describe an admin action (TypeAdminAction) and are
+	// empty in every other event.
+
+	// Action is one of the Action constants.
+	Action string `json:"action,omitempty"`
+	// By names who asked.
+	By string `json:"by,omitempty"`
+	// Scope is where the action was carried out: "fleet" (every instance
+	// sharing the store) or "instance".
+	Scope string `json:"scope,omitempty"`
+	// Instance is the id of the instance that received the call, the one
+	// the fleet's announcements name.
+	Instance string `json:"instance,omitempty"`
+	// State is the force asked for: open, closed or auto.
+	State string `json:"state,omitempty"`
+	// TTL is how long the force lasts, in seconds; zero: until auto.
+	TTL float64 `json:"ttl,omitempty"`
+	// Before and After are the breaker's state on the receiving instance
+	// before and after the force, spelled as GET /admin/breakers does
+	// (OPEN, CLOSED, HALF_OPEN).
+	Before string `json:"before,omitempty"`
+	After  string `json:"after,omitempty"`
 }
 
 // idGen makes event IDs: 48 bits of milliseconds since the epoch, then 32

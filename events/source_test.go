@@ -30,6 +30,12 @@ func TestSource(t *testing.T) {
 				e := testEvent(i)
 				e.Type = TypeBreakerRejected
 				switch i % 3 {
+				case 0:
+					// An operator's action on the route is no request to
+					// replay.
+					if i%4 == 0 {
+						e.Type, e.Action, e.By = TypeAdminAction, ActionForceBreaker, "admin"
+					}
 				case 1:
 					e.Route = "other"
 				case 2:

@@ -172,3 +172,54 @@ func (g *Gateway) Degraded() string {
 	}
 	return strings.Join(ds, "; ")
 }
+
+// AdminAction is an operator's reset or forced breaker as the admin API
+// carried it out, for the audit trail.
+type AdminAction struct {
+	Action string // events.ActionReset or events.ActionForceBreaker
+	By     string // who asked
+	Scope  Scope
+	Route  string
+
+	// A reset's key: one value per part, of the fallback key with
+	// Fallback.
+	Limit    string
+	Key      []string
+	Fallback bool
+
+	// A force: the state asked for (open, closed or auto), its ttl (zero:
+	// until auto), and the breaker's state before and after it.
+	State         string
+	TTL           time.Duration
+	Before, After string
+}
+
+// AuditAdmin records a as an admin_action event when events.audit is set
+// (rejected or all: an operator's action is rarer and weighs more than any
+// one rejected request). Like the audit of decisions it does not wait for
+// the event to be durable; the action is done either way, and its log line
+// is written by the caller.
+func (g *Gateway) AuditAdmin(a AdminAction) {
+	gen := g.gen.Load()
+	if gen == nil || gen.recorder == nil {
+		return
+	}
+	switch gen.cfg.Events.Audit {
+	case config.AuditAll, config.AuditRejected:
+	default:
+		return
+	}
+	ev := &events.Event{
+		Type: events.TypeAdminAction, Route: a.Route,
+		Action: a.Action, By: a.By, Scope: string(a.Scope), Instance: g.ids.Prefix(),
+		Limit: a.Limit, State: strings.ToLower(a.State), TTL: a.TTL.Seconds(),
+		Before: a.Before, After: a.After,
+	}
+	if a.Limit != "" {
+		ev.Keys = map[string][]string{a.Limit: a.Key}
+		if a.Fallback {
+			ev.Fallback = []string{a.Limit}
+		}
+	}
+	go gen.recorder.Record(context.Background(), ev)
+}

@@ -306,7 +306,10 @@ func (s *server) shutdown(srv, adminSrv *http.Server, rlsSrv *rlsServer) {
 // draining server is not ready.
 type adminBackend struct{ s *server }
 
-var _ admin.FleetBackend = adminBackend{}
+var (
+	_ admin.FleetBackend = adminBackend{}
+	_ admin.Auditor      = adminBackend{}
+)
 
 func (b adminBackend) Config() *config.Config { return b.s.gw.Config() }
 
@@ -335,6 +338,8 @@ func (b adminBackend) FleetForceBreaker(ctx context.Context, by, route, state st
 func (b adminBackend) ForceBreaker(route, state string, ttl time.Duration) error {
 	return b.s.gw.ForceBreaker(route, state, ttl)
 }
+
+func (b adminBackend) AuditAdmin(a gateway.AdminAction) { b.s.gw.AuditAdmin(a) }
 
 // Degraded says, besides what the gateway says, that the file on disk was
 // refused while the previous config serves.
