@@ -79,6 +79,14 @@ type Auditor interface {
 	AuditAdmin(gateway.AdminAction)
 }
 
+// A FleetViewer is a Backend that can tell which instances share its
+// store, for GET /admin/fleet and the dashboard.
+type FleetViewer interface {
+	// Fleet lists the instances alive; an error wraps
+	// limit.ErrStoreUnavailable.
+	Fleet(ctx context.Context) (gateway.Fleet, error)
+}
+
 // Time budgets of the calls that reach the store, so that a probe or an
 // operator's query answers even while Redis does not.
 const (
@@ -121,6 +129,7 @@ func NewHandler(b Backend, gatherer prometheus.Gatherer, log *slog.Logger) http.
 		"/admin/reload":   {http.MethodPost: h.reload},
 		"/admin/limits":   {http.MethodGet: h.limitState, http.MethodDelete: h.limitReset},
 		"/admin/breakers": {http.MethodGet: h.breakers},
+		"/admin/fleet":    {http.MethodGet: h.fleet},
 	}
 	return h
 }
@@ -467,4 +476,26 @@ func (h *handler) audit(a gateway.AdminAction) {
 	if au, ok := h.b.(Auditor); ok {
 		au.AuditAdmin(a)
 	}
+}
+
+// fleet serves GET /admin/fleet: the instances alive, and whether they
+// run the same config and version.
+func (h *handler) fleet(w http.ResponseWriter, r *http.Request) {
+	v, ok := h.b.(FleetViewer)
+	if !ok {
+		writeError(w, http.StatusNotImplemented, "not_implemented", "this gateway does not list its fleet")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), limitTimeout)
+	defer cancel()
+	f, err := v.Fleet(ctx)
+	if err != nil {
+		h.log.Warn("admin fleet: store unavailable", "error", err.Error())
+		writeError(w, http.StatusServiceUnavailable, "store_unavailable", err.Error())
+		return
+	}
+	if f.Skipped > 0 {
+		h.log.Warn("admin fleet: entries of the store skipped", "skipped", f.Skipped)
+	}
+	writeJSON(w, http.StatusOK, f)
 }

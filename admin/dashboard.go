@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -28,6 +29,15 @@ type dashboardData struct {
 	// RLS counts the Envoy rate-limit service's answers: domain -> code
 	// (OK, OVER_LIMIT, or a gRPC error code) -> count.
 	RLS map[string]map[string]float64 `json:"rls"`
+	// Fleet is how many instances share the store, and those that do
+	// not run the majority's config or version; nil when the backend
+	// cannot tell or the store did not answer.
+	Fleet *dashboardFleet `json:"fleet,omitempty"`
+}
+
+type dashboardFleet struct {
+	Instances   int      `json:"instances"`
+	Disagreeing []string `json:"disagreeing"`
 }
 
 type dashboardRoute struct {
@@ -67,6 +77,14 @@ func (h *handler) dashboardJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, b := range h.b.Breakers() {
 		route(b.Route).Breaker = &breakerView{State: b.State, Forced: b.Forced, RetryAfter: b.RetryAfter}
+	}
+	if v, ok := h.b.(FleetViewer); ok {
+		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+		f, err := v.Fleet(ctx)
+		cancel()
+		if err == nil {
+			d.Fleet = &dashboardFleet{Instances: len(f.Instances), Disagreeing: f.Disagreeing}
+		}
 	}
 	families, err := h.gatherer.Gather()
 	if err != nil {

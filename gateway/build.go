@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -42,6 +43,15 @@ type Options struct {
 	// time.Now. Timers (a queued request's delay, a force's ttl, lease
 	// renewals) and the deadlines of connections keep the wall clock.
 	Now func() time.Time
+
+	// Version is the floodgate version the instance announces to the
+	// fleet (GET /admin/fleet). Empty: none.
+	Version string
+
+	// ConfigDigest is the hex SHA-256 of the config file cfg came from,
+	// announced to the fleet so that instances running another file
+	// show; SetConfigDigest changes it on reload. Empty: none.
+	ConfigDigest string
 }
 
 // New builds a gateway for cfg.
@@ -80,7 +90,13 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 		local:       memory.New(memory.Options{MaxKeys: cfg.Store.Memory.MaxKeys}),
 		stdout:      o.Stdout,
 		stderr:      o.Stderr,
+		version:     o.Version,
+		started:     o.Now(),
 	}
+	if len(g.version) > maxVersion {
+		g.version = g.version[:maxVersion]
+	}
+	g.SetConfigDigest(o.ConfigDigest)
 	gen, err := g.build(cfg, nil)
 	if err != nil {
 		sink.close()
@@ -455,9 +471,10 @@ func (g *Gateway) flushDropped() {
 	}
 }
 
-// announcer is a store that keeps a count of the live gateway instances.
+// announcer is a store that keeps a count of the live gateway instances,
+// and what each says of itself.
 type announcer interface {
-	Announce(ctx context.Context, id string, ttl time.Duration) (int, error)
+	Announce(ctx context.Context, id string, info []byte, ttl time.Duration) (int, error)
 }
 
 // announceEvery is how often an instance tells the store it is alive; an
@@ -489,7 +506,8 @@ func (g *Gateway) announceNow() {
 	if a, ok := s.(announcer); ok {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		if n, err := a.Announce(ctx, g.ids.Prefix(), 3*announceEvery); err == nil {
+		info, _ := json.Marshal(g.self())
+		if n, err := a.Announce(ctx, g.ids.Prefix(), info, 3*announceEvery); err == nil {
 			g.instances.Store(int64(n))
 		}
 	}

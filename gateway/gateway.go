@@ -41,8 +41,11 @@ type Gateway struct {
 	framingLog  *sampler    // requests refused for their framing
 	storeDown   atomic.Bool // the store failed, and has not answered since
 
-	local     *memory.Store // the memory store, and the local fallback of Redis
-	instances atomic.Int64  // gateway instances alive in the store when it last answered
+	local     *memory.Store          // the memory store, and the local fallback of Redis
+	instances atomic.Int64           // gateway instances alive in the store when it last answered
+	version   string                 // Options.Version
+	digest    atomic.Pointer[string] // Options.ConfigDigest, then SetConfigDigest's
+	started   time.Time
 
 	mu       sync.Mutex
 	samplers map[string]*sampler // by route and limit, kept across reloads

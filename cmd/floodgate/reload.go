@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -103,6 +104,7 @@ func (r *reloader) reload(trigger string) error {
 	}
 	r.refused.Store(nil)
 	r.sum = sum
+	r.gw.SetConfigDigest(hex.EncodeToString(sum[:]))
 	r.log.Info("config reloaded", "trigger", trigger, "file", r.path,
 		"routes", len(cfg.Routes), "limits", limitCount(cfg), "changes", config.Diff(prev, cfg).String())
 	logWarnings(r.log, cfg)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -102,7 +103,12 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	gw, err := gateway.New(cfg, gateway.Options{Logger: s.log, Registerer: reg, Stdout: s.stdout, Stderr: s.stderr})
+	info, _ := debug.ReadBuildInfo()
+	v, c := buildVersion(version, commit, info)
+	gw, err := gateway.New(cfg, gateway.Options{
+		Logger: s.log, Registerer: reg, Stdout: s.stdout, Stderr: s.stderr,
+		Version: v + " (commit " + c + ")", ConfigDigest: hex.EncodeToString(sum[:]),
+	})
 	if err != nil {
 		s.log.Error("cannot start the gateway", "file", s.file, "error", err.Error())
 		return exitFailure
@@ -212,8 +218,6 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 			}
 		}()
 	}
-	info, _ := debug.ReadBuildInfo()
-	v, _ := buildVersion(version, commit, info)
 	s.log.Info("floodgate serving", "version", v, "file", s.file,
 		"listen", listenAddr, "admin", adminAddr, "rls", rlsAddr,
 		"routes", len(cfg.Routes), "limits", limitCount(cfg), "store", string(cfg.Store.Type))
@@ -309,6 +313,7 @@ type adminBackend struct{ s *server }
 var (
 	_ admin.FleetBackend = adminBackend{}
 	_ admin.Auditor      = adminBackend{}
+	_ admin.FleetViewer  = adminBackend{}
 )
 
 func (b adminBackend) Config() *config.Config { return b.s.gw.Config() }
@@ -324,6 +329,8 @@ func (b adminBackend) ResetLimit(ctx context.Context, route, name string, values
 }
 
 func (b adminBackend) Breakers() []gateway.BreakerStatus { return b.s.gw.Breakers() }
+
+func (b adminBackend) Fleet(ctx context.Context) (gateway.Fleet, error) { return b.s.gw.Fleet(ctx) }
 
 func (b adminBackend) Scope(s string) (gateway.Scope, error) { return b.s.gw.Scope(s) }
 

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ func TestAnnounce(t *testing.T) {
 	s := open(t, srv)
 	ctx := context.Background()
 	for i, id := range []string{"a", "b", "a", "c"} {
-		n, err := s.Announce(ctx, id, 300*time.Millisecond)
+		n, err := s.Announce(ctx, id, nil, 300*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -26,7 +27,66 @@ func TestAnnounce(t *testing.T) {
 		t.Fatalf("instances set has PTTL %s", ttl)
 	}
 	time.Sleep(350 * time.Millisecond) // announcements expire in Redis time
-	if n, err := s.Announce(ctx, "d", time.Second); err != nil || n != 1 {
+	if n, err := s.Announce(ctx, "d", nil, time.Second); err != nil || n != 1 {
 		t.Fatalf("after the others expired: %d, %v; want 1", n, err)
+	}
+}
+
+// Instances reads what the live instances announced, and what someone
+// else planted in the keys costs a count, not the answer.
+func TestInstances(t *testing.T) {
+	srv := testredis.Start(t)
+	s := open(t, srv)
+	ctx := context.Background()
+	for _, id := range []string{"a", "b"} {
+		if _, err := s.Announce(ctx, id, []byte(`{"id":"`+id+`"}`), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Announce(ctx, "short", []byte(`{}`), 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Announce(ctx, "bare", nil, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	far := strconv.FormatInt(time.Now().Add(time.Hour).UnixMicro(), 10)
+	srv.Do(t, "ZADD", "fg:instances", far, strings.Repeat("x", MaxInfo+1))
+	srv.Do(t, "ZADD", "fg:instances", far, "huge", far, "garbled")
+	srv.Do(t, "HSET", "{fg:instances}:info", "huge", "1 "+strings.Repeat("y", MaxInfo), "garbled", "no-time", "dead", "1 {}")
+	as, now, skipped, err := s.Instances(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if skipped != 3 {
+		t.Errorf("skipped %d, want 3 (long id, huge entry, garbled entry)", skipped)
+	}
+	got := map[string]Announcement{}
+	for _, a := range as {
+		got[a.ID] = a
+	}
+	if len(got) != 4 || got["a"].Info == nil || string(got["b"].Info) != `{"id":"b"}` || got["bare"].Info != nil {
+		t.Fatalf("instances: %+v", as)
+	}
+	if a := got["a"]; a.Seen.After(now) || now.Sub(a.Seen) > time.Minute || a.Expires.Sub(a.Seen) != time.Minute {
+		t.Errorf("a seen %v, expires %v, now %v", a.Seen, a.Expires, now)
+	}
+	time.Sleep(350 * time.Millisecond) // "short" expires in Redis time
+	if as, _, _, err = s.Instances(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range as {
+		if a.ID == "short" {
+			t.Fatalf("expired instance still listed: %+v", a)
+		}
+	}
+	// The next announcement drops the info of the dead.
+	if _, err := s.Announce(ctx, "a", []byte(`{}`), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if v := srv.Do(t, "HEXISTS", "{fg:instances}:info", "short"); v != "0" {
+		t.Fatalf("HEXISTS of the expired instance's info: %s", v)
+	}
+	if _, err := s.Announce(ctx, "a", make([]byte, MaxInfo+1), time.Minute); err == nil {
+		t.Fatal("an announcement over MaxInfo was written")
 	}
 }
