@@ -85,33 +85,7 @@ routes:
 // to the writer, which appends it to a file.
 func BenchmarkRejectAccessLog(b *testing.B) {
 	file := filepath.Join(b.TempDir(), "access.log")
-	cfg := mustParseB(b, `admin: {listen: ""}
-server: {access_log: `+file+`}
-routes:
-  - id: api
-    match: {path: /**}
-    upstream: {targets: ["http://127.0.0.1:1"]}
-    limits:
-      - {name: user, key: ["header:X-User-Id"], algorithm: token_bucket, rate: 1/1h}
-`)
-	gw, err := New(cfg, Options{Logger: discardLogger()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer gw.Close()
-	const users = 2000
-	reqs := overLimit(gw, users)
-	b.ReportAllocs()
-	w := &rejectWriter{h: http.Header{}}
-	i := 0
-	for b.Loop() {
-		clear(w.h)
-		gw.ServeHTTP(w, reqs[i%users])
-		i++
-		if w.code != 429 {
-			b.Fatal(w.code)
-		}
-	}
+	gw := rejectUsers(b, "server: {access_log: "+file+"}\n")
 	b.StopTimer()
 	b.ReportMetric(float64(gw.access.takeDropped())/float64(b.N), "dropped/op")
 }
@@ -121,9 +95,19 @@ routes:
 // keys (store.local_rejects): no round trip, and nothing allocated.
 func BenchmarkRejectLocally(b *testing.B) {
 	srv := testredis.Start(b)
+	gw := rejectUsers(b, `store: {type: redis, redis: {addrs: ["`+srv.Addr()+`"]}}`+"\n")
+	local := testutil.ToFloat64(gw.metrics.localAnswers.WithLabelValues("api", "user"))
+	if local < float64(b.N) {
+		b.Fatalf("%v of %d rejections answered locally", local, b.N)
+	}
+}
+
+// rejectUsers runs b over the requests of 2,000 users over a per-user
+// limit, on a gateway whose config starts with head, and returns the
+// gateway, closed when b ends.
+func rejectUsers(b *testing.B, head string) *Gateway {
 	cfg := mustParseB(b, `admin: {listen: ""}
-store: {type: redis, redis: {addrs: ["`+srv.Addr()+`"]}}
-routes:
+`+head+`routes:
   - id: api
     match: {path: /**}
     upstream: {targets: ["http://127.0.0.1:1"]}
@@ -134,7 +118,7 @@ routes:
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer gw.Close()
+	b.Cleanup(func() { gw.Close() })
 	const users = 2000
 	reqs := overLimit(gw, users)
 	b.ReportAllocs()
@@ -148,10 +132,7 @@ routes:
 			b.Fatal(w.code)
 		}
 	}
-	local := testutil.ToFloat64(gw.metrics.localAnswers.WithLabelValues("api", "user"))
-	if local < float64(b.N) {
-		b.Fatalf("%v of %d rejections answered locally", local, b.N)
-	}
+	return gw
 }
 
 // overLimit returns a request to /api/x of each of n users, with its own
