@@ -120,16 +120,17 @@ func NewHandler(b Backend, gatherer prometheus.Gatherer, log *slog.Logger) http.
 		ErrorHandling: promhttp.ContinueOnError,
 	})
 	h.routes = map[string]endpoint{
-		"/":               {http.MethodGet: h.dashboard},
-		"/dashboard.json": {http.MethodGet: h.dashboardJSON},
-		"/healthz":        {http.MethodGet: h.healthz},
-		"/readyz":         {http.MethodGet: h.readyz},
-		"/metrics":        {http.MethodGet: metrics.ServeHTTP},
-		"/admin/config":   {http.MethodGet: h.config},
-		"/admin/reload":   {http.MethodPost: h.reload},
-		"/admin/limits":   {http.MethodGet: h.limitState, http.MethodDelete: h.limitReset},
-		"/admin/breakers": {http.MethodGet: h.breakers},
-		"/admin/fleet":    {http.MethodGet: h.fleet},
+		"/":                {http.MethodGet: h.dashboard},
+		"/dashboard.json":  {http.MethodGet: h.dashboardJSON},
+		"/healthz":         {http.MethodGet: h.healthz},
+		"/readyz":          {http.MethodGet: h.readyz},
+		"/metrics":         {http.MethodGet: metrics.ServeHTTP},
+		"/admin/config":    {http.MethodGet: h.config},
+		"/admin/reload":    {http.MethodPost: h.reload},
+		"/admin/limits":    {http.MethodGet: h.limitState, http.MethodDelete: h.limitReset},
+		"/admin/breakers":  {http.MethodGet: h.breakers},
+		"/admin/fleet":     {http.MethodGet: h.fleet},
+		"/admin/overrides": {http.MethodGet: h.listOverrides},
 	}
 	return h
 }
@@ -173,6 +174,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e, ok := h.routes[r.URL.Path]
 	if !ok && strings.HasPrefix(r.URL.Path, breakerPrefix) {
 		e, ok = endpoint{http.MethodPost: h.forceBreaker}, true
+	}
+	if !ok && strings.HasPrefix(r.URL.Path, overridePrefix) {
+		e, ok = endpoint{http.MethodPut: h.setOverride, http.MethodDelete: h.removeOverride}, true
 	}
 	if !ok {
 		writeError(w, http.StatusNotFound, "not_found", "no such admin endpoint: "+r.URL.Path)
@@ -272,6 +276,12 @@ func (h *handler) config(w http.ResponseWriter, r *http.Request) {
 	cfg := h.b.Config()
 	if cfg == nil {
 		writeError(w, http.StatusServiceUnavailable, "not_ready", "no configuration loaded")
+		return
+	}
+	if o, ok := h.b.(Overrider); ok {
+		// The file's values are in the config; what overrides them, and
+		// the file's value beside it, follows.
+		writeJSON(w, http.StatusOK, cfg.RedactedWith("runtime_overrides", o.Overrides()))
 		return
 	}
 	writeJSON(w, http.StatusOK, cfg.Redacted())

@@ -32,7 +32,7 @@ func TestFleetEndpoint(t *testing.T) {
 	b := &fakeViewer{fakeBackend: &fakeBackend{}}
 	b.cfg.Store(parseConfig(t, "tok"))
 	b.fleet.Instances = []gateway.Instance{{ID: "a-", Self: true, Version: "v1", Config: "c1", Store: "ok"}, {ID: "b-", Version: "v1", Config: "c2", Store: "failing"}}
-	b.fleet.Agree.Version, b.fleet.Disagreeing, b.fleet.Skipped = true, []string{"b-"}, 2
+	b.fleet.Agree.Version, b.fleet.Agree.Overrides, b.fleet.Disagreeing, b.fleet.Skipped = true, true, []string{"b-"}, 2
 	h := NewHandler(b, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	if r := do(t, h, "GET", "/admin/fleet"); r.code != 401 {
 		t.Fatalf("without the token: %d %s", r.code, r.body)
@@ -41,7 +41,7 @@ func TestFleetEndpoint(t *testing.T) {
 	wantJSON(t, do(t, h, "GET", "/admin/fleet", auth...), 200, `{"instances":[
 		{"id":"a-","self":true,"version":"v1","config":"c1","overrides_version":null,"store":"ok","started":"0001-01-01T00:00:00Z","uptime_seconds":0,"last_seen":"0001-01-01T00:00:00Z"},
 		{"id":"b-","version":"v1","config":"c2","overrides_version":null,"store":"failing","started":"0001-01-01T00:00:00Z","uptime_seconds":0,"last_seen":"0001-01-01T00:00:00Z"}],
-		"agree":{"config":false,"version":true},"disagreeing":["b-"],"skipped":2}`)
+		"agree":{"config":false,"version":true,"overrides":true},"disagreeing":["b-"],"skipped":2}`)
 	if r := do(t, h, "POST", "/admin/fleet", auth...); r.code != 405 {
 		t.Fatalf("POST: %d", r.code)
 	}

@@ -68,6 +68,12 @@ func (c *Config) Redacted() any {
 	return view(reflect.ValueOf(c).Elem(), "")
 }
 
+// RedactedWith is Redacted with one more member at the end, key: v.
+func (c *Config) RedactedWith(key string, v any) any {
+	o, _ := c.Redacted().(object)
+	return append(o, member{key, v})
+}
+
 // object is a JSON object that keeps its keys in order.
 type object []member
 

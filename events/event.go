@@ -35,6 +35,13 @@ const (
 	// ActionForceBreaker is a breaker forced: State, TTL, Before and
 	// After say how.
 	ActionForceBreaker = "force_breaker"
+	// ActionOverride is a runtime override set: Limit names it, Before
+	// and After are the values before and after it ("rate=400/s
+	// burst=40"), TTL how long it lasts, Reason why.
+	ActionOverride = "override"
+	// ActionOverrideRemoved is a runtime override removed: Before is
+	// what it was.
+	ActionOverrideRemoved = "override_removed"
 )
 
 // Event is one recorded request. Its JSON form is what every sink stores
@@ -100,6 +107,8 @@ type Event struct {
 	// (OPEN, CLOSED, HALF_OPEN).
 	Before string `json:"before,omitempty"`
 	After  string `json:"after,omitempty"`
+	// Reason is the operator's word on an override.
+	Reason string `json:"reason,omitempty"`
 }
 
 // idGen makes event IDs: 48 bits of milliseconds since the epoch, then 32

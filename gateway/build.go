@@ -92,24 +92,31 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 		stderr:      o.Stderr,
 		version:     o.Version,
 		started:     o.Now(),
+		ovNotify:    make(chan struct{}, 1),
+		announceNow: make(chan struct{}, 1),
 	}
 	if len(g.version) > maxVersion {
 		g.version = g.version[:maxVersion]
 	}
 	g.SetConfigDigest(o.ConfigDigest)
+	g.stop = make(chan struct{})
 	gen, err := g.build(cfg, nil)
 	if err != nil {
 		sink.close()
 		g.local.Close()
 		return nil, err
 	}
+	gen.file = cfg
 	g.access = newAccessLog(g.metrics.accessDropped, g.log, g.now)
 	g.access.use(sink)
 	g.gen.Store(gen)
 	g.metrics.loaded(true, g.now())
-	g.stop = make(chan struct{})
+	// The fleet's overrides are in force before the first request, when
+	// the store answers; when it does not, within a second of its answer.
+	g.syncOnce()
 	g.bg.Go(g.flushSamplers)
 	g.bg.Go(g.announce)
+	g.bg.Go(g.syncOverrides)
 	return g, nil
 }
 
@@ -379,13 +386,22 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 		g.metrics.reloaded(false, g.now())
 		return err
 	}
-	gen, err := g.build(cfg, prev)
+	// The overrides stay in force over the new file, but for those of
+	// limits it no longer has.
+	set, gone := withoutGone(cfg, g.ov.set)
+	eff, skipped := overlay(cfg, set)
+	gen, err := g.build(eff, prev)
 	if err != nil {
 		sink.close()
 		g.metrics.reloaded(false, g.now())
 		return err
 	}
+	gen.file = cfg
 	g.gen.Store(gen)
+	if g.ov.set != nil {
+		g.ov.set, g.ov.skipped = set, skipped
+		g.forgetGone(gen, gone)
+	}
 	g.access.use(sink)
 	g.metrics.reloaded(true, g.now())
 	// Requests still on the old generation may verify with its verifier
@@ -404,8 +420,9 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	return nil
 }
 
-// Config is the running configuration.
-func (g *Gateway) Config() *config.Config { return g.gen.Load().cfg }
+// Config is the running configuration as its file has it, without the
+// runtime overrides (Overrides lists them).
+func (g *Gateway) Config() *config.Config { return g.gen.Load().file }
 
 // Store is the store the running config decides in, for a service that
 // shares it with the gateway (the Envoy rate-limit service).
@@ -489,16 +506,17 @@ func (g *Gateway) announce() {
 	t := time.NewTicker(announceEvery)
 	defer t.Stop()
 	for {
-		g.announceNow()
+		g.announceOnce()
 		select {
 		case <-g.stop:
 			return
 		case <-t.C:
+		case <-g.announceNow:
 		}
 	}
 }
 
-func (g *Gateway) announceNow() {
+func (g *Gateway) announceOnce() {
 	s := g.gen.Load().store
 	if u, ok := s.(interface{ Unwrap() limit.Store }); ok {
 		s = u.Unwrap()

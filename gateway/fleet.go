@@ -154,6 +154,9 @@ func (g *Gateway) subscribe(s limit.Store) {
 		if err := c.Subscribe(controlKind, g.onControl); err != nil {
 			g.log.Warn("fleet actions: cannot subscribe", "error", err.Error())
 		}
+		if err := c.Subscribe(overrideKind, g.onOverrides); err != nil {
+			g.log.Warn("runtime overrides: cannot subscribe; read every second instead", "error", err.Error())
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/floodgate-gw/floodgate/limit"
@@ -34,11 +35,12 @@ type Instance struct {
 type Fleet struct {
 	Instances []Instance `json:"instances"`
 	Agree     struct {
-		Config  bool `json:"config"`
-		Version bool `json:"version"`
+		Config    bool `json:"config"`
+		Version   bool `json:"version"`
+		Overrides bool `json:"overrides"`
 	} `json:"agree"`
-	// Disagreeing lists the instances whose config or version is not the
-	// one most instances run.
+	// Disagreeing lists the instances whose config, version or version of
+	// the runtime overrides is not the one most instances run.
 	Disagreeing []string `json:"disagreeing"`
 	// Skipped counts the live entries of the store that could not be
 	// read as an instance's announcement: not written by floodgate, or
@@ -75,6 +77,9 @@ func (g *Gateway) self() announcement {
 	a := announcement{Floodgate: 1, Version: g.version, Store: "ok", Started: g.started}
 	if d := g.digest.Load(); d != nil {
 		a.Config = *d
+	}
+	if v := g.ovVersion.Load(); v != nil {
+		a.OverridesVersion = v
 	}
 	if g.storeDown.Load() {
 		a.Store = "failing"
@@ -135,19 +140,30 @@ func fleetOf(is []Instance, skipped int) Fleet {
 	}
 	config := majority(is, func(i Instance) string { return i.Config })
 	version := majority(is, func(i Instance) string { return i.Version })
-	f.Agree.Config, f.Agree.Version = true, true
+	overrides := majority(is, overridesOf)
+	f.Agree.Config, f.Agree.Version, f.Agree.Overrides = true, true, true
 	for _, i := range is {
+		if overridesOf(i) != overrides {
+			f.Agree.Overrides = false
+		}
 		if i.Config != config {
 			f.Agree.Config = false
 		}
 		if i.Version != version {
 			f.Agree.Version = false
 		}
-		if i.Config != config || i.Version != version {
+		if i.Config != config || i.Version != version || overridesOf(i) != overrides {
 			f.Disagreeing = append(f.Disagreeing, i.ID)
 		}
 	}
 	return f
+}
+
+func overridesOf(i Instance) string {
+	if i.OverridesVersion == nil {
+		return ""
+	}
+	return strconv.FormatInt(*i.OverridesVersion, 10)
 }
 
 // majority is the value of f most instances have; of values as common,

@@ -79,20 +79,21 @@ func TestFleetView(t *testing.T) {
 	if f.Skipped != 4 {
 		t.Errorf("skipped %d, want 4", f.Skipped)
 	}
-	if f.Agree.Config || !f.Agree.Version {
-		t.Errorf("agree %+v, want config false, version true", f.Agree)
+	if f.Agree.Config || !f.Agree.Version || !f.Agree.Overrides {
+		t.Errorf("agree %+v, want config false, version and overrides true", f.Agree)
 	}
 	if !slices.Equal(f.Disagreeing, []string{gws[1].ids.Prefix()}) {
 		t.Errorf("disagreeing %q, want %q", f.Disagreeing, gws[1].ids.Prefix())
 	}
 	for _, i := range f.Instances {
 		if i.Self != (i.ID == gws[0].ids.Prefix()) || i.Version != "v1.2.0" || i.Store != "ok" ||
-			i.OverridesVersion != nil || i.LastSeen.IsZero() || i.Started.IsZero() || i.Uptime < 0 {
+			i.OverridesVersion == nil || *i.OverridesVersion != 0 || i.LastSeen.IsZero() || i.Started.IsZero() || i.Uptime < 0 {
 			t.Errorf("instance %+v", i)
 		}
 	}
 	b, _ := json.Marshal(f.Instances[0])
-	if !strings.Contains(string(b), `"overrides_version":null`) {
+	// The fleet's set is read at start: none yet, version 0.
+	if !strings.Contains(string(b), `"overrides_version":0`) {
 		t.Errorf("instance as JSON: %s", b)
 	}
 

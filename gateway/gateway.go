@@ -31,9 +31,13 @@ import (
 // generation it started with.
 type Gateway struct {
 	gen         atomic.Pointer[generation]
-	now         func() time.Time // the clock: Options.Now
-	forces      forces           // timers of breakers forced for a while
-	fleet       fleetNonces      // fleet actions already carried out
+	now         func() time.Time      // the clock: Options.Now
+	forces      forces                // timers of breakers forced for a while
+	fleet       fleetNonces           // fleet actions already carried out
+	ov          overrides             // the runtime overrides in force; reloadMu guards it
+	ovNotify    chan struct{}         // wakes syncOverrides
+	ovVersion   atomic.Pointer[int64] // the version of the overrides in force, announced
+	announceNow chan struct{}         // wakes announce
 	metrics     *Metrics
 	log         *slog.Logger
 	ids         *answer.IDSource
@@ -77,7 +81,8 @@ const upgradeCloseWait = 5 * time.Second
 // runs on the generation it started with, which a reload replaces for
 // the requests after it.
 type generation struct {
-	cfg      *config.Config
+	cfg      *config.Config // file with the runtime overrides laid over it
+	file     *config.Config // as the file has it
 	routes   []*route
 	recorder *events.Recorder // nil: events are not recorded
 	store    limit.Store      // the memory store is g.local; a Redis one is closed when a reload replaces it

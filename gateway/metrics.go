@@ -30,6 +30,8 @@ type Metrics struct {
 	localAnswers   *prometheus.CounterVec
 	accessDropped  prometheus.Counter
 	fleetIgnored   *prometheus.CounterVec
+
+	overrides, overridesVersion prometheus.Gauge
 }
 
 // NewMetrics registers the gateway's series with reg.
@@ -86,11 +88,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.fleetIgnored = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gateway_fleet_messages_ignored_total", Help: "Messages on the store's control channel not carried out because they were not floodgate's fleet actions, by reason: too_large, malformed, unknown_kind.",
 	}, []string{"reason"})
+	m.overrides = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "gateway_overrides", Help: "Runtime overrides in force on this instance.",
+	})
+	m.overridesVersion = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "gateway_overrides_version", Help: "Version of the set of runtime overrides this instance applied; instances that agree show the same.",
+	})
 	jwtFailures := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gateway_jwt_failures_total", Help: "Bearer tokens not accepted for jwt: key parts and claim overrides, by reason; their parts are missing.",
 	}, []string{"reason"})
 	reg.MustRegister(m.requests, m.duration, m.rateLimited, m.decisions, m.storeDuration,
-		m.storeErrors, m.reloads, m.reloadSuccess, m.reloadTime, m.logsSuppressed, m.breakerState, m.breakerChanges, jwtFailures, m.framingRefused, m.localAnswers, m.accessDropped, m.fleetIgnored)
+		m.storeErrors, m.reloads, m.reloadSuccess, m.reloadTime, m.logsSuppressed, m.breakerState, m.breakerChanges, jwtFailures, m.framingRefused, m.localAnswers, m.accessDropped, m.fleetIgnored, m.overrides, m.overridesVersion)
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
 	for _, r := range []string{"too_large", "malformed", "unknown_kind"} {

@@ -192,6 +192,9 @@ type AdminAction struct {
 	State         string
 	TTL           time.Duration
 	Before, After string
+
+	// An override's reason.
+	Reason string
 }
 
 // AuditAdmin records a as an admin_action event when events.audit is set
@@ -213,7 +216,7 @@ func (g *Gateway) AuditAdmin(a AdminAction) {
 		Type: events.TypeAdminAction, Route: a.Route,
 		Action: a.Action, By: a.By, Scope: string(a.Scope), Instance: g.ids.Prefix(),
 		Limit: a.Limit, State: strings.ToLower(a.State), TTL: a.TTL.Seconds(),
-		Before: a.Before, After: a.After,
+		Before: a.Before, After: a.After, Reason: a.Reason,
 	}
 	if a.Limit != "" {
 		ev.Keys = map[string][]string{a.Limit: a.Key}

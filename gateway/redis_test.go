@@ -224,8 +224,8 @@ routes:
 		if time.Now().After(deadline) {
 			t.Fatalf("instances seen: %d and %d, want 2", a.gw.instances.Load(), b.gw.instances.Load())
 		}
-		a.gw.announceNow()
-		b.gw.announceNow()
+		a.gw.announceOnce()
+		b.gw.announceOnce()
 	}
 	srv.Stop()
 	admitted := 0

@@ -654,6 +654,13 @@ func (b demoBackend) Breakers() []gateway.BreakerStatus { return b.gw.Breakers()
 func (b demoBackend) ForceBreaker(route, state string, ttl time.Duration) error {
 	return b.gw.ForceBreaker(route, state, ttl)
 }
+func (b demoBackend) Overrides() gateway.Overrides { return b.gw.Overrides() }
+func (b demoBackend) SetOverride(ctx context.Context, route, name string, req gateway.OverrideRequest) (gateway.OverrideStatus, error) {
+	return b.gw.SetOverride(ctx, route, name, req)
+}
+func (b demoBackend) RemoveOverride(ctx context.Context, route, name string) (gateway.Override, error) {
+	return b.gw.RemoveOverride(ctx, route, name)
+}
 func (b demoBackend) Degraded() string { return b.gw.Degraded() }
 
 func ms(d time.Duration) string {

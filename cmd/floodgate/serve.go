@@ -314,6 +314,7 @@ var (
 	_ admin.FleetBackend = adminBackend{}
 	_ admin.Auditor      = adminBackend{}
 	_ admin.FleetViewer  = adminBackend{}
+	_ admin.Overrider    = adminBackend{}
 )
 
 func (b adminBackend) Config() *config.Config { return b.s.gw.Config() }
@@ -344,6 +345,16 @@ func (b adminBackend) FleetForceBreaker(ctx context.Context, by, route, state st
 
 func (b adminBackend) ForceBreaker(route, state string, ttl time.Duration) error {
 	return b.s.gw.ForceBreaker(route, state, ttl)
+}
+
+func (b adminBackend) Overrides() gateway.Overrides { return b.s.gw.Overrides() }
+
+func (b adminBackend) SetOverride(ctx context.Context, route, name string, req gateway.OverrideRequest) (gateway.OverrideStatus, error) {
+	return b.s.gw.SetOverride(ctx, route, name, req)
+}
+
+func (b adminBackend) RemoveOverride(ctx context.Context, route, name string) (gateway.Override, error) {
+	return b.s.gw.RemoveOverride(ctx, route, name)
 }
 
 func (b adminBackend) AuditAdmin(a gateway.AdminAction) { b.s.gw.AuditAdmin(a) }

@@ -1,0 +1,473 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/internal/testredis"
+	"github.com/floodgate-gw/floodgate/limit"
+)
+
+const overrideConfig = `
+admin: {listen: ""}
+store: STORE
+global_limits:
+  - {name: all, key: [global], rate: 100000/s}
+routes:
+  - id: api
+    match: {path: /api}
+    upstream: {targets: ["{{UP}}"]}
+    limits:
+      - {name: user, key: ["header:X-User-Id"], rate: 2/1h, align: first}
+      - {name: burst, key: [route], algorithm: token_bucket, rate: 100000/s, burst: 50000}
+      - {name: flight, key: [route], algorithm: concurrency, limit: 100}
+`
+
+func overrideHarness(t *testing.T, store string, up *backend) *harness {
+	return newHarness(t, strings.Replace(overrideConfig, "STORE", store, 1), up)
+}
+
+func bptr(b bool) *bool { return &b }
+
+// admits counts how many of n requests of user the gateway admits.
+func admits(h *harness, user string, n int) int {
+	ok := 0
+	for range n {
+		resp := h.do("GET", "/api", map[string]string{"X-User-Id": user}, nil)
+		drain(resp)
+		if resp.StatusCode == http.StatusOK {
+			ok++
+		}
+	}
+	return ok
+}
+
+func setOverride(t *testing.T, h *harness, route, name string, req OverrideRequest) OverrideStatus {
+	t.Helper()
+	st, err := h.gw.SetOverride(context.Background(), route, name, req)
+	if err != nil {
+		t.Fatalf("SetOverride %s/%s: %v", route, name, err)
+	}
+	return st
+}
+
+// An override changes the running limit and keeps its counter, as a
+// reload with another rate does; shadow and enabled: false stop it from
+// rejecting; removing it gives the file's limit back.
+func TestOverrideChangesTheRunningLimit(t *testing.T) {
+	h := overrideHarness(t, "{type: memory}", newBackend(t, nil))
+	if n := admits(h, "u1", 3); n != 2 {
+		t.Fatalf("the file's 2/1h admitted %d of 3", n)
+	}
+	st := setOverride(t, h, "api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "5/1h"}, Reason: "sale", By: "alice"})
+	if !st.Applied || st.Change.Rate != "5/1h" || st.File.Rate != "2/h" || st.By != "alice" || st.Reason != "sale" {
+		t.Fatalf("override as listed: %+v", st)
+	}
+	// Two of 5 used: three more.
+	if n := admits(h, "u1", 5); n != 3 {
+		t.Fatalf("after raising to 5/1h, a user who had used 2 was admitted %d more times; want 3", n)
+	}
+	if got := h.gw.Config().Routes[0].Limits[0].Rate.String(); got != "2/h" {
+		t.Fatalf("Config shows %s: it is the file's", got)
+	}
+	setOverride(t, h, "api", "user", OverrideRequest{OverrideChange: OverrideChange{Shadow: bptr(true)}})
+	if n := admits(h, "u1", 3); n != 3 {
+		t.Fatalf("a shadow override admitted %d of 3", n)
+	}
+	setOverride(t, h, "api", "user", OverrideRequest{OverrideChange: OverrideChange{Enabled: bptr(false)}})
+	resp := h.do("GET", "/api", map[string]string{"X-User-Id": "u1"}, nil)
+	drain(resp)
+	if resp.StatusCode != http.StatusOK || strings.Contains(resp.Header.Get("RateLimit-Policy"), "user") {
+		t.Fatalf("a disabled limit: status %d, policy %q", resp.StatusCode, resp.Header.Get("RateLimit-Policy"))
+	}
+	o := h.gw.Overrides()
+	if o.Scope != ScopeInstance || o.Version != 3 || len(o.Overrides) != 1 {
+		t.Fatalf("overrides: %+v", o)
+	}
+	if _, err := h.gw.RemoveOverride(context.Background(), "api", "user"); err != nil {
+		t.Fatal(err)
+	}
+	if n := admits(h, "u1", 1); n != 0 {
+		t.Fatal("the file's limit is back, and its counter is spent, yet it admitted")
+	}
+	if _, err := h.gw.RemoveOverride(context.Background(), "api", "user"); !errors.Is(err, ErrNoOverride) {
+		t.Fatalf("removing it twice: %v", err)
+	}
+	for _, want := range []string{`"msg":"runtime override in force"`, `"by":"alice"`, `"reason":"sale"`, `"msg":"runtime override removed"`} {
+		if !strings.Contains(h.log.String(), want) {
+			t.Errorf("the log lacks %s:\n%s", want, h.log)
+		}
+	}
+}
+
+// A token bucket's burst follows a new rate when it was the rate's count,
+// and is kept otherwise; a concurrency limit takes a count; a global limit
+// is named under route global.
+func TestOverrideBurstAndKinds(t *testing.T) {
+	h := overrideHarness(t, "{type: memory}", newBackend(t, nil))
+	rule := func(route, name string) *limit.Rule {
+		for _, r := range h.gw.gen.Load().routes {
+			if r.id != route {
+				continue
+			}
+			for _, l := range r.limits {
+				if l.name == name {
+					return l.rule
+				}
+			}
+		}
+		return nil
+	}
+	setOverride(t, h, "api", "burst", OverrideRequest{OverrideChange: OverrideChange{Rate: "10/s"}})
+	if r := rule("api", "burst"); r.Rate.Count != 10 || r.Burst != 50000 {
+		t.Fatalf("burst 50000 written apart from the rate: rule %v burst %d", r.Rate, r.Burst)
+	}
+	setOverride(t, h, "api", "burst", OverrideRequest{OverrideChange: OverrideChange{Rate: "10/s", Burst: 20}})
+	if r := rule("api", "burst"); r.Burst != 20 {
+		t.Fatalf("burst given: %d", r.Burst)
+	}
+	setOverride(t, h, "api", "flight", OverrideRequest{OverrideChange: OverrideChange{Limit: 7}})
+	if r := rule("api", "flight"); r.Rate.Count != 7 || r.Algorithm != limit.Concurrency {
+		t.Fatalf("concurrency: %+v", r.Rate)
+	}
+	setOverride(t, h, "global", "all", OverrideRequest{OverrideChange: OverrideChange{Rate: "3/1h"}})
+	if r := rule("api", "all"); r.Rate.Count != 3 {
+		t.Fatalf("global limit: %v", r.Rate)
+	}
+	if n := admits(h, "u9", 4); n != 2 {
+		// user 2/1h binds first; then all 3/1h.
+		t.Fatalf("admitted %d", n)
+	}
+	if n := admits(h, "u8", 2); n != 1 {
+		t.Fatalf("the global override 3/1h let %d of 2 more through after 2", n)
+	}
+}
+
+// Every value a limit cannot take is refused with its field, and nothing
+// changes.
+func TestOverrideRefusals(t *testing.T) {
+	h := overrideHarness(t, "{type: memory}", newBackend(t, nil))
+	for _, tc := range []struct {
+		route, name string
+		req         OverrideRequest
+		field       string
+	}{
+		{"api", "user", OverrideRequest{}, "override"},
+		{"api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "0/s"}}, "rate"},
+		{"api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "fast"}}, "rate"},
+		{"api", "user", OverrideRequest{OverrideChange: OverrideChange{Burst: 5}}, "burst"},
+		{"api", "user", OverrideRequest{OverrideChange: OverrideChange{Limit: 5}}, "limit"},
+		{"api", "flight", OverrideRequest{OverrideChange: OverrideChange{Rate: "5/s"}}, "rate"},
+		{"api", "burst", OverrideRequest{OverrideChange: OverrideChange{Rate: "2000000000/s"}}, "rate"},
+		{"api", "user", OverrideRequest{OverrideChange: OverrideChange{Shadow: bptr(true)}, TTL: 500 * time.Millisecond}, "ttl"},
+		{"api", "user", OverrideRequest{OverrideChange: OverrideChange{Shadow: bptr(true)}, TTL: 31 * 24 * time.Hour}, "ttl"},
+		{"api", "user", OverrideRequest{OverrideChange: OverrideChange{Shadow: bptr(true)}, Reason: "a\nb"}, "reason"},
+		{"api", "user", OverrideRequest{OverrideChange: OverrideChange{Shadow: bptr(true)}, By: strings.Repeat("x", 65)}, "by"},
+	} {
+		_, err := h.gw.SetOverride(context.Background(), tc.route, tc.name, tc.req)
+		var oe *OverrideError
+		if !errors.As(err, &oe) || oe.Field != tc.field {
+			t.Errorf("%s/%s %+v: %v; want an error for field %s", tc.route, tc.name, tc.req, err, tc.field)
+		}
+	}
+	for _, target := range [][2]string{{"api", "nope"}, {"nope", "user"}, {"global", "user"}} {
+		_, err := h.gw.SetOverride(context.Background(), target[0], target[1], OverrideRequest{OverrideChange: OverrideChange{Shadow: bptr(true)}})
+		if !errors.Is(err, ErrNoLimit) {
+			t.Errorf("%s/%s: %v; want ErrNoLimit", target[0], target[1], err)
+		}
+	}
+	if o := h.gw.Overrides(); o.Version != 0 || len(o.Overrides) != 0 {
+		t.Fatalf("refusals changed the set: %+v", o)
+	}
+}
+
+// A reload keeps the overrides; one whose limit the reload removes is
+// dropped and logged.
+func TestOverrideOutlivesReload(t *testing.T) {
+	up := newBackend(t, nil)
+	h := overrideHarness(t, "{type: memory}", up)
+	setOverride(t, h, "api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "5/1h"}})
+	setOverride(t, h, "api", "burst", OverrideRequest{OverrideChange: OverrideChange{Enabled: bptr(false)}})
+	reload := func(yaml string) {
+		t.Helper()
+		cfg, err := config.Parse("test.yaml", []byte(strings.ReplaceAll(strings.Replace(yaml, "STORE", "{type: memory}", 1), "{{UP}}", up.URL)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.gw.Reload(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reload(strings.Replace(overrideConfig, "rate: 2/1h", "rate: 3/1h", 1))
+	if n := admits(h, "u1", 6); n != 5 {
+		t.Fatalf("after a reload that changed the file's rate, the override's 5/1h admitted %d of 6", n)
+	}
+	reload(strings.Replace(overrideConfig, "      - {name: burst, key: [route], algorithm: token_bucket, rate: 100000/s, burst: 50000}\n", "", 1))
+	o := h.gw.Overrides()
+	if len(o.Overrides) != 1 || o.Overrides[0].Limit != "user" {
+		t.Fatalf("after the reload that removed burst: %+v", o)
+	}
+	if !strings.Contains(h.log.String(), `"msg":"runtime override dropped: the config no longer has its limit","route":"api","limit":"burst"`) {
+		t.Fatalf("the drop is not logged:\n%s", h.log)
+	}
+}
+
+func TestOverrideTTLEnds(t *testing.T) {
+	h := overrideHarness(t, "{type: memory}", newBackend(t, nil))
+	setOverride(t, h, "api", "user", OverrideRequest{OverrideChange: OverrideChange{Shadow: bptr(true)}, TTL: time.Second})
+	if left := h.gw.Overrides().Overrides[0].TTLLeft; left <= 0 || left > 1 {
+		t.Fatalf("ttl_left %v", left)
+	}
+	waitFor(t, 10*time.Second, func() error {
+		if o := h.gw.Overrides(); len(o.Overrides) != 0 {
+			return fmt.Errorf("still in force: %+v", o.Overrides)
+		}
+		if n := admits(h, "u1", 3); n != 2 {
+			return fmt.Errorf("the file's 2/1h admitted %d of 3", n)
+		}
+		return nil
+	})
+	if !strings.Contains(h.log.String(), `"msg":"runtime override expired"`) {
+		t.Fatalf("the end is not logged:\n%s", h.log)
+	}
+}
+
+func waitFor(t *testing.T, d time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// freshRule copies every setting of a rule: a field added to limit.Rule
+// must be added there too.
+func TestFreshRuleCopiesEveryField(t *testing.T) {
+	r := &limit.Rule{Name: "n", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 3, Period: time.Second},
+		Burst: 4, Cost: 2, Queue: time.Second, Align: limit.AlignFirst, Location: time.UTC, Shadow: true,
+		Sliced: true, LeaseTTL: time.Minute}
+	c := freshRule(r)
+	rv, cv := reflect.ValueOf(r).Elem(), reflect.ValueOf(c).Elem()
+	for i := range rv.NumField() {
+		f := rv.Type().Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		if rv.Field(i).IsZero() {
+			t.Errorf("the test leaves %s zero: set it", f.Name)
+		}
+		if !reflect.DeepEqual(rv.Field(i).Interface(), cv.Field(i).Interface()) {
+			t.Errorf("freshRule drops %s", f.Name)
+		}
+	}
+}
+
+// redisOverrideFleet is three gateways on one Redis.
+func redisOverrideFleet(t *testing.T, srv *testredis.Server, up *backend) []*harness {
+	store := fmt.Sprintf(`{type: redis, redis: {addrs: ["%s"], timeout: 500ms}}`, srv.Addr())
+	var hs []*harness
+	for range 3 {
+		hs = append(hs, overrideHarness(t, store, up))
+	}
+	return hs
+}
+
+// everyInstance waits until f holds on every instance.
+func everyInstance(t *testing.T, hs []*harness, f func(h *harness) error) {
+	t.Helper()
+	waitFor(t, 10*time.Second, func() error {
+		for i, h := range hs {
+			if err := f(h); err != nil {
+				return fmt.Errorf("instance %d: %v", i, err)
+			}
+		}
+		return nil
+	})
+}
+
+func hasOverride(route, name, rate string) func(h *harness) error {
+	return func(h *harness) error {
+		o := h.gw.Overrides()
+		for _, st := range o.Overrides {
+			if st.Route == route && st.Limit == name && st.Change.Rate == rate && st.Applied {
+				return nil
+			}
+		}
+		return fmt.Errorf("version %d: %+v", o.Version, o.Overrides)
+	}
+}
+
+// An override set on one instance is in force on all three; the local
+// rejects of a user it raises go; an instance that starts later comes up
+// with it; removing it reaches all.
+func TestOverrideReachesTheFleet(t *testing.T) {
+	srv := testredis.Start(t)
+	up := newBackend(t, nil)
+	hs := redisOverrideFleet(t, srv, up)
+	// u1 is spent, and b and c remember it in their local rejects.
+	if n := admits(hs[0], "u1", 2); n != 2 {
+		t.Fatalf("admitted %d of 2", n)
+	}
+	for _, h := range hs[1:] {
+		if n := admits(h, "u1", 2); n != 0 {
+			t.Fatalf("admitted %d of a spent user", n)
+		}
+	}
+	st := setOverride(t, hs[0], "api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "4/1h"}, By: "alice"})
+	if st.Applied != true {
+		t.Fatalf("%+v", st)
+	}
+	everyInstance(t, hs, hasOverride("api", "user", "4/1h"))
+	if n := admits(hs[2], "u1", 3); n != 2 {
+		t.Fatalf("after the fleet raised u1's limit to 4, instance c admitted %d of 3; want 2", n)
+	}
+	late := redisOverrideFleet(t, srv, up)[0]
+	if err := hasOverride("api", "user", "4/1h")(late); err != nil {
+		t.Fatalf("an instance started after the override: %v", err)
+	}
+	hs = append(hs, late)
+	version := hs[0].gw.Overrides().Version
+	everyInstance(t, hs, func(h *harness) error {
+		if v := h.gw.Overrides().Version; v != version {
+			return fmt.Errorf("version %d, want %d", v, version)
+		}
+		return nil
+	})
+	if _, err := hs[1].gw.RemoveOverride(context.Background(), "api", "user"); err != nil {
+		t.Fatal(err)
+	}
+	everyInstance(t, hs, func(h *harness) error {
+		if o := h.gw.Overrides(); len(o.Overrides) != 0 || o.Scope != ScopeFleet {
+			return fmt.Errorf("%+v", o)
+		}
+		return nil
+	})
+	f, err := hs[0].gw.Fleet(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = f // the announcements follow within a beat; fleetview_test checks them
+}
+
+// Redis stopped: the change fails with an error that says so, and no
+// instance changes; once Redis is back, a set it lost is the fleet's.
+func TestOverrideStoreDown(t *testing.T) {
+	srv := testredis.Start(t)
+	hs := redisOverrideFleet(t, srv, newBackend(t, nil))
+	setOverride(t, hs[0], "api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "4/1h"}})
+	everyInstance(t, hs, hasOverride("api", "user", "4/1h"))
+	srv.Stop()
+	_, err := hs[0].gw.SetOverride(context.Background(), "api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "9/1h"}})
+	if !errors.Is(err, limit.ErrStoreUnavailable) {
+		t.Fatalf("with Redis stopped: %v", err)
+	}
+	for i, h := range hs {
+		if err := hasOverride("api", "user", "4/1h")(h); err != nil {
+			t.Fatalf("instance %d changed while the change failed: %v", i, err)
+		}
+	}
+	// Restarted empty: its set is another, and every instance takes it.
+	srv.Restart()
+	everyInstance(t, hs, func(h *harness) error {
+		if o := h.gw.Overrides(); len(o.Overrides) != 0 {
+			return fmt.Errorf("%+v", o.Overrides)
+		}
+		return nil
+	})
+	setOverride(t, hs[1], "api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "6/1h"}})
+	everyInstance(t, hs, hasOverride("api", "user", "6/1h"))
+}
+
+// Two operators change one limit at once on two instances: every instance
+// ends on the last version Redis made, and holds what it says.
+func TestOverrideConcurrentOperators(t *testing.T) {
+	srv := testredis.Start(t)
+	hs := redisOverrideFleet(t, srv, newBackend(t, nil))
+	var wg sync.WaitGroup
+	for op := range 2 {
+		wg.Go(func() {
+			for i := range 20 {
+				rate := fmt.Sprintf("%d/1h", 10+op*100+i)
+				if _, err := hs[op].gw.SetOverride(context.Background(), "api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: rate}}); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if v := srv.Do(t, "HGET", "{fg:overrides}:set", "_version"); v != "40" {
+		t.Fatalf("Redis holds version %s after 40 changes", v)
+	}
+	last := hs[2].gw.Overrides()
+	everyInstance(t, hs, func(h *harness) error {
+		o := h.gw.Overrides()
+		if o.Version != 40 || len(o.Overrides) != 1 {
+			return fmt.Errorf("%+v", o)
+		}
+		last = o
+		return nil
+	})
+	for _, h := range hs {
+		if o := h.gw.Overrides(); o.Overrides[0].Change != last.Overrides[0].Change {
+			t.Fatalf("instances at one version hold different overrides: %+v, %+v", o.Overrides[0], last.Overrides[0])
+		}
+	}
+}
+
+// What others write to the channel or the hash is counted and skipped.
+func TestOverrideHostileStore(t *testing.T) {
+	srv := testredis.Start(t)
+	hs := redisOverrideFleet(t, srv, newBackend(t, nil))
+	h := hs[0]
+	waitFor(t, 10*time.Second, func() error {
+		srv.Do(t, "PUBLISH", "fg:overrides", "not a version")
+		if n := counterValue(t, h, "gateway_fleet_messages_ignored_total", map[string]string{"reason": "malformed"}); n == 0 {
+			return errors.New("a message that is not a version was not counted")
+		}
+		return nil
+	})
+	srv.Do(t, "HSET", "{fg:overrides}:set", "e:api/user", `0 {"route":"api","limit":"other"}`, "e:api/burst", `0 {"route":"api","limit":"burst","override":{"rate":"1/s","burst":-1}}`, "_version", "77")
+	everyInstance(t, hs, func(h *harness) error {
+		if o := h.gw.Overrides(); o.Version != 77 || len(o.Overrides) != 0 {
+			return fmt.Errorf("%+v", o)
+		}
+		return nil
+	})
+	if n := admits(h, "u1", 3); n != 2 {
+		t.Fatalf("the file's limit admitted %d of 3", n)
+	}
+}
+
+func TestOverrideTTLEndsOnEveryInstance(t *testing.T) {
+	srv := testredis.Start(t)
+	hs := redisOverrideFleet(t, srv, newBackend(t, nil))
+	setOverride(t, hs[0], "api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "4/1h"}, TTL: time.Second})
+	everyInstance(t, hs, hasOverride("api", "user", "4/1h"))
+	everyInstance(t, hs, func(h *harness) error {
+		if o := h.gw.Overrides(); len(o.Overrides) != 0 {
+			return fmt.Errorf("%+v", o.Overrides)
+		}
+		if n := len(h.gw.gen.Load().routes[0].limits); n != 4 {
+			return fmt.Errorf("%d limits", n)
+		}
+		if r := h.gw.gen.Load().routes[0].limits[1].rule; r.Rate.Count != 2 {
+			return fmt.Errorf("rate %v", r.Rate)
+		}
+		return nil
+	})
+}
