@@ -166,7 +166,7 @@ func (g *Gateway) overridesLocked() Overrides {
 			st.Applied, st.Why = false, why
 		}
 		if l := fileLimit(gen.file, ov.Route, ov.Limit); l != nil {
-			st.File = fileValues(l)
+			st.File = fileValues(l, ov.Change)
 		}
 		if !ov.Expires.IsZero() {
 			st.TTLLeft = milliRound(ov.Expires.Sub(now))
@@ -176,19 +176,27 @@ func (g *Gateway) overridesLocked() Overrides {
 	return o
 }
 
-// fileValues are the values of l an override may change, as the file has
-// them.
-func fileValues(l *config.Limit) OverrideChange {
-	c := OverrideChange{Shadow: &l.Shadow}
-	if l.Algorithm == limit.Concurrency {
-		c.Limit = l.Rate.Count
-	} else {
-		c.Rate = l.Rate.String()
+// fileValues are the values of l that c changes, as the file has them.
+func fileValues(l *config.Limit, c OverrideChange) OverrideChange {
+	var f OverrideChange
+	if c.Rate != "" || c.Limit != 0 {
+		if l.Algorithm == limit.Concurrency {
+			f.Limit = l.Rate.Count
+		} else {
+			f.Rate = l.Rate.String()
+		}
 	}
-	if l.Algorithm == limit.TokenBucket {
-		c.Burst = l.Burst
+	if l.Algorithm == limit.TokenBucket && (c.Rate != "" || c.Burst != 0) {
+		f.Burst = l.Burst
 	}
-	return c
+	if c.Shadow != nil {
+		f.Shadow = &l.Shadow
+	}
+	if c.Enabled != nil {
+		f.Enabled = new(bool)
+		*f.Enabled = true
+	}
+	return f
 }
 
 // fileLimit finds a limit of cfg: route "global" names the global limits.

@@ -23,6 +23,8 @@ var ctlCommands = []command{
 	{"reset", "reset one key of a limit, on the fleet or one instance", runCtlReset},
 	{"breaker", "force a route's circuit breaker open or closed, or give it back", runCtlBreaker},
 	{"breakers", "list the circuit breakers and their states", runCtlBreakers},
+	{"overrides", "set, list or remove runtime overrides of running limits", runCtlOverrides},
+	{"fleet", "list the instances sharing the store, and whether they agree", runCtlFleet},
 	{"status", "whether the gateway is ready, and what its config runs", runCtlStatus},
 }
 
@@ -52,8 +54,9 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 func printCtlUsage(w io.Writer) {
 	fmt.Fprint(w, "Usage: floodgate ctl <command> [flags]\n\n"+
 		"Operate a running gateway through its admin listener (--admin, default\n"+
-		"http://127.0.0.1:9090). With the redis store, a reset and a forced breaker\n"+
-		"reach every instance sharing it unless --scope instance says otherwise.\n\nCommands:\n\n")
+		"http://127.0.0.1:9090). With the redis store, an override, a reset and a\n"+
+		"forced breaker reach every instance sharing it (a reset and a breaker unless\n"+
+		"--scope instance says otherwise).\n\nCommands:\n\n")
 	width := 0
 	for _, c := range ctlCommands {
 		width = max(width, len(c.name))
@@ -143,14 +146,26 @@ const maxAnswer = 8 << 20
 // call sends one request to path (with its query) and reads the answer.
 // An error is a call that got no answer; the caller judges the status.
 func (c *ctlClient) call(method, path string) (ctlAnswer, error) {
+	return c.send(method, path, nil)
+}
+
+// send is call with a JSON body, when body is not nil.
+func (c *ctlClient) send(method, path string, body []byte) (ctlAnswer, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	target := c.base.String() + path
-	req, err := http.NewRequestWithContext(ctx, method, target, nil)
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
 	if err != nil {
 		return ctlAnswer{}, err
 	}
 	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
@@ -167,14 +182,14 @@ func (c *ctlClient) call(method, path string) (ctlAnswer, error) {
 		return ctlAnswer{}, fmt.Errorf("cannot reach the admin listener at %s: %w", c.base, unwrapURLError(err))
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
 	if err != nil {
 		return ctlAnswer{}, fmt.Errorf("reading the answer of %s %s: %w", method, path, err)
 	}
-	if len(body) > maxAnswer {
+	if len(answer) > maxAnswer {
 		return ctlAnswer{}, fmt.Errorf("the answer of %s %s is over %d MB: not floodgate's admin listener?", method, path, maxAnswer>>20)
 	}
-	return ctlAnswer{resp.StatusCode, body}, nil
+	return ctlAnswer{resp.StatusCode, answer}, nil
 }
 
 // unwrapURLError drops the "Get "URL": " of a *url.Error, which the
@@ -190,7 +205,12 @@ func unwrapURLError(err error) error {
 // do is call, judged: it reports the failure on stderr and returns false
 // when the call got no answer or an answer that is not 2xx.
 func (c *ctlClient) do(method, path string, stderr io.Writer) (ctlAnswer, bool) {
-	a, err := c.call(method, path)
+	return c.doBody(method, path, nil, stderr)
+}
+
+// doBody is do with a JSON body.
+func (c *ctlClient) doBody(method, path string, body []byte, stderr io.Writer) (ctlAnswer, bool) {
+	a, err := c.send(method, path, body)
 	if err != nil {
 		fmt.Fprintf(stderr, "floodgate %s: %v\n", c.fs.Name(), err)
 		return a, false

@@ -53,8 +53,8 @@ func fleetOn(t *testing.T, n int) ([]*proc, *testredis.Server) {
 		ps = append(ps, f.serve())
 	}
 	ps[0].waitFor("every instance to listen", func() bool {
-		v, err := srv.DoValue(t, "PUBSUB", "NUMSUB", "fg:forget", "fg:control")
-		return err == nil && v.([]any)[1].(int64) == int64(n) && v.([]any)[3].(int64) == int64(n)
+		v, err := srv.DoValue(t, "PUBSUB", "NUMSUB", "fg:forget", "fg:control", "fg:overrides")
+		return err == nil && v.([]any)[1].(int64) == int64(n) && v.([]any)[3].(int64) == int64(n) && v.([]any)[5].(int64) == int64(n)
 	})
 	return ps, srv
 }
