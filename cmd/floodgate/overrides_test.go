@@ -223,7 +223,7 @@ func TestOverridePropagation(t *testing.T) {
 	}
 	slices.Sort(took)
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
-	t.Logf("propagation to 2 instances over %d changes: p50 %s, p99 %s, max %s", len(took), ms(took[len(took)/2]), ms(took[len(took)*99/100]), ms(took[len(took)-1]))
+	t.Logf("propagation to 2 instances over %d changes: p50 %s, p99 %s, max %s", len(took), ms(took[(len(took)+1)/2-1]), ms(took[(len(took)*99+99)/100-1]), ms(took[len(took)-1]))
 }
 
 func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }
