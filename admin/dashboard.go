@@ -33,6 +33,18 @@ type dashboardData struct {
 	// not run the majority's config or version; nil when the backend
 	// cannot tell or the store did not answer.
 	Fleet *dashboardFleet `json:"fleet,omitempty"`
+	// Overrides are the runtime overrides in force, without who set them
+	// or why: the page is open to whoever reaches the listener.
+	Overrides []dashboardOverride `json:"overrides"`
+}
+
+type dashboardOverride struct {
+	Route    string  `json:"route"`
+	Limit    string  `json:"limit"`
+	Override string  `json:"override"` // "rate=20/10s"
+	File     string  `json:"file"`
+	TTLLeft  float64 `json:"ttl_left,omitempty"`
+	Applied  bool    `json:"applied"`
 }
 
 type dashboardFleet struct {
@@ -84,6 +96,15 @@ func (h *handler) dashboardJSON(w http.ResponseWriter, r *http.Request) {
 		cancel()
 		if err == nil {
 			d.Fleet = &dashboardFleet{Instances: len(f.Instances), Disagreeing: f.Disagreeing}
+		}
+	}
+	d.Overrides = []dashboardOverride{}
+	if o, ok := h.b.(Overrider); ok {
+		for _, st := range o.Overrides().Overrides {
+			d.Overrides = append(d.Overrides, dashboardOverride{
+				Route: st.Route, Limit: st.Limit, Override: describe(st.Change), File: describe(st.File),
+				TTLLeft: st.TTLLeft, Applied: st.Applied,
+			})
 		}
 	}
 	families, err := h.gatherer.Gather()

@@ -227,3 +227,38 @@ func TestOverridePropagation(t *testing.T) {
 }
 
 func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }
+
+// With the memory store an override is the one instance's, and with
+// events.audit each change is an admin_action event saying who, what,
+// before and after.
+func TestOverrideAudit(t *testing.T) {
+	t.Parallel()
+	p, events := ctlServe(t)
+	out, errOut, code := p.ctlOverrides("set", "--route", "api", "--limit", "user", "--shadow=true", "--ttl", "10m", "--reason", "noisy")
+	if code != exitOK || !strings.Contains(out, "override api/user: shadow true (file: shadow false), for 10m0s") {
+		t.Fatalf("ctl overrides set: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, _, code := p.ctlOverrides("rm", "--route", "api", "--limit", "user"); code != exitOK {
+		t.Fatalf("ctl overrides rm: exit %d", code)
+	}
+	var evs []map[string]any
+	p.waitFor("two admin_action events", func() bool {
+		evs = adminEvents(t, events)
+		return len(evs) >= 2
+	})
+	want := []map[string]any{
+		{"action": "override", "by": "admin", "scope": "instance", "route": "api", "limit": "user",
+			"before": "shadow=false", "after": "shadow=true", "ttl": 600.0, "reason": "noisy"},
+		{"action": "override_removed", "by": "admin", "scope": "instance", "route": "api", "limit": "user", "before": "shadow=true"},
+	}
+	for i, w := range want {
+		for k, v := range w {
+			if fmt.Sprint(evs[i][k]) != fmt.Sprint(v) {
+				t.Errorf("event %d: %s = %v, want %v; %v", i, k, evs[i][k], v, evs[i])
+			}
+		}
+	}
+	if _, _, code := p.ctlOverrides("set", "--route", "api", "--limit", "user"); code != exitUsage {
+		t.Errorf("set with nothing to set: exit %d", code)
+	}
+}

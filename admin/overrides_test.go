@@ -1,0 +1,108 @@
+package admin
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/floodgate-gw/floodgate/gateway"
+)
+
+// gatewayBackend is a real gateway as the admin API's backend.
+type gatewayBackend struct{ *gateway.Gateway }
+
+func (gatewayBackend) Reload() error { return nil }
+
+var _ Overrider = gatewayBackend{}
+
+func newGatewayTest(t *testing.T) (*gateway.Gateway, *strings.Builder, func(method, target, body string, header ...string) response) {
+	t.Helper()
+	gw, err := gateway.New(parseConfig(t, "tok"), gateway.Options{Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	var logs strings.Builder
+	h := NewHandler(gatewayBackend{gw}, prometheus.NewRegistry(), slog.New(slog.NewJSONHandler(&logs, nil)))
+	return gw, &logs, func(method, target, body string, header ...string) response {
+		r := httptest.NewRequest(method, target, strings.NewReader(body))
+		for i := 0; i+1 < len(header); i += 2 {
+			r.Header.Set(header[i], header[i+1])
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return response{w.Code, w.Result().Header, w.Body.String()}
+	}
+}
+
+// The override endpoints need the token, take PUT and DELETE on a limit's
+// path and GET on the list, and answer with the override as listed.
+func TestOverrideEndpoints(t *testing.T) {
+	gw, logs, call := newGatewayTest(t)
+	auth := []string{"Authorization", "Bearer tok"}
+	if r := call("PUT", "/admin/overrides/api/user", `{"rate":"5/10s"}`); r.code != 401 {
+		t.Fatalf("without the token: %d", r.code)
+	}
+	if r := call("GET", "/admin/overrides", ""); r.code != 401 {
+		t.Fatalf("list without the token: %d", r.code)
+	}
+	if r := call("POST", "/admin/overrides/api/user", `{"rate":"5/10s"}`, auth...); r.code != 405 || r.header.Get("Allow") != "DELETE, PUT" {
+		t.Fatalf("POST: %d, Allow %q", r.code, r.header.Get("Allow"))
+	}
+	r := call("PUT", "/admin/overrides/api/user", `{"rate":"5/10s","ttl":"30m","reason":"sale","by":"bob"}`, auth...)
+	var st struct {
+		Route, Limit, By, Reason string
+		Override                 map[string]any
+		File                     map[string]any
+		TTLLeft                  float64 `json:"ttl_left"`
+		Applied                  bool
+	}
+	if err := json.Unmarshal([]byte(r.body), &st); err != nil || r.code != 200 {
+		t.Fatalf("PUT: %d %s", r.code, r.body)
+	}
+	if st.Route != "api" || st.Limit != "user" || st.By != "bob" || st.Override["rate"] != "5/10s" || st.File["rate"] != "1/10s" ||
+		st.TTLLeft < 1799 || st.TTLLeft > 1800 || !st.Applied {
+		t.Fatalf("PUT answered %s", r.body)
+	}
+	if !strings.Contains(logs.String(), `"msg":"runtime override set","route":"api","limit":"user","scope":"instance","by":"bob","before":"rate=1/10s","after":"rate=5/10s","reason":"sale","ttl":"30m0s"`) {
+		t.Fatalf("log:\n%s", logs)
+	}
+	if gw.Overrides().Overrides[0].Change.Rate != "5/10s" {
+		t.Fatal("not in force")
+	}
+	cfg := call("GET", "/admin/config", "", auth...)
+	if !strings.Contains(cfg.body, `"rate":"1/10s"`) || !strings.Contains(cfg.body, `"runtime_overrides":{"scope":"instance"`) {
+		t.Fatalf("GET /admin/config: %s", cfg.body)
+	}
+	d := call("GET", "/dashboard.json", "")
+	if !strings.Contains(d.body, `"overrides":[{"route":"api","limit":"user","override":"rate=5/10s","file":"rate=1/10s"`) || strings.Contains(d.body, "bob") {
+		t.Fatalf("dashboard: %s", d.body)
+	}
+	// A body that is not JSON, of the wrong type, or too deep in the path.
+	for _, tc := range []struct{ target, body, want string }{
+		{"/admin/overrides/api/user", `rate=5/10s`, `"code":"bad_request"`},
+		{"/admin/overrides/api/user", `{"shadow":"yes"}`, `"field":"shadow"`},
+		{"/admin/overrides/api/user", `{"burst":1.5}`, `"field":"burst"`},
+		{"/admin/overrides/api/user", `{"ttl":"100000000h"}`, `"field":"ttl"`},
+		{"/admin/overrides/api/user", `{"reason":"` + strings.Repeat("r", 201) + `","shadow":true}`, `"field":"reason"`},
+		{"/admin/overrides/api/user/x", `{"shadow":true}`, `"code":"not_found"`},
+		{"/admin/overrides//user", `{"shadow":true}`, `"code":"not_found"`},
+	} {
+		if r := call("PUT", tc.target, tc.body, auth...); r.code/100 != 4 || !strings.Contains(r.body, tc.want) {
+			t.Errorf("PUT %s %s: %d %s; want %s", tc.target, tc.body, r.code, r.body, tc.want)
+		}
+	}
+	if r := call("DELETE", "/admin/overrides/api/user", "", auth...); r.code != 200 || !strings.Contains(r.body, `"status":"removed"`) {
+		t.Fatalf("DELETE: %d %s", r.code, r.body)
+	}
+	if r := call("DELETE", "/admin/overrides/api/user", "", auth...); r.code != 404 || !strings.Contains(r.body, `"code":"override_not_found"`) {
+		t.Fatalf("DELETE again: %d %s", r.code, r.body)
+	}
+	if r := call("GET", "/admin/overrides", "", auth...); r.code != 200 || !strings.Contains(r.body, `"overrides":[]`) {
+		t.Fatalf("list: %d %s", r.code, r.body)
+	}
+}
