@@ -279,7 +279,10 @@ func TestFreshRuleCopiesEveryField(t *testing.T) {
 
 // redisOverrideFleet is three gateways on one Redis.
 func redisOverrideFleet(t *testing.T, srv *testredis.Server, up *backend) []*harness {
-	store := fmt.Sprintf(`{type: redis, redis: {addrs: ["%s"], timeout: 500ms}}`, srv.Addr())
+	return overrideFleet(t, fmt.Sprintf(`{type: redis, redis: {addrs: ["%s"], timeout: 500ms}}`, srv.Addr()), up)
+}
+
+func overrideFleet(t *testing.T, store string, up *backend) []*harness {
 	var hs []*harness
 	for range 3 {
 		hs = append(hs, overrideHarness(t, store, up))
@@ -314,11 +317,22 @@ func hasOverride(route, name, rate string) func(h *harness) error {
 
 // An override set on one instance is in force on all three; the local
 // rejects of a user it raises go; an instance that starts later comes up
-// with it; removing it reaches all.
+// with it; removing it reaches all. Once on one Redis, once on a 3-master
+// cluster.
 func TestOverrideReachesTheFleet(t *testing.T) {
-	srv := testredis.Start(t)
+	t.Run("standalone", func(t *testing.T) {
+		srv := testredis.Start(t)
+		overrideReachesTheFleet(t, fmt.Sprintf(`{type: redis, redis: {addrs: ["%s"], timeout: 500ms}}`, srv.Addr()))
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cl := testredis.StartCluster(t, 3)
+		overrideReachesTheFleet(t, fmt.Sprintf(`{type: redis, redis: {mode: cluster, addrs: ["%s"], timeout: 1s}}`, strings.Join(cl.Addrs(), `", "`)))
+	})
+}
+
+func overrideReachesTheFleet(t *testing.T, store string) {
 	up := newBackend(t, nil)
-	hs := redisOverrideFleet(t, srv, up)
+	hs := overrideFleet(t, store, up)
 	// u1 is spent, and b and c remember it in their local rejects.
 	if n := admits(hs[0], "u1", 2); n != 2 {
 		t.Fatalf("admitted %d of 2", n)
@@ -336,7 +350,7 @@ func TestOverrideReachesTheFleet(t *testing.T) {
 	if n := admits(hs[2], "u1", 3); n != 2 {
 		t.Fatalf("after the fleet raised u1's limit to 4, instance c admitted %d of 3; want 2", n)
 	}
-	late := redisOverrideFleet(t, srv, up)[0]
+	late := overrideHarness(t, store, up)
 	if err := hasOverride("api", "user", "4/1h")(late); err != nil {
 		t.Fatalf("an instance started after the override: %v", err)
 	}
@@ -357,11 +371,22 @@ func TestOverrideReachesTheFleet(t *testing.T) {
 		}
 		return nil
 	})
-	f, err := hs[0].gw.Fleet(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = f // the announcements follow within a beat; fleetview_test checks them
+	version = hs[0].gw.Overrides().Version
+	waitFor(t, 10*time.Second, func() error {
+		f, err := hs[0].gw.Fleet(context.Background())
+		if err != nil {
+			return err
+		}
+		for _, i := range f.Instances {
+			if i.OverridesVersion == nil || *i.OverridesVersion != version {
+				return fmt.Errorf("instance %s announces overrides version %v, want %d", i.ID, i.OverridesVersion, version)
+			}
+		}
+		if len(f.Instances) != 4 || !f.Agree.Overrides {
+			return fmt.Errorf("fleet %+v", f)
+		}
+		return nil
+	})
 }
 
 // Redis stopped: the change fails with an error that says so, and no
