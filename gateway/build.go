@@ -436,6 +436,7 @@ func (g *Gateway) Close() error {
 	// leases while the store is still open.
 	g.upgrades.close(upgradeCloseWait)
 	gen := g.gen.Load()
+	g.withdraw(gen.store)
 	if gen.store != limit.Store(g.local) {
 		gen.store.Close()
 	}
@@ -512,6 +513,23 @@ func (g *Gateway) announce() {
 			return
 		case <-t.C:
 		case <-g.announceNow:
+		}
+	}
+}
+
+// withdraw takes this instance out of the fleet's count as it stops, so
+// that the others neither divide their limits by it nor list it.
+func (g *Gateway) withdraw(s limit.Store) {
+	if u, ok := s.(interface{ Unwrap() limit.Store }); ok {
+		s = u.Unwrap()
+	}
+	if w, ok := s.(interface {
+		Withdraw(ctx context.Context, id string) error
+	}); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := w.Withdraw(ctx, g.ids.Prefix()); err != nil {
+			g.log.Warn("leaving the fleet: the store did not answer; the others count this instance until its announcement ends", "error", err.Error())
 		}
 	}
 }

@@ -121,6 +121,13 @@ func TestFleetView(t *testing.T) {
 		}
 		return nil
 	})
+
+	// An instance that stops leaves at once.
+	gws[1].Close()
+	f, err = gws[0].Fleet(ctx)
+	if err != nil || slices.Contains(fleetIDs(f), gws[1].ids.Prefix()) || len(f.Instances) != 2 {
+		t.Fatalf("after an instance closed: %q, %v", fleetIDs(f), err)
+	}
 }
 
 // With the memory store the fleet is the one instance.

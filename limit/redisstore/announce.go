@@ -115,3 +115,23 @@ func (s *Store) Instances(ctx context.Context) (as []Announcement, now time.Time
 	}
 	return as, now, skipped, nil
 }
+
+// Withdraw removes the announcement of the instance id, for an instance
+// that stops: the others no longer count it, nor list it.
+func (s *Store) Withdraw(ctx context.Context, id string) error {
+	c, err := s.get("withdraw")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	keys := s.instanceKeys()
+	for _, r := range c.DoMulti(ctx,
+		c.B().Zrem().Key(keys[0]).Member(id).Build(),
+		c.B().Hdel().Key(keys[1]).Field(id).Build()) {
+		if err := r.Error(); err != nil {
+			return unavailable("withdraw", err)
+		}
+	}
+	return nil
+}

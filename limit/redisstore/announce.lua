@@ -16,12 +16,19 @@ if #dead > 0 then
   redis.call('ZREM', KEYS[1], unpack(dead))
 end
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
--- The set and the hash live as long as the newest announcement.
-redis.call('PEXPIRE', KEYS[1], pttl)
+-- The set and the hash live as long as the longest announcement: one
+-- with a shorter ttl must not end the others' with the keys. (PTTL is -1
+-- for a key without a ttl, which gets one.)
+local function keep(key)
+  if redis.call('PTTL', key) < pttl then
+    redis.call('PEXPIRE', key, pttl)
+  end
+end
+keep(KEYS[1])
 if ARGV[3] ~= '' then
   -- Built from TIME's strings: a number this large would be written
   -- with an exponent, and rounded.
   redis.call('HSET', KEYS[2], ARGV[1], t[1] .. string.format('%06d', tonumber(t[2])) .. ' ' .. ARGV[3])
-  redis.call('PEXPIRE', KEYS[2], pttl)
+  keep(KEYS[2])
 end
 return redis.call('ZCARD', KEYS[1])

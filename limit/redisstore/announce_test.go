@@ -90,3 +90,31 @@ func TestInstances(t *testing.T) {
 		t.Fatal("an announcement over MaxInfo was written")
 	}
 }
+
+// A short announcement does not end a longer one's with the keys, and a
+// withdrawn instance is gone at once.
+func TestAnnounceShortAndWithdraw(t *testing.T) {
+	srv := testredis.Start(t)
+	s := open(t, srv)
+	ctx := context.Background()
+	if _, err := s.Announce(ctx, "long", []byte("x"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Announce(ctx, "short", []byte("y"), 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	as, _, _, err := s.Instances(ctx)
+	if err != nil || len(as) != 1 || as[0].ID != "long" || string(as[0].Info) != "x" {
+		t.Fatalf("after the short one ended: %+v, %v; want the long one, with its info", as, err)
+	}
+	if err := s.Withdraw(ctx, "long"); err != nil {
+		t.Fatal(err)
+	}
+	if as, _, _, err = s.Instances(ctx); err != nil || len(as) != 0 {
+		t.Fatalf("after the withdrawal: %+v, %v", as, err)
+	}
+	if n := srv.Do(t, "HEXISTS", "{fg:instances}:info", "long"); n != "0" {
+		t.Fatalf("the info of a withdrawn instance stays: HEXISTS %s", n)
+	}
+}
