@@ -168,8 +168,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// keep an admin answer for the next client. Set here, before any
 	// handler writes, so that no answer of this listener goes without it.
 	w.Header().Set("Cache-Control", "no-store")
-	if isAdminPath(r.URL.Path) && !h.authorized(w, r) {
-		return
+	if isAdminPath(r.URL.Path) {
+		var ok bool
+		if r, ok = h.authorized(w, r); !ok {
+			return
+		}
 	}
 	e, ok := h.routes[r.URL.Path]
 	if !ok && strings.HasPrefix(r.URL.Path, breakerPrefix) {
@@ -203,28 +206,47 @@ func isAdminPath(p string) bool {
 	return p == "/admin" || strings.HasPrefix(p, "/admin/")
 }
 
-// authorized checks the bearer token of the running config, read on every
-// request so that a reload that sets, changes or removes the token takes
-// effect at once. It answers 401 itself when the request may not go on.
-func (h *handler) authorized(w http.ResponseWriter, r *http.Request) bool {
+// authorized checks the bearer token against the running config's
+// tokens, read on every request so that a reload that sets, changes or
+// removes one takes effect at once. It answers 401 itself when the request
+// may not go on, and otherwise returns r with who asked: the name of the
+// token it carried ("admin" for admin.token, and when there is none).
+func (h *handler) authorized(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
 	cfg := h.b.Config()
 	if cfg == nil {
 		writeError(w, http.StatusServiceUnavailable, "not_ready", "no configuration loaded")
-		return false
+		return r, false
 	}
-	want := cfg.Admin.Token
-	if want == "" {
-		return true
+	a := cfg.Admin
+	if a.Token == "" && len(a.Tokens) == 0 {
+		return r, true
 	}
 	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	// The scheme is case-insensitive (RFC 7235 §2.1).
-	if ok && strings.EqualFold(scheme, "Bearer") && tokenEqual(strings.TrimSpace(got), want) {
-		return true
+	if ok && strings.EqualFold(scheme, "Bearer") {
+		got = strings.TrimSpace(got)
+		// Every token is compared, whichever matches, so that the time
+		// does not tell which one nearly did.
+		name := ""
+		if a.Token != "" && tokenEqual(got, a.Token) {
+			name = "admin"
+		}
+		for _, t := range a.Tokens {
+			if tokenEqual(got, t.Token) {
+				name = t.Name
+			}
+		}
+		if name != "" {
+			return r.WithContext(context.WithValue(r.Context(), whoKey{}, name)), true
+		}
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate admin"`)
-	writeError(w, http.StatusUnauthorized, "unauthorized", `this endpoint needs "Authorization: Bearer <admin.token>"`)
-	return false
+	writeError(w, http.StatusUnauthorized, "unauthorized", `this endpoint needs "Authorization: Bearer <admin token>"`)
+	return r, false
 }
+
+// whoKey is the context key of the name of the token a call carried.
+type whoKey struct{}
 
 // tokenEqual compares in constant time. Hashing first makes the time
 // independent of the lengths too, which ConstantTimeCompare alone is not.
@@ -379,9 +401,20 @@ func (h *handler) scope(w http.ResponseWriter, r *http.Request) (gateway.Scope, 
 	return scope, fleet, true
 }
 
-// who names the operator of an admin call for the logs. The admin listener
-// has one token, which names no one: every call is "admin".
-func who(*http.Request) string { return "admin" }
+// who names the operator of an admin call for the logs: the name of the
+// admin token it carried, "admin" for admin.token or without one.
+func who(r *http.Request) string {
+	name, _ := named(r)
+	return name
+}
+
+// named is who, and whether the name is a named token's (admin.tokens).
+func named(r *http.Request) (string, bool) {
+	if name, ok := r.Context().Value(whoKey{}).(string); ok && name != "admin" {
+		return name, true
+	}
+	return "admin", false
+}
 
 // durationRE is the shape of a Go duration (1h30m, 2.5s), to tell one too
 // long for time.ParseDuration from one that is not a duration at all.

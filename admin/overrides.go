@@ -81,8 +81,10 @@ func (h *handler) setOverride(w http.ResponseWriter, r *http.Request) {
 		h.overrideError(w, field, err)
 		return
 	}
-	if req.By == "" {
-		req.By = who(r)
+	// A named token says who acts; the body's by says it only for the
+	// one admin.token, which names no one.
+	if name, ok := named(r); ok || req.By == "" {
+		req.By = name
 	}
 	before := o.Overrides()
 	ctx, cancel := context.WithTimeout(r.Context(), limitTimeout)

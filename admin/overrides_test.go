@@ -2,6 +2,7 @@ package admin
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/gateway"
 )
 
@@ -104,5 +106,49 @@ func TestOverrideEndpoints(t *testing.T) {
 	}
 	if r := call("GET", "/admin/overrides", "", auth...); r.code != 200 || !strings.Contains(r.body, `"overrides":[]`) {
 		t.Fatalf("list: %d %s", r.code, r.body)
+	}
+}
+
+// A named token says who acted, in the logs and as the override's by,
+// whatever the body says; a token that is not one of them is refused.
+func TestNamedTokens(t *testing.T) {
+	cfg, err := config.Parse("floodgate.yaml", []byte(strings.Replace(fmt.Sprintf(testConfig, "tok"),
+		"  token: tok\n", "  token: tok\n  tokens: [{name: alice, token: alice-token}, {name: ci, token: ci-token}]\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.New(cfg, gateway.Options{Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	var logs strings.Builder
+	h := NewHandler(gatewayBackend{gw}, prometheus.NewRegistry(), slog.New(slog.NewJSONHandler(&logs, nil)))
+	call := func(token, method, target, body string) response {
+		r := httptest.NewRequest(method, target, strings.NewReader(body))
+		r.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return response{w.Code, w.Result().Header, w.Body.String()}
+	}
+	if r := call("alice-token", "PUT", "/admin/overrides/api/user", `{"shadow":true,"by":"mallory"}`); r.code != 200 || !strings.Contains(r.body, `"by":"alice"`) {
+		t.Fatalf("alice's PUT: %d %s", r.code, r.body)
+	}
+	if r := call("tok", "PUT", "/admin/overrides/api/user", `{"shadow":false,"by":"bob"}`); r.code != 200 || !strings.Contains(r.body, `"by":"bob"`) {
+		t.Fatalf("admin.token's PUT with by: %d %s", r.code, r.body)
+	}
+	if r := call("ci-token", "DELETE", "/admin/limits?route=api&limit=user&key=u1", ""); r.code != 200 {
+		t.Fatalf("ci's reset: %d %s", r.code, r.body)
+	}
+	for _, want := range []string{`"msg":"runtime override set","route":"api","limit":"user","scope":"instance","by":"alice"`,
+		`"msg":"limit key reset","route":"api","limit":"user","key":["u1"],"fallback":false,"scope":"instance","by":"ci"`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %s:\n%s", want, logs.String())
+		}
+	}
+	for _, bad := range []string{"alice-tokenx", "ALICE-TOKEN", "", "ci"} {
+		if r := call(bad, "GET", "/admin/overrides", ""); r.code != 401 {
+			t.Errorf("token %q: %d", bad, r.code)
+		}
 	}
 }

@@ -13,7 +13,7 @@ import (
 // It runs after token_env is resolved; a token_env that failed has its own
 // error, and an address that does not parse has one too.
 func (v *validator) adminOpen(a *Admin) {
-	if a.Listen == "" || a.Token != "" || a.TokenEnv != "" || a.AllowOpen {
+	if a.Listen == "" || a.Token != "" || a.TokenEnv != "" || len(a.Tokens) > 0 || a.AllowOpen {
 		return
 	}
 	host, _, err := net.SplitHostPort(a.Listen)

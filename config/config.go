@@ -143,11 +143,27 @@ type Admin struct {
 	// Token, if any, came from the file.
 	TokenEnv string `yaml:"token_env"`
 
+	// Tokens are named admin tokens, each accepted as Token is; the name
+	// of the one a call carried is who the logs and audit events say
+	// acted. Empty: none.
+	Tokens []*AdminToken `yaml:"tokens"`
+
 	// AllowOpen accepts a Listen beyond loopback without a Token. Parse
 	// refuses that pair otherwise: whoever reaches the listener could
 	// reload the config, reset limits and force breakers. False: Listen
 	// must be loopback (127.0.0.0/8, ::1 or localhost), or a Token set.
 	AllowOpen bool `yaml:"allow_open"`
+}
+
+// AdminToken is one named admin token.
+type AdminToken struct {
+	// Name is who the token is: [a-z0-9][a-z0-9_.@-]*, at most 64 bytes,
+	// unique; "admin" is Token's.
+	Name string `yaml:"name"`
+
+	// Token and TokenEnv are as in Admin: one of them.
+	Token    string `yaml:"token" redact:"secret"`
+	TokenEnv string `yaml:"token_env"`
 }
 
 // RLS is the Envoy rate-limit service (docs/configuration.md, rls).

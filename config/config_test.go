@@ -167,7 +167,7 @@ routes:
 	if !reflect.DeepEqual(c.Server, want) {
 		t.Errorf("Server = %+v, want %+v", c.Server, want)
 	}
-	if c.Admin != (Admin{Listen: "127.0.0.1:9090"}) {
+	if !reflect.DeepEqual(c.Admin, Admin{Listen: "127.0.0.1:9090"}) {
 		t.Errorf("Admin = %+v", c.Admin)
 	}
 	if c.RLS != (RLS{}) {

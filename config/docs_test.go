@@ -19,6 +19,8 @@ func TestDocsExamples(t *testing.T) {
 	}
 	t.Setenv("FLOODGATE_ADMIN_TOKEN", "docs-token")
 	t.Setenv("REDIS_PASSWORD", "docs-password")
+	t.Setenv("FLOODGATE_TOKEN_ALICE", "docs-alice")
+	t.Setenv("FLOODGATE_TOKEN_DEPLOY", "docs-deploy")
 	blocks := regexp.MustCompile("(?ms)^```yaml\n(.*?)^```").FindAllStringSubmatch(string(data), -1)
 	if len(blocks) < 10 {
 		t.Fatalf("%d YAML examples in docs/configuration.md", len(blocks))

@@ -2,10 +2,12 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/floodgate-gw/floodgate/internal/filekind"
@@ -163,8 +165,49 @@ func (v *validator) admin(a *Admin) {
 			a.Token = val
 		}
 	}
+	names, tokens := map[string]string{}, map[string]string{}
+	if a.Token != "" {
+		names["admin"], tokens[a.Token] = "admin.token", "admin.token"
+	}
+	for i, t := range a.Tokens {
+		p := fmt.Sprintf("admin.tokens[%d]", i)
+		if t == nil {
+			v.errorf(p, "a named token needs name and token or token_env")
+			continue
+		}
+		switch {
+		case t.Name == "":
+			v.errorf(p+".name", "a named token needs a name: who holds it, for the logs")
+		case !tokenNameRE.MatchString(t.Name):
+			v.errorf(p+".name", "%q: want [a-z0-9][a-z0-9_.@-]*, at most 64 bytes", t.Name)
+		case names[t.Name] != "":
+			v.errorf(p+".name", "%q is already the name of %s", t.Name, names[t.Name])
+		default:
+			names[t.Name] = p
+		}
+		switch {
+		case t.Token != "" && t.TokenEnv != "":
+			v.errorf(p+".token_env", "give token or token_env, not both")
+		case t.TokenEnv != "":
+			if val, ok := v.env(p+".token_env", t.TokenEnv); ok {
+				t.Token = val
+			}
+		case t.Token == "":
+			v.errorf(p, "a named token needs token or token_env")
+		}
+		if t.Token != "" {
+			if other := tokens[t.Token]; other != "" {
+				// The token would not tell who it is.
+				v.errorf(p, "the same token as %s: each holder needs a token of its own", other)
+			}
+			tokens[t.Token] = p
+		}
+	}
 	v.adminOpen(a)
 }
+
+// tokenNameRE is the shape of a named admin token's name.
+var tokenNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.@-]{0,63}$`)
 
 func (v *validator) rls(r *RLS) {
 	if r.Listen != "" {

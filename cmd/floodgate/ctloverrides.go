@@ -104,7 +104,7 @@ func runCtlOverrideSet(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&enabled, "enabled", "false: do not decide the limit at all")
 	ttl := fs.Duration("ttl", 0, "end the override after `D` (at least 1s); default: until removed")
 	reason := fs.String("reason", "", "why, kept with the override and logged")
-	by := fs.String("by", "", "who sets it, kept with the override and logged; default: admin")
+	by := fs.String("by", "", "who sets it, kept with the override and logged (a named token names its holder instead)")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
