@@ -496,3 +496,43 @@ func TestOverrideTTLEndsOnEveryInstance(t *testing.T) {
 		return nil
 	})
 }
+
+// A reload that removes an overridden limit drops the override for the
+// fleet: the instance that reloaded deletes it from the store, and the
+// others, which still have the limit, let it go too.
+func TestOverrideOfARemovedLimitLeavesTheFleet(t *testing.T) {
+	srv := testredis.Start(t)
+	up := newBackend(t, nil)
+	store := fmt.Sprintf(`{type: redis, redis: {addrs: ["%s"], timeout: 500ms}}`, srv.Addr())
+	hs := overrideFleet(t, store, up)
+	setOverride(t, hs[0], "api", "burst", OverrideRequest{OverrideChange: OverrideChange{Enabled: bptr(false)}})
+	setOverride(t, hs[0], "api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "4/1h"}})
+	everyInstance(t, hs, func(h *harness) error {
+		if n := len(h.gw.Overrides().Overrides); n != 2 {
+			return fmt.Errorf("%d overrides", n)
+		}
+		return nil
+	})
+	yaml := strings.Replace(strings.Replace(overrideConfig, "STORE", store, 1),
+		"      - {name: burst, key: [route], algorithm: token_bucket, rate: 100000/s, burst: 50000}\n", "", 1)
+	cfg, err := config.Parse("test.yaml", []byte(strings.ReplaceAll(yaml, "{{UP}}", up.URL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hs[1].gw.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+	everyInstance(t, hs, func(h *harness) error {
+		o := h.gw.Overrides()
+		if len(o.Overrides) != 1 || o.Overrides[0].Limit != "user" {
+			return fmt.Errorf("%+v", o.Overrides)
+		}
+		return nil
+	})
+	if n := srv.Do(t, "HEXISTS", "{fg:overrides}:set", "e:api/burst"); n != "0" {
+		t.Fatal("the override of the removed limit is still in the store")
+	}
+	if !strings.Contains(hs[1].log.String(), `"msg":"runtime override dropped: the config no longer has its limit","route":"api","limit":"burst"`) {
+		t.Fatalf("not logged:\n%s", hs[1].log)
+	}
+}
