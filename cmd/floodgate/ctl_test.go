@@ -251,7 +251,7 @@ func TestCtlWrongToken(t *testing.T) {
 				args = append(args, "--route", "coupon", "--state", "open")
 			}
 			stdout, stderr, code := floodgateEnv(t, tt.env, append(args, tt.args...)...)
-			want := "floodgate ctl " + sub + `: 401 unauthorized: this endpoint needs "Authorization: Bearer <admin.token>"`
+			want := "floodgate ctl " + sub + `: 401 unauthorized: this endpoint needs "Authorization: Bearer <admin token>"`
 			if code != exitFailure || !strings.Contains(stderr, want) || stdout != "" {
 				t.Errorf("%s %s: exit %d, stdout %q, stderr %q; want 1 and %s", tt.name, sub, code, stdout, stderr, want)
 			}
