@@ -142,8 +142,10 @@ admin: {listen: ""}
 routes:
   - id: api
     match: {path: /api/**}
-    upstream: {targets: ["{{UP}}"], idle_timeout: 300ms}
+    upstream: {targets: ["{{UP}}"], idle_timeout: 800ms}
 `, up)
+	// The idle timeout is long enough that a loaded machine does not
+	// starve the upstream of it; the pause is three of them.
 	for _, tt := range []struct {
 		name, method string
 		body         io.Reader
@@ -161,7 +163,7 @@ routes:
 			if _, err := io.CopyN(io.Discard, resp.Body, 1<<20); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(1500 * time.Millisecond) // five idle_timeouts, not reading
+			time.Sleep(2400 * time.Millisecond) // three idle_timeouts, not reading
 			n, err := io.Copy(io.Discard, resp.Body)
 			if err != nil || n != size-1<<20 {
 				t.Fatalf("after a pause the client read %d more bytes (err %v), want %d", n, err, size-1<<20)
