@@ -179,7 +179,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e, ok = endpoint{http.MethodPost: h.forceBreaker}, true
 	}
 	if !ok && strings.HasPrefix(r.URL.Path, overridePrefix) {
-		e, ok = endpoint{http.MethodPut: h.setOverride, http.MethodDelete: h.removeOverride}, true
+		e, ok = endpoint{http.MethodGet: h.getOverride, http.MethodPut: h.setOverride, http.MethodDelete: h.removeOverride}, true
 	}
 	if !ok {
 		writeError(w, http.StatusNotFound, "not_found", "no such admin endpoint: "+r.URL.Path)

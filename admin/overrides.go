@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -22,7 +23,7 @@ import (
 type Overrider interface {
 	Overrides() gateway.Overrides
 	SetOverride(ctx context.Context, route, limit string, req gateway.OverrideRequest) (gateway.OverrideStatus, error)
-	RemoveOverride(ctx context.Context, route, limit string) (gateway.Override, error)
+	RemoveOverride(ctx context.Context, route, limit string) (gateway.Override, int64, error)
 }
 
 const overridePrefix = "/admin/overrides/"
@@ -42,10 +43,47 @@ type overrideBody struct {
 	By      string  `json:"by"`
 }
 
-// overrideTarget reads ROUTE/LIMIT from the path.
-func overrideTarget(p string) (route, lim string, ok bool) {
-	route, lim, ok = strings.Cut(strings.TrimPrefix(p, overridePrefix), "/")
-	return route, lim, ok && route != "" && lim != "" && !strings.Contains(lim, "/")
+// overrideTarget reads ROUTE/LIMIT from the request's path as it was
+// sent: an encoded slash (%2F) is part of a segment, not a separator, so
+// that a rule in front that allows /admin/overrides/api/ sees what the
+// gateway acts on. Neither a route id nor a limit name holds a slash.
+func overrideTarget(r *http.Request) (route, lim string, ok bool) {
+	rest, found := strings.CutPrefix(r.URL.EscapedPath(), overridePrefix)
+	if !found {
+		return "", "", false
+	}
+	rawRoute, rawLim, ok := strings.Cut(rest, "/")
+	if !ok {
+		return "", "", false
+	}
+	var err1, err2 error
+	route, err1 = url.PathUnescape(rawRoute)
+	lim, err2 = url.PathUnescape(rawLim)
+	return route, lim, err1 == nil && err2 == nil && route != "" && lim != "" && !strings.Contains(route+lim, "/")
+}
+
+// overrideScope checks the scope parameter of an override call: the
+// overrides are the fleet's with a shared store and the instance's with
+// the memory store, and a call that asks for the other is refused rather
+// than carried out where it was not meant.
+func (h *handler) overrideScope(w http.ResponseWriter, r *http.Request, o Overrider) bool {
+	s := r.URL.Query().Get("scope")
+	if s == "" {
+		return true
+	}
+	have := o.Overrides().Scope
+	switch {
+	case s != string(gateway.ScopeFleet) && s != string(gateway.ScopeInstance):
+		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf(`parameter "scope" is %q: want fleet or instance`, s))
+		return false
+	case gateway.Scope(s) != have && have == gateway.ScopeFleet:
+		writeError(w, http.StatusBadRequest, "bad_request", `parameter "scope": with the redis store the overrides are the fleet's, kept in the store; an override reaches every instance`)
+		return false
+	case gateway.Scope(s) != have:
+		writeError(w, http.StatusBadRequest, "bad_request", `parameter "scope": with the memory store an override applies to this instance only; use scope=instance`)
+		return false
+	}
+	return true
 }
 
 func (h *handler) overrider(w http.ResponseWriter) (Overrider, bool) {
@@ -59,21 +97,44 @@ func (h *handler) overrider(w http.ResponseWriter) (Overrider, bool) {
 // listOverrides serves GET /admin/overrides.
 func (h *handler) listOverrides(w http.ResponseWriter, r *http.Request) {
 	o, ok := h.overrider(w)
-	if !ok {
+	if !ok || !h.overrideScope(w, r, o) {
 		return
 	}
 	writeJSON(w, http.StatusOK, o.Overrides())
 }
 
-// setOverride serves PUT /admin/overrides/ROUTE/LIMIT.
+// getOverride serves GET /admin/overrides/ROUTE/LIMIT.
+func (h *handler) getOverride(w http.ResponseWriter, r *http.Request) {
+	o, ok := h.overrider(w)
+	if !ok {
+		return
+	}
+	route, lim, ok := overrideTarget(r)
+	if !ok {
+		writeError(w, http.StatusNotFound, "not_found", "want /admin/overrides/ROUTE/LIMIT (ROUTE global for a global limit)")
+		return
+	}
+	st, ok := findOverride(o.Overrides(), route, lim)
+	if !ok {
+		writeError(w, http.StatusNotFound, "override_not_found", fmt.Sprintf("no override of limit %q of route %q", lim, route))
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// setOverride serves PUT /admin/overrides/ROUTE/LIMIT. The body replaces
+// the limit's override as a whole.
 func (h *handler) setOverride(w http.ResponseWriter, r *http.Request) {
 	o, ok := h.overrider(w)
 	if !ok {
 		return
 	}
-	route, lim, ok := overrideTarget(r.URL.Path)
+	route, lim, ok := overrideTarget(r)
 	if !ok {
 		writeError(w, http.StatusNotFound, "not_found", "want /admin/overrides/ROUTE/LIMIT (ROUTE global for a global limit)")
+		return
+	}
+	if !h.overrideScope(w, r, o) {
 		return
 	}
 	req, field, err := readOverride(w, r)
@@ -81,25 +142,36 @@ func (h *handler) setOverride(w http.ResponseWriter, r *http.Request) {
 		h.overrideError(w, field, err)
 		return
 	}
-	// A named token says who acts; the body's by says it only for the
-	// one admin.token, which names no one.
+	// A named token says who acts; with admin.token, which names no one,
+	// the body's by may say it, but not as a named token's holder.
 	if name, ok := named(r); ok || req.By == "" {
 		req.By = name
+	} else if cfg := h.b.Config(); cfg != nil {
+		for _, t := range cfg.Admin.Tokens {
+			if t.Name == req.By {
+				h.overrideError(w, "by", fmt.Errorf("%q is the name of a named admin token: only a call with that token acts as %s", req.By, req.By))
+				return
+			}
+		}
 	}
-	before := o.Overrides()
+	scope := o.Overrides().Scope
 	ctx, cancel := context.WithTimeout(r.Context(), limitTimeout)
 	defer cancel()
 	st, err := o.SetOverride(ctx, route, lim, req)
 	if err != nil {
+		if errors.Is(err, limit.ErrStoreUnavailable) {
+			// It may be in force all the same: the trail says it was asked.
+			h.log.Warn("runtime override not confirmed", "route", route, "limit", lim, "scope", scope, "by", req.By, "after", describe(req.OverrideChange), "error", err.Error())
+		}
 		h.overrideError(w, "", err)
 		return
 	}
 	after := describe(st.Change)
 	was := describe(st.File)
-	if prev, ok := findOverride(before, route, lim); ok {
-		was = describe(prev.Change)
+	if st.Replaced != nil {
+		was = describe(st.Replaced.Change)
 	}
-	args := []any{"route", route, "limit", lim, "scope", before.Scope, "by", req.By, "before", was, "after", after}
+	args := []any{"route", route, "limit", lim, "scope", scope, "by", req.By, "version", st.Version, "before", was, "after", after}
 	if req.Reason != "" {
 		args = append(args, "reason", req.Reason)
 	}
@@ -108,8 +180,8 @@ func (h *handler) setOverride(w http.ResponseWriter, r *http.Request) {
 	}
 	h.log.Info("runtime override set", args...)
 	h.audit(gateway.AdminAction{
-		Action: events.ActionOverride, By: req.By, Scope: before.Scope, Route: route, Limit: lim,
-		TTL: req.TTL, Before: was, After: after, Reason: req.Reason,
+		Action: events.ActionOverride, By: req.By, Scope: scope, Route: route, Limit: lim,
+		TTL: req.TTL, Before: was, After: after, Reason: req.Reason, Version: st.Version,
 	})
 	writeJSON(w, http.StatusOK, st)
 }
@@ -120,26 +192,32 @@ func (h *handler) removeOverride(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	route, lim, ok := overrideTarget(r.URL.Path)
+	route, lim, ok := overrideTarget(r)
 	if !ok {
 		writeError(w, http.StatusNotFound, "not_found", "want /admin/overrides/ROUTE/LIMIT (ROUTE global for a global limit)")
 		return
 	}
+	if !h.overrideScope(w, r, o) {
+		return
+	}
 	by := who(r)
-	before := o.Overrides()
+	scope := o.Overrides().Scope
 	ctx, cancel := context.WithTimeout(r.Context(), limitTimeout)
 	defer cancel()
-	old, err := o.RemoveOverride(ctx, route, lim)
+	old, version, err := o.RemoveOverride(ctx, route, lim)
 	if err != nil {
+		if errors.Is(err, limit.ErrStoreUnavailable) {
+			h.log.Warn("runtime override removal not confirmed", "route", route, "limit", lim, "scope", scope, "by", by, "error", err.Error())
+		}
 		h.overrideError(w, "", err)
 		return
 	}
 	was := describe(old.Change)
-	h.log.Info("runtime override removed", "route", route, "limit", lim, "scope", before.Scope, "by", by, "before", was)
+	h.log.Info("runtime override removed", "route", route, "limit", lim, "scope", scope, "by", by, "version", version, "before", was)
 	h.audit(gateway.AdminAction{
-		Action: events.ActionOverrideRemoved, By: by, Scope: before.Scope, Route: route, Limit: lim, Before: was,
+		Action: events.ActionOverrideRemoved, By: by, Scope: scope, Route: route, Limit: lim, Before: was, Version: version,
 	})
-	writeJSON(w, http.StatusOK, map[string]any{"status": "removed", "route": route, "limit": lim, "scope": before.Scope, "version": o.Overrides().Version})
+	writeJSON(w, http.StatusOK, map[string]any{"status": "removed", "route": route, "limit": lim, "scope": scope, "version": version})
 }
 
 func findOverride(o gateway.Overrides, route, lim string) (gateway.OverrideStatus, bool) {
@@ -196,8 +274,11 @@ func readOverride(w http.ResponseWriter, r *http.Request) (gateway.OverrideReque
 	d.DisallowUnknownFields()
 	if err := d.Decode(&b); err != nil {
 		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
+		if errors.As(err, &te) && te.Field != "" {
 			return req, te.Field, fmt.Errorf("want %s, not a JSON %s", jsonKind(te.Type.String()), te.Value)
+		}
+		if errors.As(err, &te) {
+			return req, "", fmt.Errorf(`the body is a JSON %s: want an object such as {"rate": "800/s", "ttl": "30m"}`, te.Value)
 		}
 		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 			return req, strings.Trim(f, `"`), errors.New("unknown field: want rate, limit, burst, shadow, enabled, ttl, reason or by")
@@ -208,8 +289,11 @@ func readOverride(w http.ResponseWriter, r *http.Request) (gateway.OverrideReque
 		return req, "", errors.New("the body holds more than one JSON value")
 	}
 	if b.Rate != nil {
-		if *b.Rate == "" {
+		if strings.TrimSpace(*b.Rate) == "" {
 			return req, "rate", errors.New(`empty: want a rate such as "800/s"`)
+		}
+		if strings.ContainsFunc(*b.Rate, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+			return req, "rate", errors.New(`holds a control character: want a rate such as "800/s"`)
 		}
 		req.Rate = *b.Rate
 	}

@@ -52,7 +52,7 @@ func TestOverrideEndpoints(t *testing.T) {
 	if r := call("GET", "/admin/overrides", ""); r.code != 401 {
 		t.Fatalf("list without the token: %d", r.code)
 	}
-	if r := call("POST", "/admin/overrides/api/user", `{"rate":"5/10s"}`, auth...); r.code != 405 || r.header.Get("Allow") != "DELETE, PUT" {
+	if r := call("POST", "/admin/overrides/api/user", `{"rate":"5/10s"}`, auth...); r.code != 405 || r.header.Get("Allow") != "DELETE, GET, HEAD, PUT" {
 		t.Fatalf("POST: %d, Allow %q", r.code, r.header.Get("Allow"))
 	}
 	r := call("PUT", "/admin/overrides/api/user", `{"rate":"5/10s","ttl":"30m","reason":"sale","by":"bob"}`, auth...)
@@ -70,7 +70,7 @@ func TestOverrideEndpoints(t *testing.T) {
 		st.TTLLeft < 1799 || st.TTLLeft > 1800 || !st.Applied {
 		t.Fatalf("PUT answered %s", r.body)
 	}
-	if !strings.Contains(logs.String(), `"msg":"runtime override set","route":"api","limit":"user","scope":"instance","by":"bob","before":"rate=1/10s","after":"rate=5/10s","reason":"sale","ttl":"30m0s"`) {
+	if !strings.Contains(logs.String(), `"msg":"runtime override set","route":"api","limit":"user","scope":"instance","by":"bob","version":1,"before":"rate=1/10s","after":"rate=5/10s","reason":"sale","ttl":"30m0s"`) {
 		t.Fatalf("log:\n%s", logs)
 	}
 	if gw.Overrides().Overrides[0].Change.Rate != "5/10s" {
@@ -93,10 +93,31 @@ func TestOverrideEndpoints(t *testing.T) {
 		{"/admin/overrides/api/user", `{"reason":"` + strings.Repeat("r", 201) + `","shadow":true}`, `"field":"reason"`},
 		{"/admin/overrides/api/user/x", `{"shadow":true}`, `"code":"not_found"`},
 		{"/admin/overrides//user", `{"shadow":true}`, `"code":"not_found"`},
+		{"/admin/overrides/api%2Fuser", `{"shadow":true}`, `"code":"not_found"`},
+		{"/admin/overrides/api/us%2Fer", `{"shadow":true}`, `"code":"not_found"`},
+		{"/admin/overrides/api/user?scope=fleet", `{"shadow":true}`, `"parameter \"scope\": with the memory store`},
+		{"/admin/overrides/api/user?scope=all", `{"shadow":true}`, `"parameter \"scope\" is \"all\"`},
+		{"/admin/overrides/api/user", `[]`, `"message":"the body is a JSON array: want an object`},
+		{"/admin/overrides/api/user", `{"rate":"5/s\n"}`, `"field":"rate"`},
 	} {
 		if r := call("PUT", tc.target, tc.body, auth...); r.code/100 != 4 || !strings.Contains(r.body, tc.want) {
 			t.Errorf("PUT %s %s: %d %s; want %s", tc.target, tc.body, r.code, r.body, tc.want)
 		}
+	}
+	if r := call("GET", "/admin/overrides/api/user", "", auth...); r.code != 200 || !strings.Contains(r.body, `"override":{"rate":"5/10s"}`) {
+		t.Fatalf("GET one: %d %s", r.code, r.body)
+	}
+	// A second PUT replaces the override as a whole, and says what it
+	// replaced.
+	if r := call("PUT", "/admin/overrides/api/user?scope=instance", `{"shadow":true}`, auth...); r.code != 200 ||
+		!strings.Contains(r.body, `"override":{"shadow":true}`) || !strings.Contains(r.body, `"replaced":{"route":"api","limit":"user","override":{"rate":"5/10s"}`) {
+		t.Fatalf("a second PUT: %d %s", r.code, r.body)
+	}
+	if !strings.Contains(logs.String(), `"version":2,"before":"rate=5/10s","after":"shadow=true"`) {
+		t.Fatalf("the second PUT's line:\n%s", logs)
+	}
+	if r := call("DELETE", "/admin/overrides/api/nope", "", auth...); r.code != 404 || !strings.Contains(r.body, `"code":"limit_not_found"`) {
+		t.Fatalf("DELETE of no limit: %d %s", r.code, r.body)
 	}
 	if r := call("DELETE", "/admin/overrides/api/user", "", auth...); r.code != 200 || !strings.Contains(r.body, `"status":"removed"`) {
 		t.Fatalf("DELETE: %d %s", r.code, r.body)
@@ -136,6 +157,9 @@ func TestNamedTokens(t *testing.T) {
 	}
 	if r := call("tok", "PUT", "/admin/overrides/api/user", `{"shadow":false,"by":"bob"}`); r.code != 200 || !strings.Contains(r.body, `"by":"bob"`) {
 		t.Fatalf("admin.token's PUT with by: %d %s", r.code, r.body)
+	}
+	if r := call("tok", "PUT", "/admin/overrides/api/user", `{"shadow":false,"by":"alice"}`); r.code != 400 || !strings.Contains(r.body, `"field":"by"`) {
+		t.Fatalf("admin.token acting as alice: %d %s", r.code, r.body)
 	}
 	if r := call("ci-token", "DELETE", "/admin/limits?route=api&limit=user&key=u1", ""); r.code != 200 {
 		t.Fatalf("ci's reset: %d %s", r.code, r.body)

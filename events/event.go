@@ -109,6 +109,9 @@ type Event struct {
 	After  string `json:"after,omitempty"`
 	// Reason is the operator's word on an override.
 	Reason string `json:"reason,omitempty"`
+	// Version is the version of the runtime overrides that an override's
+	// change made.
+	Version int64 `json:"version,omitempty"`
 }
 
 // idGen makes event IDs: 48 bits of milliseconds since the epoch, then 32

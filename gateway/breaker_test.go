@@ -385,6 +385,9 @@ func gaugeValue(t *testing.T, h *harness, name, route string) float64 {
 	for _, mf := range mfs {
 		if mf.GetName() == name {
 			for _, m := range mf.GetMetric() {
+				if route == "" && len(m.GetLabel()) == 0 {
+					return m.GetGauge().GetValue()
+				}
 				for _, lp := range m.GetLabel() {
 					if lp.GetName() == "route" && lp.GetValue() == route {
 						return m.GetGauge().GetValue()

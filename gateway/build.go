@@ -386,9 +386,14 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 		g.metrics.reloaded(false, g.now())
 		return err
 	}
-	// The overrides stay in force over the new file, but for those of
-	// limits it no longer has.
-	set, gone := withoutGone(cfg, g.ov.set)
+	// The overrides stay in force over the new file. With the memory
+	// store, those of limits it no longer has go; the fleet's stay in
+	// the store, for the instances that still have the limit, and are
+	// not applied here.
+	set, gone := g.ov.set, []Override(nil)
+	if storeSetter(prev.store) == nil {
+		set, gone = withoutGone(cfg, g.ov.set)
+	}
 	eff, skipped := overlay(cfg, set)
 	gen, err := g.build(eff, prev)
 	if err != nil {
@@ -399,8 +404,10 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	gen.file = cfg
 	g.gen.Store(gen)
 	if g.ov.set != nil {
+		before := g.ov.skipped
 		g.ov.set, g.ov.skipped = set, skipped
-		g.forgetGone(gen, gone)
+		g.forgetGone(gone)
+		g.noteSkipped(before)
 	}
 	g.access.use(sink)
 	g.metrics.reloaded(true, g.now())

@@ -38,6 +38,7 @@ type Gateway struct {
 	ovNotify    chan struct{}         // wakes syncOverrides
 	ovVersion   atomic.Pointer[int64] // the version of the overrides in force, announced
 	announceNow chan struct{}         // wakes announce
+	ovWarned    atomic.Int64          // Unix seconds of the last warning that the overrides could not be read
 	metrics     *Metrics
 	log         *slog.Logger
 	ids         *answer.IDSource

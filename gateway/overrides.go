@@ -140,6 +140,11 @@ type OverrideStatus struct {
 	TTLLeft float64        `json:"ttl_left,omitempty"` // seconds
 	Applied bool           `json:"applied"`
 	Why     string         `json:"not_applied,omitempty"`
+
+	// Set by SetOverride only: the version the change made, and the
+	// override it replaced (nil: none).
+	Version  int64     `json:"version,omitempty"`
+	Replaced *Override `json:"replaced,omitempty"`
 }
 
 // Overrides lists the overrides in force and the version of the set.
@@ -239,6 +244,11 @@ func (g *Gateway) SetOverride(ctx context.Context, route, name string, req Overr
 	if _, err := adjust(l, req.OverrideChange); err != nil {
 		return OverrideStatus{}, err
 	}
+	if req.Rate != "" {
+		// As a file writes it: " 5/s" and "5/1s" are 5/s.
+		r, _ := limit.ParseRate(req.Rate)
+		req.Rate = r.String()
+	}
 	ov := Override{
 		Route: route, Limit: name, Change: req.OverrideChange,
 		Reason: req.Reason, By: req.By, Set: g.now().UTC().Truncate(time.Millisecond), Instance: g.ids.Prefix(),
@@ -247,6 +257,8 @@ func (g *Gateway) SetOverride(ctx context.Context, route, name string, req Overr
 		ov.Expires = ov.Set.Add(req.TTL)
 	}
 	key := overrideName(route, name)
+	var replaced *Override
+	var version int64
 	if s := storeSetter(gen.store); s != nil {
 		b, err := json.Marshal(ov)
 		if err != nil {
@@ -254,60 +266,97 @@ func (g *Gateway) SetOverride(ctx context.Context, route, name string, req Overr
 		}
 		set, err := s.Put(ctx, overrideKind, key, b, req.TTL)
 		if err != nil {
-			if errors.Is(err, redisstore.ErrFull) {
-				return OverrideStatus{}, &OverrideError{Field: "limit", Msg: err.Error()}
-			}
-			return OverrideStatus{}, fmt.Errorf("override not set on any instance: %w", err)
+			return OverrideStatus{}, g.changeFailed("set", err)
 		}
-		g.applyStoreSet(set, "set")
+		replaced = parseReplaced(set.Replaced)
+		version = set.Version
+		g.applyStoreSet(set, key)
 	} else {
 		g.reloadMu.Lock()
 		if g.ov.local == nil {
 			g.ov.local = map[string]Override{}
 		}
+		if old, ok := g.ov.local[key]; ok {
+			replaced = &old
+		}
 		g.ov.local[key] = ov
 		g.ov.version++
-		g.applyLocked(g.ov.epoch, g.ov.version, maps.Clone(g.ov.local), "set")
+		version = g.ov.version
+		g.applyLocked(g.ov.epoch, g.ov.version, maps.Clone(g.ov.local), key)
 		g.reloadMu.Unlock()
 	}
-	for _, st := range g.Overrides().Overrides {
-		if st.Route == route && st.Limit == name {
-			return st, nil
+	st := OverrideStatus{Override: ov, Applied: true}
+	for _, s := range g.Overrides().Overrides {
+		if s.Route == route && s.Limit == name {
+			st = s
 		}
 	}
-	// Set, and gone already: another operator removed it in between.
-	return OverrideStatus{Override: ov}, nil
+	st.Version, st.Replaced = version, replaced
+	return st, nil
+}
+
+// changeFailed is the error of a change the store did not take, or whose
+// answer did not come; in that case the set is read again, so that what
+// the change made (if it made anything) is in force and logged here too.
+func (g *Gateway) changeFailed(what string, err error) error {
+	switch {
+	case errors.Is(err, redisstore.ErrFull):
+		return &OverrideError{Field: "limit", Msg: err.Error()}
+	case errors.Is(err, redisstore.ErrUnknown):
+		g.ovSignal()
+		return fmt.Errorf("the store did not answer in time, so the override may or may not be %s on every instance; GET /admin/overrides shows what is in force: %w", what, err)
+	}
+	return fmt.Errorf("override not %s on any instance: %w", what, err)
+}
+
+// parseReplaced reads the override a change replaced, nil for none.
+func parseReplaced(b []byte) *Override {
+	var ov Override
+	if b == nil || json.Unmarshal(b, &ov) != nil {
+		return nil
+	}
+	return &ov
 }
 
 // RemoveOverride removes the override of a route's limit on every
-// instance, or on this one with the memory store. It returns an error
-// wrapping ErrNoOverride when none is set.
-func (g *Gateway) RemoveOverride(ctx context.Context, route, name string) (Override, error) {
+// instance, or on this one with the memory store, and returns it with the
+// version its removal made. It returns an error wrapping ErrNoOverride
+// when none is set, and one wrapping ErrNoLimit when the running file has
+// no such limit either.
+func (g *Gateway) RemoveOverride(ctx context.Context, route, name string) (Override, int64, error) {
 	key := overrideName(route, name)
-	g.reloadMu.Lock()
-	old := g.ov.set[key]
-	g.reloadMu.Unlock()
 	gen := g.gen.Load()
+	none := func() error {
+		if fileLimit(gen.file, route, name) == nil {
+			return fmt.Errorf("%w: route %q has no limit %q, nor an override of one", ErrNoLimit, route, name)
+		}
+		return fmt.Errorf("%w for limit %q of route %q", ErrNoOverride, name, route)
+	}
 	if s := storeSetter(gen.store); s != nil {
 		set, changed, err := s.Delete(ctx, overrideKind, key)
 		if err != nil {
-			return Override{}, fmt.Errorf("override not removed on any instance: %w", err)
+			return Override{}, 0, g.changeFailed("removed", err)
 		}
-		g.applyStoreSet(set, "removed")
+		g.applyStoreSet(set, key)
 		if !changed {
-			return Override{}, fmt.Errorf("%w for limit %q of route %q", ErrNoOverride, name, route)
+			return Override{}, 0, none()
 		}
-		return old, nil
+		old := Override{Route: route, Limit: name}
+		if r := parseReplaced(set.Replaced); r != nil {
+			old = *r
+		}
+		return old, set.Version, nil
 	}
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
-	if _, ok := g.ov.local[key]; !ok {
-		return Override{}, fmt.Errorf("%w for limit %q of route %q", ErrNoOverride, name, route)
+	old, ok := g.ov.local[key]
+	if !ok {
+		return Override{}, 0, none()
 	}
 	delete(g.ov.local, key)
 	g.ov.version++
-	g.applyLocked(g.ov.epoch, g.ov.version, maps.Clone(g.ov.local), "removed")
-	return old, nil
+	g.applyLocked(g.ov.epoch, g.ov.version, maps.Clone(g.ov.local), key)
+	return old, g.ov.version, nil
 }
 
 // checkRequest checks what does not depend on the limit.
@@ -388,7 +437,10 @@ func adjust(l *config.Limit, c OverrideChange) (*config.Limit, error) {
 	}
 	if err := r.Validate(); err != nil {
 		field := "rate"
-		if c.Burst != 0 || c.Rate == "" && c.Limit == 0 {
+		switch {
+		case c.Limit != 0:
+			field = "limit"
+		case c.Burst != 0 || c.Rate == "":
 			field = "burst"
 		}
 		return nil, &OverrideError{Field: field, Msg: strings.TrimPrefix(err.Error(), "rule "+r.Name+": ")}
@@ -468,7 +520,10 @@ func overlay(file *config.Config, set map[string]Override) (*config.Config, map[
 // applyStoreSet applies a set read from the store, if it is not older
 // than the one in force: what one instance's change returned may arrive
 // after a later version the instance read.
-func (g *Gateway) applyStoreSet(set redisstore.Set, why string) {
+//
+// own names the override that this instance's own call changed, which
+// the call logs itself: "" for a set read on its own.
+func (g *Gateway) applyStoreSet(set redisstore.Set, own string) {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
 	if set.Epoch == g.ov.epoch && set.Version <= g.ov.version && g.ov.set != nil {
@@ -476,6 +531,12 @@ func (g *Gateway) applyStoreSet(set redisstore.Set, why string) {
 	}
 	if set.Skipped > 0 {
 		g.log.Warn("runtime overrides: entries of the store skipped", "skipped", set.Skipped, "version", set.Version)
+	}
+	lost := set.Epoch != g.ov.epoch && g.ov.set != nil && len(g.ov.set) > 0
+	// The entries end by the Redis clock; this instance's may be off.
+	shift := g.now().Sub(set.Now)
+	if set.Now.IsZero() {
+		shift = 0
 	}
 	m := map[string]Override{}
 	for name, e := range set.Entries {
@@ -485,10 +546,17 @@ func (g *Gateway) applyStoreSet(set redisstore.Set, why string) {
 			g.metrics.fleetIgnored.WithLabelValues("malformed").Inc()
 			continue
 		}
-		ov.Expires = e.Expires
+		ov.Expires = time.Time{}
+		if !e.Expires.IsZero() {
+			ov.Expires = e.Expires.Add(shift)
+		}
 		m[name] = ov
 	}
-	g.applyLocked(set.Epoch, set.Version, m, why)
+	if lost {
+		g.log.Warn("runtime overrides: the store holds another set (Redis lost it, or it was deleted); the fleet's overrides are what it holds now",
+			"overrides_before", len(g.ov.set), "overrides_now", len(m), "version", set.Version)
+	}
+	g.applyLocked(set.Epoch, set.Version, m, own)
 }
 
 // maxOverrideJSON bounds an override read from the store.
@@ -497,7 +565,7 @@ const maxOverrideJSON = 4 << 10
 // applyLocked makes set, at version, the overrides in force: it builds the
 // generation of the file's config with set laid over it and swaps it in.
 // reloadMu is held.
-func (g *Gateway) applyLocked(epoch string, version int64, set map[string]Override, why string) {
+func (g *Gateway) applyLocked(epoch string, version int64, set map[string]Override, own string) {
 	now := g.now()
 	for name, ov := range set {
 		if !ov.Expires.IsZero() && !ov.Expires.After(now) {
@@ -505,7 +573,7 @@ func (g *Gateway) applyLocked(epoch string, version int64, set map[string]Overri
 		}
 	}
 	prev := g.gen.Load()
-	before := g.ov.set
+	before, skippedBefore := g.ov.set, g.ov.skipped
 	g.ov.epoch, g.ov.version = epoch, version
 	if err := g.swapOverlay(prev, set); err != nil {
 		// The file built; only an override can have broken it, and each
@@ -513,8 +581,8 @@ func (g *Gateway) applyLocked(epoch string, version int64, set map[string]Overri
 		g.log.Error("runtime overrides not applied", "version", version, "error", err.Error())
 		return
 	}
-	g.logOverrides(before, set, version, why)
-	g.metrics.overrides.Set(float64(len(set) - len(g.ov.skipped)))
+	g.logOverrides(before, set, version, own)
+	g.noteSkipped(skippedBefore)
 	g.metrics.overridesVersion.Set(float64(version))
 	g.ovVersion.Store(&version)
 	select {
@@ -538,11 +606,12 @@ func (g *Gateway) swapOverlay(prev *generation, set map[string]Override) error {
 	return nil
 }
 
-// logOverrides writes a line per override that came, changed or went.
-func (g *Gateway) logOverrides(before, after map[string]Override, version int64, why string) {
+// logOverrides writes a line per override that came, changed or went,
+// but for own, the one this instance's call changed, which the call logs.
+func (g *Gateway) logOverrides(before, after map[string]Override, version int64, own string) {
 	for name, ov := range after {
 		old, had := before[name]
-		if had && old.Set.Equal(ov.Set) && old.Instance == ov.Instance {
+		if name == own || had && old.Set.Equal(ov.Set) && old.Instance == ov.Instance {
 			continue
 		}
 		args := []any{"route", ov.Route, "limit", ov.Limit, "by", ov.By, "version", version}
@@ -551,24 +620,34 @@ func (g *Gateway) logOverrides(before, after map[string]Override, version int64,
 			args = append(args, "reason", ov.Reason)
 		}
 		if !ov.Expires.IsZero() {
-			args = append(args, "expires_at", ov.Expires.Format(time.RFC3339))
-		}
-		if w, ok := g.ov.skipped[name]; ok {
-			g.log.Warn("runtime override not applied", append(args, "why", w)...)
-			continue
+			args = append(args, "expires_at", ov.Expires.UTC().Format(time.RFC3339))
 		}
 		g.log.Info("runtime override in force", append(args, "from", ov.Instance)...)
 	}
 	for name, ov := range before {
-		if _, ok := after[name]; ok {
+		if _, ok := after[name]; ok || name == own {
 			continue
 		}
-		msg := "runtime override removed"
 		if !ov.Expires.IsZero() && !ov.Expires.After(g.now()) {
-			msg = "runtime override expired"
+			g.log.Info("runtime override expired", "route", ov.Route, "limit", ov.Limit, "by", ov.By, "version", version)
+			continue
 		}
-		g.log.Info(msg, "route", ov.Route, "limit", ov.Limit, "version", version, "why", why)
+		g.log.Info("runtime override removed", "route", ov.Route, "limit", ov.Limit, "version", version)
 	}
+}
+
+// noteSkipped logs each override in force that this instance cannot
+// apply, once until its reason changes, and counts those it applies.
+// reloadMu is held.
+func (g *Gateway) noteSkipped(before map[string]string) {
+	for name, why := range g.ov.skipped {
+		if before[name] == why {
+			continue
+		}
+		ov := g.ov.set[name]
+		g.log.Warn("runtime override not applied here", "route", ov.Route, "limit", ov.Limit, "by", ov.By, "why", why)
+	}
+	g.metrics.overrides.Set(float64(len(g.ov.set) - len(g.ov.skipped)))
 }
 
 func changeArgs(c OverrideChange) []any {
@@ -625,7 +704,7 @@ func (g *Gateway) scheduleExpiry(set map[string]Override) {
 				}
 			}
 		}
-		g.applyLocked(g.ov.epoch, g.ov.version, maps.Clone(g.ov.set), "expired")
+		g.applyLocked(g.ov.epoch, g.ov.version, maps.Clone(g.ov.set), "")
 	})
 }
 
@@ -656,6 +735,7 @@ func (g *Gateway) syncOnce() {
 	defer cancel()
 	epoch, version, err := s.SetVersion(ctx, overrideKind)
 	if err != nil {
+		g.syncFailed(err)
 		return
 	}
 	g.reloadMu.Lock()
@@ -666,6 +746,7 @@ func (g *Gateway) syncOnce() {
 	}
 	set, err := s.Read(ctx, overrideKind)
 	if err != nil {
+		g.syncFailed(err)
 		return
 	}
 	if set.Epoch != epoch || set.Version < version {
@@ -673,6 +754,21 @@ func (g *Gateway) syncOnce() {
 		g.ovSignal()
 	}
 	g.readSet(set)
+}
+
+// syncFailed logs, at most once a minute, that the overrides could not be
+// read: while Redis is down every call fails, which the store's own
+// metrics say, so only a store that answers with a set it cannot read
+// (someone wrote a version that is not a number) is worth the line.
+func (g *Gateway) syncFailed(err error) {
+	if g.storeDown.Load() {
+		return
+	}
+	now := g.now().Unix()
+	if last := g.ovWarned.Load(); now-last < 60 || !g.ovWarned.CompareAndSwap(last, now) {
+		return
+	}
+	g.log.Warn("runtime overrides: cannot read the fleet's set; the overrides in force stay", "error", err.Error())
 }
 
 // readSet applies a set the instance read on its own, which is newer
@@ -684,7 +780,7 @@ func (g *Gateway) readSet(set redisstore.Set) {
 		g.ov.epoch, g.ov.version = set.Epoch, -1
 	}
 	g.reloadMu.Unlock()
-	g.applyStoreSet(set, "read")
+	g.applyStoreSet(set, "")
 }
 
 // ovSignal wakes syncOverrides.
@@ -698,7 +794,7 @@ func (g *Gateway) ovSignal() {
 // onOverrides hears a version announced on the store's channel. What it
 // carries is only a hint: the set itself is read from the store.
 func (g *Gateway) onOverrides(b []byte) {
-	if _, err := strconv.ParseInt(string(b), 10, 64); err != nil {
+	if v, err := strconv.ParseInt(string(b), 10, 64); err != nil || v < 1 {
 		g.metrics.fleetIgnored.WithLabelValues("malformed").Inc()
 		return
 	}
@@ -722,10 +818,9 @@ func withoutGone(file *config.Config, set map[string]Override) (kept map[string]
 	return kept, gone
 }
 
-// forgetGone drops the overrides of limits that the file gen runs no
-// longer has: from the memory store's set, or from the shared store's
-// for every instance. reloadMu is held.
-func (g *Gateway) forgetGone(gen *generation, gone []Override) {
+// forgetGone drops the overrides of limits that the file running now no
+// longer has from the memory store's set. reloadMu is held.
+func (g *Gateway) forgetGone(gone []Override) {
 	if len(gone) == 0 {
 		return
 	}
@@ -734,21 +829,8 @@ func (g *Gateway) forgetGone(gen *generation, gone []Override) {
 			append([]any{"route", ov.Route, "limit", ov.Limit, "by", ov.By}, changeArgs(ov.Change)...)...)
 		delete(g.ov.local, overrideName(ov.Route, ov.Limit))
 	}
-	g.metrics.overrides.Set(float64(len(g.ov.set) - len(g.ov.skipped)))
-	s := storeSetter(gen.store)
-	if s == nil {
-		g.ov.version++
-		g.metrics.overridesVersion.Set(float64(g.ov.version))
-		return
-	}
-	g.bg.Go(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		for _, ov := range gone {
-			if _, _, err := s.Delete(ctx, overrideKind, overrideName(ov.Route, ov.Limit)); err != nil {
-				g.log.Warn("runtime override of a removed limit left in the store", "route", ov.Route, "limit", ov.Limit, "error", err.Error())
-			}
-		}
-		g.ovSignal()
-	})
+	g.ov.version++
+	g.metrics.overridesVersion.Set(float64(g.ov.version))
+	v := g.ov.version
+	g.ovVersion.Store(&v)
 }

@@ -193,8 +193,10 @@ type AdminAction struct {
 	TTL           time.Duration
 	Before, After string
 
-	// An override's reason.
-	Reason string
+	// An override's reason, and the version of the overrides its change
+	// made.
+	Reason  string
+	Version int64
 }
 
 // AuditAdmin records a as an admin_action event when events.audit is set
@@ -216,9 +218,9 @@ func (g *Gateway) AuditAdmin(a AdminAction) {
 		Type: events.TypeAdminAction, Route: a.Route,
 		Action: a.Action, By: a.By, Scope: string(a.Scope), Instance: g.ids.Prefix(),
 		Limit: a.Limit, State: strings.ToLower(a.State), TTL: a.TTL.Seconds(),
-		Before: a.Before, After: a.After, Reason: a.Reason,
+		Before: a.Before, After: a.After, Reason: a.Reason, Version: a.Version,
 	}
-	if a.Limit != "" {
+	if a.Action == events.ActionReset {
 		ev.Keys = map[string][]string{a.Limit: a.Key}
 		if a.Fallback {
 			ev.Fallback = []string{a.Limit}

@@ -30,7 +30,7 @@ var commands = []command{
 	{"demo", "rehearse a flash sale in one process: mock API, gateway and surge", runDemo},
 	{"upstream", "run a mock downstream that slows down and fails on cue", runUpstream},
 	{"load", "offer open-loop load to a URL and measure the answers", runLoad},
-	{"ctl", "operate a running gateway or fleet through its admin listener: reset, breaker, breakers, status", runCtl},
+	{"ctl", "operate a running gateway or fleet through its admin listener: overrides, reset, breaker, breakers, fleet, status", runCtl},
 	{"events", "replay recorded requests to a route's upstream (events replay)", runEvents},
 	{"token", "sign a JWT with a private key, or make a key pair, for trying jwt: key parts", runToken},
 	{"version", "print the version, the commit and the Go version", runVersion},

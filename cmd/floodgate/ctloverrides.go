@@ -88,7 +88,9 @@ func overridePath(route, name string) string {
 
 func runCtlOverrideSet(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("ctl overrides set", "--route ID --limit NAME [--rate R] [--burst N] [--in-flight N] [--shadow=B] [--enabled=B] [--ttl D] [flags]",
-		"Set a runtime override of one limit. Give at least one of --rate (a rate\n"+
+		"Set a runtime override of one limit, in place of the one it has: an override\n"+
+			"is replaced as a whole, so give every value it should change, and --ttl again.\n"+
+			"Give at least one of --rate (a rate\n"+
 			"limit), --in-flight (a concurrency limit), --burst (a token bucket),\n"+
 			"--shadow and --enabled. A new rate brings its own count as the burst when\n"+
 			"the file's burst is the file rate's count; give --burst to say otherwise.\n\n"+
@@ -149,18 +151,26 @@ func runCtlOverrideSet(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	return c.finish(a, stdout, stderr, func(body []byte) (string, error) {
-		var st overrideJSON
+		var st struct {
+			overrideJSON
+			Version  int64
+			Replaced *struct{ Override changeJSON }
+		}
 		if err := json.Unmarshal(body, &st); err != nil {
 			return "", err
 		}
 		line := fmt.Sprintf("override %s/%s: %s (file: %s)", printable(st.Route), printable(st.Limit), st.Override.describe(), st.File.describe())
+		if st.Replaced != nil {
+			// PUT replaces the whole override: say what went.
+			line += "; replaced " + st.Replaced.Override.describe()
+		}
 		if st.TTLLeft > 0 {
 			line += ", for " + seconds(st.TTLLeft)
 		}
 		if !st.Applied {
 			line += "; not applied here: " + printable(st.Why)
 		}
-		return line, nil
+		return line + fmt.Sprintf(" (version %d)", st.Version), nil
 	})
 }
 

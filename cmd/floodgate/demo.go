@@ -658,7 +658,7 @@ func (b demoBackend) Overrides() gateway.Overrides { return b.gw.Overrides() }
 func (b demoBackend) SetOverride(ctx context.Context, route, name string, req gateway.OverrideRequest) (gateway.OverrideStatus, error) {
 	return b.gw.SetOverride(ctx, route, name, req)
 }
-func (b demoBackend) RemoveOverride(ctx context.Context, route, name string) (gateway.Override, error) {
+func (b demoBackend) RemoveOverride(ctx context.Context, route, name string) (gateway.Override, int64, error) {
 	return b.gw.RemoveOverride(ctx, route, name)
 }
 func (b demoBackend) Degraded() string { return b.gw.Degraded() }

@@ -72,33 +72,33 @@ func TestFleetOverrides(t *testing.T) {
 		t.Fatal("the file's 1/1h does not hold")
 	}
 	out, errOut, code := a.ctlOverrides("set", "--route", "api", "--limit", "user", "--rate", "3/1h", "--reason", "sale", "--by", "alice-op")
-	if code != exitOK || !strings.Contains(out, "override api/user: rate 3/1h (file: rate 1/h)") {
+	if code != exitOK || !strings.Contains(out, "override api/user: rate 3/h (file: rate 1/h)") {
 		t.Fatalf("ctl overrides set: exit %d\n%s%s", code, out, errOut)
 	}
 	version, _ := a.overridesOf()
 	for _, p := range ps {
 		p.waitFor("the override in force", func() bool {
 			v, rates := p.overridesOf()
-			return v == version && rates["api/user"] == "3/1h"
+			return v == version && rates["api/user"] == "3/h"
 		})
 	}
 	// alice used 1 of 3: one more each on b and c, none after.
 	if alice(ps[1]) != http.StatusOK || alice(ps[2]) != http.StatusOK || alice(a) != http.StatusTooManyRequests {
 		t.Fatal("the fleet did not admit exactly two more of alice under 3/1h")
 	}
-	ps[1].waitLog(`"msg":"runtime override in force","route":"api","limit":"user","by":"alice-op","version":\d+,"rate":"3/1h","reason":"sale"`)
-	a.waitLog(`"msg":"runtime override set","route":"api","limit":"user","scope":"fleet","by":"alice-op","before":"rate=1/h","after":"rate=3/1h","reason":"sale"`)
+	ps[1].waitLog(`"msg":"runtime override in force","route":"api","limit":"user","by":"alice-op","version":\d+,"rate":"3/h","reason":"sale"`)
+	a.waitLog(`"msg":"runtime override set","route":"api","limit":"user","scope":"fleet","by":"alice-op","version":\d+,"before":"rate=1/h","after":"rate=3/h","reason":"sale"`)
 
 	cfg := a.admin("GET", "/admin/config").json(t)
 	ro, _ := json.Marshal(cfg["runtime_overrides"])
-	if !strings.Contains(string(ro), `"override":{"rate":"3/1h"}`) || !strings.Contains(string(ro), `"file":{"rate":"1/h"}`) {
+	if !strings.Contains(string(ro), `"override":{"rate":"3/h"}`) || !strings.Contains(string(ro), `"file":{"rate":"1/h"}`) {
 		t.Fatalf("GET /admin/config runtime_overrides: %s", ro)
 	}
 	if !strings.Contains(a.admin("GET", "/admin/config").body, `"rate":"1/h"`) {
 		t.Fatal("GET /admin/config no longer shows the file's rate")
 	}
 	out, _, code = a.ctlOverrides("list")
-	if code != exitOK || !regexpMatch(`api\s+user\s+rate 3/1h\s+rate 1/h\s+-\s+alice-op\s+sale`, out) {
+	if code != exitOK || !regexpMatch(`api\s+user\s+rate 3/h\s+rate 1/h\s+-\s+alice-op\s+sale`, out) {
 		t.Fatalf("ctl overrides list: exit %d\n%s", code, out)
 	}
 
@@ -110,7 +110,7 @@ func TestFleetOverrides(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	c = c.f.serve()
-	if _, rates := c.overridesOf(); rates["api/user"] != "3/1h" {
+	if _, rates := c.overridesOf(); rates["api/user"] != "3/h" {
 		t.Fatalf("restarted, the instance holds %v", rates)
 	}
 	ps[2] = c
@@ -162,7 +162,7 @@ func TestFleetOverrides(t *testing.T) {
 		t.Fatalf("ctl overrides set with Redis stopped: exit %d\n%s", code, errOut)
 	}
 	for _, p := range ps {
-		if _, rates := p.overridesOf(); rates["api/user"] != "3/1h" {
+		if _, rates := p.overridesOf(); rates["api/user"] != "3/h" {
 			t.Fatalf("a failed change changed an instance: %v", rates)
 		}
 	}

@@ -353,7 +353,7 @@ func (b adminBackend) SetOverride(ctx context.Context, route, name string, req g
 	return b.s.gw.SetOverride(ctx, route, name, req)
 }
 
-func (b adminBackend) RemoveOverride(ctx context.Context, route, name string) (gateway.Override, error) {
+func (b adminBackend) RemoveOverride(ctx context.Context, route, name string) (gateway.Override, int64, error) {
 	return b.s.gw.RemoveOverride(ctx, route, name)
 }
 

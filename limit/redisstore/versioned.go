@@ -37,6 +37,10 @@ const (
 // ErrFull is returned by Put when the set holds MaxEntries entries.
 var ErrFull = errors.New("redisstore: the set is full")
 
+// ErrUnknown is wrapped, with limit.ErrStoreUnavailable, by a change whose
+// answer did not come: Redis may have made it.
+var ErrUnknown = errors.New("the change was sent and its answer did not come: it may have been made")
+
 // A Set is a versioned set as Redis held it after a change or a read.
 type Set struct {
 	// Epoch names the set's life: a set that Redis lost (flushed,
@@ -49,6 +53,16 @@ type Set struct {
 
 	// Entries are the entries alive, by name.
 	Entries map[string]Entry
+
+	// Now is the Redis clock when the set was read, which the entries'
+	// Expires go by: a reader compares them with its own clock shifted
+	// by the difference, so that a clock that is off does not end an
+	// entry early or late.
+	Now time.Time
+
+	// Replaced is the value that the change returning the set replaced
+	// or removed; nil: none, or not a change.
+	Replaced []byte
 
 	// Skipped counts the entries left out because they are not what Put
 	// writes or are larger than MaxEntryBytes.
@@ -63,11 +77,17 @@ type Entry struct {
 
 func (s *Store) setKey(kind string) string { return "{" + s.prefix + kind + "}:set" }
 
+// changeTimeout is the least time a change is given: it is an operator's
+// call, not a request's decision, and an answer lost to a short timeout
+// leaves unknown whether the change was made.
+const changeTimeout = 2 * time.Second
+
 // Put sets the entry name of the set kind to value, for ttl when it is
 // positive (then it is gone for every reader), makes a new version and
 // announces it. It returns the set after the change. An error wrapping
 // limit.ErrStoreUnavailable means Redis did not answer, and whether the
-// change was made is unknown; any other error means it was not.
+// change was made is unknown (ErrUnknown says so when the call was sent);
+// any other error means it was not.
 func (s *Store) Put(ctx context.Context, kind, name string, value []byte, ttl time.Duration) (Set, error) {
 	if len(name)+len(value) > MaxEntryBytes {
 		return Set{}, fmt.Errorf("redisstore: entry of %d bytes, over %d", len(name)+len(value), MaxEntryBytes)
@@ -99,30 +119,31 @@ func (s *Store) change(ctx context.Context, kind, op, name string, value []byte,
 	if ttl > 0 {
 		ms = max(ttl.Milliseconds(), 1)
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := context.WithTimeout(ctx, max(s.timeout, changeTimeout))
 	defer cancel()
 	vs, err := versionedScript.Exec(ctx, c, []string{s.setKey(kind)}, []string{
 		op, name, string(value), strconv.FormatInt(ms, 10), hex.EncodeToString(e[:]),
 		s.prefix + kind, strconv.Itoa(MaxEntries),
 	}).ToArray()
 	if err != nil {
-		if strings.HasPrefix(err.Error(), "FULL ") {
-			return Set{}, false, fmt.Errorf("%w: %s", ErrFull, strings.TrimPrefix(err.Error(), "FULL "))
+		msg := err.Error()
+		_, refused := rueidis.IsRedisErr(err)
+		switch {
+		case strings.HasPrefix(msg, "FULL "):
+			return Set{}, false, fmt.Errorf("%w: %s", ErrFull, strings.TrimPrefix(msg, "FULL "))
+		case strings.HasPrefix(msg, "BADVERSION "):
+			// Nothing was written: the script stops before.
+			return Set{}, false, unavailable(op, errors.New(strings.TrimPrefix(msg, "BADVERSION ")))
+		case refused:
+			return Set{}, false, unavailable(op, err)
 		}
-		return Set{}, false, unavailable(op, err)
+		return Set{}, false, unavailable(op, fmt.Errorf("%w: %v", ErrUnknown, err))
 	}
-	if len(vs) < 1 {
-		return Set{}, false, unavailable(op, fmt.Errorf("answer of %d values", len(vs)))
-	}
-	changed, err := vs[0].AsInt64()
+	set, changed, err := parseSet(vs)
 	if err != nil {
 		return Set{}, false, unavailable(op, err)
 	}
-	set, err := parseSet(vs[1:])
-	if err != nil {
-		return Set{}, false, unavailable(op, err)
-	}
-	return set, changed == 1, nil
+	return set, changed, nil
 }
 
 // Read returns the set kind as Redis holds it: empty, with version 0,
@@ -135,33 +156,18 @@ func (s *Store) Read(ctx context.Context, kind string) (Set, error) {
 	if err != nil {
 		return Set{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := context.WithTimeout(ctx, max(s.timeout, changeTimeout))
 	defer cancel()
-	m, err := c.Do(ctx, c.B().Hgetall().Key(s.setKey(kind)).Build()).AsStrMap()
+	vs, err := versionedScript.Exec(ctx, c, []string{s.setKey(kind)}, []string{"read"}).ToArray()
 	if err != nil {
+		if msg := err.Error(); strings.HasPrefix(msg, "BADVERSION ") {
+			err = errors.New(strings.TrimPrefix(msg, "BADVERSION "))
+		}
 		return Set{}, unavailable("read", err)
 	}
-	set := Set{Epoch: m["_epoch"], Entries: map[string]Entry{}}
-	if v, ok := m["_version"]; ok {
-		if set.Version, err = strconv.ParseInt(v, 10, 64); err != nil {
-			return Set{}, unavailable("read", fmt.Errorf("version %q", v))
-		}
-	}
-	now := time.Now()
-	for f, v := range m {
-		name, ok := strings.CutPrefix(f, "e:")
-		if !ok {
-			continue
-		}
-		e, ok := parseEntry(name, v)
-		if !ok {
-			set.Skipped++
-			continue
-		}
-		if !e.Expires.IsZero() && !e.Expires.After(now) {
-			continue
-		}
-		set.Entries[name] = e
+	set, _, err := parseSet(vs)
+	if err != nil {
+		return Set{}, unavailable("read", err)
 	}
 	return set, nil
 }
@@ -191,25 +197,39 @@ func (s *Store) SetVersion(ctx context.Context, kind string) (epoch string, vers
 	return epoch, version, nil
 }
 
-// parseSet reads {epoch, version, name1, value1, ...}.
-func parseSet(vs []rueidis.RedisMessage) (Set, error) {
-	if len(vs) < 2 || len(vs)%2 != 0 {
-		return Set{}, fmt.Errorf("answer of %d values", len(vs))
+// parseSet reads {changed, now, replaced, epoch, version, name1,
+// value1, ...}, leaving out the entries gone by the Redis clock.
+func parseSet(vs []rueidis.RedisMessage) (Set, bool, error) {
+	if len(vs) < 5 || len(vs)%2 != 1 {
+		return Set{}, false, fmt.Errorf("answer of %d values", len(vs))
 	}
-	epoch, err := vs[0].ToString()
+	changed, err := vs[0].AsInt64()
 	if err != nil {
-		return Set{}, err
+		return Set{}, false, err
 	}
-	v, err := vs[1].ToString()
+	nowMS, err := vs[1].AsInt64()
 	if err != nil {
-		return Set{}, err
+		return Set{}, false, err
+	}
+	epoch, err := vs[3].ToString()
+	if err != nil {
+		return Set{}, false, err
+	}
+	v, err := vs[4].ToString()
+	if err != nil {
+		return Set{}, false, err
 	}
 	version, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
-		return Set{}, fmt.Errorf("version %q", v)
+		return Set{}, false, fmt.Errorf("version %q", v)
 	}
-	set := Set{Epoch: epoch, Version: version, Entries: map[string]Entry{}}
-	for i := 2; i < len(vs); i += 2 {
+	set := Set{Epoch: epoch, Version: version, Entries: map[string]Entry{}, Now: time.UnixMilli(nowMS)}
+	if r, err := vs[2].ToString(); err == nil {
+		if e, ok := parseEntry("", r); ok {
+			set.Replaced = e.Value
+		}
+	}
+	for i := 5; i < len(vs); i += 2 {
 		name, err1 := vs[i].ToString()
 		value, err2 := vs[i+1].ToString()
 		if err1 != nil || err2 != nil {
@@ -221,9 +241,12 @@ func parseSet(vs []rueidis.RedisMessage) (Set, error) {
 			set.Skipped++
 			continue
 		}
+		if !e.Expires.IsZero() && !e.Expires.After(set.Now) {
+			continue
+		}
 		set.Entries[name] = e
 	}
-	return set, nil
+	return set, changed == 1, nil
 }
 
 // parseEntry reads "EXPIRES VALUE".

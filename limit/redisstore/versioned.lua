@@ -9,11 +9,34 @@
 -- ARGV[6] the channel that learns each new version; ARGV[7] the most
 -- entries the set may hold.
 --
--- It answers {changed, epoch, version, name1, value1, ...}: whether a
--- change was made (a del of an absent entry is none, and makes no
--- version), and the set after it, without the entries that are gone.
+-- With ARGV[1] read it changes nothing, and only answers.
+--
+-- It answers {changed, now, replaced, epoch, version, name1, value1, ...}:
+-- whether a change was made (a del of an absent entry is none, and makes
+-- no version), the ms of Redis TIME, the value the change replaced or
+-- removed (false: none), and the set after it, without the entries that
+-- are gone.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- A version that is not a number fails here, before anything is written.
+local cur = redis.call('HGET', KEYS[1], '_version')
+if cur and not string.match(cur, '^%d+$') then
+  return redis.error_reply('BADVERSION the set\'s version ' .. string.sub(cur, 1, 40) .. ' is not a number')
+end
+local function answer(changed, replaced)
+  local out = {changed, now, replaced, redis.call('HGET', KEYS[1], '_epoch') or '', redis.call('HGET', KEYS[1], '_version') or '0'}
+  local all = redis.call('HGETALL', KEYS[1])
+  for i = 1, #all, 2 do
+    if string.sub(all[i], 1, 2) == 'e:' then
+      out[#out + 1] = string.sub(all[i], 3)
+      out[#out + 1] = all[i + 1]
+    end
+  end
+  return out
+end
+if ARGV[1] == 'read' then
+  return answer(0, false)
+end
 redis.call('HSETNX', KEYS[1], '_epoch', ARGV[5])
 local name = 'e:' .. ARGV[2]
 local all = redis.call('HGETALL', KEYS[1])
@@ -29,6 +52,7 @@ for i = 1, #all, 2 do
     end
   end
 end
+local replaced = redis.call('HGET', KEYS[1], name)
 local changed = 1
 if ARGV[1] == 'put' then
   if live >= tonumber(ARGV[7]) then
@@ -48,12 +72,4 @@ if changed == 1 then
   local v = redis.call('HINCRBY', KEYS[1], '_version', 1)
   redis.call('PUBLISH', ARGV[6], tostring(v))
 end
-local out = {changed, redis.call('HGET', KEYS[1], '_epoch'), redis.call('HGET', KEYS[1], '_version') or '0'}
-all = redis.call('HGETALL', KEYS[1])
-for i = 1, #all, 2 do
-  if string.sub(all[i], 1, 2) == 'e:' then
-    out[#out + 1] = string.sub(all[i], 3)
-    out[#out + 1] = all[i + 1]
-  end
-end
-return out
+return answer(changed, replaced)

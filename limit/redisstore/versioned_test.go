@@ -75,8 +75,13 @@ func testVersionedSet(t *testing.T, a, b *Store) {
 	if err != nil || epoch != s.Epoch || v != s.Version {
 		t.Fatalf("SetVersion = %q, %d, %v; want %q, %d", epoch, v, err, s.Epoch, s.Version)
 	}
+	r, err := a.Put(ctx, "overrides", "api/user", []byte(`{"rate":"20/s"}`), 0)
+	if err != nil || string(r.Replaced) != `{"rate":"10/s"}` || r.Now.IsZero() || time.Since(r.Now).Abs() > time.Minute {
+		t.Fatalf("a replacing put: %+v, %v", r, err)
+	}
+	s = r
 	d, changed, err := b.Delete(ctx, "overrides", "api/user")
-	if err != nil || !changed || d.Version != s.Version+1 || len(d.Entries) != 1 {
+	if err != nil || !changed || d.Version != s.Version+1 || len(d.Entries) != 1 || string(d.Replaced) != `{"rate":"20/s"}` {
 		t.Fatalf("delete: %+v, %v, %v", d, changed, err)
 	}
 	d2, changed, err := b.Delete(ctx, "overrides", "api/user")
@@ -158,6 +163,12 @@ func TestVersionedSetBounds(t *testing.T) {
 	srv.Do(t, "HSET", key, "_version", "many")
 	if _, err := s.Read(ctx, "overrides"); !errors.Is(err, limit.ErrStoreUnavailable) {
 		t.Fatalf("a version that is not a number: %v", err)
+	}
+	if _, err := s.Put(ctx, "overrides", "zz", []byte("x"), 0); !errors.Is(err, limit.ErrStoreUnavailable) || errors.Is(err, ErrUnknown) {
+		t.Fatalf("a put with a version that is not a number: %v", err)
+	}
+	if n := srv.Do(t, "HEXISTS", key, "e:zz"); n != "0" {
+		t.Fatal("a put refused for the version wrote its entry")
 	}
 	srv.Do(t, "DEL", key)
 	if _, err := s.Put(ctx, "overrides", "a", []byte(strings.Repeat("x", MaxEntryBytes)), 0); err == nil {
