@@ -135,6 +135,12 @@ type BreakerStatus struct {
 	Slow       int64   `json:"slow"`
 	RetryAfter float64 `json:"retry_after,omitempty"` // seconds until the next trial
 	TTL        float64 `json:"ttl,omitempty"`         // seconds until a force with a ttl ends
+
+	// A breaker of scope fleet: Calls, Failures and Slow are the fleet's,
+	// unless FleetFallback says the breaker decides on this instance's
+	// window (Redis does not answer).
+	Scope         string `json:"scope,omitempty"`
+	FleetFallback bool   `json:"fleet_fallback,omitempty"`
 }
 
 // Breakers lists the breakers of the running configuration's routes.
@@ -153,6 +159,9 @@ func (g *Gateway) Breakers() []BreakerStatus {
 		}
 		if s.Forced {
 			bs.TTL = milliRound(g.forces.left(r.id))
+		}
+		if f := r.breaker.fleet; f != nil {
+			bs.Scope, bs.FleetFallback = string(config.BreakerFleet), f.status() != ""
 		}
 		out = append(out, bs)
 	}
