@@ -466,10 +466,12 @@ func (b *Breaker) Force(m Mode, now time.Time) {
 // OnTransition: as far as the calls can tell, the state has not changed.
 func (b *Breaker) Resume(old *Breaker, now time.Time) {
 	old.mu.Lock()
-	state, forced, openedAt := old.state, old.forced, old.openedAt
+	state, forced, openedAt, episode := old.state, old.forced, old.openedAt, old.fleet.episode
 	old.mu.Unlock()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	// The fleet's episode goes on too: b has seen what old saw of the fleet.
+	b.fleet.episode = episode
 	switch {
 	case forced:
 		b.transition(state, true, now)

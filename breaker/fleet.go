@@ -5,17 +5,10 @@ import (
 	"time"
 )
 
-// A breaker with Settings.Fleet is one of a fleet's: the breakers of the
-// same route on every instance, which decide together. Each counts its own
-// calls as usual, and hands the counts to the caller (TakeCounts), which
-// adds them to the fleet's window somewhere they share and tells every
-// breaker what the fleet decided (Follow). The breaker itself knows no
-// more of the fleet than that and the two Fleet methods its trials call.
-//
-// While shared, the breaker's own window does not open it: the fleet's
-// does, by Follow. Its own window goes on counting all the same, so that
-// when the fleet cannot be reached (Share false) the breaker decides on
-// its own calls of the last Window at once, as a breaker of one instance.
+// A shared breaker's own window does not open it: the fleet's does, by
+// Follow. Its own window goes on counting all the same, so that when the
+// fleet cannot be reached (Share false) the breaker decides on its own
+// calls of the last Window at once, as a breaker of one instance.
 
 // Fleet is where a breaker's trials are admitted and judged for the whole
 // fleet (Settings.Fleet). Its methods are called without the breaker's
@@ -200,12 +193,4 @@ func (b *Breaker) Share(on bool, now time.Time) {
 	if notify {
 		b.deliver()
 	}
-}
-
-// Shared reports whether the breaker follows its fleet: it has
-// Settings.Fleet, and Share did not turn that off.
-func (b *Breaker) Shared() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.fleet.shared
 }

@@ -142,8 +142,8 @@ func TestFleetFallback(t *testing.T) {
 		t.Fatal("opened on its own window while shared")
 	}
 	b.Share(false, at(time.Second))
-	if b.State() != Open || b.Shared() {
-		t.Fatalf("after Share(false) with 4 failures of 4 in its window: %v, shared %v", b.State(), b.Shared())
+	if b.State() != Open {
+		t.Fatalf("after Share(false) with 4 failures of 4 in its window: %v", b.State())
 	}
 	// Its own trials now: the fleet is not asked.
 	if _, err := b.Allow(at(32 * time.Second)); err != nil {
@@ -188,5 +188,29 @@ func TestFleetTrialAnswerMovesBreaker(t *testing.T) {
 	done(Outcome{}, at(31*time.Second))
 	if b.State() != Closed || len(d.done) != 0 {
 		t.Fatalf("state %v, %d trials reported; want CLOSED, none", b.State(), len(d.done))
+	}
+}
+
+// A breaker that resumes another (a reload changed the settings) has
+// seen what the other saw of the fleet: an opening of its own, while the
+// fleet was out of reach, lasts until its trials as it would have.
+func TestFleetResume(t *testing.T) {
+	old := fleetBreaker(t, &trialDesk{})
+	old.Follow(FleetState{State: Closed, Episode: 3}, at(0))
+	old.Share(false, at(0))
+	for range 4 {
+		done, _ := old.Allow(at(0))
+		done(Outcome{Failed: true}, at(0))
+	}
+	old.Share(true, at(time.Second))
+	b := fleetBreaker(t, &trialDesk{})
+	b.Resume(old, at(time.Second))
+	b.Follow(FleetState{State: Closed, Episode: 3}, at(2*time.Second))
+	if b.State() != Open {
+		t.Fatalf("the resumed breaker, open on its own in the fleet's episode 3: %v, want OPEN", b.State())
+	}
+	b.Follow(FleetState{State: Closed, Episode: 4}, at(3*time.Second))
+	if b.State() != Closed {
+		t.Fatalf("the fleet closed anew (episode 4): %v, want CLOSED", b.State())
 	}
 }
