@@ -287,3 +287,50 @@ func TestFleetBreakerForce(t *testing.T) {
 		answerOf(t, h.do("GET", "/coupon", nil, nil), 503, "service_unavailable")
 	}
 }
+
+// A fleet breaker's requests make no Redis call of their own in CLOSED:
+// the script calls during 2,000 requests are the ticks' and the
+// announcements', however many requests there are.
+func TestFleetBreakerCallsRedisPerTick(t *testing.T) {
+	srv := testredis.Start(t)
+	up := newBackend(t, nil)
+	h := newHarness(t, fmt.Sprintf(fleetBreakerConfig, fmt.Sprintf(`{type: redis, redis: {addrs: [%q], timeout: 1s}}`, srv.Addr())), up)
+	scripts := func() int64 {
+		var n int64
+		for _, line := range strings.Split(srv.Do(t, "INFO", "commandstats"), "\n") {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:calls="); ok {
+				v, _, _ := strings.Cut(rest, ",")
+				fmt.Sscan(v, &n)
+			}
+		}
+		return n
+	}
+	before, start := scripts(), time.Now()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 250 {
+				if resp := h.do("GET", "/coupon", nil, nil); drain(resp) == "" || resp.StatusCode != 200 {
+					t.Errorf("status %d", resp.StatusCode)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	calls, took := scripts()-before, time.Since(start)
+	bound := int64(took/fleetTick) + int64(took/announceEvery) + 4
+	if bound >= 2000 {
+		t.Fatalf("2,000 requests took %v: too long to tell ticks from requests", took)
+	}
+	if calls > bound {
+		t.Fatalf("%d script calls during 2,000 requests in %v; the ticks and announcements make at most %d", calls, took, bound)
+	}
+	// The calls reached the fleet's window all the same, by the ticks.
+	within(t, 5*time.Second, func() error {
+		if st := h.gw.Breakers()[0]; st.Calls != 2000 {
+			return fmt.Errorf("the fleet's window holds %d calls, want 2000", st.Calls)
+		}
+		return nil
+	})
+}
