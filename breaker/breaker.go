@@ -50,6 +50,8 @@ type Breaker struct {
 
 	pending    []transition // not yet given to OnTransition
 	delivering bool         // a goroutine is calling OnTransition
+
+	fleet fleetState // Settings.Fleet: what the breaker shares (fleet.go)
 }
 
 type phase struct {
@@ -57,6 +59,11 @@ type phase struct {
 	state   State
 	forced  bool
 	retryAt time.Time
+
+	// HALF_OPEN: the trials are the fleet's (Settings.Fleet), and full
+	// says the fleet refused the last one asked for, so that the calls
+	// after it are refused without asking until Follow tells more.
+	fleet, full bool
 }
 
 type trial struct {
@@ -73,9 +80,13 @@ type transition struct {
 // ticket identifies an admitted call to report.
 type ticket struct {
 	gen  uint64
-	seq  uint64 // trial calls
-	slot int    // trial slot, or -1 for a call admitted CLOSED
+	seq  uint64 // trial calls; the fleet's id of a fleet trial
+	slot int    // trial slot, -1 for a call admitted CLOSED, fleetSlot for a trial of the fleet's
 }
+
+// fleetSlot is the slot of a trial the fleet admitted: it holds none of
+// this breaker's slots.
+const fleetSlot = -2
 
 // Outcome is how a call ended, as the caller judges it.
 type Outcome struct {
@@ -106,6 +117,7 @@ func New(s Settings) (*Breaker, error) {
 		win:    newWindow(int(s.Window / time.Second)),
 		trials: make([]trial, s.HalfOpenCalls),
 	}
+	b.fleet.shared = s.Fleet != nil
 	b.ph.Store(&phase{gen: b.gen, state: Closed})
 	return b, nil
 }
@@ -145,10 +157,18 @@ func (c *call) done(o Outcome, end time.Time) {
 
 // admit decides whether a call may go ahead at now and if so fills in its
 // ticket. CLOSED admits and OPEN refuses on one atomic load; only
-// HALF_OPEN and the end of OpenFor take the lock.
-func (b *Breaker) admit(now time.Time, c *call) (err error) {
+// HALF_OPEN and the end of OpenFor take the lock, and only the trials of
+// a fleet (Settings.Fleet) ask it, outside the lock.
+func (b *Breaker) admit(now time.Time, c *call) error {
 	c.b = b
-	t := &c.t
+	err := b.admitHere(now, &c.t)
+	if err == errAskFleet {
+		err = b.fleetTrial(now, &c.t)
+	}
+	return err
+}
+
+func (b *Breaker) admitHere(now time.Time, t *ticket) (err error) {
 	p := b.ph.Load()
 	switch {
 	case p.state == Closed && p.forced:
@@ -160,6 +180,10 @@ func (b *Breaker) admit(now time.Time, c *call) (err error) {
 		return &OpenError{State: Open, Forced: true}
 	case p.state == Open && now.Before(p.retryAt):
 		return &OpenError{State: Open, RetryAt: p.retryAt, RetryAfter: p.retryAt.Sub(now)}
+	case p.state == HalfOpen && p.full:
+		return b.fleetFull(now)
+	case p.state == HalfOpen && p.fleet:
+		return errAskFleet
 	}
 	b.mu.Lock()
 	*t, err = b.admitLocked(now)
@@ -187,6 +211,9 @@ func (b *Breaker) admitLocked(now time.Time) (ticket, error) {
 			continue
 		}
 		// HALF_OPEN.
+		if b.fleet.half {
+			return ticket{}, errAskFleet
+		}
 		if b.expire(now) {
 			continue // the trials were decided: CLOSED or OPEN again
 		}
@@ -266,15 +293,22 @@ func (b *Breaker) report(t ticket, o Outcome, end time.Time) {
 	if t.gen == 0 {
 		return // forced closed: nothing is recorded
 	}
+	slow := b.s.SlowCallDuration > 0 && o.Duration > b.s.SlowCallDuration
+	if t.slot == fleetSlot {
+		// The fleet judges its trials, whatever this breaker did since.
+		b.s.Fleet.TrialDone(t.seq, o, slow, end)
+		return
+	}
 	if t.slot < 0 && o.Cancelled {
 		return // nothing to count and no slot to free: skip the lock
 	}
-	slow := b.s.SlowCallDuration > 0 && o.Duration > b.s.SlowCallDuration
 	b.mu.Lock()
 	if t.gen == b.gen {
 		if t.slot < 0 {
 			b.win.add(b.second(end), o.Failed, slow)
-			if b.tripped() {
+			if b.fleet.shared {
+				b.fleet.count(o.Failed, slow)
+			} else if b.tripped() {
 				b.transition(Open, false, end)
 			}
 		} else if !b.expire(end) { // a late report of a trial finds it failed
@@ -353,7 +387,9 @@ func (b *Breaker) transition(to State, forced bool, at time.Time) {
 		clear(b.trials)
 		b.running, b.judged, b.trialFails, b.trialSlow = 0, 0, 0, 0
 	}
-	b.ph.Store(&phase{gen: b.gen, state: to, forced: forced, retryAt: b.retryAt})
+	b.fleet.unsent = Counts{}
+	b.fleet.half = to == HalfOpen && b.fleet.shared && !forced
+	b.ph.Store(&phase{gen: b.gen, state: to, forced: forced, retryAt: b.retryAt, fleet: b.fleet.half})
 	if from != to && b.s.OnTransition != nil {
 		b.pending = append(b.pending, transition{from, to, at})
 	}
@@ -430,10 +466,12 @@ func (b *Breaker) Force(m Mode, now time.Time) {
 // OnTransition: as far as the calls can tell, the state has not changed.
 func (b *Breaker) Resume(old *Breaker, now time.Time) {
 	old.mu.Lock()
-	state, forced, openedAt := old.state, old.forced, old.openedAt
+	state, forced, openedAt, episode := old.state, old.forced, old.openedAt, old.fleet.episode
 	old.mu.Unlock()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	// The fleet's episode goes on too: b has seen what old saw of the fleet.
+	b.fleet.episode = episode
 	switch {
 	case forced:
 		b.transition(state, true, now)
@@ -466,7 +504,8 @@ type Snapshot struct {
 
 	// Calls, Failures and Slow are the window's counts, as of the time
 	// given to Snapshot. The window counts only in CLOSED (not forced); it
-	// is emptied when the breaker closes.
+	// is emptied when the breaker closes. A breaker that shares its window
+	// (Settings.Fleet) shows the fleet's, as Follow last gave it.
 	Calls, Failures, Slow int64
 
 	// OpenedAt is when the breaker last opened; zero if it never has.
@@ -488,6 +527,8 @@ func (b *Breaker) Snapshot(now time.Time) Snapshot {
 	defer b.mu.Unlock()
 	s := Snapshot{State: b.state, Forced: b.forced, OpenedAt: b.openedAt, NextTrial: b.retryAt}
 	switch {
+	case b.state == Closed && !b.forced && b.fleet.shared:
+		s.Calls, s.Failures, s.Slow = b.fleet.window.Calls, b.fleet.window.Failures, b.fleet.window.Slow
 	case b.state == Closed && !b.forced:
 		s.Calls, s.Failures, s.Slow = b.win.at(b.second(now))
 	case b.state == HalfOpen:

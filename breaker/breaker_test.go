@@ -1164,6 +1164,26 @@ func BenchmarkClosed(b *testing.B) {
 	})
 }
 
+// BenchmarkClosedFleet is BenchmarkClosed for a breaker of a fleet
+// (Settings.Fleet), which counts its calls for the fleet's window as well.
+func BenchmarkClosedFleet(b *testing.B) {
+	s := settings()
+	s.Fleet = &trialDesk{}
+	br, _ := newBreaker(b, s)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		now := t0
+		for pb.Next() {
+			now = now.Add(time.Microsecond)
+			done, err := br.Allow(now)
+			if err != nil {
+				b.Fatal(err)
+			}
+			done(ok, now)
+		}
+	})
+}
+
 var sink func(Outcome, time.Time)
 
 // BenchmarkClosedEscaping is the CLOSED path when done escapes the caller

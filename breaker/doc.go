@@ -29,6 +29,15 @@
 //
 // An operator can Force the breaker open or closed, and back to Auto.
 //
+// A breaker with Settings.Fleet is one of a fleet's, the breakers of one
+// route on several instances, which decide together: it hands the calls it
+// counted over (TakeCounts) for a window the fleet shares, takes the
+// state the fleet decided (Follow), and asks the fleet for its trials
+// (Fleet), so that HalfOpenCalls are the fleet's. Where the fleet keeps
+// its window is the caller's (the gateway's is Redis); the breaker only
+// counts and follows. It counts its own window all along, so that when the
+// fleet is out of reach (Share false) it decides alone at once.
+//
 // Time is an argument: every method that decides takes now, and time.Now
 // stays with the caller, so tests need no sleeps. Buckets are numbered from
 // the first time the breaker is given, with Time.Sub, which uses the

@@ -52,6 +52,11 @@ type Settings struct {
 	// that caused the transition, and it delays that call while it runs:
 	// keep it short (a log line, a metric).
 	OnTransition func(from, to State, at time.Time)
+
+	// Fleet, if not nil, makes the breaker one of a fleet's, which open
+	// and close together and share HalfOpenCalls trials (fleet.go). Nil:
+	// the breaker decides alone.
+	Fleet Fleet
 }
 
 // The largest Window and HalfOpenCalls: a breaker holds a bucket per second

@@ -572,6 +572,11 @@ type Breaker struct {
 
 	// HalfOpenCalls is the number of trial calls. Default 10.
 	HalfOpenCalls int `yaml:"half_open_calls"`
+
+	// Scope is whose calls the window counts: this instance's (instance,
+	// the default) or every instance's that shares the Redis store (fleet),
+	// which then open, close and take their trials together.
+	Scope BreakerScope `yaml:"scope"`
 }
 
 // Fallback is the answer an open breaker gives.

@@ -192,7 +192,7 @@ routes:
 	}
 	wantBreaker := Breaker{
 		Window: 10 * time.Second, MinCalls: 20, FailureRate: 0.5, SlowCallRate: 1.0,
-		FailureStatuses: []int{500, 502, 503, 504}, OpenFor: 30 * time.Second, HalfOpenCalls: 10,
+		FailureStatuses: []int{500, 502, 503, 504}, OpenFor: 30 * time.Second, HalfOpenCalls: 10, Scope: BreakerInstance,
 	}
 	if !reflect.DeepEqual(r.Breaker, wantBreaker) {
 		t.Errorf("Breaker = %+v, want %+v", r.Breaker, wantBreaker)

@@ -98,6 +98,7 @@ func (r *Route) setDefaults() {
 		FailureStatuses: []int{500, 502, 503, 504},
 		OpenFor:         30 * time.Second,
 		HalfOpenCalls:   10,
+		Scope:           BreakerInstance,
 	}
 	r.Fallback = Fallback{Status: 503, Code: CodeServiceUnavailable}
 }

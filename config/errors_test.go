@@ -363,6 +363,19 @@ routes:
     upstream: {targets: ["http://x"]}
     breaker: {window: 2000000h, half_open_calls: 10001} #want: routes[2].breaker.window: 2000000h0m0s is longer than 1h0m0s | routes[2].breaker.half_open_calls: 10001 is outside 1..10000
 `},
+		{"breaker scope", `
+routes:
+  - id: r
+    match: {path: /r}
+    upstream: {targets: ["http://x"]}
+    breaker:
+      enabled: true
+      scope: fleet #want: routes[0].breaker.scope: scope fleet shares the breaker's window in Redis and needs store.type redis (store.type is memory)
+  - id: s
+    match: {path: /s}
+    upstream: {targets: ["http://x"]}
+    breaker: {scope: region} #want: routes[1].breaker.scope: unknown scope "region" (instance, fleet)
+`},
 		{"fallback", `
 routes:
   - id: r

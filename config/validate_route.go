@@ -49,6 +49,7 @@ func (v *validator) route(c *Config, r *Route, p string, ids, global map[string]
 		v.limit(l, lp, r.ID+":"+l.Name, lease, ok && idOK)
 	}
 	v.breaker(&r.Breaker, p+".breaker")
+	v.breakerScope(&r.Breaker, p+".breaker")
 
 	f, fp := &r.Fallback, p+".fallback"
 	if f.Status < 200 || f.Status > 599 {

@@ -5,7 +5,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 )
@@ -69,4 +71,76 @@ routes:
 			})
 		})
 	}
+}
+
+// BenchmarkServeHTTPBreaker is BenchmarkServeHTTP's request through a
+// CLOSED breaker, of scope instance and of scope fleet, on the Redis
+// store with no limits: what a breaker costs a request. The fleet's
+// breaker makes its Redis calls on its own tick, not per request; the
+// run reports them as redis_calls/s (script calls, the round trips) and
+// redis_cmds/s (every command, those the script runs included), from
+// the server's INFO commandstats over the run.
+func BenchmarkServeHTTPBreaker(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	defer up.Close()
+	srv := testredis.Start(b)
+	for _, scope := range []string{"instance", "fleet"} {
+		b.Run(scope, func(b *testing.B) {
+			cfg := mustParseB(b, `
+admin: {listen: ""}
+store: {type: redis, redis: {addrs: ["`+srv.Addr()+`"]}}
+routes:
+  - id: api
+    match: {path: /**}
+    upstream: {targets: ["`+up.URL+`"]}
+    breaker: {enabled: true, scope: `+scope+`}
+`)
+			gw, err := New(cfg, Options{Logger: discardLogger()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer gw.Close()
+			calls0, cmds0 := redisCommands(b, srv)
+			start := time.Now()
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					req := httptest.NewRequest("GET", "/api/activities/lucky-meal/receive", nil)
+					w := httptest.NewRecorder()
+					gw.ServeHTTP(w, req)
+					if w.Code != 200 {
+						b.Fatalf("status %d: %s", w.Code, w.Body)
+					}
+				}
+			})
+			b.StopTimer()
+			if d := time.Since(start); d > 2*fleetTick {
+				calls, cmds := redisCommands(b, srv)
+				b.ReportMetric(float64(calls-calls0)/d.Seconds(), "redis_calls/s")
+				b.ReportMetric(float64(cmds-cmds0)/d.Seconds(), "redis_cmds/s")
+			}
+		})
+	}
+}
+
+// redisCommands reads srv's counts of script calls and of all commands,
+// less the INFO calls that read them.
+func redisCommands(b *testing.B, srv *testredis.Server) (scripts, all int64) {
+	b.Helper()
+	for _, line := range strings.Split(srv.Do(b, "INFO", "commandstats"), "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" {
+			continue
+		}
+		v, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+		n, _ := strconv.ParseInt(v, 10, 64)
+		all += n
+		if name == "cmdstat_evalsha" || name == "cmdstat_eval" {
+			scripts += n
+		}
+	}
+	return scripts, all
 }

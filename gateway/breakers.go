@@ -21,6 +21,7 @@ type routeBreaker struct {
 	settings config.Breaker
 	timeout  time.Duration // the upstream timeout: a trial that never reports fails after it
 	failing  [600]bool     // failure_statuses
+	fleet    *fleetLink    // scope fleet; nil: instance
 }
 
 func (rb *routeBreaker) failed(o outcome) bool {
@@ -38,6 +39,7 @@ func (g *Gateway) breakerFor(rc *config.Route) (*routeBreaker, error) {
 		delete(g.breakers, rc.ID)
 		g.mu.Unlock()
 		g.metrics.breakerState.DeleteLabelValues(rc.ID)
+		g.metrics.breakerFallback.DeleteLabelValues(rc.ID)
 		return nil, nil
 	}
 	g.mu.Lock()
@@ -49,7 +51,16 @@ func (g *Gateway) breakerFor(rc *config.Route) (*routeBreaker, error) {
 	c := rc.Breaker
 	route := rc.ID
 	state := g.metrics.breakerState.WithLabelValues(route)
+	var fleet *fleetLink
+	var shared breaker.Fleet // nil unless fleet is not
+	if c.Scope == config.BreakerFleet {
+		fleet = newFleetLink(g, route, c, rc.Upstream.Timeout)
+		shared = fleet
+	} else {
+		g.metrics.breakerFallback.DeleteLabelValues(route)
+	}
 	b, err := breaker.New(breaker.Settings{
+		Fleet:  shared,
 		Window: c.Window, MinCalls: c.MinCalls, FailureRate: c.FailureRate,
 		SlowCallDuration: c.SlowCallDuration, SlowCallRate: c.SlowCallRate,
 		OpenFor: c.OpenFor, HalfOpenCalls: c.HalfOpenCalls, TrialTimeout: rc.Upstream.Timeout,
@@ -68,8 +79,11 @@ func (g *Gateway) breakerFor(rc *config.Route) (*routeBreaker, error) {
 		// close the breaker in front of the failing upstream.
 		b.Resume(old.b, g.now())
 	}
+	if fleet != nil {
+		fleet.b = b
+	}
 	state.Set(float64(b.State()))
-	rb := &routeBreaker{b: b, settings: c, timeout: rc.Upstream.Timeout}
+	rb := &routeBreaker{b: b, settings: c, timeout: rc.Upstream.Timeout, fleet: fleet}
 	for _, s := range c.FailureStatuses {
 		if s >= 0 && s < len(rb.failing) {
 			rb.failing[s] = true
@@ -83,7 +97,8 @@ func sameBreaker(a, b config.Breaker) bool {
 	return a.Enabled == b.Enabled && a.Window == b.Window && a.MinCalls == b.MinCalls &&
 		a.FailureRate == b.FailureRate && a.SlowCallDuration == b.SlowCallDuration &&
 		a.SlowCallRate == b.SlowCallRate && a.OpenFor == b.OpenFor &&
-		a.HalfOpenCalls == b.HalfOpenCalls && slices.Equal(a.FailureStatuses, b.FailureStatuses)
+		a.HalfOpenCalls == b.HalfOpenCalls && slices.Equal(a.FailureStatuses, b.FailureStatuses) &&
+		a.Scope == b.Scope
 }
 
 // refuse answers a request the open breaker turns away: the route's
@@ -120,6 +135,12 @@ type BreakerStatus struct {
 	Slow       int64   `json:"slow"`
 	RetryAfter float64 `json:"retry_after,omitempty"` // seconds until the next trial
 	TTL        float64 `json:"ttl,omitempty"`         // seconds until a force with a ttl ends
+
+	// A breaker of scope fleet: Calls, Failures and Slow are the fleet's,
+	// unless FleetFallback says the breaker decides on this instance's
+	// window (Redis does not answer).
+	Scope         string `json:"scope,omitempty"`
+	FleetFallback bool   `json:"fleet_fallback,omitempty"`
 }
 
 // Breakers lists the breakers of the running configuration's routes.
@@ -138,6 +159,9 @@ func (g *Gateway) Breakers() []BreakerStatus {
 		}
 		if s.Forced {
 			bs.TTL = milliRound(g.forces.left(r.id))
+		}
+		if f := r.breaker.fleet; f != nil {
+			bs.Scope, bs.FleetFallback = string(config.BreakerFleet), f.status() != ""
 		}
 		out = append(out, bs)
 	}

@@ -117,6 +117,7 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 	g.bg.Go(g.flushSamplers)
 	g.bg.Go(g.announce)
 	g.bg.Go(g.syncOverrides)
+	g.bg.Go(g.tickFleetBreakers)
 	return g, nil
 }
 

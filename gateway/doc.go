@@ -26,7 +26,9 @@
 //  2. The first route whose path, methods and host match takes it; with
 //     none, 404 (route.go).
 //  3. An open breaker answers with the route's fallback before any limit
-//     is spent (breakers.go).
+//     is spent (breakers.go). A breaker of scope fleet shares its window,
+//     its opening and its trials with the other instances through Redis,
+//     from a loop of its own rather than per request (breakerfleet.go).
 //  4. The limit step resolves the client's address and each limit's key,
 //     and decides every limit in one store call; over a limit, 429 with
 //     Retry-After (keys.go, limitstep.go).

@@ -105,7 +105,15 @@ func (g *Gateway) FleetForceBreaker(ctx context.Context, by, route, mode string,
 	if err := g.publish(ctx, m); err != nil {
 		return fmt.Errorf("breaker of %s not forced on any instance: %w", route, err)
 	}
-	return g.ForceBreaker(route, mode, ttl)
+	if err := g.ForceBreaker(route, mode, ttl); err != nil {
+		return err
+	}
+	if m.State == "auto" {
+		// A breaker of scope fleet: the fleet's window starts afresh too
+		// (breakerfleet.go).
+		return g.resetFleetBreaker(route)
+	}
+	return nil
 }
 
 // FleetResetLimit resets one key as ResetLimit does, and tells the other

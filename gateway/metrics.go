@@ -25,11 +25,14 @@ type Metrics struct {
 	logsSuppressed prometheus.Counter
 	breakerState   *prometheus.GaugeVec
 	breakerChanges *prometheus.CounterVec
-	jwtFailures    map[jwtverify.Reason]prometheus.Counter
-	framingRefused *prometheus.CounterVec
-	localAnswers   *prometheus.CounterVec
-	accessDropped  prometheus.Counter
-	fleetIgnored   *prometheus.CounterVec
+	// breakerFallback is 1 for a fleet breaker deciding on this
+	// instance's window.
+	breakerFallback *prometheus.GaugeVec
+	jwtFailures     map[jwtverify.Reason]prometheus.Counter
+	framingRefused  *prometheus.CounterVec
+	localAnswers    *prometheus.CounterVec
+	accessDropped   prometheus.Counter
+	fleetIgnored    *prometheus.CounterVec
 
 	overrides, overridesVersion prometheus.Gauge
 }
@@ -75,6 +78,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		breakerChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_circuit_breaker_transitions_total", Help: "Circuit breaker transitions.",
 		}, []string{"route", "from", "to"}),
+		breakerFallback: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gateway_breaker_fleet_fallback", Help: "1 while a breaker of scope fleet decides on this instance's own window because the fleet's, in Redis, is out of reach; 0 while it follows the fleet.",
+		}, []string{"route"}),
 		framingRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_framing_refused_total", Help: "Requests refused because their framing was in doubt (Transfer-Encoding with Content-Length, a bad chunk, obs-fold...), by reason; their connections were closed.",
 		}, []string{"reason"}),
@@ -98,7 +104,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "gateway_jwt_failures_total", Help: "Bearer tokens not accepted for jwt: key parts and claim overrides, by reason; their parts are missing.",
 	}, []string{"reason"})
 	reg.MustRegister(m.requests, m.duration, m.rateLimited, m.decisions, m.storeDuration,
-		m.storeErrors, m.reloads, m.reloadSuccess, m.reloadTime, m.logsSuppressed, m.breakerState, m.breakerChanges, jwtFailures, m.framingRefused, m.localAnswers, m.accessDropped, m.fleetIgnored, m.overrides, m.overridesVersion)
+		m.storeErrors, m.reloads, m.reloadSuccess, m.reloadTime, m.logsSuppressed, m.breakerState, m.breakerChanges, m.breakerFallback, jwtFailures, m.framingRefused, m.localAnswers, m.accessDropped, m.fleetIgnored, m.overrides, m.overridesVersion)
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
 	for _, r := range []string{"too_large", "malformed", "unknown_kind"} {

@@ -92,6 +92,10 @@
 // least 1 ms), the longest lease. The scripts judge liveness from the
 // stored times, not from the key's existence, exactly as core.Entry does.
 //
+// A circuit breaker of scope fleet keeps two hashes, its window and its
+// state, as PREFIX{breaker/NAME}:window and :state (breakerwindow.go,
+// breaker.lua).
+//
 // The arguments and replies of decide.lua, mode by mode, are described
 // next to it, in decide.go.
 package redisstore
