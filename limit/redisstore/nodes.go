@@ -264,10 +264,18 @@ func (s *Store) mapSlots() {
 	}
 }
 
+// slotRange is a range of slots and the address of its master.
+type slotRange struct {
+	lo, hi int
+	addr   string
+}
+
 // slotMapOf reads a reply to CLUSTER SLOTS that addr gave, keeping the
-// guards of old's nodes. It reports false when nothing changed.
+// guards of old's nodes. It reports false when nothing changed since the
+// last reply, without building a map: a healthy cluster's is read every
+// second.
 func (s *Store) slotMapOf(old *slotMap, addr string, v []rueidis.RedisMessage) (*slotMap, bool) {
-	m := &slotMap{guards: []*nodeGuard{&s.whole}}
+	var ranges []slotRange
 	for _, r := range v {
 		f, err := r.ToArray()
 		if err != nil || len(f) < 3 {
@@ -288,24 +296,28 @@ func (s *Store) slotMapOf(old *slotMap, addr string, v []rueidis.RedisMessage) (
 			// The node that answered, which does not know its own address.
 			host, _, _ = net.SplitHostPort(addr)
 		}
-		a := net.JoinHostPort(host, strconv.FormatInt(port, 10))
-		i := slices.IndexFunc(m.guards[1:], func(g *nodeGuard) bool { return g.addr == a }) + 1
+		ranges = append(ranges, slotRange{int(lo), int(hi), net.JoinHostPort(host, strconv.FormatInt(port, 10))})
+	}
+	if old != nil && slices.Equal(ranges, s.ranges) {
+		return nil, false
+	}
+	s.ranges = ranges
+	m := &slotMap{guards: []*nodeGuard{&s.whole}}
+	for _, r := range ranges {
+		i := slices.IndexFunc(m.guards[1:], func(g *nodeGuard) bool { return g.addr == r.addr }) + 1
 		if i == 0 {
 			i = len(m.guards)
-			g := &nodeGuard{addr: a}
+			g := &nodeGuard{addr: r.addr}
 			if old != nil {
-				if j := slices.IndexFunc(old.guards[1:], func(g *nodeGuard) bool { return g.addr == a }); j >= 0 {
+				if j := slices.IndexFunc(old.guards[1:], func(g *nodeGuard) bool { return g.addr == r.addr }); j >= 0 {
 					g = old.guards[j+1]
 				}
 			}
 			m.guards = append(m.guards, g)
 		}
-		for sl := lo; sl <= hi; sl++ {
+		for sl := r.lo; sl <= r.hi; sl++ {
 			m.guard[sl] = uint16(i)
 		}
-	}
-	if old != nil && old.guard == m.guard && slices.Equal(old.guards, m.guards) {
-		return nil, false
 	}
 	return m, true
 }

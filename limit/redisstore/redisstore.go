@@ -126,6 +126,7 @@ type Store struct {
 	// on a cluster for the slots of no known node; slots maps the others.
 	whole      nodeGuard
 	slots      atomic.Pointer[slotMap]
+	ranges     []slotRange   // of the last CLUSTER SLOTS; watchSlots's own
 	failing    atomic.Int32  // guards that count failures
 	remap      chan struct{} // asks watchSlots to map the slots now
 	guardClock func() int64  // nil: mono; tests stop it
