@@ -357,8 +357,9 @@ func openStore(c config.Store, local *memory.Store) (limit.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	// While Redis fails, requests must not each wait for its timeout.
-	return limit.Guard(s, limit.GuardOptions{}), nil
+	// Not behind limit.Guard: the store guards itself, node by node, so
+	// that a cluster whose one master fails still decides on the others.
+	return s, nil
 }
 
 func sameStore(a, b config.Store) bool {

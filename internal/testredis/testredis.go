@@ -46,8 +46,9 @@ var errPortInUse = errors.New("address already in use")
 type Option func(*options)
 
 type options struct {
-	args    []string
-	cluster bool
+	args     []string
+	cluster  bool
+	replicas int // per master, StartCluster only (Replicas)
 
 	// withConf starts the process from a config file in its directory,
 	// initially holding conf. Sentinels need one, and a sentinel-managed
@@ -105,9 +106,10 @@ type Server struct {
 	dropRDB  bool
 	wrapper  []string
 
-	mu    sync.Mutex
-	proc  *process // nil while stopped
-	ready bool     // the server answered at least once, so its log is worth showing
+	mu     sync.Mutex
+	proc   *process // nil while stopped
+	paused bool     // stopped with SIGSTOP (Pause)
+	ready  bool     // the server answered at least once, so its log is worth showing
 }
 
 // process is one incarnation of a Server; Restart creates a new one.
@@ -410,6 +412,56 @@ func (s *Server) Stop() {
 		s.proc.stop()
 		s.proc = nil
 	}
+	s.paused = false
+}
+
+// Kill ends the server with SIGKILL, as a crash would, and waits until it
+// is reaped: its connections are reset and new ones refused, with nothing
+// said to the other nodes of a cluster or to sentinels. Restart brings it
+// back.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != nil {
+		_ = s.proc.cmd.Process.Kill()
+		<-s.proc.done
+		s.proc = nil
+	}
+	s.paused = false
+}
+
+// Pause stops the server with SIGSTOP: its connections stay open and
+// accept, but nothing is answered, as from a host that stalls, until
+// Resume. A paused server is not asked by the Cluster's helpers, and Do
+// on it waits for a minute before failing.
+func (s *Server) Pause() {
+	s.signal(syscall.SIGSTOP, true)
+}
+
+// Resume continues a server that Pause stopped (SIGCONT).
+func (s *Server) Resume() {
+	s.signal(syscall.SIGCONT, false)
+}
+
+func (s *Server) signal(sig syscall.Signal, paused bool) {
+	s.tb.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		s.tb.Fatalf("testredis: %s is not running", s.Addr())
+		return
+	}
+	if err := s.proc.cmd.Process.Signal(sig); err != nil {
+		s.tb.Fatalf("testredis: %s: %v", s.Addr(), err)
+	}
+	s.paused = paused
+}
+
+// answers reports whether the server runs and is not paused.
+func (s *Server) answers() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc != nil && !s.paused
 }
 
 // Restart stops the server if it is running and starts it again on the same
@@ -425,6 +477,7 @@ func (s *Server) Restart() {
 		s.proc.stop()
 		s.proc = nil
 	}
+	s.paused = false
 	// The port cannot be changed, so an in-use port is retried until the
 	// deadline rather than swapped for another one.
 	deadline := time.Now().Add(readyTimeout)
@@ -467,6 +520,8 @@ func (p *process) stop() {
 	default:
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	// A paused server handles the SIGTERM once it runs again.
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
 	t := time.NewTimer(stopGrace)
 	defer t.Stop()
 	select {

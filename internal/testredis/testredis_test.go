@@ -180,6 +180,51 @@ func TestCluster(t *testing.T) {
 	}
 }
 
+// A cluster with a replica per master fails a killed master, and then a
+// paused one, over to its replica, which Serving then names.
+func TestClusterReplicas(t *testing.T) {
+	t.Parallel()
+	c := StartCluster(t, 3, Replicas(1), WithArgs("--cluster-node-timeout", "1000"))
+	nodes := c.Nodes()
+	if len(nodes) != 6 {
+		t.Fatalf("%d nodes, want 6", len(nodes))
+	}
+	slot := c.KeySlot(t, "foo")
+	if slot != 12182 {
+		t.Fatalf("KeySlot(foo) = %d, want 12182", slot)
+	}
+	for i := range 3 {
+		if got := c.Serving(t, i*clusterSlots/3); got != nodes[i] {
+			t.Fatalf("Serving(%d) = %s, want master %d %s", i*clusterSlots/3, got.Addr(), i, nodes[i].Addr())
+		}
+		if err := nodes[3+i].replicates(t, nodes[i].port); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	nodes[2].Kill()
+	if _, err := nodes[2].DoValue(t, "PING"); err == nil {
+		t.Fatal("a killed node answers PING")
+	}
+	c.WaitHealthy(t)
+	if got := c.Serving(t, slot); got != nodes[5] {
+		t.Fatalf("after the kill, slot %d is served by %s, want the replica %s", slot, got.Addr(), nodes[5].Addr())
+	}
+	if got := nodes[5].Do(t, "SET", "foo", "bar"); got != "OK" {
+		t.Fatalf("SET foo on the promoted replica = %q", got)
+	}
+
+	nodes[1].Pause()
+	c.WaitHealthy(t)
+	if got := c.Serving(t, clusterSlots/3); got != nodes[4] {
+		t.Fatalf("after the pause, slot %d is served by %s, want the replica %s", clusterSlots/3, got.Addr(), nodes[4].Addr())
+	}
+	nodes[1].Resume()
+	if got := nodes[1].Do(t, "PING"); got != "PONG" {
+		t.Fatalf("PING after Resume = %q", got)
+	}
+}
+
 func TestMissingBinaryFails(t *testing.T) {
 	// Not parallel: Setenv changes PATH for the whole process.
 	t.Setenv("PATH", t.TempDir())

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -277,4 +278,46 @@ func dumped(b *testing.B, out string) int64 {
 	}
 	b.Fatalf("%s has no summary line", newest)
 	return 0
+}
+
+// BenchmarkNodeGuard is what guarding a call on a cluster costs, per slot
+// group: nothing but a load while no node fails, and the key's slot and
+// its node's guard while one does.
+func BenchmarkNodeGuard(b *testing.B) {
+	s := &Store{mode: Cluster, remap: make(chan struct{}, 1)}
+	m := &slotMap{guards: []*nodeGuard{&s.whole, {addr: "a"}, {addr: "b"}, {addr: "c"}}}
+	for sl := range m.guard {
+		m.guard[sl] = uint16(1 + sl*3/clusterSlots)
+	}
+	s.slots.Store(m)
+	f := newFourLimits(b)
+	keys := make([]string, len(f.users))
+	onC := make([]bool, len(f.users)) // on the node that fails in one_failing
+	for i, k := range f.users {
+		keys[i] = core.StoredKey(DefaultPrefix, f.user, k)
+		onC[i] = m.guard[slot(keys[i])] == 3
+	}
+	var down error
+	run := func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			k := keys[i%len(keys)]
+			var err error
+			if onC[i%len(keys)] {
+				err = down
+			}
+			i++
+			if g, ok, probe := s.enterKey(k); ok {
+				s.leaveKey(g, k, probe, err)
+			}
+		}
+	}
+	b.Run("healthy", run)
+	s.epoch = time.Now()
+	down = unavailable("decide", errors.New("refused"))
+	for range tripFailures {
+		s.leave(m.guards[3], false, down)
+	}
+	b.Run("one_failing", run)
 }

@@ -432,12 +432,21 @@ func (s *Store) decideRemote(ctx context.Context, req *limit.Request) (limit.Res
 	if s.mode == Cluster {
 		return s.decideSlots(ctx, c, req)
 	}
+	g := &s.whole
+	ok, probe := s.enter(g)
+	if !ok {
+		return limit.Result{}, resting("decide", g)
+	}
 	sc := calls.Get().(*scriptCall)
 	s.decideCall(sc, req)
+	var res limit.Result
 	if sc.args[0] == "d" && n <= maxBatchLimits {
-		return s.coalesce(ctx, c, req, sc)
+		res, err = s.coalesce(ctx, c, req, sc)
+	} else {
+		res, err = s.decideOne(ctx, c, req, sc)
 	}
-	return s.decideOne(ctx, c, req, sc)
+	s.leave(g, probe, err)
+	return res, err
 }
 
 // decideOne sends one request's script call and puts sc back.
@@ -561,16 +570,25 @@ func (s *Store) Peek(ctx context.Context, now time.Time, r *limit.Rule, k limit.
 	if err != nil {
 		return limit.State{}, err
 	}
+	key := core.StoredKey(s.prefix, r, k)
+	g, ok, probe := s.enterKey(key)
+	if !ok {
+		return limit.State{}, resting("peek", g)
+	}
 	a := argsOf(r)
 	args, _ := a.appendTo(append(make([]string, 0, base+11), "p", s.offsetArg(), "", ""), r, 1, now)
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	v, err := decideScript.Exec(ctx, c, []string{core.StoredKey(s.prefix, r, k)}, args).AsIntSlice()
-	if err != nil {
-		return limit.State{}, unavailable("peek", err)
+	v, err := decideScript.Exec(ctx, c, []string{key}, args).AsIntSlice()
+	switch {
+	case err != nil:
+		err = unavailable("peek", err)
+	case len(v) != 4:
+		err = unavailable("peek", fmt.Errorf("script returned %d values", len(v)))
 	}
-	if len(v) != 4 {
-		return limit.State{}, unavailable("peek", fmt.Errorf("script returned %d values", len(v)))
+	s.leaveKey(g, key, probe, err)
+	if err != nil {
+		return limit.State{}, err
 	}
 	return limit.State{
 		Algorithm:  r.Algorithm,

@@ -28,6 +28,23 @@
 // would count one request twice. Every failure to get an answer wraps
 // limit.ErrStoreUnavailable and its cause.
 //
+// The store guards itself against a failing node, as limit.Guard guards a
+// store, and needs no limit.Guard around it (which would stop asking a
+// whole cluster when one master fails). After three consecutive failures
+// of a node, a timeout as well as a refused connection, the decisions and
+// peeks that need it fail at once with limit.ErrStoreUnavailable for
+// 250 ms; then one call probes the node, and its success ends the rest,
+// its failure starts another. In Standalone and Sentinel mode the node is
+// the one server; on a cluster it is each master, so while one fails, the
+// keys of the others are still decided exactly, and a decision whose slot
+// groups span several masters fails at once if one of them rests, as it
+// would fail once asked. The store learns which master serves which slot
+// from CLUSTER SLOTS, every second and whenever a guard trips, and keeps
+// rueidis's own map of the slots fresh at the same pace, so that a
+// replica that took over a stalled master's slots is asked within about a
+// second (nodes.go). While no node fails, guarding costs a decision one
+// atomic load: only a failed call works out its key's slot.
+//
 // # Cluster and Sentinel
 //
 // With Cluster the store learns the nodes from the seed addresses and

@@ -122,6 +122,15 @@ type Store struct {
 
 	batch batcher // decisions of mode d waiting for a call (batch.go)
 
+	// The guards of the nodes (nodes.go): whole for the one server, and
+	// on a cluster for the slots of no known node; slots maps the others.
+	whole      nodeGuard
+	slots      atomic.Pointer[slotMap]
+	ranges     []slotRange   // of the last CLUSTER SLOTS; watchSlots's own
+	failing    atomic.Int32  // guards that count failures
+	remap      chan struct{} // asks watchSlots to map the slots now
+	guardClock func() int64  // nil: mono; tests stop it
+
 	local  *exhausted.Table // keys known to be exhausted; nil: off
 	slices slicer           // this instance's slices of sliced rules (sliced.go)
 	epoch  time.Time        // mono counts from here
@@ -178,7 +187,9 @@ func New(opts Options) (*Store, error) {
 		timeout: opts.Timeout,
 		mode:    opts.Mode,
 		addr:    strings.Join(opts.Addrs, ","),
+		remap:   make(chan struct{}, 1),
 	}
+	s.whole.addr = s.addr
 	if s.prefix == "" {
 		s.prefix = DefaultPrefix
 	}
@@ -230,6 +241,13 @@ func New(opts Options) (*Store, error) {
 			TopologyRefreshInterval: sentinelRefresh,
 		}
 	}
+	if opts.Mode == Cluster {
+		// rueidis asks the cluster where the slots are after a refused
+		// connection or a MOVED, but not after a timeout: without asking
+		// every few seconds, a store would keep sending a stalled master's
+		// slots to it after a replica took them over.
+		s.copt.ClusterOption.ShardsRefreshInterval = slotsRefresh
+	}
 	connecting := errors.New("connecting")
 	s.cause.Store(&connecting)
 	if !s.connect() {
@@ -238,6 +256,10 @@ func New(opts Options) (*Store, error) {
 	}
 	s.wg.Add(1)
 	go s.listen()
+	if opts.Mode == Cluster {
+		s.wg.Add(1)
+		go s.watchSlots()
+	}
 	return s, nil
 }
 

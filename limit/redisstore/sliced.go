@@ -241,16 +241,24 @@ func (s *Store) lease(ctx context.Context, sl *slice, l limit.Limit, want int64)
 	args, _ := a.appendTo(append(make([]string, 0, base+11), "l", s.offsetArg(), "", ""), l.Rule, 1, time.Now())
 	args[base+4] = strconv.FormatInt(want, 10) // the cost: what to take
 	key := s.storedKey(l)
+	g, ok, probe := s.enterKey(key)
+	if !ok {
+		return resting("lease", g)
+	}
 	sent := s.mono()
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	v, err := decideScript.Exec(ctx, c, []string{key}, args).AsIntSlice()
 	recv := s.mono()
-	if err != nil {
-		return unavailable("lease", err)
+	switch {
+	case err != nil:
+		err = unavailable("lease", err)
+	case len(v) != 4:
+		err = unavailable("lease", fmt.Errorf("script returned %d values", len(v)))
 	}
-	if len(v) != 4 {
-		return unavailable("lease", fmt.Errorf("script returned %d values", len(v)))
+	s.leaveKey(g, key, probe, err)
+	if err != nil {
+		return err
 	}
 	at, got, reset, rem := v[0], v[1], us(v[2]), v[3]
 	end := at + v[2]

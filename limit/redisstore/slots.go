@@ -47,11 +47,14 @@ type group struct {
 	idx    []int    // the limits' places in the request
 	keys   []string // their stored keys
 	req    limit.Request
-	reject float64 // the highest share of rejections among its limits
-	rate   float64 // admissions per µs of its most selective limit
-	sc     *scriptCall
+	reject float64     // the highest share of rejections among its limits
+	rate   float64     // admissions per µs of its most selective limit
+	sc     *scriptCall // set once the group is asked
 	res    limit.Result
 	err    error
+
+	guard *nodeGuard // of the node that serves the group's slot; nil: not looked up (enterKey)
+	probe bool       // the call probes its resting node
 }
 
 // rejections counts a rule's recent decisions on a cluster and how many
@@ -176,10 +179,21 @@ func (g *group) count() {
 func (s *Store) decideSlots(ctx context.Context, c rueidis.Client, req *limit.Request) (limit.Result, error) {
 	gs := s.groups(req)
 	if len(gs) == 1 {
+		key := gs[0].keys[0]
+		g, ok, probe := s.enterKey(key)
+		if !ok {
+			return limit.Result{}, resting("decide", g)
+		}
 		sc := calls.Get().(*scriptCall)
 		s.decideCall(sc, req)
-		return s.decideOne(ctx, c, req, sc)
+		res, err := s.decideOne(ctx, c, req, sc)
+		s.leaveKey(g, key, probe, err)
+		return res, err
 	}
+	if err := s.enterGroups(gs); err != nil {
+		return limit.Result{}, err
+	}
+	defer s.leaveGroups(gs)
 	// One budget for the whole decision, as for a decision of one call.
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -238,6 +252,44 @@ func (s *Store) decideSlots(ctx context.Context, c rueidis.Client, req *limit.Re
 		return limit.Result{}, err
 	}
 	return res, nil
+}
+
+// enterGroups asks the guards of the groups' nodes whether the decision
+// may go to them. It needs every group's answer, so it fails at once if one
+// of the nodes rests. Groups on one node share its guard's answer: a
+// decision that probes a node probes it with all its groups there.
+func (s *Store) enterGroups(gs []*group) error {
+	if s.failing.Load() == 0 {
+		return nil // the guards are found if a group fails (leaveKey)
+	}
+	for i, g := range gs {
+		g.guard = s.guardOf(g.keys[0])
+		if slices.ContainsFunc(gs[:i], func(o *group) bool { return o.guard == g.guard }) {
+			continue
+		}
+		ok, probe := s.enter(g.guard)
+		if !ok {
+			for _, o := range gs[:i] {
+				o.guard.noNews(o.probe)
+			}
+			return resting("decide", g.guard)
+		}
+		g.probe = probe
+	}
+	return nil
+}
+
+// leaveGroups tells the guards how the groups that were asked fared; a
+// group never asked (behind a rejection) is no news of its node.
+func (s *Store) leaveGroups(gs []*group) {
+	for _, g := range gs {
+		switch {
+		case g.sc != nil:
+			s.leaveKey(g.guard, g.keys[0], g.probe, g.err)
+		case g.guard != nil:
+			g.guard.noNews(g.probe)
+		}
+	}
 }
 
 // place puts g's decisions at their places in res.
