@@ -226,10 +226,14 @@ func TestOverrideTTLEnds(t *testing.T) {
 	if left := h.gw.Overrides().Overrides[0].TTLLeft; left <= 0 || left > 1 {
 		t.Fatalf("ttl_left %v", left)
 	}
-	// A shadow limit counts: the requests wait for the end.
+	// A shadow limit counts: the requests wait for the end, which the
+	// log says once the generation without the override is in.
 	waitFor(t, 10*time.Second, func() error {
 		if o := h.gw.Overrides(); len(o.Overrides) != 0 {
 			return fmt.Errorf("still in force: %+v", o.Overrides)
+		}
+		if !strings.Contains(h.log.String(), `"msg":"runtime override expired"`) {
+			return errors.New("the end is not logged")
 		}
 		return nil
 	})

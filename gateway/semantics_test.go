@@ -161,7 +161,7 @@ routes:
 			}
 			defer resp.Body.Close()
 			if _, err := io.CopyN(io.Discard, resp.Body, 1<<20); err != nil {
-				t.Fatal(err)
+				t.Fatalf("%v; the gateway logged:\n%s", err, h.log)
 			}
 			time.Sleep(2400 * time.Millisecond) // three idle_timeouts, not reading
 			n, err := io.Copy(io.Discard, resp.Body)

@@ -36,8 +36,10 @@ func TestClusterBreakerWindowShared(t *testing.T) {
 func checkBreakerWindow(t *testing.T, ss []*Store) {
 	ctx := context.Background()
 	r := testBreakerRule
+	// Half a second into a second: the calls that follow, and the time
+	// a loaded machine takes over them, stay in that second.
 	for _, s := range ss {
-		at(t, s, time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
+		at(t, s, time.Date(2031, 1, 1, 0, 0, 0, 500*int(time.Millisecond), time.UTC))
 	}
 	for i, s := range ss[:2] {
 		st, err := s.BreakerTick(ctx, "api", r, 0, 4, 2, 0)
@@ -136,7 +138,8 @@ func TestBreakerWindowSlides(t *testing.T) {
 	s := open(t, srv)
 	ctx := context.Background()
 	r := testBreakerRule
-	at(t, s, time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
+	// Half a second into a second, as above.
+	at(t, s, time.Date(2031, 1, 1, 0, 0, 0, 500*int(time.Millisecond), time.UTC))
 	for i := range 12 {
 		st, err := s.BreakerTick(ctx, "api", r, 0, 1, 0, 0)
 		if err != nil {
