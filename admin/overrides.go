@@ -105,13 +105,8 @@ func (h *handler) listOverrides(w http.ResponseWriter, r *http.Request) {
 
 // getOverride serves GET /admin/overrides/ROUTE/LIMIT.
 func (h *handler) getOverride(w http.ResponseWriter, r *http.Request) {
-	o, ok := h.overrider(w)
+	o, route, lim, ok := h.overrideCall(w, r, false)
 	if !ok {
-		return
-	}
-	route, lim, ok := overrideTarget(r)
-	if !ok {
-		writeError(w, http.StatusNotFound, "not_found", "want /admin/overrides/ROUTE/LIMIT (ROUTE global for a global limit)")
 		return
 	}
 	st, ok := findOverride(o.Overrides(), route, lim)
@@ -125,16 +120,8 @@ func (h *handler) getOverride(w http.ResponseWriter, r *http.Request) {
 // setOverride serves PUT /admin/overrides/ROUTE/LIMIT. The body replaces
 // the limit's override as a whole.
 func (h *handler) setOverride(w http.ResponseWriter, r *http.Request) {
-	o, ok := h.overrider(w)
+	o, route, lim, ok := h.overrideCall(w, r, true)
 	if !ok {
-		return
-	}
-	route, lim, ok := overrideTarget(r)
-	if !ok {
-		writeError(w, http.StatusNotFound, "not_found", "want /admin/overrides/ROUTE/LIMIT (ROUTE global for a global limit)")
-		return
-	}
-	if !h.overrideScope(w, r, o) {
 		return
 	}
 	req, field, err := readOverride(w, r)
@@ -188,16 +175,8 @@ func (h *handler) setOverride(w http.ResponseWriter, r *http.Request) {
 
 // removeOverride serves DELETE /admin/overrides/ROUTE/LIMIT.
 func (h *handler) removeOverride(w http.ResponseWriter, r *http.Request) {
-	o, ok := h.overrider(w)
+	o, route, lim, ok := h.overrideCall(w, r, true)
 	if !ok {
-		return
-	}
-	route, lim, ok := overrideTarget(r)
-	if !ok {
-		writeError(w, http.StatusNotFound, "not_found", "want /admin/overrides/ROUTE/LIMIT (ROUTE global for a global limit)")
-		return
-	}
-	if !h.overrideScope(w, r, o) {
 		return
 	}
 	by := who(r)
@@ -218,6 +197,23 @@ func (h *handler) removeOverride(w http.ResponseWriter, r *http.Request) {
 		Action: events.ActionOverrideRemoved, By: by, Scope: scope, Route: route, Limit: lim, Before: was, Version: version,
 	})
 	writeJSON(w, http.StatusOK, map[string]any{"status": "removed", "route": route, "limit": lim, "scope": scope, "version": version})
+}
+
+// overrideCall reads what every call on one override needs, and answers
+// itself when the call cannot go on: the backend, the route and limit of
+// the path, and (for a change) a scope that fits the backend.
+func (h *handler) overrideCall(w http.ResponseWriter, r *http.Request, change bool) (o Overrider, route, lim string, ok bool) {
+	if o, ok = h.overrider(w); !ok {
+		return nil, "", "", false
+	}
+	if route, lim, ok = overrideTarget(r); !ok {
+		writeError(w, http.StatusNotFound, "not_found", "want /admin/overrides/ROUTE/LIMIT (ROUTE global for a global limit)")
+		return nil, "", "", false
+	}
+	if change && !h.overrideScope(w, r, o) {
+		return nil, "", "", false
+	}
+	return o, route, lim, true
 }
 
 func findOverride(o gateway.Overrides, route, lim string) (gateway.OverrideStatus, bool) {

@@ -228,7 +228,7 @@ func TestOverrideTTLEnds(t *testing.T) {
 	}
 	// A shadow limit counts: the requests wait for the end, which the
 	// log says once the generation without the override is in.
-	waitFor(t, 10*time.Second, func() error {
+	within(t, 10*time.Second, func() error {
 		if o := h.gw.Overrides(); len(o.Overrides) != 0 {
 			return fmt.Errorf("still in force: %+v", o.Overrides)
 		}
@@ -245,20 +245,6 @@ func TestOverrideTTLEnds(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // freshRule copies every setting of a rule: a field added to limit.Rule
 // must be added there too.
@@ -298,7 +284,7 @@ func overrideFleet(t *testing.T, store string, up *backend) []*harness {
 // everyInstance waits until f holds on every instance.
 func everyInstance(t *testing.T, hs []*harness, f func(h *harness) error) {
 	t.Helper()
-	waitFor(t, 10*time.Second, func() error {
+	within(t, 10*time.Second, func() error {
 		for i, h := range hs {
 			if err := f(h); err != nil {
 				return fmt.Errorf("instance %d: %v", i, err)
@@ -377,7 +363,7 @@ func overrideReachesTheFleet(t *testing.T, store string) {
 		return nil
 	})
 	version = hs[0].gw.Overrides().Version
-	waitFor(t, 10*time.Second, func() error {
+	within(t, 10*time.Second, func() error {
 		f, err := hs[0].gw.Fleet(context.Background())
 		if err != nil {
 			return err
@@ -464,7 +450,7 @@ func TestOverrideHostileStore(t *testing.T) {
 	srv := testredis.Start(t)
 	hs := redisOverrideFleet(t, srv, newBackend(t, nil))
 	h := hs[0]
-	waitFor(t, 10*time.Second, func() error {
+	within(t, 10*time.Second, func() error {
 		srv.Do(t, "PUBLISH", "fg:overrides", "not a version")
 		if n := counterValue(t, h, "gateway_fleet_messages_ignored_total", map[string]string{"reason": "malformed"}); n == 0 {
 			return errors.New("a message that is not a version was not counted")
