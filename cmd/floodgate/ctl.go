@@ -427,16 +427,9 @@ func runCtlBreakers(args []string, stdout, stderr io.Writer) int {
 		"List the routes' circuit breakers (GET /admin/breakers) as the instance at\n"+
 			"--admin sees them: state, whether forced and for how long, and the window's\n"+
 			"calls, failures and slow calls.")
-	c := newCtlClient(fs)
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
-		return code
-	}
-	if code, ok := c.check(stderr); !ok {
-		return code
-	}
-	a, ok := c.do(http.MethodGet, "/admin/breakers", stderr)
+	c, a, code, ok := getCommand(fs, args, "/admin/breakers", stdout, stderr)
 	if !ok {
-		return exitFailure
+		return code
 	}
 	return c.finish(a, stdout, stderr, func(body []byte) (string, error) {
 		var r struct {

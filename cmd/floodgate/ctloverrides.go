@@ -223,16 +223,9 @@ func (c changeJSON) describe() string {
 func runCtlOverrideList(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("ctl overrides list", "[flags]",
 		"List the runtime overrides in force, with the file's values beside them.")
-	c := newCtlClient(fs)
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
-		return code
-	}
-	if code, ok := c.check(stderr); !ok {
-		return code
-	}
-	a, ok := c.do(http.MethodGet, "/admin/overrides", stderr)
+	c, a, code, ok := getCommand(fs, args, "/admin/overrides", stdout, stderr)
 	if !ok {
-		return exitFailure
+		return code
 	}
 	return c.finish(a, stdout, stderr, func(body []byte) (string, error) {
 		var r struct {
@@ -301,16 +294,9 @@ func runCtlFleet(args []string, stdout, stderr io.Writer) int {
 		"List the gateway instances that share the store (GET /admin/fleet): version,\n"+
 			"config digest, overrides version, store health and uptime, and whether\n"+
 			"they agree. The exit code is 1 when they do not.")
-	c := newCtlClient(fs)
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
-		return code
-	}
-	if code, ok := c.check(stderr); !ok {
-		return code
-	}
-	a, ok := c.do(http.MethodGet, "/admin/fleet", stderr)
+	c, a, code, ok := getCommand(fs, args, "/admin/fleet", stdout, stderr)
 	if !ok {
-		return exitFailure
+		return code
 	}
 	var r struct {
 		Instances []struct {
@@ -326,7 +312,7 @@ func runCtlFleet(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "floodgate %s: the answer does not read as floodgate's: %v\n", fs.Name(), err)
 		return exitFailure
 	}
-	code := c.finish(a, stdout, stderr, func([]byte) (string, error) {
+	code = c.finish(a, stdout, stderr, func([]byte) (string, error) {
 		var b strings.Builder
 		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "INSTANCE\tVERSION\tCONFIG\tOVERRIDES\tSTORE\tUPTIME")
@@ -362,4 +348,20 @@ func runCtlFleet(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	return code
+}
+
+// getCommand parses the flags of a ctl command that only reads path, and
+// makes its call; when ok is false the command returns code.
+func getCommand(fs *flag.FlagSet, args []string, path string, stdout, stderr io.Writer) (c *ctlClient, a ctlAnswer, code int, ok bool) {
+	c = newCtlClient(fs)
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return nil, a, code, false
+	}
+	if code, ok := c.check(stderr); !ok {
+		return nil, a, code, false
+	}
+	if a, ok = c.do(http.MethodGet, path, stderr); !ok {
+		return nil, a, exitFailure, false
+	}
+	return c, a, exitOK, true
 }
