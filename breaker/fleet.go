@@ -127,8 +127,9 @@ func (b *Breaker) TakeCounts() (Counts, uint64) {
 // last Follow) moves the breaker to the fleet's state; within an episode,
 // the breaker opens when the fleet is OPEN or HALF_OPEN, and closes when
 // it is HALF_OPEN itself and the fleet CLOSED. A breaker that opened on its
-// own window while the fleet was out of reach stays OPEN until its trials:
-// the fleet then tells it whether to close.
+// own window while the fleet was out of reach, or that was OPEN when the
+// fleet lost its state (an episode below the last one), stays OPEN until
+// its trials: the fleet then tells it whether to close.
 func (b *Breaker) Follow(st FleetState, now time.Time) {
 	b.mu.Lock()
 	if !b.fleet.shared || b.forced {
@@ -136,8 +137,12 @@ func (b *Breaker) Follow(st FleetState, now time.Time) {
 		return
 	}
 	b.fleet.window = st.Window
-	changed := st.Episode != b.fleet.episode
-	if changed {
+	// An episode below the last one seen is a fleet that lost its state
+	// (Redis restarted empty, the key was evicted): that is news of
+	// nothing, and the breaker keeps its own state until its trials.
+	lost := st.Episode < b.fleet.episode
+	changed := st.Episode != b.fleet.episode && !lost
+	if st.Episode != b.fleet.episode {
 		b.fleet.episode = st.Episode
 		b.fleet.unsent = Counts{}
 	}

@@ -214,3 +214,21 @@ func TestFleetResume(t *testing.T) {
 		t.Fatalf("the fleet closed anew (episode 4): %v, want CLOSED", b.State())
 	}
 }
+
+// A fleet that lost its state (its episode counts from 0 again) does not
+// close an open breaker before its trials.
+func TestFleetLostStateKeepsOpen(t *testing.T) {
+	b := fleetBreaker(t, &trialDesk{})
+	b.Follow(FleetState{State: Open, Episode: 3, OpenedAt: at(time.Second)}, at(time.Second))
+	b.Follow(FleetState{State: Closed, Episode: 0}, at(2*time.Second))
+	if got := b.State(); got != Open {
+		t.Fatalf("after the fleet lost its state: %v; want OPEN until the trials", got)
+	}
+	// The fleet opens again from there: episode 1 is news.
+	b.Follow(FleetState{State: Open, Episode: 1, OpenedAt: at(3 * time.Second)}, at(3*time.Second))
+	_, err := b.Allow(at(4 * time.Second))
+	var oe *OpenError
+	if !errors.As(err, &oe) || oe.RetryAt != at(33*time.Second) {
+		t.Fatalf("after the fleet opened again at 3s: %v; want open until 33s", err)
+	}
+}
