@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/redisstore"
 )
 
 // Scope is where an admin action is carried out: on every instance that
@@ -103,7 +104,15 @@ func (g *Gateway) FleetForceBreaker(ctx context.Context, by, route, mode string,
 	}
 	m := controlMessage{Kind: "breaker", By: by, Route: route, State: strings.ToLower(mode), TTL: int64(ttl)}
 	if err := g.publish(ctx, m); err != nil {
-		return fmt.Errorf("breaker of %s not forced on any instance: %w", route, err)
+		if !errors.Is(err, redisstore.ErrUnknown) {
+			return fmt.Errorf("breaker of %s not forced on any instance: %w", route, err)
+		}
+		// The message may reach the others when Redis answers: this
+		// instance does as they may, rather than be the one left out.
+		if ferr := g.ForceBreaker(route, mode, ttl); ferr != nil {
+			return ferr
+		}
+		return fmt.Errorf("breaker of %s forced on this instance; Redis did not answer in time, so the other instances may or may not have the force (GET /admin/breakers on each shows): %w", route, err)
 	}
 	if err := g.ForceBreaker(route, mode, ttl); err != nil {
 		return err
@@ -190,13 +199,19 @@ func (g *Gateway) onControl(b []byte) {
 	case "breaker":
 		// ForceBreaker refuses a ttl below zero or over MaxForceTTL.
 		ttl := time.Duration(m.TTL)
-		args = append(args, "state", m.State)
 		if ttl > 0 {
 			args = append(args, "ttl", ttl.String())
 		}
 		if err := g.ForceBreaker(m.Route, m.State, ttl); err != nil {
-			g.log.Warn("fleet breaker force not applied", append(args, "error", err.Error())...)
+			g.log.Warn("fleet breaker force not applied", append(args, "asked", m.State, "error", err.Error())...)
 			return
+		}
+		// The state as GET /admin/breakers spells it, as the instance
+		// that took the call logs it.
+		for _, b := range g.Breakers() {
+			if b.Route == m.Route {
+				args = append(args, "state", b.State, "forced", b.Forced)
+			}
 		}
 		g.log.Info("circuit breaker forced by the fleet", args...)
 	case "reset":

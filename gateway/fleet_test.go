@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate-gw/floodgate/internal/testredis"
+	"github.com/floodgate-gw/floodgate/limit"
 )
 
 const fleetRoutes = `
@@ -134,4 +135,46 @@ func within(t *testing.T, d time.Duration, f func() error) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// A fleet force sent to a Redis that stalls gets no answer, and may reach
+// the others when Redis runs again: the instance that took it forces its
+// own breaker too, and says it does not know of the others'.
+func TestFleetForceToAStalledRedis(t *testing.T) {
+	srv := testredis.Start(t)
+	cfg := fmt.Sprintf("admin: {listen: \"\"}\nstore: {type: redis, redis: {addrs: [%q], timeout: 100ms}}\n", srv.Addr()) + fleetRoutes
+	a, b := newHarness(t, cfg, nil), newHarness(t, cfg, nil)
+	within(t, 5*time.Second, func() error {
+		v, err := srv.DoValue(t, "PUBSUB", "NUMSUB", "fg:control")
+		if err != nil {
+			return err
+		}
+		if n := v.([]any)[1].(int64); n != 2 {
+			return fmt.Errorf("%d subscribers, want 2", n)
+		}
+		return nil
+	})
+	srv.Pause()
+	err := a.gw.FleetForceBreaker(context.Background(), "ops", "coupon", "open", 0)
+	srv.Resume()
+	if !errors.Is(err, limit.ErrStoreUnavailable) || !strings.Contains(err.Error(), "may or may not") {
+		t.Fatalf("a force to a stalled Redis: %v", err)
+	}
+	for name, h := range map[string]*harness{"a": a, "b": b} {
+		within(t, 10*time.Second, func() error {
+			if s := breakerState(h.gw, "coupon"); s != "OPEN" {
+				return fmt.Errorf("instance %s: breaker %s", name, s)
+			}
+			return nil
+		})
+	}
+}
+
+func breakerState(g *Gateway, route string) string {
+	for _, b := range g.Breakers() {
+		if b.Route == route {
+			return b.State
+		}
+	}
+	return ""
 }

@@ -45,6 +45,8 @@ type Gateway struct {
 	storeErrLog *sampler
 	framingLog  *sampler    // requests refused for their framing
 	storeDown   atomic.Bool // the store failed, and has not answered since
+	// storeFailedAt is the Unix ns of the store's last failure.
+	storeFailedAt atomic.Int64
 
 	local     *memory.Store          // the memory store, and the local fallback of Redis
 	instances atomic.Int64           // gateway instances alive in the store when it last answered

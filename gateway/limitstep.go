@@ -376,16 +376,27 @@ func (gen *generation) localRule(r *limit.Rule) *limit.Rule {
 }
 
 func (g *Gateway) logStoreError(err error) {
+	now := g.now()
+	g.storeFailedAt.Store(now.UnixNano())
 	g.storeDown.Store(true)
-	if g.storeErrLog.allow(g.now().Unix()) {
+	if g.storeErrLog.allow(now.Unix()) {
 		g.log.Error("rate-limit store failed; deciding by on_error", "error", err.Error())
 	}
 }
 
+// storeRecovered is how long the store must answer without a failure to
+// be said to answer again: on a cluster with one master down, the others
+// answer between its failures, and the line would be written with every
+// one of them.
+const storeRecovered = time.Second
+
 // storeAnswered notes a decision the store made, and says so once after
-// it failed.
+// it failed, when no decision failed for storeRecovered.
 func (g *Gateway) storeAnswered() {
-	if g.storeDown.Load() && g.storeDown.CompareAndSwap(true, false) {
+	if !g.storeDown.Load() || g.now().UnixNano()-g.storeFailedAt.Load() < int64(storeRecovered) {
+		return
+	}
+	if g.storeDown.CompareAndSwap(true, false) {
 		g.log.Info("rate-limit store answers again")
 	}
 }

@@ -245,7 +245,6 @@ func TestOverrideTTLEnds(t *testing.T) {
 	}
 }
 
-
 // freshRule copies every setting of a rule: a field added to limit.Rule
 // must be added there too.
 func TestFreshRuleCopiesEveryField(t *testing.T) {
@@ -548,4 +547,19 @@ func TestOverrideTTLByTheRedisClock(t *testing.T) {
 	if left := hs[1].gw.Overrides().Overrides[0].TTLLeft; left < 55 || left > 60 {
 		t.Fatalf("the instance ahead sees %v s left", left)
 	}
+}
+
+// An override sent to a Redis that stalls may be made when Redis runs
+// again: the call says it does not know, and the instances converge on
+// what Redis made.
+func TestOverrideToAStalledRedis(t *testing.T) {
+	srv := testredis.Start(t)
+	hs := redisOverrideFleet(t, srv, newBackend(t, nil))
+	srv.Pause()
+	_, err := hs[0].gw.SetOverride(context.Background(), "api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "4/h"}})
+	srv.Resume()
+	if !errors.Is(err, limit.ErrStoreUnavailable) || !strings.Contains(err.Error(), "may or may not") {
+		t.Fatalf("an override to a stalled Redis: %v", err)
+	}
+	everyInstance(t, hs, hasOverride("api", "user", "4/h"))
 }

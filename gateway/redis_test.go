@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -353,5 +354,25 @@ routes:
 	}
 	if got := decisions("user", "rejected"); got != 1 {
 		t.Errorf("the user limit counted %v rejections, want 1", got)
+	}
+}
+
+// On a cluster with one master down the others answer between its
+// failures: the store is said to answer again once no decision failed for
+// a second, not between each two failures.
+func TestStoreAnswersAgainOnce(t *testing.T) {
+	h := newHarness(t, "admin: {listen: \"\"}\n"+fleetRoutes, nil)
+	for range 100 {
+		h.gw.logStoreError(errors.New("decide on 127.0.0.1:7702: connection refused"))
+		h.gw.storeAnswered()
+	}
+	if n := strings.Count(h.log.String(), "rate-limit store answers again"); n != 0 {
+		t.Fatalf("said %d times while decisions kept failing", n)
+	}
+	h.clock.Step(storeRecovered)
+	h.gw.storeAnswered()
+	h.gw.storeAnswered()
+	if n := strings.Count(h.log.String(), "rate-limit store answers again"); n != 1 {
+		t.Fatalf("said %d times a second after the last failure, want 1", n)
 	}
 }

@@ -171,7 +171,7 @@ func TestFleetForcedBreaker(t *testing.T) {
 	waitBreaker(t, ps, "coupon", "OPEN", true)
 	a.waitLog(`"msg":"circuit breaker forced","route":"coupon","state":"OPEN","forced":true,"ttl":"2s","scope":"fleet","by":"admin"`)
 	for _, p := range ps[1:] {
-		p.waitLog(`"msg":"circuit breaker forced by the fleet","by":"admin","from":"[^"]+","route":"coupon","scope":"fleet","state":"open","ttl":"2s"`)
+		p.waitLog(`"msg":"circuit breaker forced by the fleet","by":"admin","from":"[^"]+","route":"coupon","scope":"fleet","ttl":"2s","state":"OPEN","forced":true`)
 		if c := p.status("/coupon"); c == http.StatusOK {
 			t.Fatalf("%s lets a request through the forced breaker", p.f.listen)
 		}

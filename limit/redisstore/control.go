@@ -30,7 +30,9 @@ func checkKind(kind string) error {
 
 // Publish sends msg to every store subscribed to kind under this store's
 // prefix. It fails with an error wrapping limit.ErrStoreUnavailable when
-// Redis did not take the message, which then reached no one.
+// Redis did not take the message, which then reached no one, or, wrapping
+// ErrUnknown too, when the message was sent and its answer did not come:
+// it may reach every store yet.
 func (s *Store) Publish(ctx context.Context, kind string, msg []byte) error {
 	if err := checkKind(kind); err != nil {
 		return err
@@ -39,9 +41,14 @@ func (s *Store) Publish(ctx context.Context, kind string, msg []byte) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := context.WithTimeout(ctx, max(s.timeout, changeTimeout))
 	defer cancel()
 	err = c.Do(ctx, c.B().Publish().Channel(s.prefix+kind).Message(rueidis.BinaryString(msg)).Build()).Error()
+	if errors.Is(err, context.DeadlineExceeded) {
+		// Sent, and no answer: a Redis that was only slow (or stopped,
+		// and continued) delivers it when it runs the command.
+		err = fmt.Errorf("%w: %v", ErrUnknown, err)
+	}
 	return unavailable("publish", err)
 }
 

@@ -127,17 +127,17 @@ func (s *Store) change(ctx context.Context, kind, op, name string, value []byte,
 	}).ToArray()
 	if err != nil {
 		msg := err.Error()
-		_, refused := rueidis.IsRedisErr(err)
 		switch {
 		case strings.HasPrefix(msg, "FULL "):
 			return Set{}, false, fmt.Errorf("%w: %s", ErrFull, strings.TrimPrefix(msg, "FULL "))
 		case strings.HasPrefix(msg, "BADVERSION "):
 			// Nothing was written: the script stops before.
 			return Set{}, false, unavailable(op, errors.New(strings.TrimPrefix(msg, "BADVERSION ")))
-		case refused:
-			return Set{}, false, unavailable(op, err)
+		case errors.Is(err, context.DeadlineExceeded):
+			// Sent, and no answer: a Redis that was only slow runs it.
+			return Set{}, false, unavailable(op, fmt.Errorf("%w: %v", ErrUnknown, err))
 		}
-		return Set{}, false, unavailable(op, fmt.Errorf("%w: %v", ErrUnknown, err))
+		return Set{}, false, unavailable(op, err)
 	}
 	set, changed, err := parseSet(vs)
 	if err != nil {
