@@ -434,8 +434,9 @@ func runCtlBreakers(args []string, stdout, stderr io.Writer) int {
 	return c.finish(a, stdout, stderr, func(body []byte) (string, error) {
 		var r struct {
 			Breakers []struct {
-				Route, State          string
+				Route, State, Scope   string
 				Forced                bool
+				FleetFallback         bool `json:"fleet_fallback"`
 				Calls, Failures, Slow int64
 				TTL                   float64
 				RetryAfter            float64 `json:"retry_after"`
@@ -449,7 +450,7 @@ func runCtlBreakers(args []string, stdout, stderr io.Writer) int {
 		}
 		var b strings.Builder
 		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ROUTE\tSTATE\tFORCED\tCALLS\tFAILURES\tSLOW")
+		fmt.Fprintln(tw, "ROUTE\tSTATE\tFORCED\tSCOPE\tCALLS\tFAILURES\tSLOW")
 		for _, br := range r.Breakers {
 			forced := "-"
 			if br.Forced {
@@ -458,7 +459,14 @@ func runCtlBreakers(args []string, stdout, stderr io.Writer) int {
 					forced = "for " + time.Duration(br.TTL*float64(time.Second)).Round(time.Second).String()
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\n", printable(br.Route), printable(br.State), forced, br.Calls, br.Failures, br.Slow)
+			scope := printable(br.Scope)
+			switch {
+			case scope == "":
+				scope = "instance"
+			case br.FleetFallback:
+				scope += " (deciding alone: Redis unreachable)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\n", printable(br.Route), printable(br.State), forced, scope, br.Calls, br.Failures, br.Slow)
 		}
 		tw.Flush()
 		return strings.TrimSuffix(b.String(), "\n"), nil

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -161,7 +162,7 @@ func TestCtlBreakerOpenThenAuto(t *testing.T) {
 		t.Errorf("/coupon with the breaker forced open: %d, want 503", c)
 	}
 	stdout, stderr, code = p.ctl("breakers")
-	if code != exitOK || !strings.Contains(stdout, "ROUTE") || !strings.Contains(stdout, "coupon") || !strings.Contains(stdout, "OPEN") || !strings.Contains(stdout, "for 10m0s") && !strings.Contains(stdout, "for 9m59s") {
+	if code != exitOK || !strings.Contains(stdout, "ROUTE") || !strings.Contains(stdout, "coupon") || !strings.Contains(stdout, "OPEN") || !regexp.MustCompile(`coupon\s+OPEN\s+for \S+\s+instance\s`).MatchString(stdout) || !strings.Contains(stdout, "for 10m0s") && !strings.Contains(stdout, "for 9m59s") {
 		t.Fatalf("ctl breakers: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
 	}
 	stdout, stderr, code = p.ctl("breakers", "--json")
