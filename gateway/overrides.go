@@ -757,11 +757,11 @@ func (g *Gateway) syncOnce() {
 }
 
 // syncFailed logs, at most once a minute, that the overrides could not be
-// read: while Redis is down every call fails, which the store's own
-// metrics say, so only a store that answers with a set it cannot read
-// (someone wrote a version that is not a number) is worth the line.
+// read because the store holds a set floodgate did not write (a version
+// that is not a number). While Redis is down every call fails, which the
+// store's failures say already.
 func (g *Gateway) syncFailed(err error) {
-	if g.storeDown.Load() {
+	if !errors.Is(err, redisstore.ErrBadSet) {
 		return
 	}
 	now := g.now().Unix()

@@ -37,6 +37,11 @@ const (
 // ErrFull is returned by Put when the set holds MaxEntries entries.
 var ErrFull = errors.New("redisstore: the set is full")
 
+// ErrBadSet is wrapped, with limit.ErrStoreUnavailable, by a read or a
+// change of a set that holds what floodgate does not write (a version
+// that is not a number): nothing was changed.
+var ErrBadSet = errors.New("the set holds what floodgate does not write")
+
 // ErrUnknown is wrapped, with limit.ErrStoreUnavailable, by a change whose
 // answer did not come: Redis may have made it.
 var ErrUnknown = errors.New("the change was sent and its answer did not come: it may have been made")
@@ -132,7 +137,7 @@ func (s *Store) change(ctx context.Context, kind, op, name string, value []byte,
 			return Set{}, false, fmt.Errorf("%w: %s", ErrFull, strings.TrimPrefix(msg, "FULL "))
 		case strings.HasPrefix(msg, "BADVERSION "):
 			// Nothing was written: the script stops before.
-			return Set{}, false, unavailable(op, errors.New(strings.TrimPrefix(msg, "BADVERSION ")))
+			return Set{}, false, unavailable(op, fmt.Errorf("%w: %s", ErrBadSet, strings.TrimPrefix(msg, "BADVERSION ")))
 		case errors.Is(err, context.DeadlineExceeded):
 			// Sent, and no answer: a Redis that was only slow runs it.
 			return Set{}, false, unavailable(op, fmt.Errorf("%w: %v", ErrUnknown, err))
@@ -161,7 +166,7 @@ func (s *Store) Read(ctx context.Context, kind string) (Set, error) {
 	vs, err := versionedScript.Exec(ctx, c, []string{s.setKey(kind)}, []string{"read"}).ToArray()
 	if err != nil {
 		if msg := err.Error(); strings.HasPrefix(msg, "BADVERSION ") {
-			err = errors.New(strings.TrimPrefix(msg, "BADVERSION "))
+			err = fmt.Errorf("%w: %s", ErrBadSet, strings.TrimPrefix(msg, "BADVERSION "))
 		}
 		return Set{}, unavailable("read", err)
 	}
@@ -185,13 +190,16 @@ func (s *Store) SetVersion(ctx context.Context, kind string) (epoch string, vers
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	vs, err := c.Do(ctx, c.B().Hmget().Key(s.setKey(kind)).Field("_epoch", "_version").Build()).ToArray()
-	if err != nil || len(vs) != 2 {
+	if err == nil && len(vs) != 2 {
+		err = fmt.Errorf("answer of %d values", len(vs))
+	}
+	if err != nil {
 		return "", 0, unavailable("version", err)
 	}
 	epoch, _ = vs[0].ToString()
 	if v, err := vs[1].ToString(); err == nil {
 		if version, err = strconv.ParseInt(v, 10, 64); err != nil {
-			return "", 0, unavailable("version", fmt.Errorf("version %q", v))
+			return "", 0, unavailable("version", fmt.Errorf("%w: version %.40q", ErrBadSet, v))
 		}
 	}
 	return epoch, version, nil
