@@ -625,9 +625,14 @@ func (b *slowBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err != nil {
 		b.done = true
-		if err == io.EOF {
+		switch {
+		case err == io.EOF, errors.Is(err, http.ErrBodyReadAfterClose):
+			// Read whole; or closed by the upstream client, whose writer
+			// may check for bytes past the length as the round trip ends
+			// and closes the body: the client's connection is sound.
 			b.rc.SetReadDeadline(time.Time{})
-		} else {
+		default:
+			// The client's body broke: no more is read from it.
 			b.rc.SetReadDeadline(time.Now())
 		}
 	}
