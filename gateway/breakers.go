@@ -187,7 +187,20 @@ const MaxForceTTL = 7 * 24 * time.Hour
 // A force with a ttl above zero, at most MaxForceTTL, gives the breaker
 // back to its window after ttl, unless another force came first; a force
 // stays until the next one otherwise. Auto takes no ttl.
+//
+// A force of this instance's own takes the place of a fleet force: the
+// fleet's set of forces (fleetforces.go) no longer steers the breaker
+// until the fleet forces it again.
 func (g *Gateway) ForceBreaker(route, mode string, ttl time.Duration) error {
+	if err := g.forceBreaker(route, mode, ttl); err != nil {
+		return err
+	}
+	g.keptForces.unmark(route)
+	return nil
+}
+
+// forceBreaker is ForceBreaker, for a force of the fleet's.
+func (g *Gateway) forceBreaker(route, mode string, ttl time.Duration) error {
 	m, err := parseForce(mode, ttl)
 	if err != nil {
 		return err
@@ -211,7 +224,7 @@ func (g *Gateway) ForceBreaker(route, mode string, ttl time.Duration) error {
 					}
 					g.forces.mu.Unlock()
 					if mine {
-						g.ForceBreaker(route, "auto", 0)
+						g.forceBreaker(route, "auto", 0)
 					}
 				})
 				if g.forces.timers == nil {

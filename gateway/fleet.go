@@ -103,20 +103,23 @@ func (g *Gateway) FleetForceBreaker(ctx context.Context, by, route, mode string,
 		return fmt.Errorf("%w: %q", ErrNoBreaker, route)
 	}
 	m := controlMessage{Kind: "breaker", By: by, Route: route, State: strings.ToLower(mode), TTL: int64(ttl)}
-	if err := g.publish(ctx, m); err != nil {
+	if err := g.publish(ctx, &m); err != nil {
 		if !errors.Is(err, redisstore.ErrUnknown) {
 			return fmt.Errorf("breaker of %s not forced on any instance: %w", route, err)
 		}
 		// The message may reach the others when Redis answers: this
 		// instance does as they may, rather than be the one left out.
-		if ferr := g.ForceBreaker(route, mode, ttl); ferr != nil {
+		if ferr := g.forceBreaker(route, mode, ttl); ferr != nil {
 			return ferr
 		}
+		g.keptForces.mark(route, m.Nonce, m.State)
 		return fmt.Errorf("breaker of %s forced on this instance; Redis did not answer in time, so the other instances may or may not have the force (GET /admin/breakers on each shows): %w", route, err)
 	}
-	if err := g.ForceBreaker(route, mode, ttl); err != nil {
+	if err := g.forceBreaker(route, mode, ttl); err != nil {
 		return err
 	}
+	g.keptForces.mark(route, m.Nonce, m.State)
+	g.keepForce(ctx, m, ttl)
 	if m.State == "auto" {
 		// A breaker of scope fleet: the fleet's window starts afresh too
 		// (breakerfleet.go).
@@ -137,13 +140,13 @@ func (g *Gateway) FleetResetLimit(ctx context.Context, by, route, name string, v
 		return err
 	}
 	m := controlMessage{Kind: "reset", By: by, Route: route, Limit: name, Key: values, Fallback: fallback}
-	if err := g.publish(ctx, m); err != nil {
+	if err := g.publish(ctx, &m); err != nil {
 		return fmt.Errorf("the key was reset, but the other instances were not told and log nothing of it: %w", err)
 	}
 	return nil
 }
 
-func (g *Gateway) publish(ctx context.Context, m controlMessage) error {
+func (g *Gateway) publish(ctx context.Context, m *controlMessage) error {
 	c := storeController(g.gen.Load().store)
 	if c == nil {
 		return fmt.Errorf("%w: the store is not shared", ErrScope)
@@ -202,10 +205,11 @@ func (g *Gateway) onControl(b []byte) {
 		if ttl > 0 {
 			args = append(args, "ttl", ttl.String())
 		}
-		if err := g.ForceBreaker(m.Route, m.State, ttl); err != nil {
+		if err := g.forceBreaker(m.Route, m.State, ttl); err != nil {
 			g.log.Warn("fleet breaker force not applied", append(args, "asked", m.State, "error", err.Error())...)
 			return
 		}
+		g.keptForces.mark(m.Route, m.Nonce, m.State)
 		// The state as GET /admin/breakers spells it, as the instance
 		// that took the call logs it.
 		for _, b := range g.Breakers() {

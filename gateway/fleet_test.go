@@ -170,11 +170,68 @@ func TestFleetForceToAStalledRedis(t *testing.T) {
 	}
 }
 
-func breakerState(g *Gateway, route string) string {
-	for _, b := range g.Breakers() {
-		if b.Route == route {
-			return b.State
+// An instance that starts while a fleet force lasts is forced too, for
+// what is left of its ttl; one that was not listening when the fleet gave
+// the breaker back is given it back; a force of its own stands.
+func TestFleetForceReachesLateInstances(t *testing.T) {
+	srv := testredis.Start(t)
+	cfg := fmt.Sprintf("admin: {listen: \"\"}\nstore: {type: redis, redis: {addrs: [%q], timeout: 500ms}}\n", srv.Addr()) + fleetRoutes
+	a := newHarness(t, cfg, nil)
+	ctx := context.Background()
+	if err := a.gw.FleetForceBreaker(ctx, "ops", "coupon", "open", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	late := newHarness(t, cfg, nil)
+	within(t, 5*time.Second, func() error {
+		if s := breakerState(late.gw, "coupon"); s != "OPEN" {
+			return fmt.Errorf("the late instance's breaker is %s", s)
+		}
+		return nil
+	})
+	for _, b := range late.gw.Breakers() {
+		if b.Route == "coupon" && (b.TTL < 3500 || b.TTL > 3600) {
+			t.Fatalf("the late instance's force lasts %v s, want what is left of an hour", b.TTL)
 		}
 	}
-	return ""
+	if !strings.Contains(late.log.String(), `"msg":"circuit breaker forced by the fleet","by":"ops"`) {
+		t.Fatalf("not logged:\n%s", late.log)
+	}
+	// The fleet gives it back while late does not hear (no message, only
+	// the set's change): the store's set says so on the next beat.
+	srv.Do(t, "HDEL", "{fg:forces}:set", "e:coupon")
+	srv.Do(t, "HINCRBY", "{fg:forces}:set", "_version", "1")
+	within(t, 5*time.Second, func() error {
+		if s := breakerState(late.gw, "coupon"); s != "CLOSED" || forced(late.gw, "coupon") {
+			return fmt.Errorf("coupon %s, forced %v", s, forced(late.gw, "coupon"))
+		}
+		return nil
+	})
+	if !strings.Contains(late.log.String(), `"msg":"circuit breaker given back by the fleet","route":"coupon"`) {
+		t.Fatalf("not logged:\n%s", late.log)
+	}
+	// Forced for the fleet again, on the set alone.
+	if err := a.gw.FleetForceBreaker(ctx, "ops", "cart", "closed", 0); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 5*time.Second, func() error {
+		if !forced(late.gw, "cart") {
+			return errors.New("cart not forced")
+		}
+		return nil
+	})
+	// A force of the instance's own is not undone by the fleet's set.
+	if err := late.gw.ForceBreaker("cart", "open", 0); err != nil {
+		t.Fatal(err)
+	}
+	srv.Do(t, "HINCRBY", "{fg:forces}:set", "_version", "1")
+	time.Sleep(1500 * time.Millisecond) // a sync beat and then some
+	if s := breakerState(late.gw, "cart"); s != "OPEN" {
+		t.Fatalf("the instance's own force was undone: %s", s)
+	}
+	if err := a.gw.FleetForceBreaker(ctx, "ops", "cart", "auto", 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.Do(t, "HEXISTS", "{fg:forces}:set", "e:cart"); n != "0" {
+		t.Fatal("a fleet auto left the force in the store")
+	}
 }

@@ -34,6 +34,7 @@ type Gateway struct {
 	now         func() time.Time      // the clock: Options.Now
 	forces      forces                // timers of breakers forced for a while
 	fleet       fleetNonces           // fleet actions already carried out
+	keptForces  keptForces            // fleet forces carried out (fleetforces.go)
 	ov          overrides             // the runtime overrides in force; reloadMu guards it
 	ovNotify    chan struct{}         // wakes syncOverrides
 	ovVersion   atomic.Pointer[int64] // the version of the overrides in force, announced

@@ -733,6 +733,7 @@ func (g *Gateway) syncOnce() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	g.syncForces(ctx, s)
 	epoch, version, err := s.SetVersion(ctx, overrideKind)
 	if err != nil {
 		g.syncFailed(err)

@@ -1,0 +1,178 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/limit/redisstore"
+)
+
+// A fleet force reaches the instances connected when it is published
+// (fleet.go). So that an instance that starts or reconnects later is
+// forced too, the store keeps the fleet's forces in a versioned set, one
+// entry per route, that ends with the force's ttl; each instance reads it
+// as it reads the overrides, and carries out what it has not yet seen.
+
+// forceKind is the versioned set of the fleet's forces.
+const forceKind = "forces"
+
+// keptForce is one fleet force as the set holds it.
+type keptForce struct {
+	State string `json:"state"` // open or closed
+	By    string `json:"by"`
+	From  string `json:"from"`
+	Nonce string `json:"nonce"` // the force's message's
+}
+
+// keptForces are the fleet forces an instance has seen, by route (the
+// nonce of each), and of those the ones in force on it: a force of the
+// instance's own takes the route out of applied, and the fleet's set does
+// not undo it with a force already seen.
+type keptForces struct {
+	mu      sync.Mutex
+	seen    map[string]string
+	applied map[string]bool
+	epoch   string
+	version int64
+}
+
+func (k *keptForces) mark(route, nonce, state string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.seen == nil {
+		k.seen, k.applied = map[string]string{}, map[string]bool{}
+	}
+	k.seen[route] = nonce
+	if state == "auto" {
+		delete(k.applied, route)
+	} else {
+		k.applied[route] = true
+	}
+}
+
+func (k *keptForces) unmark(route string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.applied, route)
+}
+
+// keepForce puts a fleet force in the store's set, or takes the route out
+// for auto. A failure leaves the force to the instances that heard it.
+func (g *Gateway) keepForce(ctx context.Context, m controlMessage, ttl time.Duration) {
+	s := storeSetter(g.gen.Load().store)
+	if s == nil {
+		return
+	}
+	var err error
+	if m.State == "auto" {
+		_, _, err = s.Delete(ctx, forceKind, m.Route)
+	} else {
+		b, _ := json.Marshal(keptForce{State: m.State, By: m.By, From: m.From, Nonce: m.Nonce})
+		_, err = s.Put(ctx, forceKind, m.Route, b, ttl)
+	}
+	if err != nil {
+		g.log.Warn("fleet breaker force not kept for instances that start later", "route", m.Route, "state", m.State, "error", err.Error())
+	}
+}
+
+// syncForces carries out the fleet's forces this instance has not seen,
+// and gives back the breakers whose fleet force ended while it was not
+// listening.
+func (g *Gateway) syncForces(ctx context.Context, s overrideSetter) {
+	epoch, version, err := s.SetVersion(ctx, forceKind)
+	if err != nil {
+		return
+	}
+	k := &g.keptForces
+	k.mu.Lock()
+	current := epoch == k.epoch && version == k.version
+	k.mu.Unlock()
+	if current {
+		return
+	}
+	set, err := s.Read(ctx, forceKind)
+	if err != nil {
+		return
+	}
+	g.applyForces(set)
+}
+
+func (g *Gateway) applyForces(set redisstore.Set) {
+	k := &g.keptForces
+	shift := g.now().Sub(set.Now)
+	type todo struct {
+		route string
+		f     keptForce
+		ttl   time.Duration
+	}
+	var force []todo
+	var giveBack []string
+	k.mu.Lock()
+	k.epoch, k.version = set.Epoch, set.Version
+	for route, e := range set.Entries {
+		var f keptForce
+		if json.Unmarshal(e.Value, &f) != nil || (f.State != "open" && f.State != "closed") || f.Nonce == "" {
+			g.metrics.fleetIgnored.WithLabelValues("malformed").Inc()
+			continue
+		}
+		if k.seen[route] == f.Nonce {
+			continue
+		}
+		var ttl time.Duration
+		if !e.Expires.IsZero() {
+			if ttl = e.Expires.Add(shift).Sub(g.now()); ttl <= 0 {
+				continue
+			}
+			ttl = min(ttl, MaxForceTTL)
+		}
+		force = append(force, todo{route, f, ttl})
+	}
+	for route := range k.applied {
+		if _, ok := set.Entries[route]; !ok {
+			giveBack = append(giveBack, route)
+		}
+	}
+	k.mu.Unlock()
+	for _, t := range force {
+		args := []any{"by", t.f.By, "from", t.f.From, "route", t.route, "scope", ScopeFleet}
+		if err := g.forceBreaker(t.route, t.f.State, t.ttl); err != nil {
+			// A route without a breaker here: this instance's file differs.
+			continue
+		}
+		k.mark(t.route, t.f.Nonce, t.f.State)
+		if t.ttl > 0 {
+			args = append(args, "ttl", t.ttl.Round(time.Second).String())
+		}
+		g.log.Info("circuit breaker forced by the fleet", append(args, "state", breakerState(g, t.route), "forced", true, "caught_up", true)...)
+	}
+	for _, route := range giveBack {
+		k.unmark(route)
+		// Forced still: the fleet gave it back (or its ttl ended by the
+		// Redis clock) while this instance did not hear.
+		if forced(g, route) && g.forceBreaker(route, "auto", 0) == nil {
+			g.log.Info("circuit breaker given back by the fleet", "route", route, "state", breakerState(g, route), "caught_up", true)
+		}
+	}
+}
+
+// breakerState is the state of route's breaker, as GET /admin/breakers
+// spells it; "" without one.
+func breakerState(g *Gateway, route string) string {
+	for _, b := range g.Breakers() {
+		if b.Route == route {
+			return b.State
+		}
+	}
+	return ""
+}
+
+func forced(g *Gateway, route string) bool {
+	for _, b := range g.Breakers() {
+		if b.Route == route {
+			return b.Forced
+		}
+	}
+	return false
+}
