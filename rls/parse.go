@@ -293,11 +293,11 @@ func (c *checker) descriptors(list []descriptor, path string, parent *node, trai
 			parent.children = map[Entry]*node{}
 		}
 		parent.children[e] = n
-		if prefix, ok := strings.CutSuffix(e.Value, "*"); ok {
+		if strings.Contains(e.Value, "*") {
 			if parent.wild == nil {
 				parent.wild = map[string][]wildcard{}
 			}
-			parent.wild[e.Key] = append(parent.wild[e.Key], wildcard{prefix, n})
+			parent.wild[e.Key] = append(parent.wild[e.Key], newWildcard(e.Value, n))
 		}
 	}
 }

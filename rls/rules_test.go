@@ -373,7 +373,7 @@ descriptors:
 		{e("path", "/apix"), &want{count: 2, unit: second}},
 		{e("path", "/other"), &want{count: 1, unit: second}}, // key alone
 		{e("path", ""), &want{count: 1, unit: second}},
-		{e("path", "/api*x"), &want{count: 5, unit: second}}, // a '*' written in a value matches itself exactly
+		{e("path", "/api*x"), &want{count: 5, unit: second}}, // the value as written matches it exactly, before any wildcard
 		{e("any", "x"), &want{count: 6, unit: second}},       // "*" before the key alone
 		{e("any", ""), &want{count: 6, unit: second}},
 		{e("internal", "x"), &want{unlimited: true, shadow: true}},
@@ -394,6 +394,88 @@ descriptors:
 	}
 	if nilRules.Domains() != nil || (&Rules{}).Domains() != nil {
 		t.Error("nil or zero Rules have domains")
+	}
+}
+
+// A '*' anywhere in a rule value stands for any run of bytes, none
+// included.
+func TestWildcardValues(t *testing.T) {
+	tests := []struct {
+		pattern string
+		match   []string
+		miss    []string
+	}{
+		{"foo*", []string{"foo", "foo1", "foo*", "foofoo"}, []string{"fo", "xfoo", ""}},
+		{"*", []string{"", "x", "*", "anything at all"}, nil},
+		{"*bar", []string{"bar", "foobar", "barbar"}, []string{"barx", "ba", ""}},
+		{"foo*bar*baz", []string{"foobarbaz", "foo1bar2baz", "foobarbarbaz", "foo-baz-bar-baz", "foobazbarbaz"},
+			[]string{"foobaz", "foobar", "foobarba", "fobarbaz", "foo1bar2baz3", "foobazbar"}},
+		{"a*a", []string{"aa", "aba", "aaa"}, []string{"a", "ab", "ba"}},
+		{"**", []string{"", "x"}, nil},
+		{"a**b", []string{"ab", "axb"}, []string{"a", "b", "ba"}},
+		{"/api/*/users/*", []string{"/api/v1/users/7", "/api//users/", "/api/v1/users/7/x"}, []string{"/api/v1/user/7", "/api/users/"}},
+	}
+	for _, tt := range tests {
+		r := mustParse(t, fmt.Sprintf("domain: d\ndescriptors:\n  - key: k\n    value: %q\n    rate_limit: {unit: second, requests_per_unit: 3}\n", tt.pattern))
+		for _, v := range tt.match {
+			if r.Match("d", e("k", v)) == nil {
+				t.Errorf("%q does not match %q, want a match", v, tt.pattern)
+			}
+		}
+		for _, v := range tt.miss {
+			if l := r.Match("d", e("k", v)); l != nil {
+				t.Errorf("%q matches %q, want none", v, tt.pattern)
+			}
+		}
+	}
+}
+
+// Several rules that match one entry: the exact value first, then the
+// wildcards in file order, wherever their '*' is, then the key alone; at
+// every level of nesting.
+func TestWildcardPrecedence(t *testing.T) {
+	r := mustParse(t, `
+domain: d
+descriptors:
+  - key: k
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: k
+    value: foo*baz
+    rate_limit: {unit: second, requests_per_unit: 2}
+  - key: k
+    value: foo*bar*baz
+    rate_limit: {unit: second, requests_per_unit: 3}
+  - key: k
+    value: foobarbaz
+    rate_limit: {unit: second, requests_per_unit: 4}
+  - key: k
+    value: "*bar*"
+    rate_limit: {unit: second, requests_per_unit: 5}
+  - key: outer
+    value: "*-prod"
+    descriptors:
+      - key: path
+        value: /v*/items/*
+        rate_limit: {unit: minute, requests_per_unit: 6}
+      - key: path
+        rate_limit: {unit: minute, requests_per_unit: 7}
+`)
+	tests := []struct {
+		entries []Entry
+		want    *want
+	}{
+		{e("k", "foobarbaz"), &want{count: 4, unit: second}},   // exact
+		{e("k", "foo1bar2baz"), &want{count: 2, unit: second}}, // foo*baz comes first in the file
+		{e("k", "foobaz"), &want{count: 2, unit: second}},
+		{e("k", "xbarx"), &want{count: 5, unit: second}},
+		{e("k", "other"), &want{count: 1, unit: second}}, // key alone
+		{e("outer", "eu-prod", "path", "/v2/items/9"), &want{count: 6, unit: minute}},
+		{e("outer", "eu-prod", "path", "/v2/things/9"), &want{count: 7, unit: minute}},
+		{e("outer", "eu-dev", "path", "/v2/items/9"), nil},
+		{e("outer", "eu-prod"), nil},
+	}
+	for _, tt := range tests {
+		checkMatch(t, r, "d", tt.entries, tt.want)
 	}
 }
 

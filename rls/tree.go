@@ -56,23 +56,51 @@ type node struct {
 	// children holds the nested descriptors by key and value; one
 	// without a value is held under an empty Value.
 	children map[Entry]*node
-	// wild holds, by key, the nested descriptors whose value ends in '*',
-	// in file order: envoyproxy/ratelimit takes the first whose prefix
-	// matches, not the longest.
+	// wild holds, by key, the nested descriptors whose value holds a '*',
+	// in file order: envoyproxy/ratelimit takes the first that matches,
+	// not the longest or the most specific.
 	wild  map[string][]wildcard
 	limit *Limit
 }
 
+// wildcard is a rule value with '*' in it, split at each '*': each '*'
+// stands for any run of bytes, none included, so "foo*" is a prefix and
+// "foo*bar*baz" a value that starts with foo, ends with baz and holds bar
+// between them.
 type wildcard struct {
-	prefix string
-	node   *node
+	parts []string
+	node  *node
+}
+
+func newWildcard(value string, n *node) wildcard {
+	return wildcard{parts: strings.Split(value, "*"), node: n}
+}
+
+// match reports whether v matches the pattern. Taking each middle part at
+// its first place after the one before is enough: '*' matches any run, so
+// an earlier place never leaves less room for what follows.
+func (w wildcard) match(v string) bool {
+	first, last := w.parts[0], w.parts[len(w.parts)-1]
+	if len(v) < len(first)+len(last) || !strings.HasPrefix(v, first) || !strings.HasSuffix(v, last) {
+		return false
+	}
+	v = v[len(first) : len(v)-len(last)]
+	for _, p := range w.parts[1 : len(w.parts)-1] {
+		i := strings.Index(v, p)
+		if i < 0 {
+			return false
+		}
+		v = v[i+len(p):]
+	}
+	return true
 }
 
 // Match returns the limit that applies to one descriptor of domain, or nil.
 //
 // It follows envoyproxy/ratelimit: entry i is looked up among the nested
 // descriptors that entry i-1 matched, first by key and exact value, then by
-// key and a value prefix ("foo*"), then by key alone; the descriptor's limit
+// key and a wildcard value ("foo*", "foo*bar*baz": '*' matches any run of
+// bytes), the first in file order that matches, then by key alone; the descriptor's limit
 // is that of the node its last entry matched. A descriptor longer or shorter
 // than the rules, or one whose last node has no limit, has none.
 func (r *Rules) Match(domain string, entries []Entry) *Limit {
@@ -101,7 +129,7 @@ func (n *node) find(e Entry) *node {
 		}
 	}
 	for _, w := range n.wild[e.Key] {
-		if strings.HasPrefix(e.Value, w.prefix) {
+		if w.match(e.Value) {
 			return w.node
 		}
 	}
