@@ -727,6 +727,78 @@ descriptors:
   - key: n
     rate_limit: {unit: second, requests_per_unit: 1, name: n}
 `},
+		{"share_threshold without a wildcard value", `
+domain: d
+descriptors:
+  - key: files
+    value: files/a.pdf
+    share_threshold: true #want: descriptors[0].share_threshold: share_threshold needs a wildcard value (with '*'), whose values then share one counter; the value "files/a.pdf" matches itself only
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: files
+    share_threshold: true #want: a descriptor without a value counts each value apart
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: org
+    descriptors:
+      - key: user
+        value: u1
+        share_threshold: yes #want: descriptors[2].descriptors[0].share_threshold: share_threshold needs a wildcard value
+  - key: files
+    value: files/*
+    share_threshold: false
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: shared
+    value: a*b
+    share_threshold: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: typo
+    value: x*
+    share_threshold: sure #want: descriptors[5].share_threshold: want true or false, got "sure"
+`},
+		{"quota_mode with what contradicts it", `
+domain: d
+descriptors:
+  - key: a
+    unlimited: true
+    quota_mode: true #want: descriptors[0].quota_mode: quota_mode with an unlimited descriptor: there is no quota to use up
+  - key: b
+    rate_limit: {unlimited: true}
+    quota_mode: true #want: descriptors[1].quota_mode: quota_mode with an unlimited descriptor
+  - key: c
+    shadow_mode: true
+    quota_mode: true #want: descriptors[2].quota_mode: quota_mode and shadow_mode (line 11) contradict each other
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: d
+    rate_limit:
+      unit: hour
+      requests_per_unit: 1
+      quota_mode: true #want: descriptors[3].rate_limit: unknown key "quota_mode"
+  - key: e
+    quota_mode: true
+    shadow_mode: false
+    rate_limit: {unit: hour, requests_per_unit: 1}
+`},
+		{"value_to_metric, detailed_metric and metadata in the wrong place or shape", `
+domain: d
+value_to_metric: true #want: unknown key "value_to_metric"
+descriptors:
+  - key: a
+    rate_limit:
+      unit: hour
+      requests_per_unit: 1
+      value_to_metric: true #want: descriptors[0].rate_limit: unknown key "value_to_metric"
+      detailed_metric: true #want: descriptors[0].rate_limit: unknown key "detailed_metric"
+  - key: b
+    values_to_metric: true #want: descriptors[1]: unknown key "values_to_metric" (did you mean "value_to_metric"?)
+  - key: c
+    value_to_metric: 1 #want: descriptors[2].value_to_metric: want true or false, got "1"
+  - key: d
+    metadata: [a, b] #want: descriptors[3].metadata: want a mapping, got a list
+  - key: e
+    metadata: plain #want: descriptors[4].metadata: want a mapping, got "plain"
+  - key: f
+    metadata: {nested: {deep: [1, 2]}, flag: true}
+    metadata_: x #want: descriptors[5]: unknown key "metadata_" (did you mean "metadata"?)
+`},
 		{"repeated keys", `
 domain: d
 domain: e #want: key "domain" repeated (first at line 2)

@@ -49,6 +49,45 @@ type Limit struct {
 	// Replaces names the limits this one replaces when both match the
 	// descriptors of one request.
 	Replaces []string
+
+	// Path holds the rule descriptors from the top of the file to this
+	// one, one for each entry of the descriptors it matches.
+	Path []Level
+	// DetailedMetric is detailed_metric: statistics per value matched,
+	// not per rule.
+	DetailedMetric bool
+	// QuotaMode is quota_mode. It is loaded and kept, not yet acted on:
+	// the limit is decided as any other (docs/rls.md).
+	QuotaMode bool
+	// Metadata is the descriptor's metadata, as the file gives it; nil
+	// when there is none.
+	Metadata map[string]any
+
+	// shared is whether a level of Path has ShareThreshold.
+	shared bool
+}
+
+// Level is one rule descriptor on a Limit's Path.
+type Level struct {
+	// Key and Value are written in the rule file; Value is "" for a
+	// descriptor that matches any value, and may hold '*'.
+	Key, Value string
+	// ShareThreshold is share_threshold: every value that Value, a
+	// wildcard, matches is counted under one counter.
+	ShareThreshold bool
+	// ValueToMetric is value_to_metric: statistics name the value
+	// matched here rather than the rule's.
+	ValueToMetric bool
+}
+
+// CounterValue is what entry i of a descriptor that matched l is counted
+// under: its value, or, at a level with share_threshold, the wildcard it
+// matched, which every value it matches shares.
+func (l *Limit) CounterValue(i int, value string) string {
+	if l != nil && l.shared && i < len(l.Path) && l.Path[i].ShareThreshold {
+		return l.Path[i].Value
+	}
+	return value
 }
 
 // node is one descriptor of a rule file, or the top of a domain.
@@ -159,7 +198,7 @@ func build(files []*file) *Rules {
 // to the descriptor, so that it survives a reload while the rate changes.
 // The domain part is cut to keep the name within limit.Rule's 200 bytes;
 // the hash keeps cut or folded domains apart.
-func ruleName(domain string, trail []Entry) string {
+func ruleName(domain string, trail []Level) string {
 	h := sha256.New()
 	var n [binary.MaxVarintLen64]byte
 	write := func(s string) {
