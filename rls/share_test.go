@@ -3,6 +3,8 @@ package rls
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -153,5 +155,36 @@ func TestShareExactOnRedis(t *testing.T) {
 	wg.Wait()
 	if files.Load() != 4 || orgs.Load() != 2 {
 		t.Fatalf("admitted %d files and %d org requests of 320 each, want 4 and 2", files.Load(), orgs.Load())
+	}
+}
+
+// The rule files docs/rls.md shows load, and its share_threshold example
+// shares as it says.
+func TestDocExamples(t *testing.T) {
+	doc, err := os.ReadFile("../docs/rls.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks []string
+	for _, part := range strings.Split(string(doc), "```yaml\n")[1:] {
+		block, _, ok := strings.Cut(part, "```")
+		if !ok {
+			t.Fatalf("unterminated yaml block: %q", part)
+		}
+		blocks = append(blocks, block)
+	}
+	if len(blocks) != 2 {
+		t.Fatalf("%d yaml blocks in docs/rls.md, want 2", len(blocks))
+	}
+	for _, b := range blocks {
+		mustParse(t, b)
+	}
+	r := mustParse(t, blocks[1])
+	a, b := r.Match("files", e("org", "acme-eu", "user", "u")), r.Match("files", e("org", "acme-us", "user", "u"))
+	if a == nil || a != b || a.RequestsPerUnit != 20 || a.CounterValue(0, "acme-eu") != "acme-*" || a.CounterValue(1, "u") != "u" {
+		t.Errorf("org example: %+v, %+v", a, b)
+	}
+	if l := r.Match("files", e("path", "files/special")); l == nil || l.RequestsPerUnit != 10 || l.CounterValue(0, "files/special") != "files/special" {
+		t.Errorf("files/special: %+v", l)
 	}
 }
