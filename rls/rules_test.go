@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
@@ -1079,12 +1080,22 @@ descriptors:
   - key: tenant
     descriptors:
       - key: path
+        value: /v*/items/*/x
+        rate_limit: {unit: second, requests_per_unit: 50}
+      - key: path
         value: /api*
         rate_limit: {unit: second, requests_per_unit: 100}
       - key: path
         rate_limit: {unit: second, requests_per_unit: 10}
 `)
 	probe := e("tenant", "t1", "path", "/api/x")
+	inner := e("tenant", "t1", "path", "/v1/items/7/x")
+	if l := r.Match("d", inner); l == nil || l.RequestsPerUnit != 50 {
+		t.Fatalf("Match(%v) = %+v, want the limit of 50", inner, l)
+	}
+	if n := testing.AllocsPerRun(100, func() { r.Match("d", inner) }); n != 0 {
+		t.Errorf("Match of a wildcard with a '*' inside allocates %v times", n)
+	}
 	if n := testing.AllocsPerRun(100, func() { r.Match("d", probe) }); n != 0 {
 		t.Errorf("Match allocates %v times", n)
 	}
@@ -1127,10 +1138,35 @@ descriptors:
 	}
 }
 
+// A wildcard matches what the regular expression of its parts joined by
+// ".*" matches, the whole value.
+func FuzzWildcard(f *testing.F) {
+	for _, s := range [][2]string{{"foo*bar*baz", "foo1bar2baz"}, {"a*a", "a"}, {"*", ""}, {"**x*", "xx"}, {"a*ba*b", "abab"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, pattern, value string) {
+		if !strings.Contains(pattern, "*") {
+			return
+		}
+		parts := strings.Split(pattern, "*")
+		for i, p := range parts {
+			parts[i] = regexp.QuoteMeta(p)
+		}
+		re, err := regexp.Compile(`^(?s:` + strings.Join(parts, ".*") + `)$`)
+		if err != nil || !utf8.ValidString(pattern) || !utf8.ValidString(value) {
+			return // the reference works on UTF-8 only
+		}
+		if got, want := newWildcard(pattern, nil).match(value), re.MatchString(value); got != want {
+			t.Errorf("%q matching %q = %v, want %v", pattern, value, got, want)
+		}
+	})
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(rule("d", "k", 5)), "k", "v")
 	f.Add([]byte("domain: d\ndescriptors:\n  - key: k\n    value: a*\n    descriptors:\n      - key: j\n        rate_limit: {unit: day, requests_per_unit: 1}\n"), "k", "ab")
 	f.Add([]byte("domain: &d d\ndescriptors: [{key: *d, rate_limit: {unlimited: true}}]"), "d", "")
+	f.Add([]byte(shareRules), "org", "acme-a-b")
 	f.Fuzz(func(t *testing.T, data []byte, key, value string) {
 		r, err := Parse("fuzz.yaml", data)
 		if err != nil {
