@@ -5,11 +5,14 @@
 //
 // Rules are read from a directory, one domain per file, with every problem
 // reported as FILE:LINE (parse.go); descriptors are matched (tree.go) as
-// envoyproxy/ratelimit matches them (exact value, then a value prefix
-// ending in '*', then the key alone). Each rate_limit becomes an
-// epoch-aligned fixed window, envoyproxy/ratelimit's own algorithm, whose
-// rule name depends only on the domain and the descriptor path, so that a
-// reload that changes a rate keeps the counters.
+// envoyproxy/ratelimit matches them (exact value, then the first value
+// with '*' in it, in file order, that matches, then the key alone). The
+// values a share_threshold wildcard matches share one counter. Each
+// rate_limit becomes an epoch-aligned fixed window, envoyproxy/ratelimit's
+// own algorithm, whose rule name depends only on the domain and the
+// descriptor path, so that a reload that changes a rate keeps the
+// counters. detailed_metric, value_to_metric, quota_mode and metadata are
+// kept on the Limit; docs/rls.md says what each does.
 //
 // The Service (service.go) decides every limit a request's descriptors
 // match in one call to a limit.Store, the gateway's: the memory store, or

@@ -14,6 +14,8 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/floodgate-gw/floodgate/internal/yamlnode"
 	"github.com/floodgate-gw/floodgate/limit"
 )
@@ -129,9 +131,35 @@ type descriptor struct {
 	ShadowMode bool      `yaml:"shadow_mode"`
 	Unlimited  bool      `yaml:"unlimited"`
 	Replaces   []replace `yaml:"replaces"`
-	// DetailedMetric only changes envoyproxy/ratelimit's statistics.
-	DetailedMetric bool         `yaml:"detailed_metric"`
-	Descriptors    []descriptor `yaml:"descriptors"`
+	// DetailedMetric and ValueToMetric only change what the statistics
+	// of the limit are named after; they are kept on the Limit.
+	DetailedMetric bool `yaml:"detailed_metric"`
+	ValueToMetric  bool `yaml:"value_to_metric"`
+	// ShareThreshold, on a wildcard value, counts every value it matches
+	// under one counter, instead of one counter a value.
+	ShareThreshold bool `yaml:"share_threshold"`
+	// QuotaMode and Metadata are kept on the Limit; see there.
+	QuotaMode   bool         `yaml:"quota_mode"`
+	Metadata    metadata     `yaml:"metadata"`
+	Descriptors []descriptor `yaml:"descriptors"`
+}
+
+// metadata is a descriptor's metadata: a mapping, of any values.
+type metadata map[string]any
+
+// decodeMetadata reads a metadata mapping as YAML gives it: envoyproxy/ratelimit
+// passes it on to the client without reading it.
+func decodeMetadata(d *yamlnode.Decoder, n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.MappingNode {
+		d.Errorf(n, path, "want a mapping, got %s", yamlnode.Describe(n))
+		return
+	}
+	var m map[string]any
+	if err := n.Decode(&m); err != nil {
+		d.Errorf(n, path, "%v", err)
+		return
+	}
+	v.Set(reflect.ValueOf(metadata(m)))
 }
 
 type rateLimit struct {
@@ -159,6 +187,9 @@ var decoderConfig = yamlnode.DecoderConfig{
 	// would be (the decoder's strings do that for all).
 	NullIsValue: true,
 	YAML11Bools: true,
+	Custom: map[reflect.Type]func(*yamlnode.Decoder, *yaml.Node, reflect.Value, string){
+		reflect.TypeFor[metadata](): decodeMetadata,
+	},
 	Kinds: map[reflect.Type]string{
 		reflect.TypeFor[[]descriptor](): "a list of descriptors",
 		reflect.TypeFor[descriptor]():   "a descriptor (key, value, rate_limit, descriptors)",
@@ -269,8 +300,8 @@ func (c *checker) check(rf *ruleFile) *node {
 }
 
 // descriptors checks a list of descriptors and adds them to parent. path
-// names the list; trail holds the keys and values from the top to parent.
-func (c *checker) descriptors(list []descriptor, path string, parent *node, trail []Entry) {
+// names the list; trail holds the descriptors from the top to parent.
+func (c *checker) descriptors(list []descriptor, path string, parent *node, trail []Level) {
 	first := map[Entry]string{} // → the path of the first
 	for i := range list {
 		ipath := path + "[" + strconv.Itoa(i) + "]"
@@ -293,25 +324,26 @@ func (c *checker) descriptors(list []descriptor, path string, parent *node, trai
 			parent.children = map[Entry]*node{}
 		}
 		parent.children[e] = n
-		if prefix, ok := strings.CutSuffix(e.Value, "*"); ok {
+		if strings.Contains(e.Value, "*") {
 			if parent.wild == nil {
 				parent.wild = map[string][]wildcard{}
 			}
-			parent.wild[e.Key] = append(parent.wild[e.Key], wildcard{prefix, n})
+			parent.wild[e.Key] = append(parent.wild[e.Key], newWildcard(e.Value, n))
 		}
 	}
 }
 
 // descriptor checks one descriptor and what it nests. It returns a nil node
 // when the descriptor has no key, so that it is left out of its parent.
-func (c *checker) descriptor(d *descriptor, path string, trail []Entry) (Entry, *node) {
+func (c *checker) descriptor(d *descriptor, path string, trail []Level) (Entry, *node) {
 	e := Entry{Key: d.Key, Value: d.Value}
 	var (
 		lim          *Limit
 		rateReplaces bool
 		rpath        = path + ".rate_limit"
 	)
-	trail = append(slices.Clip(trail), e)
+	trail = append(slices.Clip(trail), Level{Key: d.Key, Value: d.Value, ShareThreshold: d.ShareThreshold, ValueToMetric: d.ValueToMetric})
+	c.modes(d, path)
 	switch {
 	case d.RateLimit != nil && d.Unlimited:
 		c.errorf(path+".unlimited", "unlimited: true and a rate_limit (%s) contradict each other; keep one", c.where(rpath))
@@ -358,8 +390,37 @@ func (c *checker) descriptor(d *descriptor, path string, trail []Entry) (Entry, 
 			lim = nil
 		}
 	}
+	if lim != nil {
+		lim.Path = trail
+		lim.DetailedMetric, lim.QuotaMode, lim.Metadata = d.DetailedMetric, d.QuotaMode, d.Metadata
+		for _, l := range trail {
+			lim.shared = lim.shared || l.ShareThreshold
+		}
+	}
 	n.limit = lim
 	return e, n
+}
+
+// modes checks share_threshold and quota_mode against what they are
+// written with.
+func (c *checker) modes(d *descriptor, path string) {
+	if d.ShareThreshold && !strings.Contains(d.Value, "*") {
+		what := fmt.Sprintf("the value %q matches itself only", d.Value)
+		if d.Value == "" {
+			what = "a descriptor without a value counts each value apart"
+		}
+		c.errorf(path+".share_threshold", "share_threshold needs a wildcard value (with '*'), whose values then share one counter; %s", what)
+	}
+	if !d.QuotaMode {
+		return
+	}
+	qpath := path + ".quota_mode"
+	switch {
+	case d.Unlimited || d.RateLimit != nil && d.RateLimit.Unlimited:
+		c.errorf(qpath, "quota_mode with an unlimited descriptor: there is no quota to use up")
+	case d.ShadowMode:
+		c.errorf(qpath, "quota_mode and shadow_mode (%s) contradict each other: a shadow limit never rejects, a quota does once every quota of the request is used up; keep one", c.where(path+".shadow_mode"))
+	}
 }
 
 // units maps rate_limit.unit, upper-cased as envoyproxy/ratelimit reads it,

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
@@ -373,7 +374,7 @@ descriptors:
 		{e("path", "/apix"), &want{count: 2, unit: second}},
 		{e("path", "/other"), &want{count: 1, unit: second}}, // key alone
 		{e("path", ""), &want{count: 1, unit: second}},
-		{e("path", "/api*x"), &want{count: 5, unit: second}}, // a '*' written in a value matches itself exactly
+		{e("path", "/api*x"), &want{count: 5, unit: second}}, // the value as written matches it exactly, before any wildcard
 		{e("any", "x"), &want{count: 6, unit: second}},       // "*" before the key alone
 		{e("any", ""), &want{count: 6, unit: second}},
 		{e("internal", "x"), &want{unlimited: true, shadow: true}},
@@ -394,6 +395,88 @@ descriptors:
 	}
 	if nilRules.Domains() != nil || (&Rules{}).Domains() != nil {
 		t.Error("nil or zero Rules have domains")
+	}
+}
+
+// A '*' anywhere in a rule value stands for any run of bytes, none
+// included.
+func TestWildcardValues(t *testing.T) {
+	tests := []struct {
+		pattern string
+		match   []string
+		miss    []string
+	}{
+		{"foo*", []string{"foo", "foo1", "foo*", "foofoo"}, []string{"fo", "xfoo", ""}},
+		{"*", []string{"", "x", "*", "anything at all"}, nil},
+		{"*bar", []string{"bar", "foobar", "barbar"}, []string{"barx", "ba", ""}},
+		{"foo*bar*baz", []string{"foobarbaz", "foo1bar2baz", "foobarbarbaz", "foo-baz-bar-baz", "foobazbarbaz"},
+			[]string{"foobaz", "foobar", "foobarba", "fobarbaz", "foo1bar2baz3", "foobazbar"}},
+		{"a*a", []string{"aa", "aba", "aaa"}, []string{"a", "ab", "ba"}},
+		{"**", []string{"", "x"}, nil},
+		{"a**b", []string{"ab", "axb"}, []string{"a", "b", "ba"}},
+		{"/api/*/users/*", []string{"/api/v1/users/7", "/api//users/", "/api/v1/users/7/x"}, []string{"/api/v1/user/7", "/api/users/"}},
+	}
+	for _, tt := range tests {
+		r := mustParse(t, fmt.Sprintf("domain: d\ndescriptors:\n  - key: k\n    value: %q\n    rate_limit: {unit: second, requests_per_unit: 3}\n", tt.pattern))
+		for _, v := range tt.match {
+			if r.Match("d", e("k", v)) == nil {
+				t.Errorf("%q does not match %q, want a match", v, tt.pattern)
+			}
+		}
+		for _, v := range tt.miss {
+			if l := r.Match("d", e("k", v)); l != nil {
+				t.Errorf("%q matches %q, want none", v, tt.pattern)
+			}
+		}
+	}
+}
+
+// Several rules that match one entry: the exact value first, then the
+// wildcards in file order, wherever their '*' is, then the key alone; at
+// every level of nesting.
+func TestWildcardPrecedence(t *testing.T) {
+	r := mustParse(t, `
+domain: d
+descriptors:
+  - key: k
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: k
+    value: foo*baz
+    rate_limit: {unit: second, requests_per_unit: 2}
+  - key: k
+    value: foo*bar*baz
+    rate_limit: {unit: second, requests_per_unit: 3}
+  - key: k
+    value: foobarbaz
+    rate_limit: {unit: second, requests_per_unit: 4}
+  - key: k
+    value: "*bar*"
+    rate_limit: {unit: second, requests_per_unit: 5}
+  - key: outer
+    value: "*-prod"
+    descriptors:
+      - key: path
+        value: /v*/items/*
+        rate_limit: {unit: minute, requests_per_unit: 6}
+      - key: path
+        rate_limit: {unit: minute, requests_per_unit: 7}
+`)
+	tests := []struct {
+		entries []Entry
+		want    *want
+	}{
+		{e("k", "foobarbaz"), &want{count: 4, unit: second}},   // exact
+		{e("k", "foo1bar2baz"), &want{count: 2, unit: second}}, // foo*baz comes first in the file
+		{e("k", "foobaz"), &want{count: 2, unit: second}},
+		{e("k", "xbarx"), &want{count: 5, unit: second}},
+		{e("k", "other"), &want{count: 1, unit: second}}, // key alone
+		{e("outer", "eu-prod", "path", "/v2/items/9"), &want{count: 6, unit: minute}},
+		{e("outer", "eu-prod", "path", "/v2/things/9"), &want{count: 7, unit: minute}},
+		{e("outer", "eu-dev", "path", "/v2/items/9"), nil},
+		{e("outer", "eu-prod"), nil},
+	}
+	for _, tt := range tests {
+		checkMatch(t, r, "d", tt.entries, tt.want)
 	}
 }
 
@@ -644,6 +727,78 @@ descriptors:
           reason: x #want: descriptors[1].rate_limit.replaces[0]: unknown key "reason"
   - key: n
     rate_limit: {unit: second, requests_per_unit: 1, name: n}
+`},
+		{"share_threshold without a wildcard value", `
+domain: d
+descriptors:
+  - key: files
+    value: files/a.pdf
+    share_threshold: true #want: descriptors[0].share_threshold: share_threshold needs a wildcard value (with '*'), whose values then share one counter; the value "files/a.pdf" matches itself only
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: files
+    share_threshold: true #want: a descriptor without a value counts each value apart
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: org
+    descriptors:
+      - key: user
+        value: u1
+        share_threshold: yes #want: descriptors[2].descriptors[0].share_threshold: share_threshold needs a wildcard value
+  - key: files
+    value: files/*
+    share_threshold: false
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: shared
+    value: a*b
+    share_threshold: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: typo
+    value: x*
+    share_threshold: sure #want: descriptors[5].share_threshold: want true or false, got "sure"
+`},
+		{"quota_mode with what contradicts it", `
+domain: d
+descriptors:
+  - key: a
+    unlimited: true
+    quota_mode: true #want: descriptors[0].quota_mode: quota_mode with an unlimited descriptor: there is no quota to use up
+  - key: b
+    rate_limit: {unlimited: true}
+    quota_mode: true #want: descriptors[1].quota_mode: quota_mode with an unlimited descriptor
+  - key: c
+    shadow_mode: true
+    quota_mode: true #want: descriptors[2].quota_mode: quota_mode and shadow_mode (line 11) contradict each other
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: d
+    rate_limit:
+      unit: hour
+      requests_per_unit: 1
+      quota_mode: true #want: descriptors[3].rate_limit: unknown key "quota_mode"
+  - key: e
+    quota_mode: true
+    shadow_mode: false
+    rate_limit: {unit: hour, requests_per_unit: 1}
+`},
+		{"value_to_metric, detailed_metric and metadata in the wrong place or shape", `
+domain: d
+value_to_metric: true #want: unknown key "value_to_metric"
+descriptors:
+  - key: a
+    rate_limit:
+      unit: hour
+      requests_per_unit: 1
+      value_to_metric: true #want: descriptors[0].rate_limit: unknown key "value_to_metric"
+      detailed_metric: true #want: descriptors[0].rate_limit: unknown key "detailed_metric"
+  - key: b
+    values_to_metric: true #want: descriptors[1]: unknown key "values_to_metric" (did you mean "value_to_metric"?)
+  - key: c
+    value_to_metric: 1 #want: descriptors[2].value_to_metric: want true or false, got "1"
+  - key: d
+    metadata: [a, b] #want: descriptors[3].metadata: want a mapping, got a list
+  - key: e
+    metadata: plain #want: descriptors[4].metadata: want a mapping, got "plain"
+  - key: f
+    metadata: {nested: {deep: [1, 2]}, flag: true}
+    metadata_: x #want: descriptors[5]: unknown key "metadata_" (did you mean "metadata"?)
 `},
 		{"repeated keys", `
 domain: d
@@ -925,12 +1080,22 @@ descriptors:
   - key: tenant
     descriptors:
       - key: path
+        value: /v*/items/*/x
+        rate_limit: {unit: second, requests_per_unit: 50}
+      - key: path
         value: /api*
         rate_limit: {unit: second, requests_per_unit: 100}
       - key: path
         rate_limit: {unit: second, requests_per_unit: 10}
 `)
 	probe := e("tenant", "t1", "path", "/api/x")
+	inner := e("tenant", "t1", "path", "/v1/items/7/x")
+	if l := r.Match("d", inner); l == nil || l.RequestsPerUnit != 50 {
+		t.Fatalf("Match(%v) = %+v, want the limit of 50", inner, l)
+	}
+	if n := testing.AllocsPerRun(100, func() { r.Match("d", inner) }); n != 0 {
+		t.Errorf("Match of a wildcard with a '*' inside allocates %v times", n)
+	}
 	if n := testing.AllocsPerRun(100, func() { r.Match("d", probe) }); n != 0 {
 		t.Errorf("Match allocates %v times", n)
 	}
@@ -973,10 +1138,35 @@ descriptors:
 	}
 }
 
+// A wildcard matches what the regular expression of its parts joined by
+// ".*" matches, the whole value.
+func FuzzWildcard(f *testing.F) {
+	for _, s := range [][2]string{{"foo*bar*baz", "foo1bar2baz"}, {"a*a", "a"}, {"*", ""}, {"**x*", "xx"}, {"a*ba*b", "abab"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, pattern, value string) {
+		if !strings.Contains(pattern, "*") {
+			return
+		}
+		parts := strings.Split(pattern, "*")
+		for i, p := range parts {
+			parts[i] = regexp.QuoteMeta(p)
+		}
+		re, err := regexp.Compile(`^(?s:` + strings.Join(parts, ".*") + `)$`)
+		if err != nil || !utf8.ValidString(pattern) || !utf8.ValidString(value) {
+			return // the reference works on UTF-8 only
+		}
+		if got, want := newWildcard(pattern, nil).match(value), re.MatchString(value); got != want {
+			t.Errorf("%q matching %q = %v, want %v", pattern, value, got, want)
+		}
+	})
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(rule("d", "k", 5)), "k", "v")
 	f.Add([]byte("domain: d\ndescriptors:\n  - key: k\n    value: a*\n    descriptors:\n      - key: j\n        rate_limit: {unit: day, requests_per_unit: 1}\n"), "k", "ab")
 	f.Add([]byte("domain: &d d\ndescriptors: [{key: *d, rate_limit: {unlimited: true}}]"), "d", "")
+	f.Add([]byte(shareRules), "org", "acme-a-b")
 	f.Fuzz(func(t *testing.T, data []byte, key, value string) {
 		r, err := Parse("fuzz.yaml", data)
 		if err != nil {

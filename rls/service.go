@@ -223,7 +223,7 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 			call.Hits = m.hits
 		}
 		m.at = len(call.Limits)
-		call.Limits = append(call.Limits, limit.Limit{Rule: m.lim.Rule, Key: key(d.GetEntries())})
+		call.Limits = append(call.Limits, limit.Limit{Rule: m.lim.Rule, Key: key(m.lim, d.GetEntries())})
 	}
 	for i := range ms {
 		if m := &ms[i]; m.at >= 0 && m.hits != call.Hits {
@@ -347,7 +347,7 @@ func peek(ctx context.Context, store limit.Store, now time.Time, ds []*rlsv3ext.
 	errs := make([]error, len(idx))
 	read := func(j int) {
 		i := idx[j]
-		st, err := store.Peek(ctx, now, ms[i].lim.Rule, key(ds[i].GetEntries()))
+		st, err := store.Peek(ctx, now, ms[i].lim.Rule, key(ms[i].lim, ds[i].GetEntries()))
 		if err != nil {
 			errs[j] = err
 			return
@@ -390,13 +390,14 @@ func costed(req *limit.Request, ms []matched) error {
 	return nil
 }
 
-// key is the counter of one descriptor: every entry's key and value, so
-// that a rule that matches any value counts each value apart, as
-// envoyproxy/ratelimit does.
-func key(es []*rlsv3ext.RateLimitDescriptor_Entry) limit.Key {
+// key is the counter of one descriptor that matched l: every entry's key
+// and value, so that a rule that matches any value counts each value
+// apart, as envoyproxy/ratelimit does, but where share_threshold has the
+// values of a wildcard share one.
+func key(l *Limit, es []*rlsv3ext.RateLimitDescriptor_Entry) limit.Key {
 	parts := make([]limit.Part, 0, 2*len(es))
-	for _, e := range es {
-		parts = append(parts, limit.Part{Kind: "k", Value: e.GetKey()}, limit.Part{Kind: "v", Value: e.GetValue()})
+	for i, e := range es {
+		parts = append(parts, limit.Part{Kind: "k", Value: e.GetKey()}, limit.Part{Kind: "v", Value: l.CounterValue(i, e.GetValue())})
 	}
 	return limit.NewKey(parts...)
 }

@@ -49,6 +49,45 @@ type Limit struct {
 	// Replaces names the limits this one replaces when both match the
 	// descriptors of one request.
 	Replaces []string
+
+	// Path holds the rule descriptors from the top of the file to this
+	// one, one for each entry of the descriptors it matches.
+	Path []Level
+	// DetailedMetric is detailed_metric: statistics per value matched,
+	// not per rule.
+	DetailedMetric bool
+	// QuotaMode is quota_mode. It is loaded and kept, not yet acted on:
+	// the limit is decided as any other (docs/rls.md).
+	QuotaMode bool
+	// Metadata is the descriptor's metadata, as the file gives it; nil
+	// when there is none.
+	Metadata map[string]any
+
+	// shared is whether a level of Path has ShareThreshold.
+	shared bool
+}
+
+// Level is one rule descriptor on a Limit's Path.
+type Level struct {
+	// Key and Value are written in the rule file; Value is "" for a
+	// descriptor that matches any value, and may hold '*'.
+	Key, Value string
+	// ShareThreshold is share_threshold: every value that Value, a
+	// wildcard, matches is counted under one counter.
+	ShareThreshold bool
+	// ValueToMetric is value_to_metric: statistics name the value
+	// matched here rather than the rule's.
+	ValueToMetric bool
+}
+
+// CounterValue is what entry i of a descriptor that matched l is counted
+// under: its value, or, at a level with share_threshold, the wildcard it
+// matched, which every value it matches shares.
+func (l *Limit) CounterValue(i int, value string) string {
+	if l != nil && l.shared && i < len(l.Path) && l.Path[i].ShareThreshold {
+		return l.Path[i].Value
+	}
+	return value
 }
 
 // node is one descriptor of a rule file, or the top of a domain.
@@ -56,23 +95,51 @@ type node struct {
 	// children holds the nested descriptors by key and value; one
 	// without a value is held under an empty Value.
 	children map[Entry]*node
-	// wild holds, by key, the nested descriptors whose value ends in '*',
-	// in file order: envoyproxy/ratelimit takes the first whose prefix
-	// matches, not the longest.
+	// wild holds, by key, the nested descriptors whose value holds a '*',
+	// in file order: envoyproxy/ratelimit takes the first that matches,
+	// not the longest or the most specific.
 	wild  map[string][]wildcard
 	limit *Limit
 }
 
+// wildcard is a rule value with '*' in it, split at each '*': each '*'
+// stands for any run of bytes, none included, so "foo*" is a prefix and
+// "foo*bar*baz" a value that starts with foo, ends with baz and holds bar
+// between them.
 type wildcard struct {
-	prefix string
-	node   *node
+	parts []string
+	node  *node
+}
+
+func newWildcard(value string, n *node) wildcard {
+	return wildcard{parts: strings.Split(value, "*"), node: n}
+}
+
+// match reports whether v matches the pattern. Taking each middle part at
+// its first place after the one before is enough: '*' matches any run, so
+// an earlier place never leaves less room for what follows.
+func (w wildcard) match(v string) bool {
+	first, last := w.parts[0], w.parts[len(w.parts)-1]
+	if len(v) < len(first)+len(last) || !strings.HasPrefix(v, first) || !strings.HasSuffix(v, last) {
+		return false
+	}
+	v = v[len(first) : len(v)-len(last)]
+	for _, p := range w.parts[1 : len(w.parts)-1] {
+		i := strings.Index(v, p)
+		if i < 0 {
+			return false
+		}
+		v = v[i+len(p):]
+	}
+	return true
 }
 
 // Match returns the limit that applies to one descriptor of domain, or nil.
 //
 // It follows envoyproxy/ratelimit: entry i is looked up among the nested
 // descriptors that entry i-1 matched, first by key and exact value, then by
-// key and a value prefix ("foo*"), then by key alone; the descriptor's limit
+// key and a wildcard value ("foo*", "foo*bar*baz": '*' matches any run of
+// bytes), the first in file order that matches, then by key alone; the descriptor's limit
 // is that of the node its last entry matched. A descriptor longer or shorter
 // than the rules, or one whose last node has no limit, has none.
 func (r *Rules) Match(domain string, entries []Entry) *Limit {
@@ -101,7 +168,7 @@ func (n *node) find(e Entry) *node {
 		}
 	}
 	for _, w := range n.wild[e.Key] {
-		if strings.HasPrefix(e.Value, w.prefix) {
+		if w.match(e.Value) {
 			return w.node
 		}
 	}
@@ -131,7 +198,7 @@ func build(files []*file) *Rules {
 // to the descriptor, so that it survives a reload while the rate changes.
 // The domain part is cut to keep the name within limit.Rule's 200 bytes;
 // the hash keeps cut or folded domains apart.
-func ruleName(domain string, trail []Entry) string {
+func ruleName(domain string, trail []Level) string {
 	h := sha256.New()
 	var n [binary.MaxVarintLen64]byte
 	write := func(s string) {
