@@ -38,8 +38,11 @@
 // limit in another slot than the one that rejected the request; with the
 // Redis store's local rejects, every other limit of a request rejected from
 // its memory of exhausted keys, so that a flood of such requests costs no
-// Redis call at all) and one whose read failed are reported without. An unlimited descriptor reports
-// math.MaxUint32 left, as in envoyproxy/ratelimit.
+// Redis call at all) and one whose read failed are reported without. As in
+// envoyproxy/ratelimit, a limit that rejects reports 0 left (even when the
+// hits it was asked for are more than the some it has), the time until
+// reset is in whole seconds, rounded up, and an unlimited descriptor
+// reports math.MaxUint32 left.
 //
 // requests_per_unit: 0 rejects every request, as in envoyproxy/ratelimit,
 // without counting. Not supported: a descriptor's own limit override

@@ -303,9 +303,15 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 				known, reset = true, l.Period-time.Duration(now.UnixNano()%int64(l.Period))
 			}
 		}
+		if !allowed {
+			// What envoyproxy/ratelimit reports of a limit that
+			// rejects, even when hits above what it has left leave
+			// some: nothing for this request.
+			left = 0
+		}
 		if known {
 			st.LimitRemaining = uint32(min(max(left, 0), math.MaxUint32))
-			st.DurationUntilReset = durationpb.New(reset)
+			st.DurationUntilReset = wholeSeconds(reset)
 		}
 		// A shadow limit is decided and reported, never enforced.
 		if !allowed && !l.Shadow {
@@ -314,6 +320,15 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		}
 	}
 	return resp, nil
+}
+
+// wholeSeconds is a duration until reset as envoyproxy/ratelimit sends
+// it, in whole seconds, rounded up: Envoy's filter writes X-RateLimit-Reset
+// from the seconds alone, so that a reset 0.4s away would read 0 and one
+// 59.6s away 59. Rounded up, it is the number envoyproxy/ratelimit sends
+// for an epoch-aligned window (the unit's seconds less those elapsed).
+func wholeSeconds(d time.Duration) *durationpb.Duration {
+	return &durationpb.Duration{Seconds: int64((max(d, 0) + time.Second - 1) / time.Second)}
 }
 
 // unavailable is the answer to a request the store could not decide.

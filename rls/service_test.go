@@ -274,8 +274,37 @@ func TestShadowReplacesAndHits(t *testing.T) {
 	d := desc("remote_address", "h")
 	d.HitsAddend = wrapperspb.UInt64(2)
 	resp, err = c.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: 1, Descriptors: []*rlsv3ext.RateLimitDescriptor{d}})
-	if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].LimitRemaining != 1 {
+	// Rejected, it reports nothing left, as envoyproxy/ratelimit does,
+	// though the 1 it had is still there.
+	if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].LimitRemaining != 0 {
 		t.Fatalf("a descriptor's hits_addend 2 with 1 left: %v %v", resp, err)
+	}
+	// The 1 left is still there: the next request takes it.
+	wantLeft(t, c, desc("remote_address", "h"), 0, "a rejected hits_addend of 2")
+	if resp := ask(t, c, "edge", desc("remote_address", "h")); resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("a fourth hit of 3: %v", resp)
+	}
+}
+
+// duration_until_reset is whole seconds, rounded up, as
+// envoyproxy/ratelimit sends it: 10.3s into an hour, 3590s.
+func TestResetInWholeSeconds(t *testing.T) {
+	rules, err := Parse("edge.yaml", []byte(testRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Unix(1_800_000_000/3600*3600, 0).Add(10300 * time.Millisecond)
+	store := memory.New(memory.Options{})
+	c := serveImpl(t, New(Options{Store: func() limit.Store { return store }, Rules: rules, Now: func() time.Time { return at }}))
+	for i := range 4 {
+		st := ask(t, c, "edge", desc("remote_address", "r")).Statuses[0]
+		if d := st.GetDurationUntilReset(); d.GetSeconds() != 3590 || d.GetNanos() != 0 {
+			t.Fatalf("request %d: duration until reset %v, want 3590s", i, d)
+		}
+	}
+	st := ask(t, c, "edge", desc("path", "/blocked")).Statuses[0]
+	if d := st.GetDurationUntilReset(); st.Code != rlsv3.RateLimitResponse_OVER_LIMIT || d.GetSeconds() != 1 || d.GetNanos() != 0 {
+		t.Fatalf("a limit of 0 a second, 0.3s in: %v, want OVER_LIMIT and 1s until reset", st)
 	}
 }
 
@@ -526,8 +555,11 @@ func TestRejectedReportsEveryLimit(t *testing.T) {
 			}
 			reports(t, resp.Statuses[0], ok, 3, 2)
 		}
+		// The limit that rejects reports nothing left, as
+		// envoyproxy/ratelimit does, though its 3 are untouched.
 		resp := ask(t, c, "edge", up, big)
-		reports(t, resp.Statuses[1], over, 3, 3)
+		reports(t, resp.Statuses[1], over, 3, 0)
+		wantLeft(t, c, desc("remote_address", "h8"), 2, "4 hits rejected")
 
 		// The store's own rejection reads the same.
 		login := desc("path", "/login")
