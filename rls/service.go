@@ -167,7 +167,16 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		for _, e := range d.GetEntries() {
 			entries = append(entries, Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
-		ms[i] = matched{lim: rules.Match(domain, entries), hits: hits, at: -1}
+		ms[i] = matched{hits: hits, at: -1}
+		if o := d.GetLimit(); o != nil && rules.domains[domain] {
+			l, err := override(domain, o)
+			if err != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
+			}
+			ms[i].lim = l
+		} else {
+			ms[i].lim = rules.Match(domain, entries)
+		}
 		// A descriptor's own hits_addend, when set, overrides the
 		// request's. It is a wrapper, so that 0 differs from unset:
 		// envoyproxy/ratelimit reads 0 as a check that counts nothing.

@@ -13,6 +13,7 @@ import (
 
 	rlsv3ext "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -626,4 +627,63 @@ func TestOverLimitFloodSkipsRedis(t *testing.T) {
 	if strings.Contains(stats, "cmdstat_evalsha") || strings.Contains(stats, "cmdstat_eval:") {
 		t.Fatalf("Redis was asked while the limit was known used up:\n%s", stats)
 	}
+}
+
+// withLimit is d with its own limit of n a unit.
+func withLimit(d *rlsv3ext.RateLimitDescriptor, n uint32, unit typev3.RateLimitUnit) *rlsv3ext.RateLimitDescriptor {
+	d.Limit = &rlsv3ext.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: n, Unit: unit}
+	return d
+}
+
+// A descriptor's own limit applies instead of the rule it matches, as in
+// envoyproxy/ratelimit, and counts apart from that rule.
+func TestLimitOverride(t *testing.T) {
+	eachStore(t, func(t *testing.T, s limit.Store) {
+		c := serve(t, s)
+		ok, over := rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
+		for i, want := range []rlsv3.RateLimitResponse_Code{ok, ok, over} {
+			st := ask(t, c, "edge", withLimit(desc("remote_address", "o1"), 2, typev3.RateLimitUnit_HOUR)).Statuses[0]
+			if st.Code != want || st.CurrentLimit.GetRequestsPerUnit() != 2 || st.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_HOUR ||
+				st.LimitRemaining != uint32(max(1-i, 0)) || st.DurationUntilReset.GetSeconds() < 1 || st.DurationUntilReset.GetSeconds() > 3600 {
+				t.Fatalf("request %d with a limit of 2 an hour: %v, want %v", i, st, want)
+			}
+		}
+		// The rule's own count (3 an hour, the same unit) was not
+		// touched.
+		wantLeft(t, c, desc("remote_address", "o1"), 2, "two requests under an override")
+		// Another count with the same unit keeps the override's counter.
+		if st := ask(t, c, "edge", withLimit(desc("remote_address", "o1"), 5, typev3.RateLimitUnit_HOUR)).Statuses[0]; st.Code != ok || st.LimitRemaining != 2 {
+			t.Fatalf("a limit of 5 an hour after 2 counted: %v, want OK and 2 left", st)
+		}
+		// An unlimited descriptor is limited by its override.
+		health := func() *rlsv3ext.RateLimitDescriptor {
+			return withLimit(desc("path", "/health"), 1, typev3.RateLimitUnit_HOUR)
+		}
+		ask(t, c, "edge", health())
+		if resp := ask(t, c, "edge", health()); resp.OverallCode != over {
+			t.Fatalf("an unlimited descriptor over its override: %v", resp)
+		}
+		// A descriptor no rule matches is limited too; 0 rejects all.
+		if resp := ask(t, c, "edge", withLimit(desc("nothing", "x"), 0, typev3.RateLimitUnit_SECOND)); resp.OverallCode != over {
+			t.Fatalf("an override of 0: %v", resp)
+		}
+		// An unknown domain has no limits, override or not.
+		if resp := ask(t, c, "elsewhere", withLimit(desc("remote_address", "o1"), 0, typev3.RateLimitUnit_SECOND)); resp.OverallCode != ok || resp.Statuses[0].CurrentLimit != nil {
+			t.Fatalf("an override in an unknown domain: %v", resp)
+		}
+		for _, bad := range []*rlsv3ext.RateLimitDescriptor{
+			withLimit(desc("remote_address", "o2"), 1, typev3.RateLimitUnit_UNKNOWN),
+			withLimit(desc("remote_address", "o2"), limit.MaxCount+1, typev3.RateLimitUnit_HOUR),
+			func() *rlsv3ext.RateLimitDescriptor {
+				d := withLimit(desc("remote_address", "o2"), 1, typev3.RateLimitUnit_HOUR)
+				d.Limit.UnitMultiplier = wrapperspb.UInt32(30)
+				return d
+			}(),
+		} {
+			_, err := c.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlsv3ext.RateLimitDescriptor{bad}})
+			if status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("override %v: %v, want InvalidArgument", bad.Limit, err)
+			}
+		}
+	})
 }
