@@ -51,4 +51,10 @@
 // an override's unit_multiplier other than 1, requests_per_unit above
 // limit.MaxCount, and more than MaxDescriptors descriptors in one request
 // (InvalidArgument).
+//
+// Options.Shadow answers OK over every limit, as envoyproxy/ratelimit's
+// SHADOW_MODE (the statuses still say OVER_LIMIT); Options.Headers adds
+// rate-limit headers for Envoy to send (answer.go); Options.Observe gets
+// each descriptor's Outcome in the terms of envoyproxy/ratelimit's stats,
+// near_limit included, for metrics.
 package rls
