@@ -16,8 +16,10 @@ import (
 type Headers string
 
 const (
-	// NoHeaders adds none, as envoyproxy/ratelimit by default.
-	NoHeaders Headers = ""
+	// NoHeaders adds none, as envoyproxy/ratelimit by default; so does
+	// the zero value, "" (rls.response_headers' none and its default map
+	// to Headers as they are written).
+	NoHeaders Headers = "none"
 	// IETFHeaders adds RateLimit-Policy and RateLimit as the gateway sends
 	// them (draft-ietf-httpapi-ratelimit-headers):
 	// `"NAME";q=LIMIT;w=WINDOW` and `"NAME";r=REMAINING;t=RESET`.
@@ -91,8 +93,8 @@ func (o *Outcome) count(ratio float64, allowed, counted bool, left int64) {
 // with the least left. Limits whose remaining count is unknown are not
 // reported.
 func addHeaders(kind Headers, resp *rlsv3.RateLimitResponse, ms []matched) {
-	if kind == NoHeaders {
-		return
+	if kind != IETFHeaders && kind != EnvoyHeaders {
+		return // NoHeaders, or ""
 	}
 	pick := -1
 	for i, st := range resp.Statuses {

@@ -89,15 +89,15 @@ func headers(resp *rlsv3.RateLimitResponse) map[string]string {
 // The headers report the limit with the least left, or the one over its
 // limit, as envoyproxy/ratelimit picks it.
 func TestResponseHeaders(t *testing.T) {
-	for _, kind := range []Headers{NoHeaders, EnvoyHeaders, IETFHeaders} {
-		t.Run(string(kind)+"-", func(t *testing.T) {
+	for _, kind := range []Headers{"", NoHeaders, EnvoyHeaders, IETFHeaders} {
+		t.Run("headers="+string(kind), func(t *testing.T) {
 			c := serveWith(t, memory.New(memory.Options{}), Options{Headers: kind})
 			addr, login := desc("remote_address", "hd"), desc("path", "/login")
 			resp := ask(t, c, "edge", addr, login, desc("path", "/health"))
 			reset := strconv.FormatInt(resp.Statuses[1].DurationUntilReset.GetSeconds(), 10)
 			h := headers(resp)
 			want := map[Headers]map[string]string{
-				NoHeaders:    {},
+				"": {}, NoHeaders: {},
 				EnvoyHeaders: {"RateLimit-Limit": "2", "RateLimit-Remaining": "1", "RateLimit-Reset": reset},
 				IETFHeaders:  {"RateLimit-Policy": `"default";q=2;w=3600`, "RateLimit": `"default";r=1;t=` + reset},
 			}[kind]
@@ -108,7 +108,7 @@ func TestResponseHeaders(t *testing.T) {
 			resp = ask(t, c, "edge", login, desc("tenant", "t", "plan", "free"))
 			reset = strconv.FormatInt(resp.Statuses[1].DurationUntilReset.GetSeconds(), 10)
 			want = map[Headers]map[string]string{
-				NoHeaders:    {},
+				"": {}, NoHeaders: {},
 				EnvoyHeaders: {"RateLimit-Limit": "1", "RateLimit-Remaining": "0", "RateLimit-Reset": reset},
 				IETFHeaders:  {"RateLimit-Policy": `"free_tier";q=1;w=3600`, "RateLimit": `"free_tier";r=0;t=` + reset},
 			}[kind]

@@ -38,7 +38,8 @@ type Options struct {
 	// over still say OVER_LIMIT (envoyproxy/ratelimit's SHADOW_MODE).
 	Shadow bool
 
-	// Headers are the rate-limit headers of every answer; NoHeaders: none.
+	// Headers are the rate-limit headers of every answer; "" or
+	// NoHeaders: none.
 	Headers Headers
 
 	// NearLimitRatio is the part of a limit above which hits are near
