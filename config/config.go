@@ -174,6 +174,17 @@ type RLS struct {
 	// ConfigDir holds the envoyproxy/ratelimit-format rule files. Empty:
 	// no rules, so every descriptor is allowed.
 	ConfigDir string `yaml:"config_dir"`
+
+	// Shadow answers OK to every request over a limit, which is counted
+	// and reported as when enforced (envoyproxy/ratelimit's SHADOW_MODE).
+	// False: limits are enforced.
+	Shadow bool `yaml:"shadow"`
+
+	// ResponseHeaders are the rate-limit headers every answer asks Envoy
+	// to add: "ietf" (RateLimit-Policy and RateLimit, as the gateway
+	// sends them) or "envoy" (RateLimit-Limit, -Remaining and -Reset, as
+	// envoyproxy/ratelimit sends them). Empty or "none": none.
+	ResponseHeaders string `yaml:"response_headers"`
 }
 
 // StoreType names where limit state lives.

@@ -814,3 +814,18 @@ func TestTokenBucketExample(t *testing.T) {
 		t.Errorf("store %s, rule %+v", c.Store.Type, r)
 	}
 }
+
+func TestRLSAnswers(t *testing.T) {
+	c := mustParse(t, `
+rls: {listen: ":8081", shadow: true, response_headers: envoy}
+`)
+	if !c.RLS.Shadow || c.RLS.ResponseHeaders != "envoy" {
+		t.Fatalf("rls %+v, want shadow and envoy headers", c.RLS)
+	}
+	c = mustParse(t, `
+rls: {listen: ":8081"}
+`)
+	if c.RLS.Shadow || c.RLS.ResponseHeaders != "" {
+		t.Fatalf("rls %+v, want neither shadow nor headers", c.RLS)
+	}
+}

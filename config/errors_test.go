@@ -492,6 +492,16 @@ rls: {listen: "0.0.0.0:8081", config_dir: /etc/rl}
 rls:
   config_dir: /etc/ratelimit #want: rls.config_dir: set, but rls.listen is empty
 ` + okRoute},
+		{"rls answers without a listener", `
+rls:
+  shadow: true #want: rls.shadow: set, but rls.listen is empty
+  response_headers: ietf #want: rls.response_headers: set, but rls.listen is empty
+` + okRoute},
+		{"rls response headers", `
+rls:
+  listen: ":8081"
+  response_headers: IETF #want: rls.response_headers: "IETF": none, ietf or envoy
+`},
 		{"nothing to serve", `
 server: {listen: ":8080"} #want: nothing to serve: a config needs at least one route or rls.listen
 `},

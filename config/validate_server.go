@@ -215,6 +215,19 @@ func (v *validator) rls(r *RLS) {
 	} else if r.ConfigDir != "" {
 		v.errorf("rls.config_dir", "set, but rls.listen is empty, so no service would read it")
 	}
+	switch r.ResponseHeaders {
+	case "", "none", "ietf", "envoy":
+	default:
+		v.errorf("rls.response_headers", "%q: none, ietf or envoy", r.ResponseHeaders)
+	}
+	if r.Listen == "" {
+		if r.Shadow {
+			v.errorf("rls.shadow", "set, but rls.listen is empty, so no service would answer")
+		}
+		if r.ResponseHeaders != "" && r.ResponseHeaders != "none" {
+			v.errorf("rls.response_headers", "set, but rls.listen is empty, so no service would answer")
+		}
+	}
 }
 
 // listeners refuses two listeners on one port: the second would fail to

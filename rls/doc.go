@@ -38,12 +38,23 @@
 // limit in another slot than the one that rejected the request; with the
 // Redis store's local rejects, every other limit of a request rejected from
 // its memory of exhausted keys, so that a flood of such requests costs no
-// Redis call at all) and one whose read failed are reported without. An unlimited descriptor reports
-// math.MaxUint32 left, as in envoyproxy/ratelimit.
+// Redis call at all) and one whose read failed are reported without. As in
+// envoyproxy/ratelimit, a limit that rejects reports 0 left (even when the
+// hits it was asked for are more than what it has), the time until
+// reset is in whole seconds, rounded up, and an unlimited descriptor
+// reports math.MaxUint32 left.
 //
 // requests_per_unit: 0 rejects every request, as in envoyproxy/ratelimit,
-// without counting. Not supported: a descriptor's own limit override
-// (the rule's limit applies), negative hits, requests_per_unit above
+// without counting. A descriptor's own limit (RateLimitDescriptor.limit)
+// applies instead of the rule it matches, as in envoyproxy/ratelimit, and
+// counts apart from any rule (override.go). Not supported: negative hits,
+// an override's unit_multiplier other than 1, requests_per_unit above
 // limit.MaxCount, and more than MaxDescriptors descriptors in one request
 // (InvalidArgument).
+//
+// Options.Shadow answers OK over every limit, as envoyproxy/ratelimit's
+// SHADOW_MODE (the statuses still say OVER_LIMIT); Options.Headers adds
+// rate-limit headers for Envoy to send (answer.go); Options.Observe gets
+// each descriptor's Outcome in the terms of envoyproxy/ratelimit's stats,
+// near_limit included, for metrics.
 package rls

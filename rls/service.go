@@ -33,6 +33,24 @@ type Options struct {
 	// Registerer gets the service's metrics. Nil: none registered.
 	Registerer prometheus.Registerer
 
+	// Shadow answers OK to every request over a limit, which is counted
+	// and reported as when enforced: the statuses of the limits it is
+	// over still say OVER_LIMIT (envoyproxy/ratelimit's SHADOW_MODE).
+	Shadow bool
+
+	// Headers are the rate-limit headers of every answer; "" or
+	// NoHeaders: none.
+	Headers Headers
+
+	// NearLimitRatio is the part of a limit above which hits are near
+	// it, in Outcome; 0 means DefaultNearLimitRatio.
+	NearLimitRatio float64
+
+	// Observe, when set, is called with the Outcome of every descriptor
+	// with a limit, once its request is decided, for metrics. It must not
+	// keep the Outcome's pointers past the call.
+	Observe func(*Outcome)
+
 	// Now is the clock; nil means time.Now. The Redis store decides on
 	// Redis TIME whatever it says.
 	Now func() time.Time
@@ -51,6 +69,12 @@ type Service struct {
 	log      *slog.Logger
 	now      func() time.Time
 	requests *prometheus.CounterVec
+	shadowed *prometheus.CounterVec
+
+	shadow    bool
+	headers   Headers
+	nearRatio float64
+	observe   func(*Outcome)
 
 	errLogged atomic.Int64 // the Unix second of the last store failure logged
 }
@@ -58,7 +82,10 @@ type Service struct {
 // New returns a service; register it on a grpc.Server with
 // rlsv3.RegisterRateLimitServiceServer.
 func New(o Options) *Service {
-	s := &Service{store: o.Store, log: o.Logger, now: o.Now}
+	s := &Service{store: o.Store, log: o.Logger, now: o.Now, shadow: o.Shadow, headers: o.Headers, nearRatio: o.NearLimitRatio, observe: o.Observe}
+	if s.nearRatio == 0 {
+		s.nearRatio = DefaultNearLimitRatio
+	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -70,8 +97,12 @@ func New(o Options) *Service {
 		Name: "gateway_rls_requests_total",
 		Help: "ShouldRateLimit calls by domain and answer: OK, OVER_LIMIT, or the gRPC error code.",
 	}, []string{"domain", "code"})
+	s.shadowed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gateway_rls_shadow_total",
+		Help: "ShouldRateLimit calls over a limit answered OK because rls.shadow is on, by domain.",
+	}, []string{"domain"})
 	if o.Registerer != nil {
-		o.Registerer.MustRegister(s.requests)
+		o.Registerer.MustRegister(s.requests, s.shadowed)
 	}
 	return s
 }
@@ -122,6 +153,10 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if err != nil {
 		code = status.Code(err).String()
 	} else {
+		if s.shadow && resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+			resp.OverallCode = rlsv3.RateLimitResponse_OK
+			s.shadowed.WithLabelValues(metricDomain(s.rules.Load(), domain)).Inc()
+		}
 		code = resp.OverallCode.String()
 	}
 	s.requests.WithLabelValues(metricDomain(s.rules.Load(), domain), code).Inc()
@@ -167,7 +202,16 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		for _, e := range d.GetEntries() {
 			entries = append(entries, Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
-		ms[i] = matched{lim: rules.Match(domain, entries), hits: hits, at: -1}
+		ms[i] = matched{hits: hits, at: -1}
+		if o := d.GetLimit(); o != nil && rules.domains[domain] {
+			l, err := override(domain, o)
+			if err != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
+			}
+			ms[i].lim = l
+		} else {
+			ms[i].lim = rules.Match(domain, entries)
+		}
 		// A descriptor's own hits_addend, when set, overrides the
 		// request's. It is a wrapper, so that 0 differs from unset:
 		// envoyproxy/ratelimit reads 0 as a check that counts nothing.
@@ -234,12 +278,16 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		}
 	}
 	var res limit.Result
+	admitted := !over // whether the store counted the request's hits
 	if len(call.Limits) > 0 {
 		call.Now = now
 		var err error
 		res, err = store.Decide(ctx, call)
 		if err != nil {
 			return nil, s.unavailable(domain, err)
+		}
+		for _, d := range res.Decisions {
+			admitted = admitted && (d.Allowed || d.Rule.Shadow)
 		}
 	}
 	// The limits the store call left out, because the request was
@@ -303,9 +351,23 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 				known, reset = true, l.Period-time.Duration(now.UnixNano()%int64(l.Period))
 			}
 		}
+		// A limit that rejected counted nothing: left is before the hits.
+		if s.observe != nil {
+			o := Outcome{Domain: domain, Descriptor: ds[i], Limit: l, TotalHits: m.hits}
+			if known {
+				o.count(s.nearRatio, allowed, allowed && m.at >= 0 && admitted, left)
+			}
+			s.observe(&o)
+		}
+		if !allowed {
+			// What envoyproxy/ratelimit reports of a limit that
+			// rejects, even when hits above what it has left leave
+			// some: nothing for this request.
+			left = 0
+		}
 		if known {
 			st.LimitRemaining = uint32(min(max(left, 0), math.MaxUint32))
-			st.DurationUntilReset = durationpb.New(reset)
+			st.DurationUntilReset = wholeSeconds(reset)
 		}
 		// A shadow limit is decided and reported, never enforced.
 		if !allowed && !l.Shadow {
@@ -313,7 +375,17 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 	}
+	addHeaders(s.headers, resp, ms)
 	return resp, nil
+}
+
+// wholeSeconds is a duration until reset as envoyproxy/ratelimit sends
+// it, in whole seconds, rounded up: Envoy's filter writes X-RateLimit-Reset
+// from the seconds alone, so that a reset 0.4s away would read 0 and one
+// 59.6s away 59. Rounded up, it is the number envoyproxy/ratelimit sends
+// for an epoch-aligned window (the unit's seconds less those elapsed).
+func wholeSeconds(d time.Duration) *durationpb.Duration {
+	return &durationpb.Duration{Seconds: int64((max(d, 0) + time.Second - 1) / time.Second)}
 }
 
 // unavailable is the answer to a request the store could not decide.

@@ -13,6 +13,7 @@ import (
 
 	rlsv3ext "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -274,8 +275,37 @@ func TestShadowReplacesAndHits(t *testing.T) {
 	d := desc("remote_address", "h")
 	d.HitsAddend = wrapperspb.UInt64(2)
 	resp, err = c.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: 1, Descriptors: []*rlsv3ext.RateLimitDescriptor{d}})
-	if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].LimitRemaining != 1 {
+	// Rejected, it reports nothing left, as envoyproxy/ratelimit does,
+	// though the 1 it had is still there.
+	if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].LimitRemaining != 0 {
 		t.Fatalf("a descriptor's hits_addend 2 with 1 left: %v %v", resp, err)
+	}
+	// The 1 left is still there: the next request takes it.
+	wantLeft(t, c, desc("remote_address", "h"), 0, "a rejected hits_addend of 2")
+	if resp := ask(t, c, "edge", desc("remote_address", "h")); resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("a fourth hit of 3: %v", resp)
+	}
+}
+
+// duration_until_reset is whole seconds, rounded up, as
+// envoyproxy/ratelimit sends it: 10.3s into an hour, 3590s.
+func TestResetInWholeSeconds(t *testing.T) {
+	rules, err := Parse("edge.yaml", []byte(testRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Unix(1_800_000_000/3600*3600, 0).Add(10300 * time.Millisecond)
+	store := memory.New(memory.Options{})
+	c := serveImpl(t, New(Options{Store: func() limit.Store { return store }, Rules: rules, Now: func() time.Time { return at }}))
+	for i := range 4 {
+		st := ask(t, c, "edge", desc("remote_address", "r")).Statuses[0]
+		if d := st.GetDurationUntilReset(); d.GetSeconds() != 3590 || d.GetNanos() != 0 {
+			t.Fatalf("request %d: duration until reset %v, want 3590s", i, d)
+		}
+	}
+	st := ask(t, c, "edge", desc("path", "/blocked")).Statuses[0]
+	if d := st.GetDurationUntilReset(); st.Code != rlsv3.RateLimitResponse_OVER_LIMIT || d.GetSeconds() != 1 || d.GetNanos() != 0 {
+		t.Fatalf("a limit of 0 a second, 0.3s in: %v, want OVER_LIMIT and 1s until reset", st)
 	}
 }
 
@@ -526,8 +556,11 @@ func TestRejectedReportsEveryLimit(t *testing.T) {
 			}
 			reports(t, resp.Statuses[0], ok, 3, 2)
 		}
+		// The limit that rejects reports nothing left, as
+		// envoyproxy/ratelimit does, though its 3 are untouched.
 		resp := ask(t, c, "edge", up, big)
-		reports(t, resp.Statuses[1], over, 3, 3)
+		reports(t, resp.Statuses[1], over, 3, 0)
+		wantLeft(t, c, desc("remote_address", "h8"), 2, "4 hits rejected")
 
 		// The store's own rejection reads the same.
 		login := desc("path", "/login")
@@ -594,4 +627,63 @@ func TestOverLimitFloodSkipsRedis(t *testing.T) {
 	if strings.Contains(stats, "cmdstat_evalsha") || strings.Contains(stats, "cmdstat_eval:") {
 		t.Fatalf("Redis was asked while the limit was known used up:\n%s", stats)
 	}
+}
+
+// withLimit is d with its own limit of n a unit.
+func withLimit(d *rlsv3ext.RateLimitDescriptor, n uint32, unit typev3.RateLimitUnit) *rlsv3ext.RateLimitDescriptor {
+	d.Limit = &rlsv3ext.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: n, Unit: unit}
+	return d
+}
+
+// A descriptor's own limit applies instead of the rule it matches, as in
+// envoyproxy/ratelimit, and counts apart from that rule.
+func TestLimitOverride(t *testing.T) {
+	eachStore(t, func(t *testing.T, s limit.Store) {
+		c := serve(t, s)
+		ok, over := rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
+		for i, want := range []rlsv3.RateLimitResponse_Code{ok, ok, over} {
+			st := ask(t, c, "edge", withLimit(desc("remote_address", "o1"), 2, typev3.RateLimitUnit_HOUR)).Statuses[0]
+			if st.Code != want || st.CurrentLimit.GetRequestsPerUnit() != 2 || st.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_HOUR ||
+				st.LimitRemaining != uint32(max(1-i, 0)) || st.DurationUntilReset.GetSeconds() < 1 || st.DurationUntilReset.GetSeconds() > 3600 {
+				t.Fatalf("request %d with a limit of 2 an hour: %v, want %v", i, st, want)
+			}
+		}
+		// The rule's own count (3 an hour, the same unit) was not
+		// touched.
+		wantLeft(t, c, desc("remote_address", "o1"), 2, "two requests under an override")
+		// Another count with the same unit keeps the override's counter.
+		if st := ask(t, c, "edge", withLimit(desc("remote_address", "o1"), 5, typev3.RateLimitUnit_HOUR)).Statuses[0]; st.Code != ok || st.LimitRemaining != 2 {
+			t.Fatalf("a limit of 5 an hour after 2 counted: %v, want OK and 2 left", st)
+		}
+		// An unlimited descriptor is limited by its override.
+		health := func() *rlsv3ext.RateLimitDescriptor {
+			return withLimit(desc("path", "/health"), 1, typev3.RateLimitUnit_HOUR)
+		}
+		ask(t, c, "edge", health())
+		if resp := ask(t, c, "edge", health()); resp.OverallCode != over {
+			t.Fatalf("an unlimited descriptor over its override: %v", resp)
+		}
+		// A descriptor no rule matches is limited too; 0 rejects all.
+		if resp := ask(t, c, "edge", withLimit(desc("nothing", "x"), 0, typev3.RateLimitUnit_SECOND)); resp.OverallCode != over {
+			t.Fatalf("an override of 0: %v", resp)
+		}
+		// An unknown domain has no limits, override or not.
+		if resp := ask(t, c, "elsewhere", withLimit(desc("remote_address", "o1"), 0, typev3.RateLimitUnit_SECOND)); resp.OverallCode != ok || resp.Statuses[0].CurrentLimit != nil {
+			t.Fatalf("an override in an unknown domain: %v", resp)
+		}
+		for _, bad := range []*rlsv3ext.RateLimitDescriptor{
+			withLimit(desc("remote_address", "o2"), 1, typev3.RateLimitUnit_UNKNOWN),
+			withLimit(desc("remote_address", "o2"), limit.MaxCount+1, typev3.RateLimitUnit_HOUR),
+			func() *rlsv3ext.RateLimitDescriptor {
+				d := withLimit(desc("remote_address", "o2"), 1, typev3.RateLimitUnit_HOUR)
+				d.Limit.UnitMultiplier = wrapperspb.UInt32(30)
+				return d
+			}(),
+		} {
+			_, err := c.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlsv3ext.RateLimitDescriptor{bad}})
+			if status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("override %v: %v, want InvalidArgument", bad.Limit, err)
+			}
+		}
+	})
 }

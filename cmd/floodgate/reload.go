@@ -175,6 +175,9 @@ func (r *reloader) warnRestart(cfg *config.Config) {
 	changed("rls.listen", r.started.RLS.Listen, cfg.RLS.Listen)
 	// The rate-limit service watches the directory it started with.
 	changed("rls.config_dir", r.started.RLS.ConfigDir, cfg.RLS.ConfigDir)
+	// The service's answers are set when it starts.
+	changed("rls.shadow", r.started.RLS.Shadow, cfg.RLS.Shadow)
+	changed("rls.response_headers", r.started.RLS.ResponseHeaders, cfg.RLS.ResponseHeaders)
 }
 
 // stop refuses every later reload and waits for a running one to finish,
