@@ -70,7 +70,10 @@ func startRLS(cfg *config.Config, gw *gateway.Gateway, reg prometheus.Registerer
 	r := &rlsServer{
 		srv: grpc.NewServer(),
 		ln:  ln,
-		svc: rls.New(rls.Options{Store: gw.Store, Rules: rules, Logger: log, Registerer: reg}),
+		svc: rls.New(rls.Options{
+			Store: gw.Store, Rules: rules, Logger: log, Registerer: reg,
+			Shadow: cfg.RLS.Shadow, Headers: rls.Headers(cfg.RLS.ResponseHeaders),
+		}),
 	}
 	rlsv3.RegisterRateLimitServiceServer(r.srv, r.svc)
 	if dir := cfg.RLS.ConfigDir; dir != "" && watch {

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	rlsv3ext "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// rls.shadow and rls.response_headers reach the running service.
+func TestServeRLSAnswers(t *testing.T) {
+	f := newFixture(t, nil)
+	rlsAddr, rules := freeAddr(t), filepath.Join(f.dir, "rules")
+	if err := os.Mkdir(rules, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(rules, "edge.yaml"), []byte(rlsRules(1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.write(strings.NewReplacer("{{RLS}}", rlsAddr, "{{RULES}}", rules).Replace(rlsConfig) + "  shadow: true\n  response_headers: envoy\n")
+	p := f.serve()
+	conn, err := grpc.NewClient(rlsAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := rlsv3.NewRateLimitServiceClient(conn)
+	for i := range 2 {
+		resp, err := c.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlsv3ext.RateLimitDescriptor{
+			{Entries: []*rlsv3ext.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "a"}}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := map[string]string{}
+		for _, v := range resp.ResponseHeadersToAdd {
+			h[v.GetKey()] = v.GetValue()
+		}
+		if resp.OverallCode != rlsv3.RateLimitResponse_OK || h["RateLimit-Limit"] != "1" || h["RateLimit-Remaining"] != "0" {
+			t.Fatalf("request %d of 1 an hour, in shadow mode with envoy headers: %v", i, resp)
+		}
+	}
+	p.signal(syscall.SIGTERM)
+	if code := p.wait(); code != exitOK {
+		t.Fatalf("exit %d after SIGTERM", code)
+	}
+}
