@@ -178,6 +178,16 @@ func (r *reloader) warnRestart(cfg *config.Config) {
 	// The service's answers are set when it starts.
 	changed("rls.shadow", r.started.RLS.Shadow, cfg.RLS.Shadow)
 	changed("rls.response_headers", r.started.RLS.ResponseHeaders, cfg.RLS.ResponseHeaders)
+	// And the TLS files it started with; what they hold reloads.
+	changed("rls.tls", tlsFiles(r.started), tlsFiles(cfg))
+}
+
+// tlsFiles is rls.tls of cfg, the zero value when it is absent.
+func tlsFiles(cfg *config.Config) config.RLSTLS {
+	if cfg.RLS.TLS == nil {
+		return config.RLSTLS{}
+	}
+	return *cfg.RLS.TLS
 }
 
 // stop refuses every later reload and waits for a running one to finish,

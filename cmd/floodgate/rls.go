@@ -16,6 +16,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -59,6 +60,7 @@ type rlsServer struct {
 	svc       *rls.Service
 	health    *health.Server
 	stopWatch func()
+	stopCerts func()
 	stopProbe func()
 }
 
@@ -76,18 +78,31 @@ func startRLS(cfg *config.Config, gw *gateway.Gateway, reg prometheus.Registerer
 	if err != nil {
 		return nil, err
 	}
+	log = log.With("listener", "rls")
+	var opts []grpc.ServerOption
+	var certs *rlsCerts
+	if t := cfg.RLS.TLS; t != nil {
+		if certs, err = loadRLSCerts(*t, log); err != nil {
+			return nil, err
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(certs.tlsConfig())))
+	}
 	ln, err := net.Listen("tcp", cfg.RLS.Listen)
 	if err != nil {
 		return nil, err
 	}
-	log = log.With("listener", "rls")
 	r := &rlsServer{
-		srv: grpc.NewServer(),
+		srv: grpc.NewServer(opts...),
 		ln:  ln,
 		svc: rls.New(rls.Options{
 			Store: gw.Store, Rules: rules, Logger: log, Registerer: reg,
 			Shadow: cfg.RLS.Shadow, Headers: rls.Headers(cfg.RLS.ResponseHeaders),
 		}),
+	}
+	if certs != nil && watch {
+		if r.stopCerts, err = certs.watch(); err != nil {
+			log.Warn("cannot watch the TLS files; they reload only with a restart", "error", err.Error())
+		}
 	}
 	rlsv3.RegisterRateLimitServiceServer(r.srv, r.svc)
 	r.health = health.NewServer()
@@ -173,6 +188,9 @@ func (r *rlsServer) Serve() error {
 func (r *rlsServer) Stop(timeout time.Duration) {
 	if r.stopWatch != nil {
 		r.stopWatch()
+	}
+	if r.stopCerts != nil {
+		r.stopCerts()
 	}
 	r.stopProbe()
 	r.health.Shutdown()

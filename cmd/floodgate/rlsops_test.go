@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"os"
 	"path/filepath"
@@ -9,12 +11,19 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	rlsv3ext "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
 
+	"github.com/floodgate-gw/floodgate/internal/testcerts"
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 )
 
@@ -127,4 +136,155 @@ func TestServeRLSHealthFollowsTheStore(t *testing.T) {
 	p.waitLog(`rate-limit store does not answer; health is NOT_SERVING`)
 	srv.Resume()
 	p.waitFor("SERVING with Redis back", is(healthpb.HealthCheckResponse_SERVING))
+}
+
+// tlsFixture is a CA, the certificate and key of the service signed by it,
+// and the rls.tls block that names their files.
+type tlsFixture struct {
+	ca                *testcerts.CA
+	dir               string
+	cert, key, cafile string
+}
+
+func newTLSFixture(t *testing.T, cn string) *tlsFixture {
+	t.Helper()
+	x := &tlsFixture{ca: testcerts.NewCA(t, "floodgate test CA"), dir: t.TempDir()}
+	pair := x.ca.Server(t, cn)
+	x.cert = testcerts.Write(t, x.dir, "rls.crt", pair.CertPEM)
+	x.key = testcerts.Write(t, x.dir, "rls.key", pair.KeyPEM)
+	x.cafile = testcerts.Write(t, x.dir, "clients.pem", x.ca.PEM)
+	return x
+}
+
+func (x *tlsFixture) block(mtls bool) string {
+	s := "  tls:\n    cert: \"" + x.cert + "\"\n    key: \"" + x.key + "\"\n"
+	if mtls {
+		s += "    client_ca: \"" + x.cafile + "\"\n"
+	}
+	return s
+}
+
+// askTLS calls ShouldRateLimit over TLS trusting x's CA, presenting
+// client when it is not nil.
+func askTLS(t *testing.T, addr string, roots *x509.CertPool, client *tls.Certificate) error {
+	t.Helper()
+	cfg := &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}
+	if client != nil {
+		cfg.Certificates = []tls.Certificate{*client}
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	_, err = rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlsv3ext.RateLimitDescriptor{
+		{Entries: []*rlsv3ext.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "tls"}}},
+	}})
+	return err
+}
+
+// servedCN is the common name of the certificate the listener presents
+// to a new connection.
+func servedCN(t *testing.T, addr string, roots *x509.CertPool) string {
+	t.Helper()
+	c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.ConnectionState().PeerCertificates[0].Subject.CommonName
+}
+
+// With rls.tls the service answers over TLS only; a rotated certificate
+// serves new connections without a restart, and a file that does not
+// parse is refused, logged, and the running certificate stays.
+func TestServeRLSTLS(t *testing.T) {
+	t.Parallel()
+	x := newTLSFixture(t, "first")
+	p, addr := serveRLSWith(t, x.block(false))
+	roots := x.ca.Pool()
+	if err := askTLS(t, addr, roots, nil); err != nil {
+		t.Fatalf("a call over TLS: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := rlsv3.NewRateLimitServiceClient(dialPlain(t, addr)).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge"}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("a plaintext call to the TLS listener: %v, want UNAVAILABLE", err)
+	}
+	if err := askTLS(t, addr, testcerts.NewCA(t, "another CA").Pool(), nil); status.Code(err) != codes.Unavailable {
+		t.Fatalf("a client that does not trust the certificate: %v, want UNAVAILABLE", err)
+	}
+	if cn := servedCN(t, addr, roots); cn != "first" {
+		t.Fatalf("serving %q, want first", cn)
+	}
+
+	// Rotation: the key first, then the certificate, each by a rename.
+	// In between the pair does not match and is refused.
+	second := x.ca.Server(t, "second")
+	testcerts.Write(t, x.dir, "rls.key", second.KeyPEM)
+	testcerts.Write(t, x.dir, "rls.crt", second.CertPEM)
+	p.waitLog(`rate-limit service certificate reloaded.*CN=second`)
+	if cn := servedCN(t, addr, roots); cn != "second" {
+		t.Fatalf("serving %q after the rotation, want second", cn)
+	}
+	if err := askTLS(t, addr, roots, nil); err != nil {
+		t.Fatalf("a call after the rotation: %v", err)
+	}
+
+	// A certificate file that is not PEM: refused, logged, and the
+	// second certificate still serves.
+	testcerts.Write(t, x.dir, "rls.crt", []byte("-----BEGIN CERTIFICATE-----\ntruncated"))
+	p.waitLog(`rate-limit service TLS files refused; the running certificate stays.*rls.tls.cert.*holds no PEM CERTIFICATE block`)
+	if cn := servedCN(t, addr, roots); cn != "second" {
+		t.Fatalf("serving %q after a broken file, want second", cn)
+	}
+	if err := askTLS(t, addr, roots, nil); err != nil {
+		t.Fatalf("a call after a broken file: %v", err)
+	}
+
+	// Fixed again: the third certificate serves.
+	third := x.ca.Server(t, "third")
+	testcerts.Write(t, x.dir, "rls.key", third.KeyPEM)
+	testcerts.Write(t, x.dir, "rls.crt", third.CertPEM)
+	p.waitLog(`rate-limit service certificate reloaded.*CN=third`)
+	if cn := servedCN(t, addr, roots); cn != "third" {
+		t.Fatalf("serving %q after the fix, want third", cn)
+	}
+	p.signal(syscall.SIGTERM)
+	if code := p.wait(); code != exitOK {
+		t.Fatalf("exit %d after SIGTERM", code)
+	}
+}
+
+// With rls.tls.client_ca every client needs a certificate signed by it.
+func TestServeRLSMutualTLS(t *testing.T) {
+	t.Parallel()
+	x := newTLSFixture(t, "rls")
+	p, addr := serveRLSWith(t, x.block(true))
+	roots := x.ca.Pool()
+	envoy := x.ca.Client(t, "envoy").TLS(t)
+	if err := askTLS(t, addr, roots, &envoy); err != nil {
+		t.Fatalf("a client with a certificate of client_ca: %v", err)
+	}
+	if err := askTLS(t, addr, roots, nil); err == nil {
+		t.Fatal("a client without a certificate was answered")
+	}
+	stranger := testcerts.NewCA(t, "another CA").Client(t, "stranger").TLS(t)
+	if err := askTLS(t, addr, roots, &stranger); err == nil {
+		t.Fatal("a client with a certificate of another CA was answered")
+	}
+
+	// A new client CA applies to new connections without a restart.
+	newCA := testcerts.NewCA(t, "new client CA")
+	testcerts.Write(t, x.dir, "clients.pem", newCA.PEM)
+	p.waitLog(`rate-limit service certificate reloaded`)
+	renewed := newCA.Client(t, "envoy").TLS(t)
+	if err := askTLS(t, addr, roots, &renewed); err != nil {
+		t.Fatalf("a client of the new client CA: %v", err)
+	}
+	if err := askTLS(t, addr, roots, &envoy); err == nil {
+		t.Fatal("a client of the replaced client CA was answered")
+	}
 }
