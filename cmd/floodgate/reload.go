@@ -41,6 +41,11 @@ type reloader struct {
 	// cannot move them, only warn.
 	started *config.Config
 
+	// rlsCerts, when set, reads the rate-limit service's TLS files
+	// again at every reload: with --watch=false, or where the files'
+	// directories cannot be watched, SIGHUP still rotates them.
+	rlsCerts func()
+
 	mu      sync.Mutex
 	sum     [sha256.Size]byte // of the file the running config came from
 	stopped bool
@@ -75,6 +80,9 @@ func (r *reloader) reload(trigger string) error {
 	defer r.mu.Unlock()
 	if r.stopped {
 		return errStopping
+	}
+	if r.rlsCerts != nil {
+		r.rlsCerts()
 	}
 	cfg, sum, err := loadConfig(r.path, r.flags)
 	if err == nil && sum == r.sum {

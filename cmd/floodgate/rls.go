@@ -59,6 +59,7 @@ type rlsServer struct {
 	ln        net.Listener
 	svc       *rls.Service
 	health    *health.Server
+	certs     *rlsCerts // nil without rls.tls
 	stopWatch func()
 	stopCerts func()
 	stopProbe func()
@@ -98,6 +99,7 @@ func startRLS(cfg *config.Config, gw *gateway.Gateway, reg prometheus.Registerer
 			Store: gw.Store, Rules: rules, Logger: log, Registerer: reg,
 			Shadow: cfg.RLS.Shadow, Headers: rls.Headers(cfg.RLS.ResponseHeaders),
 		}),
+		certs: certs,
 	}
 	if certs != nil && watch {
 		if r.stopCerts, err = certs.watch(); err != nil {

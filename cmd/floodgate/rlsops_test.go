@@ -29,7 +29,7 @@ import (
 
 // serveRLSWith starts floodgate serve with rls.listen and a rule
 // directory of one domain; extra is added to the rls block.
-func serveRLSWith(t *testing.T, extra string) (p *proc, rlsAddr string) {
+func serveRLSWith(t *testing.T, extra string, args ...string) (p *proc, rlsAddr string) {
 	t.Helper()
 	f := newFixture(t, nil)
 	rlsAddr, rules := freeAddr(t), filepath.Join(f.dir, "rules")
@@ -40,7 +40,7 @@ func serveRLSWith(t *testing.T, extra string) (p *proc, rlsAddr string) {
 		t.Fatal(err)
 	}
 	f.write(strings.NewReplacer("{{RLS}}", rlsAddr, "{{RULES}}", rules).Replace(rlsConfig) + extra)
-	return f.serve(), rlsAddr
+	return f.serve(args...), rlsAddr
 }
 
 func dialPlain(t *testing.T, addr string) *grpc.ClientConn {
@@ -286,5 +286,45 @@ func TestServeRLSMutualTLS(t *testing.T) {
 	}
 	if err := askTLS(t, addr, roots, &envoy); err == nil {
 		t.Fatal("a client of the replaced client CA was answered")
+	}
+}
+
+// With --watch=false the TLS files are read again at SIGHUP.
+func TestServeRLSTLSReloadOnSIGHUP(t *testing.T) {
+	t.Parallel()
+	x := newTLSFixture(t, "first")
+	p, addr := serveRLSWith(t, x.block(false), "--watch=false")
+	roots := x.ca.Pool()
+	if cn := servedCN(t, addr, roots); cn != "first" {
+		t.Fatalf("serving %q, want first", cn)
+	}
+	second := x.ca.Server(t, "second")
+	testcerts.Write(t, x.dir, "rls.key", second.KeyPEM)
+	testcerts.Write(t, x.dir, "rls.crt", second.CertPEM)
+	p.signal(syscall.SIGHUP)
+	p.waitLog(`rate-limit service certificate reloaded.*CN=second`)
+	if cn := servedCN(t, addr, roots); cn != "second" {
+		t.Fatalf("serving %q after SIGHUP, want second", cn)
+	}
+}
+
+// check refuses a key that is not the certificate's, at its line, as a
+// user runs it.
+func TestCheckRLSTLS(t *testing.T) {
+	t.Parallel()
+	x := newTLSFixture(t, "rls")
+	otherKey := testcerts.Write(t, x.dir, "other.key", x.ca.Server(t, "other").KeyPEM)
+	path := writeConfig(t, "rls.yaml", "rls:\n  listen: \":8081\"\n  tls:\n    cert: \""+x.cert+"\"\n    key: \""+otherKey+"\"\n")
+	stdout, stderr, code := floodgate(t, "check", "-c", path)
+	if code != exitFailure || stdout != "" {
+		t.Fatalf("exit %d, stdout %q; want %d and nothing", code, stdout, exitFailure)
+	}
+	want := path + `:5: rls.tls.key: "` + otherKey + `": the private key does not match the certificate's public key` + "\n"
+	if stderr != want {
+		t.Errorf("stderr:\n%s\nwant:\n%s", stderr, want)
+	}
+	good := writeConfig(t, "good.yaml", "rls:\n  listen: \":8081\"\n"+x.block(true))
+	if stdout, stderr, code := floodgate(t, "check", "-c", good); code != exitOK {
+		t.Fatalf("check of a valid rls.tls: exit %d\n%s%s", code, stdout, stderr)
 	}
 }
