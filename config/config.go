@@ -185,6 +185,25 @@ type RLS struct {
 	// sends them) or "envoy" (RateLimit-Limit, -Remaining and -Reset, as
 	// envoyproxy/ratelimit sends them). Empty or "none": none.
 	ResponseHeaders string `yaml:"response_headers"`
+
+	// TLS serves the service over TLS, and with ClientCA set asks every
+	// client for a certificate. Nil: plaintext.
+	TLS *RLSTLS `yaml:"tls,omitempty"`
+}
+
+// RLSTLS is the certificate of the rate-limit service
+// (docs/configuration.md, rls.tls). The files are read again whenever one
+// changes; a set that does not load is refused and the running one stays.
+type RLSTLS struct {
+	// Cert is a PEM file of the certificate, then the chain it needs.
+	Cert string `yaml:"cert"`
+
+	// Key is the PEM private key of Cert.
+	Key string `yaml:"key"`
+
+	// ClientCA is a PEM file of the certificates that sign client
+	// certificates. Empty: clients are not asked for one.
+	ClientCA string `yaml:"client_ca"`
 }
 
 // StoreType names where limit state lives.

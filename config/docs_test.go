@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/floodgate-gw/floodgate/internal/testcerts"
 	"github.com/floodgate-gw/floodgate/internal/wantlines"
 )
 
@@ -21,12 +22,19 @@ func TestDocsExamples(t *testing.T) {
 	t.Setenv("REDIS_PASSWORD", "docs-password")
 	t.Setenv("FLOODGATE_TOKEN_ALICE", "docs-alice")
 	t.Setenv("FLOODGATE_TOKEN_DEPLOY", "docs-deploy")
+	// The rls.tls example names files that check reads.
+	certs := t.TempDir()
+	ca := testcerts.NewCA(t, "docs CA")
+	pair := ca.Server(t, "docs")
+	testcerts.Write(t, certs, "tls.crt", pair.CertPEM)
+	testcerts.Write(t, certs, "tls.key", pair.KeyPEM)
+	testcerts.Write(t, certs, "envoy-ca.crt", ca.PEM)
 	blocks := regexp.MustCompile("(?ms)^```yaml\n(.*?)^```").FindAllStringSubmatch(string(data), -1)
 	if len(blocks) < 10 {
 		t.Fatalf("%d YAML examples in docs/configuration.md", len(blocks))
 	}
 	for _, b := range blocks {
-		src := b[1]
+		src := strings.ReplaceAll(b[1], "/etc/floodgate/rls/", certs+"/")
 		first := strings.SplitN(src, "\n", 2)[0]
 		switch {
 		case strings.HasPrefix(first, "- "):

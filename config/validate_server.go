@@ -228,6 +228,7 @@ func (v *validator) rls(r *RLS) {
 			v.errorf("rls.response_headers", "set, but rls.listen is empty, so no service would answer")
 		}
 	}
+	v.rlsTLS(r)
 }
 
 // listeners refuses two listeners on one port: the second would fail to

@@ -41,6 +41,11 @@ type reloader struct {
 	// cannot move them, only warn.
 	started *config.Config
 
+	// rlsCerts, when set, reads the rate-limit service's TLS files
+	// again at every reload: with --watch=false, or where the files'
+	// directories cannot be watched, SIGHUP still rotates them.
+	rlsCerts func()
+
 	mu      sync.Mutex
 	sum     [sha256.Size]byte // of the file the running config came from
 	stopped bool
@@ -75,6 +80,9 @@ func (r *reloader) reload(trigger string) error {
 	defer r.mu.Unlock()
 	if r.stopped {
 		return errStopping
+	}
+	if r.rlsCerts != nil {
+		r.rlsCerts()
 	}
 	cfg, sum, err := loadConfig(r.path, r.flags)
 	if err == nil && sum == r.sum {
@@ -178,6 +186,16 @@ func (r *reloader) warnRestart(cfg *config.Config) {
 	// The service's answers are set when it starts.
 	changed("rls.shadow", r.started.RLS.Shadow, cfg.RLS.Shadow)
 	changed("rls.response_headers", r.started.RLS.ResponseHeaders, cfg.RLS.ResponseHeaders)
+	// And the TLS files it started with; what they hold reloads.
+	changed("rls.tls", tlsFiles(r.started), tlsFiles(cfg))
+}
+
+// tlsFiles is rls.tls of cfg, the zero value when it is absent.
+func tlsFiles(cfg *config.Config) config.RLSTLS {
+	if cfg.RLS.TLS == nil {
+		return config.RLSTLS{}
+	}
+	return *cfg.RLS.TLS
 }
 
 // stop refuses every later reload and waits for a running one to finish,

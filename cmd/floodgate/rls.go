@@ -10,11 +10,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/gateway"
@@ -53,8 +58,20 @@ type rlsServer struct {
 	srv       *grpc.Server
 	ln        net.Listener
 	svc       *rls.Service
+	health    *health.Server
+	certs     *rlsCerts // nil without rls.tls
 	stopWatch func()
+	stopCerts func()
+	stopProbe func()
 }
+
+// rlsService is the health service name of the rate-limit service, as
+// Envoy's gRPC health check asks with service_name set.
+const rlsService = "envoy.service.ratelimit.v3.RateLimitService"
+
+// healthProbeInterval is how often the health service asks the store
+// whether it answers.
+const healthProbeInterval = time.Second
 
 // startRLS binds rls.listen and loads the rules; Serve starts answering.
 func startRLS(cfg *config.Config, gw *gateway.Gateway, reg prometheus.Registerer, log *slog.Logger, watch bool) (*rlsServer, error) {
@@ -62,20 +79,38 @@ func startRLS(cfg *config.Config, gw *gateway.Gateway, reg prometheus.Registerer
 	if err != nil {
 		return nil, err
 	}
+	log = log.With("listener", "rls")
+	var opts []grpc.ServerOption
+	var certs *rlsCerts
+	if t := cfg.RLS.TLS; t != nil {
+		if certs, err = loadRLSCerts(*t, log); err != nil {
+			return nil, err
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(certs.tlsConfig())))
+	}
 	ln, err := net.Listen("tcp", cfg.RLS.Listen)
 	if err != nil {
 		return nil, err
 	}
-	log = log.With("listener", "rls")
 	r := &rlsServer{
-		srv: grpc.NewServer(),
+		srv: grpc.NewServer(opts...),
 		ln:  ln,
 		svc: rls.New(rls.Options{
 			Store: gw.Store, Rules: rules, Logger: log, Registerer: reg,
 			Shadow: cfg.RLS.Shadow, Headers: rls.Headers(cfg.RLS.ResponseHeaders),
 		}),
+		certs: certs,
+	}
+	if certs != nil && watch {
+		if r.stopCerts, err = certs.watch(); err != nil {
+			log.Warn("cannot watch the TLS files; they reload only with a restart", "error", err.Error())
+		}
 	}
 	rlsv3.RegisterRateLimitServiceServer(r.srv, r.svc)
+	r.health = health.NewServer()
+	healthpb.RegisterHealthServer(r.srv, r.health)
+	reflection.Register(r.srv)
+	r.stopProbe = r.probe(gw, log)
 	if dir := cfg.RLS.ConfigDir; dir != "" && watch {
 		yaml := func(base string) bool {
 			return base == "..data" || strings.HasSuffix(base, ".yaml") || strings.HasSuffix(base, ".yml")
@@ -97,6 +132,49 @@ func startRLS(cfg *config.Config, gw *gateway.Gateway, reg prometheus.Registerer
 	return r, nil
 }
 
+// probe sets the health of the service, overall ("") and by its name, to
+// SERVING while the store answers and NOT_SERVING while it does not: a
+// ShouldRateLimit then fails UNAVAILABLE, and Envoy should send its calls
+// to an instance that can decide. It starts NOT_SERVING, so that no check
+// passes before the store first answered.
+func (r *rlsServer) probe(gw *gateway.Gateway, log *slog.Logger) (stop func()) {
+	set := func(st healthpb.HealthCheckResponse_ServingStatus) {
+		r.health.SetServingStatus("", st)
+		r.health.SetServingStatus(rlsService, st)
+	}
+	set(healthpb.HealthCheckResponse_NOT_SERVING)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(healthProbeInterval)
+		defer tick.Stop()
+		serving := false
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), healthProbeInterval)
+			err := gw.CheckStore(ctx)
+			cancel()
+			if now := err == nil; now != serving {
+				serving = now
+				if serving {
+					set(healthpb.HealthCheckResponse_SERVING)
+				} else {
+					set(healthpb.HealthCheckResponse_NOT_SERVING)
+					log.Warn("rate-limit store does not answer; health is NOT_SERVING", "error", err.Error())
+				}
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
 // Serve answers until Stop; it returns the listener's error.
 func (r *rlsServer) Serve() error {
 	err := r.srv.Serve(r.ln)
@@ -107,10 +185,17 @@ func (r *rlsServer) Serve() error {
 }
 
 // Stop lets calls in flight finish for up to timeout, then closes them.
+// The health service says NOT_SERVING from the start of the drain (to a
+// client watching it; the server takes no new calls), and keeps saying so.
 func (r *rlsServer) Stop(timeout time.Duration) {
 	if r.stopWatch != nil {
 		r.stopWatch()
 	}
+	if r.stopCerts != nil {
+		r.stopCerts()
+	}
+	r.stopProbe()
+	r.health.Shutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	done := make(chan struct{})

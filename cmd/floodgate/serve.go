@@ -182,6 +182,9 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 			s.log.Error("cannot start the rate-limit service", "listener", "rls", "errors", errorLines(err))
 			return exitFailure
 		}
+		if rlsSrv.certs != nil {
+			s.reloader.rlsCerts = rlsSrv.certs.reload
+		}
 	}
 
 	// Subscribe to signals before serving: a SIGTERM that arrives just

@@ -1,0 +1,75 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/internal/tlsfiles"
+)
+
+// rlsTLS checks rls.tls: a certificate and its key, both given, both PEM,
+// matching each other, and a client CA file that holds certificates. The
+// files are read here so that check refuses what serve could not load.
+func (v *validator) rlsTLS(r *RLS) {
+	t := r.TLS
+	if t == nil {
+		return
+	}
+	const p = "rls.tls"
+	if r.Listen == "" {
+		v.errorf(p, "set, but rls.listen is empty, so no service would use it")
+	}
+	switch {
+	case t.Cert == "" && t.Key == "":
+		v.errorf(p, "needs cert and key: the certificate the service presents")
+	case t.Cert == "":
+		v.errorf(p+".cert", "empty, but key is set: give the certificate of the key")
+	case t.Key == "":
+		v.errorf(p+".key", "empty, but cert is set: give the private key of the certificate")
+	}
+	if t.ClientCA == "" && v.has(p+".client_ca") {
+		v.errorf(p+".client_ca", `empty: leave it out for no client certificates`)
+	}
+	certData := v.tlsFile(p+".cert", t.Cert)
+	keyData := v.tlsFile(p+".key", t.Key)
+	if certData != nil && keyData != nil {
+		cert, err := tlsfiles.KeyPair(certData, keyData)
+		var pe *tlsfiles.PEMError
+		switch {
+		case errors.As(err, &pe) && pe.Cert:
+			v.errorf(p+".cert", "%q: %v", t.Cert, err)
+		case errors.As(err, &pe):
+			v.errorf(p+".key", "%q: %v", t.Key, err)
+		case err != nil:
+			v.errorf(p+".key", "%q: %v", t.Key, err)
+		case time.Now().After(cert.Leaf.NotAfter):
+			v.warnf(p+".cert", "%q expired at %s; clients that verify it will refuse it", t.Cert, cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
+		}
+	}
+	if data := v.tlsFile(p+".client_ca", t.ClientCA); data != nil {
+		if _, err := tlsfiles.CertPool(data); err != nil {
+			v.errorf(p+".client_ca", "%q: %v", t.ClientCA, err)
+		}
+	}
+}
+
+// tlsFile reads the file at p, reporting at p why it cannot; nil when
+// there is none to read.
+func (v *validator) tlsFile(p, path string) []byte {
+	if path == "" {
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		why := err.Error()
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			why = pe.Err.Error()
+		}
+		v.errorf(p, "%q cannot be read: %s", path, why)
+		return nil
+	}
+	return data
+}

@@ -1,0 +1,123 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/floodgate-gw/floodgate/internal/testcerts"
+)
+
+// rls.tls is checked as serve loads it: both files, PEM, a key that is
+// the certificate's, a client CA that holds certificates.
+func TestRLSTLSValidation(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcerts.NewCA(t, "test CA")
+	pair, other := ca.Server(t, "a"), ca.Server(t, "b")
+	files := map[string]string{
+		"CERT":     testcerts.Write(t, dir, "cert.pem", pair.CertPEM),
+		"KEY":      testcerts.Write(t, dir, "key.pem", pair.KeyPEM),
+		"OTHERKEY": testcerts.Write(t, dir, "other.key", other.KeyPEM),
+		"CA":       testcerts.Write(t, dir, "ca.pem", ca.PEM),
+		"TEXT":     testcerts.Write(t, dir, "text.pem", []byte("not a certificate\n")),
+		"MISSING":  filepath.Join(dir, "missing.pem"),
+	}
+	if err := os.Mkdir(filepath.Join(dir, "adir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files["DIR"] = filepath.Join(dir, "adir")
+	subst := func(src string) string {
+		for k, v := range files {
+			src = strings.ReplaceAll(src, "{{"+k+"}}", v)
+		}
+		return src
+	}
+
+	ok := subst("rls:\n  listen: \":8081\"\n  tls: {cert: \"{{CERT}}\", key: \"{{KEY}}\", client_ca: \"{{CA}}\"}\n")
+	c, err := Parse("test.yaml", []byte(ok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (RLSTLS{Cert: files["CERT"], Key: files["KEY"], ClientCA: files["CA"]}); c.RLS.TLS == nil || *c.RLS.TLS != want {
+		t.Fatalf("rls.tls = %+v, want %+v", c.RLS.TLS, want)
+	}
+
+	tests := []struct{ name, src string }{
+		{"key without cert", `
+rls:
+  listen: ":8081"
+  tls: #want: rls.tls.cert: empty, but key is set
+    key: "{{KEY}}"
+`},
+		{"cert without key", `
+rls:
+  listen: ":8081"
+  tls: #want: rls.tls.key: empty, but cert is set
+    cert: "{{CERT}}"
+`},
+		{"neither", `
+rls:
+  listen: ":8081"
+  tls: {} #want: rls.tls: needs cert and key
+`},
+		{"without a listener", `
+server: {listen: ":8080"}
+routes:
+  - {id: a, match: {path: /}, upstream: {targets: ["http://127.0.0.1:9"]}}
+rls:
+  tls: {cert: "{{CERT}}", key: "{{KEY}}"} #want: rls.tls: set, but rls.listen is empty
+`},
+		{"unreadable", `
+rls:
+  listen: ":8081"
+  tls:
+    cert: "{{MISSING}}" #want: rls.tls.cert: "{{MISSING}}" cannot be read: no such file or directory
+    key: "{{DIR}}" #want: rls.tls.key: "{{DIR}}" cannot be read: is a directory
+    client_ca: "{{MISSING}}" #want: rls.tls.client_ca: "{{MISSING}}" cannot be read
+`},
+		{"not PEM", `
+rls:
+  listen: ":8081"
+  tls:
+    cert: "{{TEXT}}" #want: rls.tls.cert: "{{TEXT}}": holds no PEM CERTIFICATE block
+    key: "{{KEY}}"
+    client_ca: "{{TEXT}}" #want: rls.tls.client_ca: "{{TEXT}}": holds no PEM CERTIFICATE block
+`},
+		{"a certificate for a key", `
+rls:
+  listen: ":8081"
+  tls:
+    cert: "{{CERT}}"
+    key: "{{CERT}}" #want: rls.tls.key: "{{CERT}}": holds no PEM PRIVATE KEY block
+`},
+		{"a key that is not the certificate's", `
+rls:
+  listen: ":8081"
+  tls:
+    cert: "{{CERT}}"
+    key: "{{OTHERKEY}}" #want: rls.tls.key: "{{OTHERKEY}}": the private key does not match the certificate
+`},
+		{"an empty client_ca", `
+rls:
+  listen: ":8081"
+  tls:
+    cert: "{{CERT}}"
+    key: "{{KEY}}"
+    client_ca: "" #want: rls.tls.client_ca: empty: leave it out
+`},
+		{"an unknown key", `
+rls:
+  listen: ":8081"
+  tls:
+    cert: "{{CERT}}"
+    key: "{{KEY}}"
+    ca: "{{CA}}" #want: unknown key
+`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkErrors(t, subst(tt.src))
+		})
+	}
+}
