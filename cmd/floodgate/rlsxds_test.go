@@ -95,15 +95,16 @@ func TestServeRLSXDS(t *testing.T) {
 
 	f := newFixture(t, nil)
 	rlsAddr := freeAddr(t)
-	f.write(strings.NewReplacer("{{RLS}}", rlsAddr, "{{CP}}", cp.addr).Replace(`
+	const cfg = `
 server:
   listen: "{{LISTEN}}"
 admin:
   listen: "{{ADMIN}}"
 rls:
   listen: "{{RLS}}"
-  xds: {addr: "{{CP}}", node_id: floodgate}
-`))
+  xds: {addr: "{{CP}}", node_id: {{NODE}}}
+`
+	f.write(strings.NewReplacer("{{RLS}}", rlsAddr, "{{CP}}", cp.addr, "{{NODE}}", "floodgate").Replace(cfg))
 	if code := startProc(t, "check", "-c", f.file).wait(); code != exitOK {
 		t.Fatalf("check exited %d", code)
 	}
@@ -198,6 +199,18 @@ rls:
 	}
 	if want := []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT}; !slices.Equal(got, want) {
 		t.Fatalf("2 a minute after the reconnection: %v, want %v", got, want)
+	}
+
+	// The subscription is made at start: a reload that changes it says
+	// so, and the rules stay the server's.
+	f.write(strings.NewReplacer("{{RLS}}", rlsAddr, "{{CP}}", cp.addr, "{{NODE}}", "elsewhere").Replace(cfg))
+	p.waitLog(`"level":"WARN","msg":"a listener setting changed; it takes effect after a restart","setting":"rls.xds"`)
+	got = got[:0]
+	for range 3 {
+		got = append(got, ask("e"))
+	}
+	if want := []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT}; !slices.Equal(got, want) {
+		t.Fatalf("2 a minute after a reload of rls.xds: %v, want %v", got, want)
 	}
 }
 
