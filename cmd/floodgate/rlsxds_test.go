@@ -105,8 +105,12 @@ rls:
   xds: {addr: "{{CP}}", node_id: {{NODE}}}
 `
 	f.write(strings.NewReplacer("{{RLS}}", rlsAddr, "{{CP}}", cp.addr, "{{NODE}}", "floodgate").Replace(cfg))
-	if code := startProc(t, "check", "-c", f.file).wait(); code != exitOK {
+	check := startProc(t, "check", "-c", f.file)
+	if code := check.wait(); code != exitOK {
 		t.Fatalf("check exited %d", code)
+	}
+	if want := f.file + ": rls: rules from xDS " + cp.addr + ", node floodgate\n"; !strings.HasSuffix(check.stdout.String(), want) {
+		t.Errorf("check printed %q, want it to end with %q", check.stdout.String(), want)
 	}
 	p := f.serve()
 	c := rlsv3.NewRateLimitServiceClient(dialPlain(t, rlsAddr))
