@@ -189,6 +189,22 @@ type RLS struct {
 	// TLS serves the service over TLS, and with ClientCA set asks every
 	// client for a certificate. Nil: plaintext.
 	TLS *RLSTLS `yaml:"tls,omitempty"`
+
+	// XDS takes the rules from a management server over xDS instead of
+	// ConfigDir, as Envoy Gateway configures envoyproxy/ratelimit. Nil:
+	// the rules are ConfigDir's.
+	XDS *RLSXDS `yaml:"xds,omitempty"`
+}
+
+// RLSXDS is the management server the rate-limit service takes its rules
+// from (docs/configuration.md, rls.xds): RateLimitConfig resources over
+// aggregated discovery (ADS), state of the world.
+type RLSXDS struct {
+	// Addr is the server's gRPC address, HOST:PORT, dialled in plaintext.
+	Addr string `yaml:"addr"`
+	// NodeID is the node id the service presents, by which the server
+	// picks the configs it sends.
+	NodeID string `yaml:"node_id"`
 }
 
 // RLSTLS is the certificate of the rate-limit service

@@ -121,3 +121,61 @@ rls:
 		})
 	}
 }
+
+// rls.xds needs an address and a node id, and is refused beside rule
+// files.
+func TestRLSXDSValidation(t *testing.T) {
+	c, err := Parse("test.yaml", []byte("rls:\n  listen: \":8081\"\n  xds: {addr: \"cp.example:18000\", node_id: floodgate}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (RLSXDS{Addr: "cp.example:18000", NodeID: "floodgate"}); c.RLS.XDS == nil || *c.RLS.XDS != want {
+		t.Fatalf("rls.xds = %+v, want %+v", c.RLS.XDS, want)
+	}
+	for _, tt := range []struct{ name, src string }{
+		{"empty", `
+rls:
+  listen: ":8081"
+  xds:
+    addr: "" #want: rls.xds.addr: missing
+    node_id: "" #want: rls.xds.node_id: missing
+`},
+		{"not an address", `
+rls:
+  listen: ":8081"
+  xds:
+    addr: "http://cp:18000" #want: rls.xds.addr: "http://cp:18000" is not an address
+    node_id: floodgate
+`},
+		{"no host", `
+rls:
+  listen: ":8081"
+  xds:
+    addr: ":18000" #want: rls.xds.addr: ":18000" has no host
+    node_id: floodgate
+`},
+		{"beside config_dir", `
+rls:
+  listen: ":8081"
+  config_dir: rules
+  xds: {addr: "cp:18000", node_id: floodgate} #want: rls.xds: set beside rls.config_dir
+`},
+		{"without a listener", `
+server: {listen: ":8080"}
+routes:
+  - {id: a, match: {path: /}, upstream: {targets: ["http://127.0.0.1:9"]}}
+rls:
+  xds: {addr: "cp:18000", node_id: floodgate} #want: rls.xds: set, but rls.listen is empty
+`},
+		{"an unknown key", `
+rls:
+  listen: ":8081"
+  xds:
+    addr: "cp:18000"
+    node_id: floodgate
+    node: x #want: unknown key
+`},
+	} {
+		t.Run(tt.name, func(t *testing.T) { checkErrors(t, tt.src) })
+	}
+}

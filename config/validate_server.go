@@ -229,6 +229,7 @@ func (v *validator) rls(r *RLS) {
 		}
 	}
 	v.rlsTLS(r)
+	v.rlsXDS(r)
 }
 
 // listeners refuses two listeners on one port: the second would fail to

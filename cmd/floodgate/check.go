@@ -61,7 +61,11 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	fmt.Fprintln(stdout, cfg.Summary())
-	if rules != nil {
+	switch x := cfg.RLS.XDS; {
+	case x != nil:
+		// The rules are the management server's; check does not dial it.
+		fmt.Fprintf(stdout, "%s: rls: rules from xDS %s, node %s\n", *file, x.Addr, x.NodeID)
+	case rules != nil:
 		fmt.Fprintf(stdout, "%s: rls: %d domains %v\n", *file, len(rules.Domains()), rules.Domains())
 	}
 	return exitOK

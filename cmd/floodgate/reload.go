@@ -188,6 +188,16 @@ func (r *reloader) warnRestart(cfg *config.Config) {
 	changed("rls.response_headers", r.started.RLS.ResponseHeaders, cfg.RLS.ResponseHeaders)
 	// And the TLS files it started with; what they hold reloads.
 	changed("rls.tls", tlsFiles(r.started), tlsFiles(cfg))
+	// And the management server it subscribed to.
+	changed("rls.xds", xdsServer(r.started), xdsServer(cfg))
+}
+
+// xdsServer is rls.xds of cfg, the zero value when it is absent.
+func xdsServer(cfg *config.Config) config.RLSXDS {
+	if cfg.RLS.XDS == nil {
+		return config.RLSXDS{}
+	}
+	return *cfg.RLS.XDS
 }
 
 // tlsFiles is rls.tls of cfg, the zero value when it is absent.

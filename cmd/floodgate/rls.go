@@ -60,6 +60,7 @@ type rlsServer struct {
 	svc       *rls.Service
 	health    *health.Server
 	certs     *rlsCerts // nil without rls.tls
+	xds       *xdsRules // nil without rls.xds
 	stopWatch func()
 	stopCerts func()
 	stopProbe func()
@@ -100,6 +101,12 @@ func startRLS(cfg *config.Config, gw *gateway.Gateway, reg prometheus.Registerer
 			Shadow: cfg.RLS.Shadow, Headers: rls.Headers(cfg.RLS.ResponseHeaders),
 		}),
 		certs: certs,
+	}
+	if x := cfg.RLS.XDS; x != nil {
+		if r.xds, err = startXDS(*x, r.svc, log); err != nil {
+			ln.Close()
+			return nil, err
+		}
 	}
 	if certs != nil && watch {
 		if r.stopCerts, err = certs.watch(); err != nil {
@@ -193,6 +200,9 @@ func (r *rlsServer) Stop(timeout time.Duration) {
 	}
 	if r.stopCerts != nil {
 		r.stopCerts()
+	}
+	if r.xds != nil {
+		r.xds.close()
 	}
 	r.stopProbe()
 	r.health.Shutdown()

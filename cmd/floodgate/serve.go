@@ -95,6 +95,9 @@ type server struct {
 	gw       *gateway.Gateway
 	reloader *reloader
 	draining atomic.Bool
+	// rlsDegraded says why the rate-limit rules may not be the xDS
+	// server's; nil without rls.xds.
+	rlsDegraded func() string
 }
 
 func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int {
@@ -184,6 +187,9 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 		}
 		if rlsSrv.certs != nil {
 			s.reloader.rlsCerts = rlsSrv.certs.reload
+		}
+		if rlsSrv.xds != nil {
+			s.rlsDegraded = rlsSrv.xds.degraded
 		}
 	}
 
@@ -363,10 +369,18 @@ func (b adminBackend) RemoveOverride(ctx context.Context, route, name string) (g
 func (b adminBackend) AuditAdmin(a gateway.AdminAction) { b.s.gw.AuditAdmin(a) }
 
 // Degraded says, besides what the gateway says, that the file on disk was
-// refused while the previous config serves.
+// refused while the previous config serves, and that the rate-limit rules
+// may not be the xDS server's.
 func (b adminBackend) Degraded() string {
 	ds := b.s.reloader.status()
-	if d := b.s.gw.Degraded(); d != "" {
+	more := []string{b.s.gw.Degraded()}
+	if b.s.rlsDegraded != nil {
+		more = append(more, b.s.rlsDegraded())
+	}
+	for _, d := range more {
+		if d == "" {
+			continue
+		}
 		if ds != "" {
 			ds += "; "
 		}
