@@ -30,7 +30,8 @@ type Options struct {
 	// Logger gets one WARN line per store failure. Nil: slog.Default.
 	Logger *slog.Logger
 
-	// Registerer gets the service's metrics. Nil: none registered.
+	// Registerer gets the service's metrics, gateway_rls_descriptor_hits_total
+	// among them (metrics.go). Nil: none registered.
 	Registerer prometheus.Registerer
 
 	// Shadow answers OK to every request over a limit, which is counted
@@ -102,7 +103,16 @@ func New(o Options) *Service {
 		Help: "ShouldRateLimit calls over a limit answered OK because rls.shadow is on, by domain.",
 	}, []string{"domain"})
 	if o.Registerer != nil {
-		o.Registerer.MustRegister(s.requests, s.shadowed)
+		dm := newDescriptorMetrics()
+		o.Registerer.MustRegister(s.requests, s.shadowed, dm.hits)
+		if user := o.Observe; user != nil {
+			s.observe = func(out *Outcome) {
+				dm.observe(out)
+				user(out)
+			}
+		} else {
+			s.observe = dm.observe
+		}
 	}
 	return s
 }
