@@ -79,7 +79,7 @@ func (m *descriptorMetrics) label(o *Outcome) string {
 		return rule
 	}
 	var label string
-	if o.Limit.DetailedMetric {
+	if o.Limit.DetailedMetric || len(o.Limit.Path) == 0 {
 		label = requestLabel(o)
 	} else {
 		label = valueLabel(o)
@@ -102,22 +102,43 @@ func (m *descriptorMetrics) label(o *Outcome) string {
 }
 
 // ruleLabel is envoyproxy/ratelimit's stat key of o's rule without the
-// domain: each level's key, and "_VALUE" when the rule file gives one,
-// joined by '.'. named says whether o's label names values of the request
-// instead (detailed_metric, or value_to_metric on a level).
+// domain (Limit.metric), and whether o's label names values of the request
+// instead (detailed_metric, value_to_metric on a level). A request's own
+// limit (RateLimitDescriptor.limit) has no rule: envoyproxy/ratelimit names
+// it after the request's entries, and its rule label is their keys.
 func ruleLabel(o *Outcome) (label string, named bool) {
+	l := o.Limit
+	if len(l.Path) == 0 {
+		var b strings.Builder
+		for i, e := range o.Descriptor.GetEntries() {
+			if i > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(e.GetKey())
+		}
+		return b.String(), true
+	}
+	if l.metric == "" {
+		return metricOf(l) // a Limit not made by the rule files
+	}
+	return l.metric, l.metricNamed
+}
+
+// metricOf is what ruleLabel says of a limit of the rule files: each
+// level's key, and "_VALUE" when the rule file gives one, joined by '.'.
+func metricOf(l *Limit) (label string, named bool) {
 	var b strings.Builder
-	named = o.Limit.DetailedMetric
-	for i, l := range o.Limit.Path {
+	named = l.DetailedMetric
+	for i, lv := range l.Path {
 		if i > 0 {
 			b.WriteByte('.')
 		}
-		b.WriteString(l.Key)
-		if l.Value != "" {
+		b.WriteString(lv.Key)
+		if lv.Value != "" {
 			b.WriteByte('_')
-			b.WriteString(l.Value)
+			b.WriteString(lv.Value)
 		}
-		named = named || l.ValueToMetric
+		named = named || lv.ValueToMetric
 	}
 	return b.String(), named
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	rlsv3ext "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -104,6 +105,11 @@ func TestDescriptorMetrics(t *testing.T) {
 		for range 3 {
 			call(desc("canary", "on"))
 		}
+		// A request's own limit is named after its entries, as
+		// envoyproxy/ratelimit names it: 2 a hour, 3 hits.
+		for range 3 {
+			call(withLimit(desc("user", "c"), 2, typev3.RateLimitUnit_HOUR))
+		}
 		// No rule: no series.
 		call(desc("nothing", "here"))
 
@@ -119,6 +125,8 @@ func TestDescriptorMetrics(t *testing.T) {
 			// A limit of 1: the first hit is within it and past
 			// floor(0.8) = 0; the others over it, in shadow mode.
 			"canary_on": row(3, 2, 1, 1, 2),
+			// floor(2 × 0.8) = 1: the second hit is near, the third over.
+			"user_c": row(3, 1, 1, 2, 0),
 		}
 		got := hitsOf(t, reg)
 		if fmt.Sprint(got) != fmt.Sprint(want) {

@@ -76,6 +76,10 @@ type Service struct {
 	headers   Headers
 	nearRatio float64
 	observe   func(*Outcome)
+	// metrics counts every Outcome when there is a Registerer; called
+	// as a method, not through observe, so that the Outcome stays on
+	// the stack.
+	metrics *descriptorMetrics
 
 	errLogged atomic.Int64 // the Unix second of the last store failure logged
 }
@@ -103,16 +107,8 @@ func New(o Options) *Service {
 		Help: "ShouldRateLimit calls over a limit answered OK because rls.shadow is on, by domain.",
 	}, []string{"domain"})
 	if o.Registerer != nil {
-		dm := newDescriptorMetrics()
-		o.Registerer.MustRegister(s.requests, s.shadowed, dm.hits)
-		if user := o.Observe; user != nil {
-			s.observe = func(out *Outcome) {
-				dm.observe(out)
-				user(out)
-			}
-		} else {
-			s.observe = dm.observe
-		}
+		s.metrics = newDescriptorMetrics()
+		o.Registerer.MustRegister(s.requests, s.shadowed, s.metrics.hits)
 	}
 	return s
 }
@@ -362,12 +358,18 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 			}
 		}
 		// A limit that rejected counted nothing: left is before the hits.
-		if s.observe != nil {
+		if s.observe != nil || s.metrics != nil {
 			o := Outcome{Domain: domain, Descriptor: ds[i], Limit: l, TotalHits: m.hits}
 			if known {
 				o.count(s.nearRatio, allowed, allowed && m.at >= 0 && admitted, left)
 			}
-			s.observe(&o)
+			if s.metrics != nil {
+				s.metrics.observe(&o)
+			}
+			if s.observe != nil {
+				oc := o // on the heap only when observed
+				s.observe(&oc)
+			}
 		}
 		if !allowed {
 			// What envoyproxy/ratelimit reports of a limit that
