@@ -4,14 +4,17 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	rlsv3ext "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/floodgate-gw/floodgate/internal/testredis"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
+	"github.com/floodgate-gw/floodgate/limit/redisstore"
 )
 
 const metricRules = `
@@ -51,6 +54,11 @@ func serveMetrics(t *testing.T, store limit.Store) (*Service, *prometheus.Regist
 // hitsOf is what reg's gateway_rls_descriptor_hits_total counts: by
 // descriptor label, then result.
 func hitsOf(t *testing.T, reg *prometheus.Registry) map[string]map[string]float64 {
+	return hitsIn(t, reg, "m")
+}
+
+// hitsIn is hitsOf for the series of domain, which must be the only one.
+func hitsIn(t *testing.T, reg *prometheus.Registry, domain string) map[string]map[string]float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -66,7 +74,7 @@ func hitsOf(t *testing.T, reg *prometheus.Registry) map[string]map[string]float6
 			for _, p := range m.GetLabel() {
 				l[p.GetName()] = p.GetValue()
 			}
-			if l["domain"] != "m" {
+			if l["domain"] != domain {
 				t.Fatalf("series of domain %q", l["domain"])
 			}
 			if got[l["descriptor"]] == nil {
@@ -171,5 +179,34 @@ func TestDescriptorMetricsCap(t *testing.T) {
 		if r["total_hits"] != want || r["within_limit"] != want {
 			t.Fatalf("%s: %v, want %v hits within the limit", label, r, want)
 		}
+	}
+}
+
+// On Redis Cluster, a limit another slot's limit rejected first was not
+// asked: its hits are in total_hits alone, neither within nor over.
+func TestDescriptorMetricsClusterNotAsked(t *testing.T) {
+	cl := testredis.StartCluster(t, 3)
+	s, err := redisstore.New(redisstore.Options{Mode: redisstore.Cluster, Addrs: cl.Addrs()[:1], Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	reg := prometheus.NewRegistry()
+	c := serveWith(t, s, Options{Registerer: reg})
+	login, addr := desc("path", "/login"), desc("remote_address", "10.9.9.9")
+	for range 2 {
+		ask(t, c, "edge", login)
+	}
+	resp := ask(t, c, "edge", addr, login)
+	notAsked(t, resp.Statuses[0], 3)
+	got := hitsIn(t, reg, "edge")
+	want := map[string]map[string]float64{
+		// A limit of 2: the second hit is past floor(1.6) = 1, the
+		// third over.
+		"path_/login":    {"total_hits": 3, "over_limit": 1, "near_limit": 1, "within_limit": 2, "shadow_mode": 0},
+		"remote_address": {"total_hits": 1, "over_limit": 0, "near_limit": 0, "within_limit": 0, "shadow_mode": 0},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("gateway_rls_descriptor_hits_total\n got %v\nwant %v", got, want)
 	}
 }
