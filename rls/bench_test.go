@@ -11,6 +11,7 @@ import (
 
 	rlsv3ext "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 	"github.com/floodgate-gw/floodgate/limit"
@@ -44,7 +45,8 @@ descriptors:
 // BenchmarkShouldRateLimit sends ShouldRateLimit calls with two
 // descriptors (an address drawn from 100,000 and a path) from 64
 // goroutines over one gRPC connection on loopback, as an Envoy would, to
-// a do-nothing server and to the service on each store. Limits are sized
+// a do-nothing server and to the service on each store, and on the memory
+// store with its metrics registered. Limits are sized
 // to admit everything.
 func BenchmarkShouldRateLimit(b *testing.B) {
 	rules, err := Parse("edge.yaml", []byte(benchRules))
@@ -65,6 +67,8 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 		{"grpc-only", okServer{}},
 		{"memory", New(Options{Store: func() limit.Store { return mem }, Rules: rules})},
 		{"redis", New(Options{Store: func() limit.Store { return rs }, Rules: rules})},
+		// As floodgate runs it: with the descriptor metrics.
+		{"memory-metrics", New(Options{Store: func() limit.Store { return mem }, Rules: rules, Registerer: prometheus.NewRegistry()})},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			c := serveImpl(b, tc.impl)

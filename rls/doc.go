@@ -54,7 +54,9 @@
 //
 // Options.Shadow answers OK over every limit, as envoyproxy/ratelimit's
 // SHADOW_MODE (the statuses still say OVER_LIMIT); Options.Headers adds
-// rate-limit headers for Envoy to send (answer.go); Options.Observe gets
-// each descriptor's Outcome in the terms of envoyproxy/ratelimit's stats,
-// near_limit included, for metrics.
+// rate-limit headers for Envoy to send (answer.go). Each descriptor's
+// Outcome, in the terms of envoyproxy/ratelimit's stats (near_limit
+// included), goes to gateway_rls_descriptor_hits_total when there is an
+// Options.Registerer (metrics.go, with its bound on labels that name
+// request values), and to Options.Observe.
 package rls

@@ -396,6 +396,7 @@ func (c *checker) descriptor(d *descriptor, path string, trail []Level) (Entry, 
 		for _, l := range trail {
 			lim.shared = lim.shared || l.ShareThreshold
 		}
+		lim.metric, lim.metricNamed = metricOf(lim)
 	}
 	n.limit = lim
 	return e, n

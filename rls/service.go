@@ -30,7 +30,8 @@ type Options struct {
 	// Logger gets one WARN line per store failure. Nil: slog.Default.
 	Logger *slog.Logger
 
-	// Registerer gets the service's metrics. Nil: none registered.
+	// Registerer gets the service's metrics, gateway_rls_descriptor_hits_total
+	// among them (metrics.go). Nil: none registered.
 	Registerer prometheus.Registerer
 
 	// Shadow answers OK to every request over a limit, which is counted
@@ -75,6 +76,10 @@ type Service struct {
 	headers   Headers
 	nearRatio float64
 	observe   func(*Outcome)
+	// metrics counts every Outcome when there is a Registerer; called
+	// as a method, not through observe, so that the Outcome stays on
+	// the stack.
+	metrics *descriptorMetrics
 
 	errLogged atomic.Int64 // the Unix second of the last store failure logged
 }
@@ -102,7 +107,8 @@ func New(o Options) *Service {
 		Help: "ShouldRateLimit calls over a limit answered OK because rls.shadow is on, by domain.",
 	}, []string{"domain"})
 	if o.Registerer != nil {
-		o.Registerer.MustRegister(s.requests, s.shadowed)
+		s.metrics = newDescriptorMetrics()
+		o.Registerer.MustRegister(s.requests, s.shadowed, s.metrics.hits)
 	}
 	return s
 }
@@ -352,12 +358,18 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 			}
 		}
 		// A limit that rejected counted nothing: left is before the hits.
-		if s.observe != nil {
+		if s.observe != nil || s.metrics != nil {
 			o := Outcome{Domain: domain, Descriptor: ds[i], Limit: l, TotalHits: m.hits}
 			if known {
 				o.count(s.nearRatio, allowed, allowed && m.at >= 0 && admitted, left)
 			}
-			s.observe(&o)
+			if s.metrics != nil {
+				s.metrics.observe(&o)
+			}
+			if s.observe != nil {
+				oc := o // on the heap only when observed
+				s.observe(&oc)
+			}
 		}
 		if !allowed {
 			// What envoyproxy/ratelimit reports of a limit that

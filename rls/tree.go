@@ -65,6 +65,10 @@ type Limit struct {
 
 	// shared is whether a level of Path has ShareThreshold.
 	shared bool
+	// metric and metricNamed are metricOf(the limit), made with it so
+	// that counting a hit builds no label.
+	metric      string
+	metricNamed bool
 }
 
 // Level is one rule descriptor on a Limit's Path.
