@@ -38,9 +38,7 @@ type breakerWindows interface {
 var errNoWindows = errors.New("the store keeps no breaker windows")
 
 func storeWindows(s limit.Store) (breakerWindows, error) {
-	if u, ok := s.(interface{ Unwrap() limit.Store }); ok {
-		s = u.Unwrap()
-	}
+	s = unwrapStore(s)
 	if w, ok := s.(breakerWindows); ok {
 		return w, nil
 	}

@@ -529,9 +529,7 @@ func (g *Gateway) announce() {
 // withdraw takes this instance out of the fleet's count as it stops, so
 // that the others neither divide their limits by it nor list it.
 func (g *Gateway) withdraw(s limit.Store) {
-	if u, ok := s.(interface{ Unwrap() limit.Store }); ok {
-		s = u.Unwrap()
-	}
+	s = unwrapStore(s)
 	if w, ok := s.(interface {
 		Withdraw(ctx context.Context, id string) error
 	}); ok {
@@ -544,10 +542,7 @@ func (g *Gateway) withdraw(s limit.Store) {
 }
 
 func (g *Gateway) announceOnce() {
-	s := g.gen.Load().store
-	if u, ok := s.(interface{ Unwrap() limit.Store }); ok {
-		s = u.Unwrap()
-	}
+	s := unwrapStore(g.gen.Load().store)
 	if a, ok := s.(announcer); ok {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()

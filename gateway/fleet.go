@@ -58,10 +58,17 @@ type controlMessage struct {
 	Fallback  bool     `json:"fallback,omitempty"`
 }
 
-func storeController(s limit.Store) controller {
+// unwrapStore is the store a wrapper (limit.Guard) holds, or s: the
+// fleet's features are the store's own, asked of it by interface.
+func unwrapStore(s limit.Store) limit.Store {
 	if u, ok := s.(interface{ Unwrap() limit.Store }); ok {
-		s = u.Unwrap()
+		return u.Unwrap()
 	}
+	return s
+}
+
+func storeController(s limit.Store) controller {
+	s = unwrapStore(s)
 	c, _ := s.(controller)
 	return c
 }

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/redisstore"
 )
 
@@ -97,10 +96,7 @@ type instanceLister interface {
 // instances do not share, the fleet is this instance. An error wraps
 // limit.ErrStoreUnavailable.
 func (g *Gateway) Fleet(ctx context.Context) (Fleet, error) {
-	s := g.gen.Load().store
-	if u, ok := s.(interface{ Unwrap() limit.Store }); ok {
-		s = u.Unwrap()
-	}
+	s := unwrapStore(g.gen.Load().store)
 	now := g.now()
 	l, ok := s.(instanceLister)
 	if !ok {

@@ -107,17 +107,15 @@ type overrideSetter interface {
 }
 
 func storeSetter(s limit.Store) overrideSetter {
-	if u, ok := s.(interface{ Unwrap() limit.Store }); ok {
-		s = u.Unwrap()
-	}
+	s = unwrapStore(s)
 	o, _ := s.(overrideSetter)
 	return o
 }
 
 // overrides is the set of overrides the gateway runs with.
 type overrides struct {
-	epoch   string              // of the store's set; "" for the memory store's
-	version int64               // -1: the store lost its set, take any
+	epoch   string // of the store's set; "" for the memory store's
+	version int64
 	set     map[string]Override // by route/limit; nil until the first is applied
 	skipped map[string]string   // in set, but not applied here: why
 	timer   *time.Timer         // fires at the first expiry
@@ -754,7 +752,9 @@ func (g *Gateway) syncOnce() {
 		// Changed between the two reads; read again on the next beat.
 		g.ovSignal()
 	}
-	g.readSet(set)
+	// A set of another epoch (Redis lost the last one) passes the
+	// version check of applyStoreSet whatever its version.
+	g.applyStoreSet(set, "")
 }
 
 // syncFailed logs, at most once a minute, that the overrides could not be
@@ -770,18 +770,6 @@ func (g *Gateway) syncFailed(err error) {
 		return
 	}
 	g.log.Warn("runtime overrides: cannot read the fleet's set; the overrides in force stay", "error", err.Error())
-}
-
-// readSet applies a set the instance read on its own, which is newer
-// than any it holds unless the store lost its set (another epoch).
-func (g *Gateway) readSet(set redisstore.Set) {
-	g.reloadMu.Lock()
-	lost := set.Epoch != g.ov.epoch || set.Version < g.ov.version
-	if lost {
-		g.ov.epoch, g.ov.version = set.Epoch, -1
-	}
-	g.reloadMu.Unlock()
-	g.applyStoreSet(set, "")
 }
 
 // ovSignal wakes syncOverrides.

@@ -404,6 +404,11 @@ func TestOverrideStoreDown(t *testing.T) {
 		}
 		return nil
 	})
+	for i, h := range hs {
+		if !strings.Contains(h.log.String(), `"msg":"runtime overrides: the store holds another set`) {
+			t.Errorf("instance %d does not say the store lost its set:\n%s", i, h.log)
+		}
+	}
 	setOverride(t, hs[1], "api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "6/h"}})
 	everyInstance(t, hs, hasOverride("api", "user", "6/h"))
 }
