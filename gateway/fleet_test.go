@@ -224,7 +224,7 @@ func TestFleetForceReachesLateInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Do(t, "HINCRBY", "{fg:forces}:set", "_version", "1")
-	time.Sleep(1500 * time.Millisecond) // a sync beat and then some
+	late.gw.syncOnce() // what the next beat does
 	if s := breakerState(late.gw, "cart"); s != "OPEN" {
 		t.Fatalf("the instance's own force was undone: %s", s)
 	}
