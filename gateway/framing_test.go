@@ -3,17 +3,12 @@ package gateway
 import (
 	"bufio"
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -29,6 +24,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/internal/h1"
+	"github.com/floodgate-gw/floodgate/internal/testcerts"
 )
 
 // The differential framing suite: raw requests, malformed or ambiguous,
@@ -325,9 +321,9 @@ func newRecorder(t testing.TB, useTLS bool) *recorder {
 	}
 	rec := &recorder{ln: ln, tls: useTLS}
 	if useTLS {
-		cert, pool := selfSigned(t)
-		rec.pool = pool
-		rec.ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}})
+		ca := testcerts.NewCA(t, "recorder CA")
+		rec.pool = ca.Pool()
+		rec.ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{ca.Server(t, "recorder").TLS(t)}})
 	}
 	rec.wg.Go(func() {
 		for {
@@ -757,35 +753,6 @@ func FuzzFraming(f *testing.F) {
 			}
 		}
 	})
-}
-
-// selfSigned makes a certificate for 127.0.0.1 and a pool that trusts it.
-func selfSigned(t testing.TB) (tls.Certificate, *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "recorder"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
 }
 
 // A refusal is counted by its reason and logged, whether the head was
