@@ -180,6 +180,15 @@ type RLS struct {
 	// False: limits are enforced.
 	Shadow bool `yaml:"shadow"`
 
+	// QuotaMode makes every limit a quota, as quota_mode makes one in a
+	// rule file (envoyproxy/ratelimit's QUOTA_MODE): a request over it is
+	// admitted, and ResponseMetadata names the quotas it is over.
+	QuotaMode bool `yaml:"quota_mode"`
+
+	// ResponseMetadata answers every call with dynamic metadata, as
+	// envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA.
+	ResponseMetadata bool `yaml:"response_metadata"`
+
 	// ResponseHeaders are the rate-limit headers every answer asks Envoy
 	// to add: "ietf" (RateLimit-Policy and RateLimit, as the gateway
 	// sends them) or "envoy" (RateLimit-Limit, -Remaining and -Reset, as

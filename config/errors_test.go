@@ -495,6 +495,8 @@ rls:
 		{"rls answers without a listener", `
 rls:
   shadow: true #want: rls.shadow: set, but rls.listen is empty
+  quota_mode: true #want: rls.quota_mode: set, but rls.listen is empty
+  response_metadata: true #want: rls.response_metadata: set, but rls.listen is empty
   response_headers: ietf #want: rls.response_headers: set, but rls.listen is empty
 ` + okRoute},
 		{"rls response headers", `

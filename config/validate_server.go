@@ -224,6 +224,12 @@ func (v *validator) rls(r *RLS) {
 		if r.Shadow {
 			v.errorf("rls.shadow", "set, but rls.listen is empty, so no service would answer")
 		}
+		if r.QuotaMode {
+			v.errorf("rls.quota_mode", "set, but rls.listen is empty, so no service would answer")
+		}
+		if r.ResponseMetadata {
+			v.errorf("rls.response_metadata", "set, but rls.listen is empty, so no service would answer")
+		}
 		if r.ResponseHeaders != "" && r.ResponseHeaders != "none" {
 			v.errorf("rls.response_headers", "set, but rls.listen is empty, so no service would answer")
 		}

@@ -9,6 +9,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3ext "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // Headers chooses the rate-limit headers an answer asks Envoy to add to
@@ -151,4 +152,54 @@ func policyName(l *Limit) string {
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// metadataOf is an answer's dynamic metadata, in envoyproxy/ratelimit's
+// shape (RESPONSE_DYNAMIC_METADATA): the domain; the descriptors, each
+// with its entries as "key=value", its limit override and its hits_addend
+// when it has them; the request's hits_addend when set; quotaModeViolations,
+// the places of the descriptors over a quota, when there are some; and
+// quotaModeEnabled, whether any limit the request matched is a quota
+// (allQuota: every limit is one).
+func metadataOf(req *rlsv3.RateLimitRequest, quotas []int, ms []matched, allQuota bool) *structpb.Struct {
+	ds := make([]*structpb.Value, 0, len(req.GetDescriptors()))
+	for _, d := range req.GetDescriptors() {
+		if d == nil {
+			continue
+		}
+		entries := make([]*structpb.Value, len(d.GetEntries()))
+		for i, e := range d.GetEntries() {
+			entries[i] = structpb.NewStringValue(e.GetKey() + "=" + e.GetValue())
+		}
+		f := map[string]*structpb.Value{"entries": structpb.NewListValue(&structpb.ListValue{Values: entries})}
+		if o := d.GetLimit(); o != nil {
+			// The override as envoyproxy/ratelimit writes it: its
+			// protobuf text, whose spacing protobuf does not promise.
+			f["limit"] = structpb.NewStringValue(o.String())
+		}
+		if h := d.GetHitsAddend(); h != nil {
+			f["hitsAddend"] = structpb.NewNumberValue(float64(h.GetValue()))
+		}
+		ds = append(ds, structpb.NewStructValue(&structpb.Struct{Fields: f}))
+	}
+	f := map[string]*structpb.Value{
+		"domain":      structpb.NewStringValue(req.GetDomain()),
+		"descriptors": structpb.NewListValue(&structpb.ListValue{Values: ds}),
+	}
+	if h := req.GetHitsAddend(); h != 0 {
+		f["hitsAddend"] = structpb.NewNumberValue(float64(h))
+	}
+	if len(quotas) > 0 {
+		vs := make([]*structpb.Value, len(quotas))
+		for i, at := range quotas {
+			vs[i] = structpb.NewNumberValue(float64(at))
+		}
+		f["quotaModeViolations"] = structpb.NewListValue(&structpb.ListValue{Values: vs})
+	}
+	enabled := false
+	for i := range ms {
+		enabled = enabled || ms[i].lim != nil && !ms[i].lim.Unlimited && ms[i].lim.quota(allQuota)
+	}
+	f["quotaModeEnabled"] = structpb.NewBoolValue(enabled)
+	return &structpb.Struct{Fields: f}
 }

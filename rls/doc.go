@@ -53,7 +53,10 @@
 // (InvalidArgument).
 //
 // Options.Shadow answers OK over every limit, as envoyproxy/ratelimit's
-// SHADOW_MODE (the statuses still say OVER_LIMIT); Options.Headers adds
+// SHADOW_MODE (the statuses still say OVER_LIMIT); Options.QuotaMode makes
+// every limit a quota, as quota_mode makes one (QUOTA_MODE); Options.Metadata
+// sends dynamic metadata that names the quotas a request is over
+// (RESPONSE_DYNAMIC_METADATA); Options.Headers adds
 // rate-limit headers for Envoy to send (answer.go). Each descriptor's
 // Outcome, in the terms of envoyproxy/ratelimit's stats (near_limit
 // included), goes to gateway_rls_descriptor_hits_total when there is an

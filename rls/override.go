@@ -22,7 +22,9 @@ import (
 // when a reload changes its rate. (envoyproxy/ratelimit keys its counters
 // by descriptor and window only, so there an override shares the count of
 // a rule of the same unit.)
-func override(domain string, o *rlsv3ext.RateLimitDescriptor_RateLimitOverride) (*Limit, error) {
+//
+// quota makes it a quota, for a service in quota mode.
+func override(domain string, o *rlsv3ext.RateLimitDescriptor_RateLimitOverride, quota bool) (*Limit, error) {
 	unit := rlsv3.RateLimitResponse_RateLimit_Unit(o.GetUnit())
 	lim := &Limit{Unit: unit, RequestsPerUnit: o.GetRequestsPerUnit()}
 	for _, u := range units {
@@ -48,8 +50,15 @@ func override(domain string, o *rlsv3ext.RateLimitDescriptor_RateLimitOverride) 
 		Align:     limit.AlignEpoch,
 		Rate:      limit.Rate{Count: int64(lim.RequestsPerUnit), Period: lim.Period},
 	}
+	lim.QuotaMode = quota
 	if err := lim.Rule.Validate(); err != nil {
 		return nil, fmt.Errorf("limit override: %w", err)
+	}
+	if quota {
+		// Rule becomes a shadow rule, and is its own quotaRule.
+		if err := lim.setQuotaRule(); err != nil {
+			return nil, fmt.Errorf("limit override: %w", err)
+		}
 	}
 	return lim, nil
 }

@@ -382,7 +382,8 @@ func (c *checker) descriptor(d *descriptor, path string, trail []Level) (Entry, 
 	}
 	if lim != nil && lim.Rule != nil {
 		lim.Rule.Name = ruleName(c.domain, trail)
-		if err := lim.Rule.Validate(); err != nil {
+		lim.QuotaMode = d.QuotaMode
+		if err := errors.Join(lim.Rule.Validate(), lim.setQuotaRule()); err != nil {
 			// The checks of rateLimit make this unreachable; it stays
 			// so that a change to limit.Rule cannot slip a bad rule
 			// past the load.
@@ -402,8 +403,11 @@ func (c *checker) descriptor(d *descriptor, path string, trail []Level) (Entry, 
 	return e, n
 }
 
-// modes checks share_threshold and quota_mode against what they are
-// written with.
+// modes checks share_threshold against the value it is written with.
+// quota_mode is not checked: envoyproxy/ratelimit loads it with any other
+// key, and so does floodgate. With shadow_mode too the limit is a shadow
+// limit, which the metadata does not report; on an unlimited descriptor it
+// does nothing; both as there.
 func (c *checker) modes(d *descriptor, path string) {
 	if d.ShareThreshold && !strings.Contains(d.Value, "*") {
 		what := fmt.Sprintf("the value %q matches itself only", d.Value)
@@ -411,16 +415,6 @@ func (c *checker) modes(d *descriptor, path string) {
 			what = "a descriptor without a value counts each value apart"
 		}
 		c.errorf(path+".share_threshold", "share_threshold needs a wildcard value (with '*'), whose values then share one counter; %s", what)
-	}
-	if !d.QuotaMode {
-		return
-	}
-	qpath := path + ".quota_mode"
-	switch {
-	case d.Unlimited || d.RateLimit != nil && d.RateLimit.Unlimited:
-		c.errorf(qpath, "quota_mode with an unlimited descriptor: there is no quota to use up")
-	case d.ShadowMode:
-		c.errorf(qpath, "quota_mode and shadow_mode (%s) contradict each other: a shadow limit never rejects, a quota does once every quota of the request is used up; keep one", c.where(path+".shadow_mode"))
 	}
 }
 

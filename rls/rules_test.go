@@ -755,18 +755,18 @@ descriptors:
     value: x*
     share_threshold: sure #want: descriptors[5].share_threshold: want true or false, got "sure"
 `},
-		{"quota_mode with what contradicts it", `
+		{"quota_mode loads with any key envoyproxy/ratelimit loads it with", `
 domain: d
 descriptors:
   - key: a
     unlimited: true
-    quota_mode: true #want: descriptors[0].quota_mode: quota_mode with an unlimited descriptor: there is no quota to use up
+    quota_mode: true
   - key: b
     rate_limit: {unlimited: true}
-    quota_mode: true #want: descriptors[1].quota_mode: quota_mode with an unlimited descriptor
+    quota_mode: true
   - key: c
     shadow_mode: true
-    quota_mode: true #want: descriptors[2].quota_mode: quota_mode and shadow_mode (line 11) contradict each other
+    quota_mode: true
     rate_limit: {unit: hour, requests_per_unit: 1}
   - key: d
     rate_limit:

@@ -39,6 +39,18 @@ type Options struct {
 	// over still say OVER_LIMIT (envoyproxy/ratelimit's SHADOW_MODE).
 	Shadow bool
 
+	// QuotaMode makes every limit a quota, as quota_mode makes one
+	// (envoyproxy/ratelimit's QUOTA_MODE): a request over it is admitted,
+	// its status is OK, and the metadata names it.
+	QuotaMode bool
+
+	// Metadata answers every call with dynamic metadata that Envoy's
+	// filter adds to the request's, under envoy.filters.http.ratelimit:
+	// the domain, the descriptors, the hits, the quotas the request is over
+	// and whether any limit it matched is one (envoyproxy/ratelimit's
+	// RESPONSE_DYNAMIC_METADATA, in the same shape).
+	Metadata bool
+
 	// Headers are the rate-limit headers of every answer; "" or
 	// NoHeaders: none.
 	Headers Headers
@@ -73,6 +85,8 @@ type Service struct {
 	shadowed *prometheus.CounterVec
 
 	shadow    bool
+	quota     bool
+	meta      bool
 	headers   Headers
 	nearRatio float64
 	observe   func(*Outcome)
@@ -87,7 +101,7 @@ type Service struct {
 // New returns a service; register it on a grpc.Server with
 // rlsv3.RegisterRateLimitServiceServer.
 func New(o Options) *Service {
-	s := &Service{store: o.Store, log: o.Logger, now: o.Now, shadow: o.Shadow, headers: o.Headers, nearRatio: o.NearLimitRatio, observe: o.Observe}
+	s := &Service{store: o.Store, log: o.Logger, now: o.Now, shadow: o.Shadow, quota: o.QuotaMode, meta: o.Metadata, headers: o.Headers, nearRatio: o.NearLimitRatio, observe: o.Observe}
 	if s.nearRatio == 0 {
 		s.nearRatio = DefaultNearLimitRatio
 	}
@@ -210,7 +224,7 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		}
 		ms[i] = matched{hits: hits, at: -1}
 		if o := d.GetLimit(); o != nil && rules.domains[domain] {
-			l, err := override(domain, o)
+			l, err := override(domain, o, s.quota)
 			if err != nil {
 				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
 			}
@@ -236,7 +250,7 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 	// not decided, so they consume nothing.
 	over := false
 	for i := range ms {
-		over = over || blocked(&ms[i], replaced) && !ms[i].lim.Shadow
+		over = over || blocked(&ms[i], replaced) && ms[i].lim.rejects(s.quota)
 	}
 
 	store := s.store()
@@ -251,7 +265,7 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 			return nil, s.unavailable(domain, err)
 		}
 		for i := range ms {
-			if m := &ms[i]; m.state != nil && m.state.Remaining <= 0 && !m.lim.Shadow {
+			if m := &ms[i]; m.state != nil && m.state.Remaining <= 0 && m.lim.rejects(s.quota) {
 				over = true
 			}
 		}
@@ -273,7 +287,7 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 			call.Hits = m.hits
 		}
 		m.at = len(call.Limits)
-		call.Limits = append(call.Limits, limit.Limit{Rule: m.lim.Rule, Key: key(m.lim, d.GetEntries())})
+		call.Limits = append(call.Limits, limit.Limit{Rule: m.lim.storeRule(s.quota), Key: key(m.lim, d.GetEntries())})
 	}
 	for i := range ms {
 		if m := &ms[i]; m.at >= 0 && m.hits != call.Hits {
@@ -311,6 +325,7 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		OverallCode: rlsv3.RateLimitResponse_OK,
 		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds)),
 	}
+	var quotas []int // the descriptors over a quota, for the metadata
 	for i := range ds {
 		m := &ms[i]
 		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
@@ -381,13 +396,21 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 			st.LimitRemaining = uint32(min(max(left, 0), math.MaxUint32))
 			st.DurationUntilReset = wholeSeconds(reset)
 		}
-		// A shadow limit is decided and reported, never enforced.
-		if !allowed && !l.Shadow {
+		// A shadow limit is decided and reported, never enforced; a
+		// quota is reported in the metadata.
+		switch {
+		case allowed || l.Shadow:
+		case l.quota(s.quota):
+			quotas = append(quotas, i)
+		default:
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 	}
 	addHeaders(s.headers, resp, ms)
+	if s.meta {
+		resp.DynamicMetadata = metadataOf(req, quotas, ms, s.quota)
+	}
 	return resp, nil
 }
 
@@ -465,7 +488,7 @@ func costed(req *limit.Request, ms []matched) error {
 		if m.at < 0 || m.hits == 1 {
 			continue
 		}
-		c := m.lim.Rule.WithCost(m.hits)
+		c := req.Limits[m.at].Rule.WithCost(m.hits)
 		if err := c.Validate(); err != nil {
 			return err
 		}

@@ -45,7 +45,6 @@ descriptors:
     descriptors:
       - key: user
         value_to_metric: true
-        quota_mode: true
         metadata: {backend: primary, weight: 3}
         rate_limit: {unit: hour, requests_per_unit: 2}
 `
@@ -93,7 +92,7 @@ func TestKeptKeys(t *testing.T) {
 	if len(l.Path) != len(want) || l.Path[0] != want[0] || l.Path[1] != want[1] {
 		t.Errorf("Path = %+v, want %+v", l.Path, want)
 	}
-	if !l.QuotaMode || l.DetailedMetric || fmt.Sprint(l.Metadata) != "map[backend:primary weight:3]" {
+	if l.QuotaMode || l.DetailedMetric || fmt.Sprint(l.Metadata) != "map[backend:primary weight:3]" {
 		t.Errorf("QuotaMode %v, DetailedMetric %v, Metadata %v", l.QuotaMode, l.DetailedMetric, l.Metadata)
 	}
 	if got := l.CounterValue(0, "acme-a-b"); got != "acme-*-*" {

@@ -56,12 +56,19 @@ type Limit struct {
 	// DetailedMetric is detailed_metric: statistics per value matched,
 	// not per rule.
 	DetailedMetric bool
-	// QuotaMode is quota_mode. It is loaded and kept, not yet acted on:
-	// the limit is decided as any other (docs/rls.md).
+	// QuotaMode is quota_mode: the limit is counted, and a request over
+	// it is admitted with the limit's status OK; the answer's dynamic
+	// metadata, when asked for, names it (Options.Metadata). Its Rule is
+	// a shadow rule, so that the store counts the request's other limits
+	// as when it is within.
 	QuotaMode bool
 	// Metadata is the descriptor's metadata, as the file gives it; nil
 	// when there is none.
 	Metadata map[string]any
+
+	// quotaRule is Rule as a shadow rule, for a service in quota mode
+	// (Options.QuotaMode); Rule itself when it is one already.
+	quotaRule *limit.Rule
 
 	// shared is whether a level of Path has ShareThreshold.
 	shared bool
@@ -69,6 +76,39 @@ type Limit struct {
 	// that counting a hit builds no label.
 	metric      string
 	metricNamed bool
+}
+
+// quota reports whether l is a quota, by its quota_mode or because the
+// service answers in quota mode.
+func (l *Limit) quota(all bool) bool { return all || l.QuotaMode }
+
+// rejects reports whether l rejects the request it is over: it is neither
+// a shadow limit nor a quota.
+func (l *Limit) rejects(allQuota bool) bool { return !l.Shadow && !l.quota(allQuota) }
+
+// storeRule is the rule the store decides l by: its Rule, or a shadow copy
+// when every limit is a quota.
+func (l *Limit) storeRule(allQuota bool) *limit.Rule {
+	if allQuota {
+		return l.quotaRule
+	}
+	return l.Rule
+}
+
+// setQuotaRule makes Rule a shadow rule for a quota_mode limit, and
+// quotaRule, before either is used: a rule's script arguments, derived on
+// first use, hold its shadow flag.
+func (l *Limit) setQuotaRule() error {
+	if l.Rule == nil {
+		return nil
+	}
+	l.Rule.Shadow = l.Rule.Shadow || l.QuotaMode
+	l.quotaRule = l.Rule
+	if !l.Rule.Shadow {
+		l.quotaRule = l.Rule.WithCost(l.Rule.Cost)
+		l.quotaRule.Shadow = true
+	}
+	return l.quotaRule.Validate()
 }
 
 // Level is one rule descriptor on a Limit's Path.

@@ -185,6 +185,8 @@ func (r *reloader) warnRestart(cfg *config.Config) {
 	changed("rls.config_dir", r.started.RLS.ConfigDir, cfg.RLS.ConfigDir)
 	// The service's answers are set when it starts.
 	changed("rls.shadow", r.started.RLS.Shadow, cfg.RLS.Shadow)
+	changed("rls.quota_mode", r.started.RLS.QuotaMode, cfg.RLS.QuotaMode)
+	changed("rls.response_metadata", r.started.RLS.ResponseMetadata, cfg.RLS.ResponseMetadata)
 	changed("rls.response_headers", r.started.RLS.ResponseHeaders, cfg.RLS.ResponseHeaders)
 	// And the TLS files it started with; what they hold reloads.
 	changed("rls.tls", tlsFiles(r.started), tlsFiles(cfg))

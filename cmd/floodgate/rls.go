@@ -99,6 +99,7 @@ func startRLS(cfg *config.Config, gw *gateway.Gateway, reg prometheus.Registerer
 		svc: rls.New(rls.Options{
 			Store: gw.Store, Rules: rules, Logger: log, Registerer: reg,
 			Shadow: cfg.RLS.Shadow, Headers: rls.Headers(cfg.RLS.ResponseHeaders),
+			QuotaMode: cfg.RLS.QuotaMode, Metadata: cfg.RLS.ResponseMetadata,
 		}),
 		certs: certs,
 	}

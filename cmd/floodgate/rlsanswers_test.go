@@ -14,41 +14,63 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// rls.shadow and rls.response_headers reach the running service.
+// rls.shadow, rls.quota_mode, rls.response_metadata and
+// rls.response_headers reach the running service.
 func TestServeRLSAnswers(t *testing.T) {
-	f := newFixture(t, nil)
-	rlsAddr, rules := freeAddr(t), filepath.Join(f.dir, "rules")
-	if err := os.Mkdir(rules, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(rules, "edge.yaml"), []byte(rlsRules(1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f.write(strings.NewReplacer("{{RLS}}", rlsAddr, "{{RULES}}", rules).Replace(rlsConfig) + "  shadow: true\n  response_headers: envoy\n")
-	p := f.serve()
-	conn, err := grpc.NewClient(rlsAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	c := rlsv3.NewRateLimitServiceClient(conn)
-	for i := range 2 {
-		resp, err := c.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlsv3ext.RateLimitDescriptor{
-			{Entries: []*rlsv3ext.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "a"}}},
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := map[string]string{}
-		for _, v := range resp.ResponseHeadersToAdd {
-			h[v.GetKey()] = v.GetValue()
-		}
-		if resp.OverallCode != rlsv3.RateLimitResponse_OK || h["RateLimit-Limit"] != "1" || h["RateLimit-Remaining"] != "0" {
-			t.Fatalf("request %d of 1 an hour, in shadow mode with envoy headers: %v", i, resp)
-		}
-	}
-	p.signal(syscall.SIGTERM)
-	if code := p.wait(); code != exitOK {
-		t.Fatalf("exit %d after SIGTERM", code)
+	for _, tc := range []struct {
+		name, settings string
+		quota          bool // every limit is a quota, named in the metadata
+	}{
+		{"shadow", "  shadow: true\n  response_headers: envoy\n", false},
+		{"quota", "  quota_mode: true\n  response_metadata: true\n  response_headers: envoy\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			rlsAddr, rules := freeAddr(t), filepath.Join(f.dir, "rules")
+			if err := os.Mkdir(rules, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(rules, "edge.yaml"), []byte(rlsRules(1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			f.write(strings.NewReplacer("{{RLS}}", rlsAddr, "{{RULES}}", rules).Replace(rlsConfig) + tc.settings)
+			p := f.serve()
+			conn, err := grpc.NewClient(rlsAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			c := rlsv3.NewRateLimitServiceClient(conn)
+			for i := range 2 {
+				resp, err := c.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlsv3ext.RateLimitDescriptor{
+					{Entries: []*rlsv3ext.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "a"}}},
+				}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				h := map[string]string{}
+				for _, v := range resp.ResponseHeadersToAdd {
+					h[v.GetKey()] = v.GetValue()
+				}
+				if resp.OverallCode != rlsv3.RateLimitResponse_OK || h["RateLimit-Limit"] != "1" || h["RateLimit-Remaining"] != "0" {
+					t.Fatalf("request %d of 1 an hour, with %q: %v", i, tc.settings, resp)
+				}
+				md := resp.GetDynamicMetadata().GetFields()
+				if !tc.quota {
+					if md != nil {
+						t.Fatalf("metadata without rls.response_metadata: %v", md)
+					}
+					continue
+				}
+				_, named := md["quotaModeViolations"]
+				if !md["quotaModeEnabled"].GetBoolValue() || named != (i == 1) || resp.Statuses[0].Code != rlsv3.RateLimitResponse_OK {
+					t.Fatalf("request %d of 1 an hour in quota mode: %v", i, resp)
+				}
+			}
+			p.signal(syscall.SIGTERM)
+			if code := p.wait(); code != exitOK {
+				t.Fatalf("exit %d after SIGTERM", code)
+			}
+		})
 	}
 }
