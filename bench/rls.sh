@@ -28,8 +28,10 @@
 # (a call not answered OK is counted failed). Per server and round: calls/s,
 # the server process's CPU per call (utime+stime of /proc/PID/stat), and
 # Redis's commands per call (INFO commandstats, INFO itself left out) and
-# CPU per call (INFO cpu). Then the medians of the rounds, and the medians
-# of the per-round ratios floodgate/envoy and floodgate/nothing. Client,
+# CPU per call (INFO cpu), and the client's own CPU per call. Then the
+# medians of the rounds, and the medians of the per-round ratios
+# floodgate/envoy and floodgate/nothing, of calls/s and of the server's
+# CPU per call. Client,
 # servers and Redis share the machine's cores; every idle server keeps its
 # own background work (floodgate's health probe and fleet loop ask Redis a
 # few times a second), which lands in the others' Redis counts.
@@ -125,15 +127,15 @@ proc_cpu() { sed 's/^.*) //' "/proc/$1/stat" | awk -v t="$tck" '{printf "%.6f", 
 redis_cpu() { redis-cli -p "$RED" INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(user|sys):/ {s += $2} END {printf "%.6f", s}'; }
 redis_cmds() { redis-cli -p "$RED" INFO commandstats | tr -d '\r' | grep -v '^cmdstat_info:' | sed -n 's/^cmdstat_.*:calls=\([0-9]*\),.*/\1/p' | awk '{s += $1} END {print s + 0}'; }
 
-run() { # NAME PORT PID -> "calls/s cpu-µs/call redis-cmds/call redis-µs/call failed"
+run() { # NAME PORT PID -> "calls/s cpu-µs/call redis-cmds/call redis-µs/call failed client-µs/call"
 	local c0 r0 k0 c1 r1 k1 out
 	c0=$(proc_cpu "$3"); r0=$(redis_cpu); k0=$(redis_cmds)
 	out=$("$tmp/rlsload" -addr "127.0.0.1:$2" -duration "${SECS}s" 2>>"$tmp/rlsload.err")
 	c1=$(proc_cpu "$3"); r1=$(redis_cpu); k1=$(redis_cmds)
 	echo "$1 $out" >>"$tmp/rlsload.log"
 	awk -v o="$out" -v c0="$c0" -v c1="$c1" -v r0="$r0" -v r1="$r1" -v k0="$k0" -v k1="$k1" 'BEGIN {
-		split(o, f, " "); n = f[2]; fail = f[4]; rate = f[8]
-		printf "%.0f %.1f %.2f %.1f %d", rate, (c1 - c0) * 1e6 / n, (k1 - k0) / n, (r1 - r0) * 1e6 / n, fail
+		split(o, f, " "); n = f[2]; fail = f[4]; rate = f[8]; client = f[14]; sub(/µs.*/, "", client)
+		printf "%.0f %.1f %.2f %.1f %d %s", rate, (c1 - c0) * 1e6 / n, (k1 - k0) / n, (r1 - r0) * 1e6 / n, fail, client
 	}'
 }
 
@@ -149,12 +151,14 @@ printf "$hdr" "" "calls/s cpuµs rcmd redisµs fail" "calls/s cpuµs rcmd redis�
 declare -A col=()
 add() { col[$1]="${col[$1]:-} $2"; }
 for i in $(seq "$ROUNDS"); do
-	read -r fr fc fk fu ff <<<"$(run floodgate "$FG" "$fg_pid")"
-	read -r er ec ek eu ef <<<"$(run envoy "$EN" "$en_pid")"
-	read -r nr nc _ _ nf <<<"$(run nothing "$NO" "$no_pid")"
+	read -r fr fc fk fu ff fl <<<"$(run floodgate "$FG" "$fg_pid")"
+	read -r er ec ek eu ef el <<<"$(run envoy "$EN" "$en_pid")"
+	read -r nr nc _ _ nf nl <<<"$(run nothing "$NO" "$no_pid")"
 	a=$(awk -v x="$fr" -v y="$er" 'BEGIN {printf "%.2f", x / y}')
 	b=$(awk -v x="$fr" -v y="$nr" 'BEGIN {printf "%.3f", x / y}')
-	for k in fr fc fk fu er ec ek eu nr nc a b; do add $k "${!k}"; done
+	ca=$(awk -v x="$ec" -v y="$fc" 'BEGIN {printf "%.2f", x / y}')
+	cb=$(awk -v x="$nc" -v y="$fc" 'BEGIN {printf "%.3f", x / y}')
+	for k in fr fc fk fu fl er ec ek eu el nr nc nl a b ca cb; do add $k "${!k}"; done
 	printf "$hdr" "$i" "$fr $fc $fk $fu $ff" "$er $ec $ek $eu $ef" "$nr $nc" "$a" "$b"
 	[ "$ff$ef$nf" = 000 ] || { echo "calls failed; the first failures:" >&2; sort -u "$tmp/rlsload.err" | head -5 >&2; }
 done
@@ -162,9 +166,10 @@ median() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print (NR % 2) 
 m() { median ${col[$1]}; }
 echo
 echo "medians of $ROUNDS rounds of ${SECS}s:"
-printf '  %-22s %9s calls/s, %6s µs CPU/call, %5s Redis commands/call, %5s µs Redis CPU/call\n' \
-	floodgate "$(m fr)" "$(m fc)" "$(m fk)" "$(m fu)" \
-	envoyproxy/ratelimit "$(m er)" "$(m ec)" "$(m ek)" "$(m eu)"
-printf '  %-22s %9s calls/s, %6s µs CPU/call\n' nothing "$(m nr)" "$(m nc)"
-echo "  floodgate/envoy $(m a) (target >= 3), floodgate/nothing $(m b) (target >= 0.85)"
+printf '  %-22s %9s calls/s, %6s µs CPU/call, %5s Redis commands/call, %5s µs Redis CPU/call, %5s µs client CPU/call\n' \
+	floodgate "$(m fr)" "$(m fc)" "$(m fk)" "$(m fu)" "$(m fl)" \
+	envoyproxy/ratelimit "$(m er)" "$(m ec)" "$(m ek)" "$(m eu)" "$(m el)"
+printf '  %-22s %9s calls/s, %6s µs CPU/call, %5s µs client CPU/call\n' nothing "$(m nr)" "$(m nc)" "$(m nl)"
+echo "  calls/s: floodgate/envoy $(m a) (target >= 3), floodgate/nothing $(m b) (target >= 0.85)"
+echo "  server CPU per call, as a speed: envoy/floodgate $(m ca), nothing/floodgate $(m cb)"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

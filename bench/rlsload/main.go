@@ -11,7 +11,9 @@
 // path. An answer other than OK is counted as a failure: the limits are
 // meant to admit everything. It prints one line:
 //
-//	calls N failed F seconds S calls/s R p50 Xµs p99 Yµs
+//	calls N failed F seconds S calls/s R p50 Xµs p99 Yµs cpu Zµs/call
+//
+// where cpu is this process's own CPU time (user and system) per call.
 //
 // -serve answers every ShouldRateLimit with OK for each descriptor and
 // decides nothing: what gRPC alone costs, the ceiling of any service.
@@ -116,6 +118,7 @@ func load(addr string, callers, conns int, dur time.Duration) error {
 		wg            sync.WaitGroup
 		lats          = make([][]time.Duration, callers)
 	)
+	cpu0 := cpuTime()
 	start := time.Now()
 	end := start.Add(dur)
 	ctx, cancel := context.WithDeadline(context.Background(), end)
@@ -149,6 +152,7 @@ func load(addr string, callers, conns int, dur time.Duration) error {
 	}
 	wg.Wait()
 	secs := time.Since(start).Seconds()
+	cpu := cpuTime() - cpu0
 	all := slices.Concat(lats...)
 	slices.Sort(all)
 	pct := func(p float64) float64 {
@@ -158,12 +162,21 @@ func load(addr string, callers, conns int, dur time.Duration) error {
 		return float64(all[int(p*float64(len(all)-1))]) / float64(time.Microsecond)
 	}
 	n := calls.Load()
-	fmt.Printf("calls %d failed %d seconds %.3f calls/s %.0f p50 %.0fµs p99 %.0fµs\n",
-		n, failed.Load(), secs, float64(n)/secs, pct(0.50), pct(0.99))
+	fmt.Printf("calls %d failed %d seconds %.3f calls/s %.0f p50 %.0fµs p99 %.0fµs cpu %.1fµs/call\n",
+		n, failed.Load(), secs, float64(n)/secs, pct(0.50), pct(0.99), float64(cpu)/float64(time.Microsecond)/float64(max(n, 1)))
 	if err, _ := firstErr.Load().(error); err != nil {
 		fmt.Fprintln(os.Stderr, "rlsload: first failure:", err)
 	}
 	return nil
+}
+
+// cpuTime is the CPU time this process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // call sends one ShouldRateLimit for address a and fails unless it is
