@@ -286,6 +286,9 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		if call.Hits == 0 {
 			call.Hits = m.hits
 		}
+		if call.Limits == nil {
+			call.Limits = make([]limit.Limit, 0, len(ds)-i) // one allocation, not one per growth
+		}
 		m.at = len(call.Limits)
 		call.Limits = append(call.Limits, limit.Limit{Rule: m.lim.storeRule(s.quota), Key: key(m.lim, d.GetEntries())})
 	}
@@ -325,10 +328,19 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		OverallCode: rlsv3.RateLimitResponse_OK,
 		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds)),
 	}
+	// The answer's statuses, current limits and resets are each made in
+	// one allocation for the whole call rather than one per descriptor:
+	// they are written once and live as long as the answer.
+	var (
+		statuses = make([]rlsv3.RateLimitResponse_DescriptorStatus, len(ds))
+		current  []rlsv3.RateLimitResponse_RateLimit
+		resets   []durationpb.Duration
+	)
 	var quotas []int // the descriptors over a quota, for the metadata
 	for i := range ds {
 		m := &ms[i]
-		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		st := &statuses[i]
+		st.Code = rlsv3.RateLimitResponse_OK
 		resp.Statuses[i] = st
 		l := m.lim
 		if l == nil {
@@ -343,7 +355,12 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		if isReplaced(l, replaced) {
 			continue
 		}
-		st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: l.Unit}
+		if current == nil {
+			current = make([]rlsv3.RateLimitResponse_RateLimit, len(ds))
+		}
+		cl := &current[i]
+		cl.Name, cl.RequestsPerUnit, cl.Unit = l.Name, l.RequestsPerUnit, l.Unit
+		st.CurrentLimit = cl
 		var (
 			allowed, known = true, false
 			left           int64
@@ -394,7 +411,11 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		}
 		if known {
 			st.LimitRemaining = uint32(min(max(left, 0), math.MaxUint32))
-			st.DurationUntilReset = wholeSeconds(reset)
+			if resets == nil {
+				resets = make([]durationpb.Duration, len(ds))
+			}
+			resets[i].Seconds = wholeSeconds(reset)
+			st.DurationUntilReset = &resets[i]
 		}
 		// A shadow limit is decided and reported, never enforced; a
 		// quota is reported in the metadata.
@@ -419,8 +440,8 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 // from the seconds alone, so that a reset 0.4s away would read 0 and one
 // 59.6s away 59. Rounded up, it is the number envoyproxy/ratelimit sends
 // for an epoch-aligned window (the unit's seconds less those elapsed).
-func wholeSeconds(d time.Duration) *durationpb.Duration {
-	return &durationpb.Duration{Seconds: int64((max(d, 0) + time.Second - 1) / time.Second)}
+func wholeSeconds(d time.Duration) int64 {
+	return int64((max(d, 0) + time.Second - 1) / time.Second)
 }
 
 // unavailable is the answer to a request the store could not decide.
