@@ -2,16 +2,11 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 
 	rlsv3ext "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // rls.shadow, rls.quota_mode, rls.response_metadata and
@@ -25,22 +20,8 @@ func TestServeRLSAnswers(t *testing.T) {
 		{"quota", "  quota_mode: true\n  response_metadata: true\n  response_headers: envoy\n", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, nil)
-			rlsAddr, rules := freeAddr(t), filepath.Join(f.dir, "rules")
-			if err := os.Mkdir(rules, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(rules, "edge.yaml"), []byte(rlsRules(1)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			f.write(strings.NewReplacer("{{RLS}}", rlsAddr, "{{RULES}}", rules).Replace(rlsConfig) + tc.settings)
-			p := f.serve()
-			conn, err := grpc.NewClient(rlsAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			c := rlsv3.NewRateLimitServiceClient(conn)
+			p, rlsAddr := serveRLSWith(t, tc.settings)
+			c := rlsv3.NewRateLimitServiceClient(dialPlain(t, rlsAddr))
 			for i := range 2 {
 				resp, err := c.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlsv3ext.RateLimitDescriptor{
 					{Entries: []*rlsv3ext.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "a"}}},
