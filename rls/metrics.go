@@ -138,13 +138,16 @@ func metricOf(l *Limit) (label string, named bool) {
 			b.WriteByte('_')
 			b.WriteString(lv.Value)
 		}
-		named = named || lv.ValueToMetric
+		// A level with share_threshold is named by its pattern,
+		// whatever the request sends (below).
+		named = named || lv.ValueToMetric && !lv.ShareThreshold
 	}
 	return b.String(), named
 }
 
 // valueLabel is ruleLabel with the request's value at each level with
-// value_to_metric.
+// value_to_metric. A level with share_threshold keeps its pattern, as
+// envoyproxy/ratelimit's stat keys do: its values share one counter.
 func valueLabel(o *Outcome) string {
 	var b strings.Builder
 	for i, l := range o.Limit.Path {
@@ -153,7 +156,7 @@ func valueLabel(o *Outcome) string {
 		}
 		b.WriteString(l.Key)
 		v := l.Value
-		if l.ValueToMetric && i < len(o.Descriptor.GetEntries()) {
+		if l.ValueToMetric && !l.ShareThreshold && i < len(o.Descriptor.GetEntries()) {
 			v = o.Descriptor.GetEntries()[i].GetValue()
 		}
 		if v != "" {
@@ -165,17 +168,23 @@ func valueLabel(o *Outcome) string {
 }
 
 // requestLabel is envoyproxy/ratelimit's detailed stat key without the
-// domain: the request's entries as KEY_VALUE, joined by '.'.
+// domain: the request's entries as KEY_VALUE, joined by '.', with the
+// pattern in place of the value at a level with share_threshold.
 func requestLabel(o *Outcome) string {
 	var b strings.Builder
+	path := o.Limit.Path
 	for i, e := range o.Descriptor.GetEntries() {
 		if i > 0 {
 			b.WriteByte('.')
 		}
 		b.WriteString(e.GetKey())
-		if e.GetValue() != "" {
+		v := e.GetValue()
+		if i < len(path) && path[i].ShareThreshold {
+			v = path[i].Value
+		}
+		if v != "" {
 			b.WriteByte('_')
-			b.WriteString(e.GetValue())
+			b.WriteString(v)
 		}
 	}
 	return b.String()
