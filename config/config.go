@@ -209,11 +209,34 @@ type RLS struct {
 // from (docs/configuration.md, rls.xds): RateLimitConfig resources over
 // aggregated discovery (ADS), state of the world.
 type RLSXDS struct {
-	// Addr is the server's gRPC address, HOST:PORT, dialled in plaintext.
+	// Addr is the server's gRPC address, HOST:PORT.
 	Addr string `yaml:"addr"`
 	// NodeID is the node id the service presents, by which the server
 	// picks the configs it sends.
 	NodeID string `yaml:"node_id"`
+	// TLS dials the server over TLS, with Cert and Key presenting a
+	// client certificate. Nil: plaintext.
+	TLS *RLSXDSTLS `yaml:"tls,omitempty"`
+}
+
+// RLSXDSTLS is how the rate-limit service dials its management server
+// over TLS (docs/configuration.md, rls.xds). The files are read again
+// whenever one changes; a set that does not load is refused, and the
+// next connection uses the running one.
+type RLSXDSTLS struct {
+	// CA is a PEM file of the certificates that sign the server's.
+	// Empty: the system's roots.
+	CA string `yaml:"ca"`
+
+	// Cert is a PEM file of the client certificate, then its chain;
+	// Key is its PEM private key. Both or neither; empty: no client
+	// certificate.
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+
+	// ServerName is the name the server's certificate must hold. Empty:
+	// the host of Addr.
+	ServerName string `yaml:"server_name"`
 }
 
 // RLSTLS is the certificate of the rate-limit service

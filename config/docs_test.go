@@ -29,6 +29,7 @@ func TestDocsExamples(t *testing.T) {
 	testcerts.Write(t, certs, "tls.crt", pair.CertPEM)
 	testcerts.Write(t, certs, "tls.key", pair.KeyPEM)
 	testcerts.Write(t, certs, "envoy-ca.crt", ca.PEM)
+	testcerts.Write(t, certs, "xds-ca.crt", ca.PEM)
 	blocks := regexp.MustCompile("(?ms)^```yaml\n(.*?)^```").FindAllStringSubmatch(string(data), -1)
 	if len(blocks) < 10 {
 		t.Fatalf("%d YAML examples in docs/configuration.md", len(blocks))

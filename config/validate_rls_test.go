@@ -179,3 +179,122 @@ rls:
 		t.Run(tt.name, func(t *testing.T) { checkErrors(t, tt.src) })
 	}
 }
+
+// rls.xds.tls is checked as the client loads it: a CA file of
+// certificates, a client certificate and key both or neither, PEM,
+// matching each other.
+func TestRLSXDSTLSValidation(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcerts.NewCA(t, "test CA")
+	pair, other := ca.Client(t, "a"), ca.Client(t, "b")
+	files := map[string]string{
+		"CERT":     testcerts.Write(t, dir, "cert.pem", pair.CertPEM),
+		"KEY":      testcerts.Write(t, dir, "key.pem", pair.KeyPEM),
+		"OTHERKEY": testcerts.Write(t, dir, "other.key", other.KeyPEM),
+		"CA":       testcerts.Write(t, dir, "ca.pem", ca.PEM),
+		"TEXT":     testcerts.Write(t, dir, "text.pem", []byte("not a certificate\n")),
+		"MISSING":  filepath.Join(dir, "missing.pem"),
+	}
+	subst := func(src string) string {
+		for k, v := range files {
+			src = strings.ReplaceAll(src, "{{"+k+"}}", v)
+		}
+		return src
+	}
+
+	ok := subst("rls:\n  listen: \":8081\"\n  xds:\n    addr: \"cp.example:18000\"\n    node_id: floodgate\n" +
+		"    tls: {ca: \"{{CA}}\", cert: \"{{CERT}}\", key: \"{{KEY}}\", server_name: cp.internal}\n")
+	c, err := Parse("test.yaml", []byte(ok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := RLSXDSTLS{CA: files["CA"], Cert: files["CERT"], Key: files["KEY"], ServerName: "cp.internal"}
+	if x := c.RLS.XDS; x == nil || x.TLS == nil || *x.TLS != want {
+		t.Fatalf("rls.xds = %+v, want tls %+v", x, want)
+	}
+	// Every key may be left out: the system's roots, no client certificate.
+	if _, err := Parse("test.yaml", []byte("rls:\n  listen: \":8081\"\n  xds: {addr: \"cp.example:18000\", node_id: floodgate, tls: {}}\n")); err != nil {
+		t.Fatalf("an empty tls: %v", err)
+	}
+
+	for _, tt := range []struct{ name, src string }{
+		{"a certificate without its key", `
+rls:
+  listen: ":8081"
+  xds:
+    addr: "cp:18000"
+    node_id: floodgate
+    tls: #want: rls.xds.tls.key: empty, but cert is set
+      cert: "{{CERT}}"
+`},
+		{"a key without its certificate", `
+rls:
+  listen: ":8081"
+  xds:
+    addr: "cp:18000"
+    node_id: floodgate
+    tls: #want: rls.xds.tls.cert: empty, but key is set
+      key: "{{KEY}}"
+`},
+		{"unreadable", `
+rls:
+  listen: ":8081"
+  xds:
+    addr: "cp:18000"
+    node_id: floodgate
+    tls:
+      ca: "{{MISSING}}" #want: rls.xds.tls.ca: "{{MISSING}}" cannot be read: no such file or directory
+      cert: "{{MISSING}}" #want: rls.xds.tls.cert: "{{MISSING}}" cannot be read: no such file or directory
+      key: "{{KEY}}"
+`},
+		{"not PEM", `
+rls:
+  listen: ":8081"
+  xds:
+    addr: "cp:18000"
+    node_id: floodgate
+    tls:
+      ca: "{{TEXT}}" #want: rls.xds.tls.ca: "{{TEXT}}": holds no PEM CERTIFICATE block
+      cert: "{{TEXT}}" #want: rls.xds.tls.cert: "{{TEXT}}": holds no PEM CERTIFICATE block
+      key: "{{KEY}}"
+`},
+		{"a key that is not the certificate's", `
+rls:
+  listen: ":8081"
+  xds:
+    addr: "cp:18000"
+    node_id: floodgate
+    tls:
+      cert: "{{CERT}}"
+      key: "{{OTHERKEY}}" #want: rls.xds.tls.key: "{{OTHERKEY}}": the private key does not match the certificate
+`},
+		{"empty values written out", `
+rls:
+  listen: ":8081"
+  xds:
+    addr: "cp:18000"
+    node_id: floodgate
+    tls:
+      ca: "" #want: rls.xds.tls.ca: empty: leave it out
+      server_name: "" #want: rls.xds.tls.server_name: empty: leave it out
+`},
+		{"tls without an address", `
+rls:
+  listen: ":8081"
+  xds: #want: rls.xds.addr: missing
+    node_id: floodgate
+    tls: {ca: "{{CA}}"}
+`},
+		{"an unknown key", `
+rls:
+  listen: ":8081"
+  xds:
+    addr: "cp:18000"
+    node_id: floodgate
+    tls:
+      client_ca: "{{CA}}" #want: unknown key
+`},
+	} {
+		t.Run(tt.name, func(t *testing.T) { checkErrors(t, subst(tt.src)) })
+	}
+}

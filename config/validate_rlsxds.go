@@ -1,5 +1,12 @@
 package config
 
+import (
+	"errors"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/internal/tlsfiles"
+)
+
 // rlsXDS checks rls.xds: a server address and a node id, and no rule
 // directory beside it. envoyproxy/ratelimit reads its rules from one
 // provider, files or xDS; two sources of one domain's rules would leave it
@@ -23,5 +30,50 @@ func (v *validator) rlsXDS(r *RLS) {
 	}
 	if x.NodeID == "" {
 		v.errorf(p+".node_id", "missing: the node id the management server knows this service by")
+	}
+	v.rlsXDSTLS(x.TLS)
+}
+
+// rlsXDSTLS checks rls.xds.tls as the client loads it: a CA file that
+// holds certificates, and a client certificate and key given together,
+// PEM, matching each other.
+func (v *validator) rlsXDSTLS(t *RLSXDSTLS) {
+	if t == nil {
+		return
+	}
+	const p = "rls.xds.tls"
+	// An empty value written out is a mistake more often than a choice:
+	// leaving it out says the same.
+	if t.CA == "" && v.has(p+".ca") {
+		v.errorf(p+".ca", "empty: leave it out to verify the server by the system's roots")
+	}
+	if t.ServerName == "" && v.has(p+".server_name") {
+		v.errorf(p+".server_name", "empty: leave it out to verify the host of rls.xds.addr")
+	}
+	switch {
+	case t.Cert == "" && t.Key != "":
+		v.errorf(p+".cert", "empty, but key is set: give the certificate of the key")
+	case t.Cert != "" && t.Key == "":
+		v.errorf(p+".key", "empty, but cert is set: give the private key of the certificate")
+	}
+	if data := v.tlsFile(p+".ca", t.CA); data != nil {
+		if _, err := tlsfiles.CertPool(data); err != nil {
+			v.errorf(p+".ca", "%q: %v", t.CA, err)
+		}
+	}
+	certData := v.tlsFile(p+".cert", t.Cert)
+	keyData := v.tlsFile(p+".key", t.Key)
+	if certData == nil || keyData == nil {
+		return
+	}
+	cert, err := tlsfiles.KeyPair(certData, keyData)
+	var pe *tlsfiles.PEMError
+	switch {
+	case errors.As(err, &pe) && pe.Cert:
+		v.errorf(p+".cert", "%q: %v", t.Cert, err)
+	case err != nil:
+		v.errorf(p+".key", "%q: %v", t.Key, err)
+	case time.Now().After(cert.Leaf.NotAfter):
+		v.warnf(p+".cert", "%q expired at %s; the management server will refuse it", t.Cert, cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 }

@@ -64,7 +64,14 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	switch x := cfg.RLS.XDS; {
 	case x != nil:
 		// The rules are the management server's; check does not dial it.
-		fmt.Fprintf(stdout, "%s: rls: rules from xDS %s, node %s\n", *file, x.Addr, x.NodeID)
+		over := ""
+		switch {
+		case x.TLS != nil && x.TLS.Cert != "":
+			over = ", over TLS with a client certificate"
+		case x.TLS != nil:
+			over = ", over TLS"
+		}
+		fmt.Fprintf(stdout, "%s: rls: rules from xDS %s, node %s%s\n", *file, x.Addr, x.NodeID, over)
 	case rules != nil:
 		fmt.Fprintf(stdout, "%s: rls: %d domains %v\n", *file, len(rules.Domains()), rules.Domains())
 	}

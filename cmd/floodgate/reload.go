@@ -41,8 +41,8 @@ type reloader struct {
 	// cannot move them, only warn.
 	started *config.Config
 
-	// rlsCerts, when set, reads the rate-limit service's TLS files
-	// again at every reload: with --watch=false, or where the files'
+	// rlsCerts, when set, reads the TLS files of the rate-limit service
+	// and of its xDS connection again at every reload: with --watch=false, or where the files'
 	// directories cannot be watched, SIGHUP still rotates them.
 	rlsCerts func()
 
@@ -194,12 +194,24 @@ func (r *reloader) warnRestart(cfg *config.Config) {
 	changed("rls.xds", xdsServer(r.started), xdsServer(cfg))
 }
 
+// xdsSubscription is rls.xds by value, so that two can be compared.
+type xdsSubscription struct {
+	Addr, NodeID string
+	TLS          config.RLSXDSTLS
+	Plaintext    bool
+}
+
 // xdsServer is rls.xds of cfg, the zero value when it is absent.
-func xdsServer(cfg *config.Config) config.RLSXDS {
-	if cfg.RLS.XDS == nil {
-		return config.RLSXDS{}
+func xdsServer(cfg *config.Config) xdsSubscription {
+	x := cfg.RLS.XDS
+	if x == nil {
+		return xdsSubscription{}
 	}
-	return *cfg.RLS.XDS
+	s := xdsSubscription{Addr: x.Addr, NodeID: x.NodeID, Plaintext: x.TLS == nil}
+	if x.TLS != nil {
+		s.TLS = *x.TLS
+	}
+	return s
 }
 
 // tlsFiles is rls.tls of cfg, the zero value when it is absent.

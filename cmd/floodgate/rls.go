@@ -63,7 +63,9 @@ type rlsServer struct {
 	xds       *xdsRules // nil without rls.xds
 	stopWatch func()
 	stopCerts func()
-	stopProbe func()
+	// stopXDSCerts stops the watch of rls.xds.tls's files.
+	stopXDSCerts func()
+	stopProbe    func()
 }
 
 // rlsService is the health service name of the rate-limit service, as
@@ -108,6 +110,11 @@ func startRLS(cfg *config.Config, gw *gateway.Gateway, reg prometheus.Registerer
 			ln.Close()
 			return nil, err
 		}
+		if c := r.xds.certs; c != nil && watch {
+			if r.stopXDSCerts, err = c.watch(); err != nil {
+				log.Warn("cannot watch the xDS client TLS files; they reload only with a restart", "error", err.Error())
+			}
+		}
 	}
 	if certs != nil && watch {
 		if r.stopCerts, err = certs.watch(); err != nil {
@@ -138,6 +145,26 @@ func startRLS(cfg *config.Config, gw *gateway.Gateway, reg prometheus.Registerer
 		}
 	}
 	return r, nil
+}
+
+// reloadCerts reads the TLS files of the service and of its xDS
+// connection again; nil when there are none.
+func (r *rlsServer) reloadCerts() func() {
+	var fs []func()
+	if r.certs != nil {
+		fs = append(fs, r.certs.reload)
+	}
+	if r.xds != nil && r.xds.certs != nil {
+		fs = append(fs, r.xds.certs.reload)
+	}
+	if len(fs) == 0 {
+		return nil
+	}
+	return func() {
+		for _, f := range fs {
+			f()
+		}
+	}
 }
 
 // probe sets the health of the service, overall ("") and by its name, to
@@ -201,6 +228,9 @@ func (r *rlsServer) Stop(timeout time.Duration) {
 	}
 	if r.stopCerts != nil {
 		r.stopCerts()
+	}
+	if r.stopXDSCerts != nil {
+		r.stopXDSCerts()
 	}
 	if r.xds != nil {
 		r.xds.close()

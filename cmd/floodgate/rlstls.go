@@ -134,13 +134,20 @@ func (c *rlsCerts) tlsConfig() *tls.Config {
 	}
 }
 
-// watch reloads when a file of rls.tls changes, watching the directory
-// of each, as the config file is watched (reloader.watch): a rename over
-// the file, and Kubernetes' "..data" swap of a mounted secret, are
-// changes too.
+// watch reloads when a file of rls.tls changes.
 func (c *rlsCerts) watch() (stop func(), err error) {
+	return watchFiles([]string{c.files.Cert, c.files.Key, c.files.ClientCA}, c.reload, func(dir string, err error) {
+		c.log.Warn("watching the rate-limit service TLS files", "dir", dir, "error", err.Error())
+	})
+}
+
+// watchFiles calls reload when one of paths changes, watching the
+// directory of each, as the config file is watched (reloader.watch): a
+// rename over the file, and Kubernetes' "..data" swap of a mounted
+// secret, are changes too. Empty paths are skipped.
+func watchFiles(paths []string, reload func(), warn func(dir string, err error)) (stop func(), err error) {
 	names := map[string]map[string]bool{} // directory -> base names
-	for _, p := range []string{c.files.Cert, c.files.Key, c.files.ClientCA} {
+	for _, p := range paths {
 		if p == "" {
 			continue
 		}
@@ -161,10 +168,7 @@ func (c *rlsCerts) watch() (stop func(), err error) {
 		}
 	}
 	for dir, base := range names {
-		s, err := watchDir(dir, func(b string) bool { return base[b] }, c.reload,
-			func(err error) {
-				c.log.Warn("watching the rate-limit service TLS files", "dir", dir, "error", err.Error())
-			})
+		s, err := watchDir(dir, func(b string) bool { return base[b] }, reload, func(err error) { warn(dir, err) })
 		if err != nil {
 			stopAll()
 			return nil, err

@@ -15,6 +15,7 @@ import (
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -42,6 +43,8 @@ type xdsRules struct {
 	svc  *rls.Service
 	log  *slog.Logger
 	conn *grpc.ClientConn
+	// certs are the TLS files of the connection; nil in plaintext.
+	certs *xdsCerts
 	// problem is what /readyz says while the rules are not the server's
 	// latest: "" once a response has been applied and the stream holds.
 	problem atomic.Pointer[string]
@@ -52,11 +55,26 @@ type xdsRules struct {
 // startXDS begins to subscribe; until the first response there are no
 // rules, and the service allows every descriptor.
 func startXDS(cfg config.RLSXDS, svc *rls.Service, log *slog.Logger) (*xdsRules, error) {
-	conn, err := grpc.NewClient(cfg.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	log = log.With("xds", cfg.Addr)
+	creds := insecure.NewCredentials()
+	var certs *xdsCerts
+	if t := cfg.TLS; t != nil {
+		var err error
+		if certs, err = loadXDSCerts(*t, log); err != nil {
+			return nil, err
+		}
+		creds = certs.creds()
+	}
+	// gRPC's own reconnection waits up to 120 s by default; the stream
+	// loop's bounds hold only if the connection's are the same.
+	conn, err := grpc.NewClient(cfg.Addr, grpc.WithTransportCredentials(creds), grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: xdsRetryMin, Multiplier: 2, Jitter: 0.2, MaxDelay: xdsRetryMax},
+		MinConnectTimeout: 20 * time.Second,
+	}))
 	if err != nil {
 		return nil, err
 	}
-	x := &xdsRules{cfg: cfg, svc: svc, log: log.With("xds", cfg.Addr), conn: conn}
+	x := &xdsRules{cfg: cfg, svc: svc, log: log, conn: conn, certs: certs}
 	x.setProblem("rls.xds: no rules received yet from " + cfg.Addr)
 	ctx, cancel := context.WithCancel(context.Background())
 	x.stop = cancel

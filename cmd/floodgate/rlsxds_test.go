@@ -32,7 +32,7 @@ type controlPlane struct {
 	nacks []string // "VERSION: message", VERSION the one the client keeps
 }
 
-func startControlPlane(t *testing.T, addr string, cache cachev3.SnapshotCache) *controlPlane {
+func startControlPlane(t *testing.T, addr string, cache cachev3.SnapshotCache, opts ...grpc.ServerOption) *controlPlane {
 	t.Helper()
 	cp := &controlPlane{t: t, addr: addr, cache: cache}
 	ln, err := net.Listen("tcp", addr)
@@ -48,7 +48,7 @@ func startControlPlane(t *testing.T, addr string, cache cachev3.SnapshotCache) *
 		}
 		return nil
 	}}
-	cp.srv = grpc.NewServer()
+	cp.srv = grpc.NewServer(opts...)
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(cp.srv, serverv3.NewServer(context.Background(), cache, cb))
 	go cp.srv.Serve(ln)
 	t.Cleanup(cp.srv.Stop)

@@ -185,9 +185,7 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 			s.log.Error("cannot start the rate-limit service", "listener", "rls", "errors", errorLines(err))
 			return exitFailure
 		}
-		if rlsSrv.certs != nil {
-			s.reloader.rlsCerts = rlsSrv.certs.reload
-		}
+		s.reloader.rlsCerts = rlsSrv.reloadCerts()
 		if rlsSrv.xds != nil {
 			s.rlsDegraded = rlsSrv.xds.degraded
 		}
