@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -66,7 +67,31 @@ type rlsServer struct {
 	// stopXDSCerts stops the watch of rls.xds.tls's files.
 	stopXDSCerts func()
 	stopProbe    func()
+
+	// rulesProblem and storeProblem are what /readyz says while the
+	// rule files on disk were refused (the running rules stay) and while
+	// the store does not answer; "" when all is well.
+	rulesProblem, storeProblem atomic.Pointer[string]
 }
+
+// degraded is what /readyz details of the service: a refused rule file,
+// a store that does not answer, rules that may not be the xDS server's.
+func (r *rlsServer) degraded() string {
+	var ps []string
+	for _, p := range []*atomic.Pointer[string]{&r.rulesProblem, &r.storeProblem} {
+		if v := p.Load(); v != nil && *v != "" {
+			ps = append(ps, *v)
+		}
+	}
+	if r.xds != nil {
+		if v := r.xds.degraded(); v != "" {
+			ps = append(ps, v)
+		}
+	}
+	return strings.Join(ps, "; ")
+}
+
+func setProblem(p *atomic.Pointer[string], v string) { p.Store(&v) }
 
 // rlsService is the health service name of the rate-limit service, as
 // Envoy's gRPC health check asks with service_name set.
@@ -133,9 +158,16 @@ func startRLS(cfg *config.Config, gw *gateway.Gateway, reg prometheus.Registerer
 		reload := func() {
 			rules, err := rls.LoadDir(dir)
 			if err != nil {
-				log.Error("rate-limit rules refused; the running rules stay", "dir", dir, "errors", errorLines(err))
+				lines := errorLines(err)
+				log.Error("rate-limit rules refused; the running rules stay", "dir", dir, "errors", lines)
+				more := ""
+				if len(lines) > 1 {
+					more = fmt.Sprintf(" and %d more", len(lines)-1)
+				}
+				setProblem(&r.rulesProblem, fmt.Sprintf("rls.config_dir: rules refused, the running rules stay (%s%s)", lines[0], more))
 				return
 			}
+			setProblem(&r.rulesProblem, "")
 			r.svc.SetRules(rules)
 			log.Info("rate-limit rules reloaded", "dir", dir, "domains", rules.Domains())
 		}
@@ -192,8 +224,10 @@ func (r *rlsServer) probe(gw *gateway.Gateway, log *slog.Logger) (stop func()) {
 				serving = now
 				if serving {
 					set(healthpb.HealthCheckResponse_SERVING)
+					setProblem(&r.storeProblem, "")
 				} else {
 					set(healthpb.HealthCheckResponse_NOT_SERVING)
+					setProblem(&r.storeProblem, "rls: the store does not answer, so ShouldRateLimit answers UNAVAILABLE ("+err.Error()+")")
 					log.Warn("rate-limit store does not answer; health is NOT_SERVING", "error", err.Error())
 				}
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,6 +93,23 @@ func TestServeRLS(t *testing.T) {
 			t.Fatalf("request %d refused: the refused rules replaced the running ones", i)
 		}
 	}
+	// /readyz says so, and stays 200: the service decides by the running
+	// rules. Rules that load clear it.
+	detail := func() string {
+		t.Helper()
+		r := request(t, "GET", "http://"+f.admin+"/readyz")
+		if r.code != http.StatusOK {
+			t.Fatalf("/readyz %d: %s", r.code, r.body)
+		}
+		d, _ := r.json(t)["detail"].(string)
+		return d
+	}
+	if d := detail(); !strings.Contains(d, "rls.config_dir: rules refused") || !strings.Contains(d, "edge.yaml:4") {
+		t.Errorf("/readyz detail %q after refused rules", d)
+	}
+	writeRules(rlsRules(2))
+	p.waitLog(`rate-limit rules reloaded`)
+	p.waitFor("/readyz detail to clear", func() bool { return detail() == "" })
 
 	p.signal(syscall.SIGTERM)
 	if code := p.wait(); code != exitOK {

@@ -134,8 +134,17 @@ func TestServeRLSHealthFollowsTheStore(t *testing.T) {
 	srv.Pause()
 	p.waitFor("NOT_SERVING with Redis paused", is(healthpb.HealthCheckResponse_NOT_SERVING))
 	p.waitLog(`rate-limit store does not answer; health is NOT_SERVING`)
+	// /readyz says so too.
+	detail := func() string {
+		d, _ := request(t, "GET", "http://"+p.f.admin+"/readyz").json(t)["detail"].(string)
+		return d
+	}
+	if d := detail(); !strings.Contains(d, "rls: the store does not answer") {
+		t.Errorf("/readyz detail %q with Redis paused", d)
+	}
 	srv.Resume()
 	p.waitFor("SERVING with Redis back", is(healthpb.HealthCheckResponse_SERVING))
+	p.waitFor("/readyz detail without the store", func() bool { return !strings.Contains(detail(), "rls: the store") })
 }
 
 // tlsFixture is a CA, the certificate and key of the service signed by it,

@@ -95,8 +95,8 @@ type server struct {
 	gw       *gateway.Gateway
 	reloader *reloader
 	draining atomic.Bool
-	// rlsDegraded says why the rate-limit rules may not be the xDS
-	// server's; nil without rls.xds.
+	// rlsDegraded is what the rate-limit service has to say on /readyz
+	// (rlsServer.degraded); nil without rls.listen.
 	rlsDegraded func() string
 }
 
@@ -186,9 +186,7 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 			return exitFailure
 		}
 		s.reloader.rlsCerts = rlsSrv.reloadCerts()
-		if rlsSrv.xds != nil {
-			s.rlsDegraded = rlsSrv.xds.degraded
-		}
+		s.rlsDegraded = rlsSrv.degraded
 	}
 
 	// Subscribe to signals before serving: a SIGTERM that arrives just
