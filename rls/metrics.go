@@ -1,8 +1,11 @@
 package rls
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -19,6 +22,30 @@ const MaxDetailedValues = 1000
 // has '_' or '.' after the rule's keys, never a space, so that no value
 // can take the fold's label.
 const OtherValues = " (other)"
+
+// OtherOverrides is the label that folds the descriptors with their own
+// limit (RateLimitDescriptor.limit) beyond MaxDetailedValues labels in a
+// domain, whatever their keys: the keys are the request's too.
+const OtherOverrides = "limit override" + OtherValues
+
+// MaxLabelBytes bounds a descriptor label built from a request: a longer
+// one keeps its first bytes, cut at a character, then '#' and 16 hex
+// digits of the SHA-256 of the whole label, so that labels that differ
+// only past the cut still differ.
+const MaxLabelBytes = 256
+
+// boundLabel is label within MaxLabelBytes.
+func boundLabel(label string) string {
+	if len(label) <= MaxLabelBytes {
+		return label
+	}
+	sum := sha256.Sum256([]byte(label))
+	cut := MaxLabelBytes - 17
+	for cut > 0 && !utf8.RuneStart(label[cut]) {
+		cut--
+	}
+	return label[:cut] + "#" + hex.EncodeToString(sum[:8])
+}
 
 // Results of gateway_rls_descriptor_hits_total, named as
 // envoyproxy/ratelimit names its per-descriptor stats.
@@ -84,7 +111,13 @@ func (m *descriptorMetrics) label(o *Outcome) string {
 	} else {
 		label = valueLabel(o)
 	}
-	k := [2]string{o.Domain, rule}
+	label = boundLabel(label)
+	// The labels of a rule are bounded together; those of descriptors
+	// with their own limit, by domain, under "" (no rule label is empty).
+	k, other := [2]string{o.Domain, rule}, rule+OtherValues
+	if len(o.Limit.Path) == 0 {
+		k, other = [2]string{o.Domain, ""}, OtherOverrides
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	seen := m.values[k]
@@ -94,7 +127,7 @@ func (m *descriptorMetrics) label(o *Outcome) string {
 	}
 	if !seen[label] {
 		if len(seen) >= MaxDetailedValues {
-			return rule + OtherValues
+			return other
 		}
 		seen[label] = true
 	}

@@ -2,9 +2,12 @@ package rls
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	rlsv3ext "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
@@ -179,6 +182,40 @@ func TestDescriptorMetricsCap(t *testing.T) {
 		if r["total_hits"] != want || r["within_limit"] != want {
 			t.Fatalf("%s: %v, want %v hits within the limit", label, r, want)
 		}
+	}
+}
+
+// Labels built from a request are bounded in length, and those of
+// descriptors with their own limit in number, whatever their keys: a
+// client chooses both.
+func TestDescriptorMetricsBoundRequests(t *testing.T) {
+	_, reg, call := serveMetrics(t, memory.New(memory.Options{}))
+	long := strings.Repeat("é", 50_000) // two bytes a character: a cut may fall inside one
+	call(desc("tenant", long+"a"), desc("tenant", long+"b"))
+	got := hitsOf(t, reg)
+	if len(got) != 2 {
+		t.Fatalf("%d labels for two long values, want 2: %v", len(got), slices.Collect(maps.Keys(got)))
+	}
+	for label := range got {
+		if len(label) > MaxLabelBytes || !utf8.ValidString(label) || !strings.HasPrefix(label, "tenant_é") {
+			t.Fatalf("label of %d bytes, valid UTF-8 %v: %.40q", len(label), utf8.ValidString(label), label)
+		}
+	}
+
+	_, reg, call = serveMetrics(t, memory.New(memory.Options{}))
+	const extra = 30
+	var batch []*rlsv3ext.RateLimitDescriptor
+	for i := range MaxDetailedValues + extra {
+		batch = append(batch, withLimit(desc(fmt.Sprint("k", i), "v"), 100, typev3.RateLimitUnit_HOUR))
+		if len(batch) == 250 || i == MaxDetailedValues+extra-1 {
+			call(batch...)
+			batch = nil
+		}
+	}
+	got = hitsOf(t, reg)
+	if len(got) != MaxDetailedValues+1 || got[OtherOverrides]["total_hits"] != extra {
+		t.Fatalf("%d labels for %d overrides of distinct keys, want %d and %q with %d hits: %v",
+			len(got), MaxDetailedValues+extra, MaxDetailedValues, OtherOverrides, extra, got[OtherOverrides])
 	}
 }
 

@@ -152,6 +152,10 @@ func (s *Service) Rules() *Rules { return s.rules.Load().Rules }
 // in one store call, whose size must stay bounded (Envoy sends a handful).
 const MaxDescriptors = 256
 
+// MaxEntries bounds the entries of one descriptor: no rule file nests as
+// deep, and every entry is matched and hashed.
+const MaxEntries = 64
+
 // matched is one descriptor's limit and what the store said of it.
 type matched struct {
 	lim *Limit
@@ -217,6 +221,9 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 	for i, d := range ds {
 		if d.GetIsNegativeHits() {
 			return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: negative hits are not supported", i)
+		}
+		if n := len(d.GetEntries()); n > MaxEntries {
+			return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: %d entries: at most %d in one descriptor", i, n, MaxEntries)
 		}
 		entries = entries[:0]
 		for _, e := range d.GetEntries() {

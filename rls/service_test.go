@@ -317,6 +317,10 @@ func TestBadRequests(t *testing.T) {
 	for i := range many {
 		many[i] = desc("remote_address", fmt.Sprint("10.0.0.", i))
 	}
+	deep := desc()
+	for range MaxEntries + 1 {
+		deep.Entries = append(deep.Entries, &rlsv3ext.RateLimitDescriptor_Entry{Key: "k", Value: "v"})
+	}
 	for _, tc := range []struct {
 		req  *rlsv3.RateLimitRequest
 		want string
@@ -325,6 +329,7 @@ func TestBadRequests(t *testing.T) {
 		{&rlsv3.RateLimitRequest{Domain: "edge"}, "descriptor"},
 		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlsv3ext.RateLimitDescriptor{neg}}, "negative"},
 		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: many}, "at most 256"},
+		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlsv3ext.RateLimitDescriptor{desc("a", "b"), deep}}, "descriptor 1: 65 entries: at most 64"},
 	} {
 		_, err := c.ShouldRateLimit(context.Background(), tc.req)
 		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
@@ -339,6 +344,9 @@ func TestBadRequests(t *testing.T) {
 	// As many descriptors as allowed: decided.
 	if resp := ask(t, c, "edge", many[:MaxDescriptors]...); resp.OverallCode != rlsv3.RateLimitResponse_OK || len(resp.Statuses) != MaxDescriptors {
 		t.Fatalf("%d descriptors: %v", MaxDescriptors, resp.OverallCode)
+	}
+	if resp := ask(t, c, "edge", &rlsv3ext.RateLimitDescriptor{Entries: deep.Entries[:MaxEntries]}); resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("%d entries: %v", MaxEntries, resp)
 	}
 }
 
