@@ -1,17 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
-	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/credentials"
@@ -21,66 +15,37 @@ import (
 )
 
 // xdsCerts is the TLS of the connection to the management server: the
-// files of rls.xds.tls as last loaded, read again when one of them
-// changes. Each handshake takes the set current at that moment, so a
-// rotated client certificate or CA is used from the next connection on,
-// and the connection open keeps the set it was made with.
+// files of rls.xds.tls, reloaded when one of them changes (tlsSet). A
+// rotated client certificate or CA is used from the next connection on.
 type xdsCerts struct {
+	tlsSet
 	files config.RLSXDSTLS
-	log   *slog.Logger
-
-	cur atomic.Pointer[tls.Config]
-
-	mu  sync.Mutex // one reload at a time
-	sum [sha256.Size]byte
 }
 
 // loadXDSCerts reads the files of t; an error names the file at fault.
 func loadXDSCerts(t config.RLSXDSTLS, log *slog.Logger) (*xdsCerts, error) {
-	c := &xdsCerts{files: t, log: log}
-	cfg, sum, err := c.load()
-	if err != nil {
+	c := &xdsCerts{files: t}
+	c.tlsSet = tlsSet{
+		block: "rls.xds.tls",
+		files: []tlsFile{{"ca", t.CA}, {"cert", t.Cert}, {"key", t.Key}},
+		build: c.build,
+		log:   log,
+	}
+	if err := c.init(); err != nil {
 		return nil, err
 	}
-	c.cur.Store(cfg)
-	c.sum = sum
 	return c, nil
 }
 
-// load reads and parses the files into the config of one handshake, with
-// the digest of what it read.
-func (c *xdsCerts) load() (*tls.Config, [sha256.Size]byte, error) {
-	read := func(key, path string) ([]byte, error) {
-		if path == "" {
-			return nil, nil
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("rls.xds.tls.%s: %w", key, err)
-		}
-		return data, nil
-	}
-	caPEM, err1 := read("ca", c.files.CA)
-	certPEM, err2 := read("cert", c.files.Cert)
-	keyPEM, err3 := read("key", c.files.Key)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return nil, [sha256.Size]byte{}, err
-	}
-	// Lengths first, so that moving bytes from one file to the next is a
-	// change too.
-	h := sha256.New()
-	for _, d := range [][]byte{caPEM, certPEM, keyPEM} {
-		fmt.Fprintf(h, "%d:", len(d))
-		h.Write(d)
-	}
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
-
+// build is the config of one handshake, of the ca, cert and key files'
+// contents.
+func (c *xdsCerts) build(pem [][]byte) (*tls.Config, error) {
+	caPEM, certPEM, keyPEM := pem[0], pem[1], pem[2]
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.files.ServerName}
 	if caPEM != nil {
 		pool, err := tlsfiles.CertPool(caPEM)
 		if err != nil {
-			return nil, sum, fmt.Errorf("rls.xds.tls.ca: %q: %w", c.files.CA, err)
+			return nil, c.fileError("ca", err)
 		}
 		cfg.RootCAs = pool
 	}
@@ -89,31 +54,27 @@ func (c *xdsCerts) load() (*tls.Config, [sha256.Size]byte, error) {
 		if err != nil {
 			var pe *tlsfiles.PEMError
 			if errors.As(err, &pe) && pe.Cert {
-				return nil, sum, fmt.Errorf("rls.xds.tls.cert: %q: %w", c.files.Cert, err)
+				return nil, c.fileError("cert", err)
 			}
-			return nil, sum, fmt.Errorf("rls.xds.tls.key: %q: %w", c.files.Key, err)
+			return nil, c.fileError("key", err)
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
-	return cfg, sum, nil
+	return cfg, nil
 }
 
-// reload reads the files again and swaps them in if they changed and
-// load. Files that do not load leave the running set in use, with an
-// ERROR line; the open connection is not touched either way.
+// reload reads the files again; files that do not load leave the running
+// set in use, with an ERROR line; the open connection is not touched
+// either way.
 func (c *xdsCerts) reload() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cfg, sum, err := c.load()
-	if err == nil && bytes.Equal(sum[:], c.sum[:]) {
-		return
-	}
+	cfg, err := c.tlsSet.reload()
 	if err != nil {
 		c.log.Error("xDS client TLS files refused; new connections use the running ones", "error", err.Error())
 		return
 	}
-	c.cur.Store(cfg)
-	c.sum = sum
+	if cfg == nil {
+		return
+	}
 	args := []any{"ca", c.files.CA != ""}
 	if len(cfg.Certificates) > 0 {
 		leaf := cfg.Certificates[0].Leaf
@@ -124,9 +85,7 @@ func (c *xdsCerts) reload() {
 
 // watch reloads when a file of rls.xds.tls changes.
 func (c *xdsCerts) watch() (stop func(), err error) {
-	return watchFiles([]string{c.files.CA, c.files.Cert, c.files.Key}, c.reload, func(dir string, err error) {
-		c.log.Warn("watching the xDS client TLS files", "dir", dir, "error", err.Error())
-	})
+	return c.tlsSet.watch(c.reload, "watching the xDS client TLS files")
 }
 
 // creds are the transport credentials of the client connection: gRPC's
