@@ -12,27 +12,8 @@ import (
 // rls.tls is checked as serve loads it: both files, PEM, a key that is
 // the certificate's, a client CA that holds certificates.
 func TestRLSTLSValidation(t *testing.T) {
-	dir := t.TempDir()
 	ca := testcerts.NewCA(t, "test CA")
-	pair, other := ca.Server(t, "a"), ca.Server(t, "b")
-	files := map[string]string{
-		"CERT":     testcerts.Write(t, dir, "cert.pem", pair.CertPEM),
-		"KEY":      testcerts.Write(t, dir, "key.pem", pair.KeyPEM),
-		"OTHERKEY": testcerts.Write(t, dir, "other.key", other.KeyPEM),
-		"CA":       testcerts.Write(t, dir, "ca.pem", ca.PEM),
-		"TEXT":     testcerts.Write(t, dir, "text.pem", []byte("not a certificate\n")),
-		"MISSING":  filepath.Join(dir, "missing.pem"),
-	}
-	if err := os.Mkdir(filepath.Join(dir, "adir"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	files["DIR"] = filepath.Join(dir, "adir")
-	subst := func(src string) string {
-		for k, v := range files {
-			src = strings.ReplaceAll(src, "{{"+k+"}}", v)
-		}
-		return src
-	}
+	files, subst := tlsTestFiles(t, ca, ca.Server(t, "a"), ca.Server(t, "b"))
 
 	ok := subst("rls:\n  listen: \":8081\"\n  tls: {cert: \"{{CERT}}\", key: \"{{KEY}}\", client_ca: \"{{CA}}\"}\n")
 	c, err := Parse("test.yaml", []byte(ok))
@@ -184,23 +165,8 @@ rls:
 // certificates, a client certificate and key both or neither, PEM,
 // matching each other.
 func TestRLSXDSTLSValidation(t *testing.T) {
-	dir := t.TempDir()
 	ca := testcerts.NewCA(t, "test CA")
-	pair, other := ca.Client(t, "a"), ca.Client(t, "b")
-	files := map[string]string{
-		"CERT":     testcerts.Write(t, dir, "cert.pem", pair.CertPEM),
-		"KEY":      testcerts.Write(t, dir, "key.pem", pair.KeyPEM),
-		"OTHERKEY": testcerts.Write(t, dir, "other.key", other.KeyPEM),
-		"CA":       testcerts.Write(t, dir, "ca.pem", ca.PEM),
-		"TEXT":     testcerts.Write(t, dir, "text.pem", []byte("not a certificate\n")),
-		"MISSING":  filepath.Join(dir, "missing.pem"),
-	}
-	subst := func(src string) string {
-		for k, v := range files {
-			src = strings.ReplaceAll(src, "{{"+k+"}}", v)
-		}
-		return src
-	}
+	files, subst := tlsTestFiles(t, ca, ca.Client(t, "a"), ca.Client(t, "b"))
 
 	ok := subst("rls:\n  listen: \":8081\"\n  xds:\n    addr: \"cp.example:18000\"\n    node_id: floodgate\n" +
 		"    tls: {ca: \"{{CA}}\", cert: \"{{CERT}}\", key: \"{{KEY}}\", server_name: cp.internal}\n")
@@ -297,4 +263,31 @@ rls:
 	} {
 		t.Run(tt.name, func(t *testing.T) { checkErrors(t, subst(tt.src)) })
 	}
+}
+
+// tlsTestFiles writes the files the TLS tests name: CERT and KEY of pair,
+// OTHERKEY (another key), CA, TEXT (not PEM), MISSING (absent) and DIR (a
+// directory); subst puts their paths in for {{NAME}}.
+func tlsTestFiles(t *testing.T, ca *testcerts.CA, pair, other testcerts.Pair) (files map[string]string, subst func(string) string) {
+	t.Helper()
+	dir := t.TempDir()
+	files = map[string]string{
+		"CERT":     testcerts.Write(t, dir, "cert.pem", pair.CertPEM),
+		"KEY":      testcerts.Write(t, dir, "key.pem", pair.KeyPEM),
+		"OTHERKEY": testcerts.Write(t, dir, "other.key", other.KeyPEM),
+		"CA":       testcerts.Write(t, dir, "ca.pem", ca.PEM),
+		"TEXT":     testcerts.Write(t, dir, "text.pem", []byte("not a certificate\n")),
+		"MISSING":  filepath.Join(dir, "missing.pem"),
+		"DIR":      filepath.Join(dir, "adir"),
+	}
+	if err := os.Mkdir(files["DIR"], 0o755); err != nil {
+		t.Fatal(err)
+	}
+	subst = func(src string) string {
+		for k, v := range files {
+			src = strings.ReplaceAll(src, "{{"+k+"}}", v)
+		}
+		return src
+	}
+	return files, subst
 }
