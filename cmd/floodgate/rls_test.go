@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,15 +94,7 @@ func TestServeRLS(t *testing.T) {
 	}
 	// /readyz says so, and stays 200: the service decides by the running
 	// rules. Rules that load clear it.
-	detail := func() string {
-		t.Helper()
-		r := request(t, "GET", "http://"+f.admin+"/readyz")
-		if r.code != http.StatusOK {
-			t.Fatalf("/readyz %d: %s", r.code, r.body)
-		}
-		d, _ := r.json(t)["detail"].(string)
-		return d
-	}
+	detail := p.readyzDetail
 	if d := detail(); !strings.Contains(d, "rls.config_dir: rules refused") || !strings.Contains(d, "edge.yaml:4") {
 		t.Errorf("/readyz detail %q after refused rules", d)
 	}

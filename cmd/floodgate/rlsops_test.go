@@ -135,10 +135,7 @@ func TestServeRLSHealthFollowsTheStore(t *testing.T) {
 	p.waitFor("NOT_SERVING with Redis paused", is(healthpb.HealthCheckResponse_NOT_SERVING))
 	p.waitLog(`rate-limit store does not answer; health is NOT_SERVING`)
 	// /readyz says so too.
-	detail := func() string {
-		d, _ := request(t, "GET", "http://"+p.f.admin+"/readyz").json(t)["detail"].(string)
-		return d
-	}
+	detail := p.readyzDetail
 	if d := detail(); !strings.Contains(d, "rls: the store does not answer") {
 		t.Errorf("/readyz detail %q with Redis paused", d)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"net"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -124,15 +123,7 @@ rls:
 		}
 		return resp.OverallCode
 	}
-	detail := func() string {
-		t.Helper()
-		r := request(t, "GET", "http://"+f.admin+"/readyz")
-		if r.code != http.StatusOK {
-			t.Fatalf("/readyz %d: %s", r.code, r.body)
-		}
-		d, _ := r.json(t)["detail"].(string)
-		return d
-	}
+	detail := p.readyzDetail
 
 	p.waitLog(`rate-limit rules from xDS applied.*"version":"1"`)
 	if ask("a") != rlsv3.RateLimitResponse_OK || ask("a") != rlsv3.RateLimitResponse_OVER_LIMIT {

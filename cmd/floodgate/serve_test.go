@@ -326,6 +326,18 @@ func (p *proc) admin(method, path string) reply {
 	return request(p.t, method, "http://"+p.f.admin+path, "Authorization", "Bearer "+testToken)
 }
 
+// readyzDetail is the detail of /readyz, which must answer 200: the
+// gateway serves, whatever it has to say.
+func (p *proc) readyzDetail() string {
+	p.t.Helper()
+	r := request(p.t, "GET", "http://"+p.f.admin+"/readyz")
+	if r.code != http.StatusOK {
+		p.t.Fatalf("/readyz %d: %s", r.code, r.body)
+	}
+	d, _ := r.json(p.t)["detail"].(string)
+	return d
+}
+
 // status is the status of a request that may fail to connect (-1).
 func (p *proc) status(path string) int {
 	resp, err := client.Get("http://" + p.f.listen + path)
