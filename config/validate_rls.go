@@ -32,25 +32,36 @@ func (v *validator) rlsTLS(r *RLS) {
 	if t.ClientCA == "" && v.has(p+".client_ca") {
 		v.errorf(p+".client_ca", `empty: leave it out for no client certificates`)
 	}
-	certData := v.tlsFile(p+".cert", t.Cert)
-	keyData := v.tlsFile(p+".key", t.Key)
-	if certData != nil && keyData != nil {
-		cert, err := tlsfiles.KeyPair(certData, keyData)
-		var pe *tlsfiles.PEMError
-		switch {
-		case errors.As(err, &pe) && pe.Cert:
-			v.errorf(p+".cert", "%q: %v", t.Cert, err)
-		case errors.As(err, &pe):
-			v.errorf(p+".key", "%q: %v", t.Key, err)
-		case err != nil:
-			v.errorf(p+".key", "%q: %v", t.Key, err)
-		case time.Now().After(cert.Leaf.NotAfter):
-			v.warnf(p+".cert", "%q expired at %s; clients that verify it will refuse it", t.Cert, cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
-		}
+	v.keyPair(p, t.Cert, t.Key, "clients that verify it will refuse it")
+	v.certPool(p+".client_ca", t.ClientCA)
+}
+
+// keyPair checks the certificate and key files of the block at p, when
+// both are given: PEM, and matching. An expired certificate is a warning,
+// which expired says the effect of.
+func (v *validator) keyPair(p, certPath, keyPath, expired string) {
+	certData := v.tlsFile(p+".cert", certPath)
+	keyData := v.tlsFile(p+".key", keyPath)
+	if certData == nil || keyData == nil {
+		return
 	}
-	if data := v.tlsFile(p+".client_ca", t.ClientCA); data != nil {
+	cert, err := tlsfiles.KeyPair(certData, keyData)
+	var pe *tlsfiles.PEMError
+	switch {
+	case errors.As(err, &pe) && pe.Cert:
+		v.errorf(p+".cert", "%q: %v", certPath, err)
+	case err != nil:
+		v.errorf(p+".key", "%q: %v", keyPath, err)
+	case time.Now().After(cert.Leaf.NotAfter):
+		v.warnf(p+".cert", "%q expired at %s; %s", certPath, cert.Leaf.NotAfter.UTC().Format(time.RFC3339), expired)
+	}
+}
+
+// certPool checks the CA file at p, when given: it holds certificates.
+func (v *validator) certPool(p, path string) {
+	if data := v.tlsFile(p, path); data != nil {
 		if _, err := tlsfiles.CertPool(data); err != nil {
-			v.errorf(p+".client_ca", "%q: %v", t.ClientCA, err)
+			v.errorf(p, "%q: %v", path, err)
 		}
 	}
 }

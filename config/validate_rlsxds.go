@@ -1,12 +1,5 @@
 package config
 
-import (
-	"errors"
-	"time"
-
-	"github.com/floodgate-gw/floodgate/internal/tlsfiles"
-)
-
 // rlsXDS checks rls.xds: a server address and a node id, and no rule
 // directory beside it. envoyproxy/ratelimit reads its rules from one
 // provider, files or xDS; two sources of one domain's rules would leave it
@@ -56,24 +49,6 @@ func (v *validator) rlsXDSTLS(t *RLSXDSTLS) {
 	case t.Cert != "" && t.Key == "":
 		v.errorf(p+".key", "empty, but cert is set: give the private key of the certificate")
 	}
-	if data := v.tlsFile(p+".ca", t.CA); data != nil {
-		if _, err := tlsfiles.CertPool(data); err != nil {
-			v.errorf(p+".ca", "%q: %v", t.CA, err)
-		}
-	}
-	certData := v.tlsFile(p+".cert", t.Cert)
-	keyData := v.tlsFile(p+".key", t.Key)
-	if certData == nil || keyData == nil {
-		return
-	}
-	cert, err := tlsfiles.KeyPair(certData, keyData)
-	var pe *tlsfiles.PEMError
-	switch {
-	case errors.As(err, &pe) && pe.Cert:
-		v.errorf(p+".cert", "%q: %v", t.Cert, err)
-	case err != nil:
-		v.errorf(p+".key", "%q: %v", t.Key, err)
-	case time.Now().After(cert.Leaf.NotAfter):
-		v.warnf(p+".cert", "%q expired at %s; the management server will refuse it", t.Cert, cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
-	}
+	v.certPool(p+".ca", t.CA)
+	v.keyPair(p, t.Cert, t.Key, "the management server will refuse it")
 }

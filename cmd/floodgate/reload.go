@@ -42,8 +42,9 @@ type reloader struct {
 	started *config.Config
 
 	// rlsCerts, when set, reads the TLS files of the rate-limit service
-	// and of its xDS connection again at every reload: with --watch=false, or where the files'
-	// directories cannot be watched, SIGHUP still rotates them.
+	// and of its xDS connection again at every reload: with
+	// --watch=false, or where the files' directories cannot be watched,
+	// SIGHUP still rotates them.
 	rlsCerts func()
 
 	mu      sync.Mutex
