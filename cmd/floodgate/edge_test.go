@@ -41,7 +41,9 @@ func (f *edgeFixture) file(name string, data []byte) string {
 
 // write writes the config, with {{LISTEN_TLS}} expanded besides what
 // fixture.write expands.
-func (f *edgeFixture) write(text string) { f.fixture.write(strings.ReplaceAll(text, "{{LISTEN_TLS}}", f.listenTLS)) }
+func (f *edgeFixture) write(text string) {
+	f.fixture.write(strings.ReplaceAll(text, "{{LISTEN_TLS}}", f.listenTLS))
+}
 
 // serverCN dials the TLS listener asking for name by SNI and returns the
 // common name of the certificate it presents.
@@ -466,4 +468,3 @@ routes:
 		t.Errorf("exit code %d, want 0", code)
 	}
 }
-

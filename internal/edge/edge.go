@@ -65,7 +65,7 @@ type Server struct {
 	closing  bool
 	lns      map[net.Listener]struct{}
 	pending  map[net.Conn]struct{} // in handshake, or being sniffed
-	tlsState sync.Map // connection key -> *tls.ConnectionState, until net/http takes the connection
+	tlsState sync.Map              // connection key -> *tls.ConnectionState, until net/http takes the connection
 }
 
 // New sets up a Server and starts its HTTP/1.1 server, which serves the
