@@ -264,7 +264,7 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 		}()
 	}
 	s.log.Info("floodgate serving", "version", v, "file", s.file,
-		"listen", listenAddr, "listen_tls", tlsAddr, "h2c", cfg.Server.H2C, "admin", adminAddr, "rls", rlsAddr,
+		"listen", listenAddr, "admin", adminAddr, "rls", rlsAddr, "listen_tls", tlsAddr, "h2c", cfg.Server.H2C,
 		"routes", len(cfg.Routes), "limits", limitCount(cfg), "store", string(cfg.Store.Type))
 
 	code := exitOK
