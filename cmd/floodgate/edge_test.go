@@ -475,3 +475,48 @@ routes:
 		t.Errorf("exit code %d, want 0", code)
 	}
 }
+
+// An expired certificate is served, with a warning from check and from
+// serve; a reload that changes the TLS listener, h2c or the HTTP/2
+// limits says that they take a restart.
+func TestServeTLSWarnings(t *testing.T) {
+	f := newEdgeFixture(t, nil)
+	expiredAt := time.Now().Add(-time.Hour).Truncate(time.Second)
+	old := f.ca.ServerValid(t, "old", expiredAt.Add(-24*time.Hour), expiredAt)
+	certPath := f.file("old.crt", old.CertPEM)
+	conf := fmt.Sprintf(`
+server:
+  listen: "{{LISTEN}}"
+  listen_tls: "{{LISTEN_TLS}}"
+  tls:
+    certs: [{cert: %q, key: %q}]
+`, certPath, f.file("old.key", old.KeyPEM)) + tlsRoutes
+	f.write(conf)
+	want := fmt.Sprintf(`server.tls.certs[0].cert: %q expired at %s`, certPath, expiredAt.UTC().Format(time.RFC3339))
+	stdout, stderr, code := floodgate(t, "check", "-c", f.fixture.file)
+	if code != exitOK || !strings.Contains(stdout+stderr, want) {
+		t.Errorf("check: exit %d, output\n%s%s\nwant exit 0 and %q", code, stdout, stderr, want)
+	}
+	p := f.serve()
+	line := p.waitLog(`"msg":"config warning"[^\n]*`)
+	if !strings.Contains(line, strings.ReplaceAll(want, `"`, `\"`)) {
+		t.Errorf("serve: %s, want the warning %q", line, want)
+	}
+	if got := f.serverCN("localhost"); got != "old" {
+		t.Errorf("certificate %q, want the expired one served", got)
+	}
+
+	other := freeAddr(t)
+	f.write(strings.Replace(conf, "{{LISTEN_TLS}}", other, 1) + `
+  - id: more
+    match: {path: /more}
+    upstream: {targets: ["{{UPSTREAM}}"]}
+`)
+	p.waitLog(`"level":"WARN","msg":"a listener setting changed; it takes effect after a restart","setting":"server.listen_tls"`)
+	f.write(strings.Replace(conf, "server:\n", "server:\n  h2c: true\n  http2: {max_concurrent_streams: 5}\n", 1))
+	p.waitLog(`"setting":"server.h2c"`)
+	p.waitLog(`"setting":"server.http2"`)
+	if got := f.serverCN("localhost"); got != "old" {
+		t.Errorf("after the reloads: certificate %q", got)
+	}
+}
