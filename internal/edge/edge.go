@@ -68,8 +68,8 @@ type Server struct {
 	tlsState sync.Map              // connection key -> *tls.ConnectionState, until net/http takes the connection
 }
 
-// New sets up a Server and starts its HTTP/1.1 server, which serves the
-// connections the listeners hand it.
+// New sets up a Server and starts its HTTP/1.1 and HTTP/2 servers, which
+// serve the connections the listeners hand them.
 func New(o Options) *Server {
 	s := &Server{
 		srv:     o.HTTP,
