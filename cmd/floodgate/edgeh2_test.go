@@ -25,6 +25,8 @@ type h2Conn struct {
 	// enc encodes header blocks into buf.
 	enc *hpack.Encoder
 	buf bytes.Buffer
+	// settings are the server's first SETTINGS.
+	settings map[http2.SettingID]uint32
 }
 
 // dialH2C opens a connection, sends the preface and the client's
@@ -51,9 +53,15 @@ func dialH2C(t *testing.T, addr string) *h2Conn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sf, ok := f.(*http2.SettingsFrame); !ok || sf.IsAck() {
+	sf, ok := f.(*http2.SettingsFrame)
+	if !ok || sf.IsAck() {
 		t.Fatalf("first frame %v, want the server's SETTINGS", f)
 	}
+	h.settings = map[http2.SettingID]uint32{}
+	sf.ForeachSetting(func(s http2.Setting) error {
+		h.settings[s.ID] = s.Val
+		return nil
+	})
 	if err := h.fr.WriteSettingsAck(); err != nil {
 		t.Fatal(err)
 	}
@@ -314,5 +322,43 @@ func TestServeHTTP2RapidReset(t *testing.T) {
 	h2.request(1, "/api/after")
 	if status, body := h2.status(1); status != "200" || body != "upstream /api/after" {
 		t.Errorf("another client: %s %q", status, body)
+	}
+}
+
+// The server announces the limits of server.http2.
+func TestServeHTTP2Settings(t *testing.T) {
+	for _, tt := range []struct {
+		name, block string
+		want        map[http2.SettingID]uint32
+		connWindow  uint32
+	}{
+		{"defaults", "", map[http2.SettingID]uint32{
+			http2.SettingMaxConcurrentStreams: 100, http2.SettingMaxFrameSize: 1 << 20,
+			http2.SettingMaxHeaderListSize: 8192 + 320, http2.SettingInitialWindowSize: 1 << 20,
+		}, 1 << 20},
+		{"given", "  http2: {max_concurrent_streams: 7, max_read_frame_size: 32768, max_header_list_size: 4096, initial_stream_window: 100000, initial_conn_window: 200000}\n",
+			map[http2.SettingID]uint32{
+				http2.SettingMaxConcurrentStreams: 7, http2.SettingMaxFrameSize: 32768,
+				http2.SettingMaxHeaderListSize: 4096 + 320, http2.SettingInitialWindowSize: 100000,
+			}, 200000},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f, _, _, _, _ := h2Fixture(t, tt.block)
+			h := dialH2C(t, f.listen)
+			for id, want := range tt.want {
+				if got, ok := h.settings[id]; !ok || got != want {
+					t.Errorf("%v = %d (given: %v), want %d", id, got, ok, want)
+				}
+			}
+			// The connection's window opens from the 65535 every
+			// connection starts with.
+			wu := h.next("the connection's WINDOW_UPDATE", func(f http2.Frame) bool {
+				w, ok := f.(*http2.WindowUpdateFrame)
+				return ok && w.StreamID == 0
+			}).(*http2.WindowUpdateFrame)
+			if got := 65535 + wu.Increment; got != tt.connWindow {
+				t.Errorf("connection window %d, want %d", got, tt.connWindow)
+			}
+		})
 	}
 }
