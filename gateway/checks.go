@@ -27,6 +27,7 @@ type checker struct {
 // 3xx passes.
 var checkClient = &http.Client{
 	Transport: &http.Transport{
+		// No proxy from the environment: a check asks the target itself.
 		Proxy:              nil,
 		DialContext:        (&net.Dialer{}).DialContext,
 		DisableKeepAlives:  true,
