@@ -19,7 +19,7 @@ import (
 // old one still stands.
 type checker struct {
 	settings config.Health
-	quit     chan struct{}
+	cancel   context.CancelFunc // ends the checks, and a check under way
 	done     chan struct{}
 }
 
@@ -40,7 +40,8 @@ var checkClient = &http.Client{
 // start runs t's checks with h until the checker is stopped. The first
 // check is made at once.
 func (hr *healthRegistry) start(g *Gateway, t *targetState, h config.Health) *checker {
-	c := &checker{settings: h, quit: make(chan struct{}), done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &checker{settings: h, cancel: cancel, done: make(chan struct{})}
 	base := &url.URL{Scheme: t.target.Scheme, Host: t.target.Host}
 	ref, err := url.Parse(h.Path)
 	if err != nil {
@@ -53,15 +54,6 @@ func (hr *healthRegistry) start(g *Gateway, t *targetState, h config.Health) *ch
 		defer hr.running.Done()
 		defer hr.n.Add(-1)
 		defer close(c.done)
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go func() {
-			select {
-			case <-c.quit:
-				cancel() // a check under way ends with its checker
-			case <-ctx.Done():
-			}
-		}()
 		tick := time.NewTicker(h.Interval)
 		defer tick.Stop()
 		for {
@@ -71,7 +63,7 @@ func (hr *healthRegistry) start(g *Gateway, t *targetState, h config.Health) *ch
 			}
 			t.checked(h, ok, what, g.now())
 			select {
-			case <-c.quit:
+			case <-ctx.Done():
 				return
 			case <-tick.C:
 			}
@@ -82,7 +74,7 @@ func (hr *healthRegistry) start(g *Gateway, t *targetState, h config.Health) *ch
 
 // stop ends the checks and waits for the checker's goroutine.
 func (c *checker) stop() {
-	close(c.quit)
+	c.cancel()
 	<-c.done
 }
 

@@ -57,11 +57,11 @@ func (tg *target) serve(ln net.Listener) {
 			tg.hits.Add(1)
 			// The head goes out, the body waits: the exchange is in
 			// flight while its body streams.
+			tg.holding.Add(1) // before the head, which the test waits for
+			defer tg.holding.Add(-1)
 			w.Header().Set("Content-Type", "text/plain")
 			w.WriteHeader(200)
 			w.(http.Flusher).Flush()
-			tg.holding.Add(1)
-			defer tg.holding.Add(-1)
 			select {
 			case <-tg.release:
 			case <-r.Context().Done():
@@ -613,5 +613,42 @@ routes:
 	}
 	if g := healthyGauge(t, h, "api", a.url); g != 0 {
 		t.Errorf("gateway_upstream_healthy %v, want 0", g)
+	}
+}
+
+// A target starts in rotation, active checks or not: until its first
+// check ends, requests reach it.
+func TestHealthStartsHealthy(t *testing.T) {
+	release := make(chan struct{})
+	var checking atomic.Int64
+	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			checking.Add(1)
+			<-release // the first check does not end while the test runs
+			return
+		}
+		io.WriteString(w, "ok")
+	})
+	defer close(release)
+	h := newHarness(t, `
+admin: {listen: ""}
+routes:
+  - id: api
+    match: {path: /api/**}
+    upstream:
+      targets: ["{{UP}}"]
+      health: {path: /healthz, interval: 1h, timeout: 30m}
+`, up)
+	waitFor(t, "the first check to begin", func() bool { return checking.Load() == 1 })
+	s := targetStatus(t, h.gw, "api", up.URL)
+	if s.State != stateHealthy || s.LastCheck != nil {
+		t.Fatalf("before its first check: %+v", s)
+	}
+	if g := healthyGauge(t, h, "api", up.URL); g != 1 {
+		t.Errorf("gateway_upstream_healthy %v, want 1", g)
+	}
+	resp := h.do("GET", "/api/x", nil, nil)
+	if body := drain(resp); resp.StatusCode != 200 || body != "ok" {
+		t.Fatalf("before its first check: %d %q", resp.StatusCode, body)
 	}
 }
