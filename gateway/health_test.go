@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -379,8 +381,10 @@ func TestNoHealthyTarget(t *testing.T) {
 	a, b := newTarget(t), newTarget(t)
 	a.healthStatus.Store(503)
 	b.healthStatus.Store(500)
+	accessLog := filepath.Join(t.TempDir(), "access.log")
 	h := newHarness(t, `
 admin: {listen: ""}
+server: {access_log: `+accessLog+`}
 routes:
   - id: api
     match: {path: /api/**}
@@ -407,6 +411,16 @@ routes:
 	}
 	if log := h.log.String(); !strings.Contains(log, `"kind":"no_healthy_target"`) {
 		t.Errorf("the log lacks the failure's kind:\n%s", log)
+	}
+	waitFor(t, "the access log's 10 lines", func() bool {
+		data, _ := os.ReadFile(accessLog)
+		return strings.Count(string(data), `"status":502,`) == 10
+	})
+	data, _ := os.ReadFile(accessLog)
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if !strings.Contains(line, `"outcome":"admitted","error":"no_healthy_target"}`) || strings.Contains(line, `"upstream"`) {
+			t.Errorf("access log line %s", line)
+		}
 	}
 	s := targetStatus(t, h.gw, "api", a.url)
 	if s.LastCheck == nil || s.LastCheck.OK || s.LastCheck.Result != "503" || s.LastCheck.Failed < 1 {
