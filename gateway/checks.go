@@ -51,9 +51,10 @@ func (hr *healthRegistry) start(g *Gateway, t *targetState, h config.Health) *ch
 	hr.running.Add(1)
 	hr.n.Add(1)
 	go func() {
+		// Counted out before stop returns.
+		defer close(c.done)
 		defer hr.running.Done()
 		defer hr.n.Add(-1)
-		defer close(c.done)
 		tick := time.NewTicker(h.Interval)
 		defer tick.Stop()
 		for {

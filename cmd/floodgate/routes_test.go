@@ -16,7 +16,7 @@ func TestServeAdminRoutes(t *testing.T) {
 		}
 	}))
 	f.write(strings.Replace(baseConfig, `upstream: {targets: ["{{UPSTREAM}}"]}`,
-		`upstream: {targets: ["{{UPSTREAM}}"], health: {path: /healthz, interval: 50ms, timeout: 40ms, unhealthy_after: 1}}`, 1))
+		`upstream: {targets: ["{{UPSTREAM}}"], health: {path: /healthz, interval: 300ms, timeout: 250ms, unhealthy_after: 1}}`, 1))
 	p := f.serve()
 	var target map[string]any
 	p.waitFor("the target to fail its check", func() bool {
