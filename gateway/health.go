@@ -47,7 +47,7 @@ type targetState struct {
 	lastCheck time.Time
 	lastOK    bool
 	lastWhat  string
-	checker   *checker // nil: no active checks
+	checker   *checker // nil: no active checks; healthRegistry.mu guards it
 }
 
 // Target states, as GET /admin/routes shows them.
@@ -188,7 +188,10 @@ func (t *targetState) checked(h config.Health, ok bool, what string, now time.Ti
 	e := t.ejected.Load()
 	early := ok && e != 0 && t.okRun >= h.HealthyAfter
 	t.mu.Unlock()
-	if early {
+	switch {
+	case e != 0 && now.UnixNano() >= e:
+		t.endEjection(e, "ejection_ended") // over: said without waiting for a request
+	case early:
 		t.endEjection(e, "health_check")
 	}
 }

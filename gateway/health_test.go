@@ -703,3 +703,61 @@ routes:
 		t.Fatalf("before its first check: %d %q", resp.StatusCode, body)
 	}
 }
+
+// Active checks end an ejection: early once healthy_after checks passed
+// since it began, and when it is over without waiting for a request.
+func TestEjectionEndedByChecks(t *testing.T) {
+	var failing atomic.Bool
+	bad := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" && failing.Load() {
+			w.WriteHeader(503)
+		}
+	})
+	good := newBackend(t, nil)
+	tmpl := `
+admin: {listen: ""}
+routes:
+  - id: api
+    match: {path: /api/**}
+    upstream:
+      targets: ["` + bad.URL + `", "` + good.URL + `"]
+      eject: {consecutive_5xx: 1, base_time: 1h, max_time: 1h}
+      health: HEALTH
+`
+	// A healthy_after no check reaches while the test runs: only the
+	// end of the ejection brings the target back.
+	h := newHarness(t, strings.Replace(tmpl, "HEALTH", `{path: /healthz, interval: 50ms, timeout: 40ms, healthy_after: 1000000}`, 1), nil)
+	failing.Store(true)
+	ejectBad := func() {
+		t.Helper()
+		for i := 0; targetStatus(t, h.gw, "api", bad.URL).State != stateEjected; i++ {
+			if i > 10 {
+				t.Fatal("not ejected after 10 requests")
+			}
+			drain(h.do("GET", "/api/x", nil, nil))
+		}
+	}
+	ejectBad()
+	h.clock.Step(time.Hour)
+	waitFor(t, "a check to find the ejection over", func() bool {
+		return strings.Contains(h.log.String(), `"msg":"upstream target back in rotation","route":"api","target":"`+bad.URL+`","reason":"ejection_ended"`)
+	})
+	if s := targetStatus(t, h.gw, "api", bad.URL); s.State != stateHealthy {
+		t.Fatalf("after its ejection: %+v", s)
+	}
+
+	// healthy_after 2: two checks that pass after the ejection end it.
+	if err := h.gw.Reload(mustParse(t, strings.Replace(tmpl, "HEALTH", `{path: /healthz, interval: 50ms, timeout: 40ms, healthy_after: 2}`, 1))); err != nil {
+		t.Fatal(err)
+	}
+	ejectBad()
+	waitFor(t, "two checks to end the ejection", func() bool {
+		return targetStatus(t, h.gw, "api", bad.URL).State == stateHealthy
+	})
+	if log := h.log.String(); !strings.Contains(log, `"msg":"upstream target back in rotation","route":"api","target":"`+bad.URL+`","reason":"health_check"`) {
+		t.Errorf("the log lacks the early end:\n%s", log)
+	}
+	if s := targetStatus(t, h.gw, "api", bad.URL); s.Ejections != 2 || s.LastCheck == nil || s.LastCheck.Passed < 2 {
+		t.Errorf("after the early end: %+v", s)
+	}
+}
