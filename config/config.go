@@ -518,6 +518,68 @@ type Upstream struct {
 	// IdleTimeout is the longest silence while a response body streams.
 	// Default 60s.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
+
+	// Balance is how a request's target is chosen. Default round_robin.
+	Balance Balance `yaml:"balance"`
+
+	// Health is the active check of each target. Zero Interval: none.
+	Health Health `yaml:"health"`
+
+	// Eject takes a target out of rotation after consecutive failed
+	// exchanges, with or without active checks.
+	Eject Eject `yaml:"eject"`
+}
+
+// Balance is how a route spreads its requests over its targets.
+type Balance string
+
+// The balancing policies.
+const (
+	BalanceRoundRobin   Balance = "round_robin"   // each target in turn
+	BalanceLeastRequest Balance = "least_request" // the target with the fewest requests in flight
+)
+
+// Health is the active health check of a route's targets: a GET of Path
+// on each target every Interval.
+type Health struct {
+	// Path is what is asked of each target, as written (not under a
+	// target's own path). Required with an Interval.
+	Path string `yaml:"path"`
+
+	// Interval between two checks of a target. 0: no active checks.
+	Interval time.Duration `yaml:"interval"`
+
+	// Timeout bounds one check, connection included; below Interval.
+	// Default 1s.
+	Timeout time.Duration `yaml:"timeout"`
+
+	// HealthyAfter consecutive passed checks (2xx or 3xx) bring a target
+	// back; UnhealthyAfter consecutive failed ones take it out. Defaults
+	// 2 and 3.
+	HealthyAfter   int `yaml:"healthy_after"`
+	UnhealthyAfter int `yaml:"unhealthy_after"`
+}
+
+// Eject is the passive health check of a route's targets: a target whose
+// exchanges fail in a row is passed over for BaseTime, twice as long at
+// each ejection that follows, up to MaxTime.
+type Eject struct {
+	// ConsecutiveFailures is how many exchanges in a row that got no
+	// answer (a connection refused, reset or timed out) eject a target.
+	// Default 5; 0: never for that.
+	ConsecutiveFailures int `yaml:"consecutive_failures"`
+
+	// Consecutive5xx is how many 5xx answers in a row eject a target.
+	// Default 0: never for that.
+	Consecutive5xx int `yaml:"consecutive_5xx"`
+
+	// BaseTime is the first ejection's length. Default 5s.
+	BaseTime time.Duration `yaml:"base_time"`
+
+	// MaxTime caps an ejection's length; a target back in rotation for
+	// MaxTime without being ejected starts again from BaseTime. Default
+	// 60s.
+	MaxTime time.Duration `yaml:"max_time"`
 }
 
 // Source is where a key part's value comes from (docs/configuration.md, Keys).

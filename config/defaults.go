@@ -96,6 +96,9 @@ func (r *Route) setDefaults() {
 		ConnectTimeout: 2 * time.Second,
 		Timeout:        3 * time.Second,
 		IdleTimeout:    60 * time.Second,
+		Balance:        BalanceRoundRobin,
+		Health:         Health{Timeout: time.Second, HealthyAfter: 2, UnhealthyAfter: 3},
+		Eject:          Eject{ConsecutiveFailures: 5, BaseTime: 5 * time.Second, MaxTime: 60 * time.Second},
 	}
 	r.Breaker = Breaker{
 		Window:          10 * time.Second,

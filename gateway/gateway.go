@@ -75,6 +75,7 @@ type Gateway struct {
 	closeOnce sync.Once
 	bg        sync.WaitGroup
 	upgrades  upgrades // requests that switched protocols
+	health    healthRegistry
 }
 
 // upgradeCloseWait bounds how long Close waits for the handlers of joined
@@ -427,6 +428,8 @@ func failureKind(o outcome) string {
 		return "body_broken"
 	case o.timeout:
 		return "timeout"
+	case errors.Is(err, errNoTarget):
+		return "no_healthy_target"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "connection_refused"
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
