@@ -256,6 +256,11 @@ routes:
 				if err == nil || !strings.Contains(err.Error(), "certificate required") {
 					t.Errorf("without a certificate: %v, want the handshake refused (certificate required)", err)
 				}
+				// The two refused handshakes are counted: the other CA's
+				// and this one.
+				p.waitFor("two handshake failures on /metrics", func() bool {
+					return strings.Contains(p.admin("GET", "/metrics").body, "gateway_tls_handshake_failures_total 2\n")
+				})
 				return
 			}
 			// No certificate: by X-User-Id, then 403 without it either.
@@ -268,7 +273,10 @@ routes:
 			if r, _ := getWith(t, anon, url); r.code != http.StatusForbidden || !strings.Contains(r.body, "key_required") {
 				t.Errorf("no certificate, no header: %d %s, want 403 key_required", r.code, r.body)
 			}
-			_ = p
+			// Only the other CA's certificate failed a handshake.
+			p.waitFor("one handshake failure on /metrics", func() bool {
+				return strings.Contains(p.admin("GET", "/metrics").body, "gateway_tls_handshake_failures_total 1\n")
+			})
 		})
 	}
 }

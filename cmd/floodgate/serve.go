@@ -179,12 +179,18 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 		IdleTimeout:       idleTimeout,
 		ErrorLog:          slog.NewLogLogger(s.log.With("listener", "gateway").Handler(), slog.LevelWarn),
 	}
+	handshakeFailures := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gateway_tls_handshake_failures_total",
+		Help: "TLS handshakes on server.listen_tls that failed or ran out of time.",
+	})
+	reg.MustRegister(handshakeFailures)
 	es := edge.New(edge.Options{
 		HTTP:             srv,
 		Listener:         gw.Listener,
 		HTTP2:            http2Server(cfg, gw, srv.ErrorLog),
 		HandshakeTimeout: readHeaderTimeout,
 		Log:              s.log.With("listener", "gateway"),
+		HandshakeFailed:  handshakeFailures.Inc,
 	})
 	closeListeners := closeGateway
 	closeGateway = func() {

@@ -45,6 +45,10 @@ type Options struct {
 
 	// Log gets what fails on a connection before it has a request.
 	Log *slog.Logger
+
+	// HandshakeFailed, if not nil, is told of each TLS handshake that
+	// failed or ran out of time.
+	HandshakeFailed func()
 }
 
 // A Server serves one HTTP/1.1 server and one HTTP/2 server on any
@@ -54,6 +58,7 @@ type Server struct {
 	h2      *http.Server
 	timeout time.Duration
 	log     *slog.Logger
+	failed  func()     // Options.HandshakeFailed, never nil
 	queue   *connQueue // of srv
 	queue2  *connQueue // of h2
 	serving chan error // what srv.Serve and h2.Serve return
@@ -76,12 +81,16 @@ func New(o Options) *Server {
 		h2:      o.HTTP2,
 		timeout: o.HandshakeTimeout,
 		log:     o.Log,
+		failed:  o.HandshakeFailed,
 		serving: make(chan error, 2),
 		lns:     map[net.Listener]struct{}{},
 		pending: map[net.Conn]struct{}{},
 	}
 	if s.timeout <= 0 {
 		s.timeout = 10 * time.Second
+	}
+	if s.failed == nil {
+		s.failed = func() {}
 	}
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	s.queue, s.queue2 = newConnQueue(), newConnQueue()
@@ -226,6 +235,7 @@ func (s *Server) handshake(c net.Conn, cfg *tls.Config) {
 		// without the client certificate asked for: its own error to
 		// read, and no request of it was lost.
 		s.log.Debug("TLS handshake failed", "peer", c.RemoteAddr().String(), "error", err.Error())
+		s.failed()
 		c.Close()
 		return
 	}
