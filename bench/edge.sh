@@ -25,17 +25,18 @@
 #              api, user, ip) on a redis-server of its own, sized so that
 #              everything is admitted (as bench/proxy.sh)
 # Each round runs, in turn, so that the machine's noise falls on all:
-#   https/1.1  wrk -t2 -c64 over HTTPS (keep-alive): nginx, fg-plain
+#   https/1.1  wrk -t2 -c64 over HTTPS (keep-alive): nginx, fg-plain,
+#              fg-limits
 #   h2         h2load -t2 -c16 -m10 (ALPN h2): nginx, fg-plain
-#   limits     wrk -t2 -c64: fg-limits over HTTPS, fg-plain and fg-limits
-#              over plain HTTP (fg-plain over HTTPS is the https/1.1 run)
+#   http/1.1   wrk -t2 -c64 over plain HTTP: fg-plain, fg-limits
 # Every wrk request carries a user and a client IP drawn from 100,000
 # values (X-User-Id, X-Forwarded-For; trusted), as in bench/proxy.sh, so
 # that the limits count four counters a request. Per run: requests/s and
 # the proxy's CPU per request (utime+stime of /proc/PID/stat; nginx: its
 # master and workers). Then the medians of the rounds and of the per-round
 # ratios: fg-plain/nginx over HTTPS/1.1 and over h2, and fg-limits/fg-plain
-# over HTTPS next to the same over plain HTTP. A non-2xx answer, a failed
+# over HTTPS next to the same over plain HTTP; each also by CPU per request
+# (the steadier figure on a shared machine), with the CPU the limits add. A non-2xx answer, a failed
 # h2load request or a connection that did not negotiate what it should
 # stops the run.
 set -euo pipefail
@@ -234,13 +235,18 @@ row round nginx fg-plain fg/ngx nginx fg-plain fg/ngx "fg-limits https" "fg-plai
 for i in $(seq "$ROUNDS"); do
 	m=$(run wrk "https://127.0.0.1:$NGX/" "$ngx_pid"); read -r n1 n1c <<<"$m"
 	m=$(run wrk "https://127.0.0.1:$PLAINS/" "$plain_pid"); read -r p1 p1c <<<"$m"
+	m=$(run wrk "https://127.0.0.1:$LIMS/" "$lim_pid"); read -r ls lsc <<<"$m"
 	m=$(run h2 "https://127.0.0.1:$NGX/" "$ngx_pid"); read -r n2 n2c <<<"$m"
 	m=$(run h2 "https://127.0.0.1:$PLAINS/" "$plain_pid"); read -r p2 p2c <<<"$m"
-	m=$(run wrk "https://127.0.0.1:$LIMS/" "$lim_pid"); read -r ls lsc <<<"$m"
 	m=$(run wrk "http://127.0.0.1:$PLAIN/" "$plain_pid"); read -r ph phc <<<"$m"
 	m=$(run wrk "http://127.0.0.1:$LIM/" "$lim_pid"); read -r lh lhc <<<"$m"
 	r1=$(ratio "$p1" "$n1"); r2=$(ratio "$p2" "$n2"); rs=$(ratio "$ls" "$p1"); rh=$(ratio "$lh" "$ph")
-	for k in n1 n1c p1 p1c n2 n2c p2 p2c ls lsc ph phc lh lhc r1 r2 rs rh; do add $k "${!k}"; done
+	# shellcheck disable=SC2034 # read by add, through ${!k}
+	{
+		c1=$(ratio "$n1c" "$p1c"); c2=$(ratio "$n2c" "$p2c"); cs=$(ratio "$p1c" "$lsc"); ch=$(ratio "$phc" "$lhc")
+		ds=$(awk -v a="$lsc" -v b="$p1c" 'BEGIN {printf "%.1f", a - b}'); dh=$(awk -v a="$lhc" -v b="$phc" 'BEGIN {printf "%.1f", a - b}')
+	}
+	for k in n1 n1c p1 p1c n2 n2c p2 p2c ls lsc ph phc lh lhc r1 r2 rs rh c1 c2 cs ch ds dh; do add $k "${!k}"; done
 	row "$i" "$n1 ($n1c)" "$p1 ($p1c)" "$r1" "$n2 ($n2c)" "$p2 ($p2c)" "$r2" "$ls ($lsc)" "$ph ($phc)" "$lh ($lhc)" "$rs" "$rh"
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
@@ -250,7 +256,8 @@ row median "$(m n1) ($(m n1c))" "$(m p1) ($(m p1c))" "$(m r1)" "$(m n2) ($(m n2c
 	"$(m ls) ($(m lsc))" "$(m ph) ($(m phc))" "$(m lh) ($(m lhc))" "$(m rs)" "$(m rh)"
 echo
 echo "medians of $ROUNDS rounds:"
-echo "  HTTPS/1.1, no limits: fg-plain/nginx $(m r1) (target >= 0.5); by CPU per request (nginx µs / fg-plain µs) $(ratio "$(m n1c)" "$(m p1c)")"
-echo "  h2 over TLS, no limits: fg-plain/nginx $(m r2) (target >= 0.5); by CPU per request $(ratio "$(m n2c)" "$(m p2c)")"
-echo "  four limits on Redis, fg-limits/fg-plain: HTTPS $(m rs), plain HTTP $(m rh) (target: HTTPS >= plain HTTP)"
+echo "  HTTPS/1.1, no limits: fg-plain/nginx $(m r1) (target >= 0.5); by CPU per request (nginx's µs over floodgate's) $(m c1)"
+echo "  h2 over TLS, no limits: fg-plain/nginx $(m r2) (target >= 0.5); by CPU per request $(m c2)"
+echo "  four limits on Redis, fg-limits/fg-plain: HTTPS $(m rs), plain HTTP $(m rh) (target: HTTPS >= plain HTTP);"
+echo "    by CPU per request: HTTPS $(m cs), plain HTTP $(m ch); CPU the limits add: HTTPS $(m ds) µs, plain HTTP $(m dh) µs a request"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
