@@ -3,7 +3,7 @@
 #
 #   bench/edge.sh [ROUNDS] [SECONDS]
 #
-# Defaults: 5 rounds of 6 s per run (about 4 minutes). Needs go, nginx, wrk,
+# Defaults: 5 rounds of 6 s per run (about 4.5 minutes). Needs go, nginx, wrk,
 # h2load, redis-server, openssl and python3 (for free ports); Linux, for the
 # CPU accounting in /proc. Run as root, it installs what is missing with
 # apt-get (nginx wrk nghttp2-client redis-server openssl); none of them is a
@@ -14,11 +14,12 @@
 # openssl) for both proxies, TLS 1.2 and 1.3, each side's default ciphers.
 # Started once, side by side, in front of one tiny nginx upstream that
 # answers "ok":
-#   nginx      nginx (NGINX_WORKERS worker processes, default auto: with
-#              TLS, 1 worker, as bench/proxy.sh has, is about 2/3 as fast
-#              on 2 cores, where floodgate uses both) terminating TLS on one port for HTTP/1.1 and HTTP/2 (ALPN),
-#              ssl_session_cache, proxy_pass with upstream keepalive; no
-#              limit on the requests a client connection may carry
+#   nginx      nginx with NGINX_WORKERS worker processes (default auto:
+#              with TLS, 1 worker, as bench/proxy.sh has it, is about 2/3
+#              as fast on 2 cores, where floodgate uses both); TLS on one
+#              port for HTTP/1.1 and HTTP/2 (ALPN), ssl_session_cache, and
+#              plain HTTP on another; proxy_pass with upstream keepalive;
+#              no limit on the requests a client connection may carry
 #   fg-plain   floodgate with no limits: server.listen (plain HTTP) and
 #              server.listen_tls (HTTP/1.1 and HTTP/2 by ALPN)
 #   fg-limits  the same with the seeds' four fixed-window limits (global,
@@ -28,17 +29,19 @@
 #   https/1.1  wrk -t2 -c64 over HTTPS (keep-alive): nginx, fg-plain,
 #              fg-limits
 #   h2         h2load -t2 -c16 -m10 (ALPN h2): nginx, fg-plain
-#   http/1.1   wrk -t2 -c64 over plain HTTP: fg-plain, fg-limits
+#   http/1.1   wrk -t2 -c64 over plain HTTP: nginx, fg-plain, fg-limits
 # Every wrk request carries a user and a client IP drawn from 100,000
 # values (X-User-Id, X-Forwarded-For; trusted), as in bench/proxy.sh, so
 # that the limits count four counters a request. Per run: requests/s and
 # the proxy's CPU per request (utime+stime of /proc/PID/stat; nginx: its
 # master and workers). Then the medians of the rounds and of the per-round
-# ratios: fg-plain/nginx over HTTPS/1.1 and over h2, and fg-limits/fg-plain
-# over HTTPS next to the same over plain HTTP; each also by CPU per request
-# (the steadier figure on a shared machine), with the CPU the limits add. A non-2xx answer, a failed
-# h2load request or a connection that did not negotiate what it should
-# stops the run.
+# ratios: fg-plain/nginx over HTTPS/1.1, over h2 and, where TLS makes no
+# difference, over plain HTTP/1.1; fg-limits/fg-plain over HTTPS next to
+# the same over plain HTTP; each also by CPU per request (the steadier
+# figure on a shared machine), with the CPU the limits add. A non-2xx
+# answer, a failed h2load request or a connection that did not negotiate
+# what it should stops the run. FLOODGATE=BINARY runs that build instead
+# of building ./cmd/floodgate.
 set -euo pipefail
 ROUNDS=${1:-5}
 SECS=${2:-6}
@@ -74,7 +77,7 @@ trap cleanup EXIT
 
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
-UP=$(freeport); NGX=$(freeport); RED=$(freeport)
+UP=$(freeport); NGX=$(freeport); NGXP=$(freeport); RED=$(freeport)
 PLAIN=$(freeport); PLAINS=$(freeport); LIM=$(freeport); LIMS=$(freeport)
 ADM1=$(freeport); ADM2=$(freeport)
 
@@ -115,6 +118,7 @@ CONF
 }
 ngx up 1 "listen 127.0.0.1:$UP reuseport backlog=4096;" 'location / { return 200 "ok"; }'
 ngx px "$NGINX_WORKERS" "listen 127.0.0.1:$NGX ssl$h2listen reuseport backlog=4096; $h2on
+    listen 127.0.0.1:$NGXP reuseport backlog=4096;
     ssl_certificate $tmp/cert.pem; ssl_certificate_key $tmp/key.pem;
     ssl_protocols TLSv1.2 TLSv1.3;
     ssl_session_cache shared:SSL:10m; ssl_session_timeout 10m;" \
@@ -164,7 +168,7 @@ end
 LUA
 
 # Wait until each answers, then check what each negotiates.
-for u in "http://127.0.0.1:$UP" "https://127.0.0.1:$NGX" "http://127.0.0.1:$PLAIN" "https://127.0.0.1:$PLAINS" \
+for u in "http://127.0.0.1:$UP" "https://127.0.0.1:$NGX" "http://127.0.0.1:$NGXP" "http://127.0.0.1:$PLAIN" "https://127.0.0.1:$PLAINS" \
 	"http://127.0.0.1:$LIM" "https://127.0.0.1:$LIMS"; do
 	ok=
 	for _ in $(seq 100); do curl -sf --cacert "$tmp/cert.pem" "$u/" >/dev/null && { ok=1; break; }; sleep 0.1; done
@@ -227,37 +231,39 @@ done
 declare -A col=()
 add() { col[$1]="${col[$1]:-} $2"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
-row() { printf '%5s | %-15s %-15s %-6s | %-15s %-15s %-6s | %-15s %-15s %-15s %-6s %-6s\n' "$@"; }
+row() { printf '%6s | %-13s %-13s %-13s %-6s | %-13s %-13s %-6s | %-13s %-13s %-13s %-6s | %-6s %-6s\n' "$@"; }
 echo
 echo "requests/s (proxy CPU µs/request) per run of ${SECS}s"
-row "" "HTTPS/1.1" "" "" "h2" "" "" "limits" "" "" "" ""
-row round nginx fg-plain fg/ngx nginx fg-plain fg/ngx "fg-limits https" "fg-plain http" "fg-limits http" "https" "http"
+row "" "HTTPS/1.1" "" "" "" "h2" "" "" "plain HTTP/1.1" "" "" "" "limits/plain" ""
+row round nginx fg-plain fg-limits fg/ngx nginx fg-plain fg/ngx nginx fg-plain fg-limits fg/ngx https http
 for i in $(seq "$ROUNDS"); do
 	m=$(run wrk "https://127.0.0.1:$NGX/" "$ngx_pid"); read -r n1 n1c <<<"$m"
 	m=$(run wrk "https://127.0.0.1:$PLAINS/" "$plain_pid"); read -r p1 p1c <<<"$m"
 	m=$(run wrk "https://127.0.0.1:$LIMS/" "$lim_pid"); read -r ls lsc <<<"$m"
 	m=$(run h2 "https://127.0.0.1:$NGX/" "$ngx_pid"); read -r n2 n2c <<<"$m"
 	m=$(run h2 "https://127.0.0.1:$PLAINS/" "$plain_pid"); read -r p2 p2c <<<"$m"
+	m=$(run wrk "http://127.0.0.1:$NGXP/" "$ngx_pid"); read -r nh nhc <<<"$m"
 	m=$(run wrk "http://127.0.0.1:$PLAIN/" "$plain_pid"); read -r ph phc <<<"$m"
 	m=$(run wrk "http://127.0.0.1:$LIM/" "$lim_pid"); read -r lh lhc <<<"$m"
-	r1=$(ratio "$p1" "$n1"); r2=$(ratio "$p2" "$n2"); rs=$(ratio "$ls" "$p1"); rh=$(ratio "$lh" "$ph")
+	r1=$(ratio "$p1" "$n1"); r2=$(ratio "$p2" "$n2"); r3=$(ratio "$ph" "$nh"); rs=$(ratio "$ls" "$p1"); rh=$(ratio "$lh" "$ph")
 	# shellcheck disable=SC2034 # read by add, through ${!k}
 	{
-		c1=$(ratio "$n1c" "$p1c"); c2=$(ratio "$n2c" "$p2c"); cs=$(ratio "$p1c" "$lsc"); ch=$(ratio "$phc" "$lhc")
+		c1=$(ratio "$n1c" "$p1c"); c2=$(ratio "$n2c" "$p2c"); c3=$(ratio "$nhc" "$phc"); cs=$(ratio "$p1c" "$lsc"); ch=$(ratio "$phc" "$lhc")
 		ds=$(awk -v a="$lsc" -v b="$p1c" 'BEGIN {printf "%.1f", a - b}'); dh=$(awk -v a="$lhc" -v b="$phc" 'BEGIN {printf "%.1f", a - b}')
 	}
-	for k in n1 n1c p1 p1c n2 n2c p2 p2c ls lsc ph phc lh lhc r1 r2 rs rh c1 c2 cs ch ds dh; do add $k "${!k}"; done
-	row "$i" "$n1 ($n1c)" "$p1 ($p1c)" "$r1" "$n2 ($n2c)" "$p2 ($p2c)" "$r2" "$ls ($lsc)" "$ph ($phc)" "$lh ($lhc)" "$rs" "$rh"
+	for k in n1 n1c p1 p1c ls lsc n2 n2c p2 p2c nh nhc ph phc lh lhc r1 r2 r3 rs rh c1 c2 c3 cs ch ds dh; do add $k "${!k}"; done
+	row "$i" "$n1 ($n1c)" "$p1 ($p1c)" "$ls ($lsc)" "$r1" "$n2 ($n2c)" "$p2 ($p2c)" "$r2" "$nh ($nhc)" "$ph ($phc)" "$lh ($lhc)" "$r3" "$rs" "$rh"
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 # shellcheck disable=SC2086 # one value a word
 m() { median ${col[$1]}; }
-row median "$(m n1) ($(m n1c))" "$(m p1) ($(m p1c))" "$(m r1)" "$(m n2) ($(m n2c))" "$(m p2) ($(m p2c))" "$(m r2)" \
-	"$(m ls) ($(m lsc))" "$(m ph) ($(m phc))" "$(m lh) ($(m lhc))" "$(m rs)" "$(m rh)"
+row median "$(m n1) ($(m n1c))" "$(m p1) ($(m p1c))" "$(m ls) ($(m lsc))" "$(m r1)" "$(m n2) ($(m n2c))" "$(m p2) ($(m p2c))" "$(m r2)" \
+	"$(m nh) ($(m nhc))" "$(m ph) ($(m phc))" "$(m lh) ($(m lhc))" "$(m r3)" "$(m rs)" "$(m rh)"
 echo
 echo "medians of $ROUNDS rounds:"
 echo "  HTTPS/1.1, no limits: fg-plain/nginx $(m r1) (target >= 0.5); by CPU per request (nginx's µs over floodgate's) $(m c1)"
 echo "  h2 over TLS, no limits: fg-plain/nginx $(m r2) (target >= 0.5); by CPU per request $(m c2)"
+echo "  plain HTTP/1.1, no limits, for comparison: fg-plain/nginx $(m r3); by CPU per request $(m c3)"
 echo "  four limits on Redis, fg-limits/fg-plain: HTTPS $(m rs), plain HTTP $(m rh) (target: HTTPS >= plain HTTP);"
 echo "    by CPU per request: HTTPS $(m cs), plain HTTP $(m ch); CPU the limits add: HTTPS $(m ds) µs, plain HTTP $(m dh) µs a request"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
