@@ -3,7 +3,7 @@
 #
 #   bench/edge.sh [ROUNDS] [SECONDS]
 #
-# Defaults: 5 rounds of 6 s per run (about 4.5 minutes). Needs go, nginx, wrk,
+# Defaults: 5 rounds of 5 s per run (about 4.5 minutes). Needs go, nginx, wrk,
 # h2load, redis-server, openssl and python3 (for free ports); Linux, for the
 # CPU accounting in /proc. Run as root, it installs what is missing with
 # apt-get (nginx wrk nghttp2-client redis-server openssl); none of them is a
@@ -44,7 +44,7 @@
 # of building ./cmd/floodgate.
 set -euo pipefail
 ROUNDS=${1:-5}
-SECS=${2:-6}
+SECS=${2:-5}
 NGINX_WORKERS=${NGINX_WORKERS:-auto}
 cd "$(dirname "$0")/.."
 
@@ -77,7 +77,7 @@ trap cleanup EXIT
 
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
-UP=$(freeport); NGX=$(freeport); NGXP=$(freeport); RED=$(freeport)
+UP=$(freeport); NGX=$(freeport); NGXP=$(freeport); NGX1=$(freeport); RED=$(freeport)
 PLAIN=$(freeport); PLAINS=$(freeport); LIM=$(freeport); LIMS=$(freeport)
 ADM1=$(freeport); ADM2=$(freeport)
 
@@ -117,13 +117,15 @@ CONF
 	pids+=($!)
 }
 ngx up 1 "listen 127.0.0.1:$UP reuseport backlog=4096;" 'location / { return 200 "ok"; }'
-ngx px "$NGINX_WORKERS" "listen 127.0.0.1:$NGX ssl$h2listen reuseport backlog=4096; $h2on
-    listen 127.0.0.1:$NGXP reuseport backlog=4096;
-    ssl_certificate $tmp/cert.pem; ssl_certificate_key $tmp/key.pem;
+tlsconf="ssl_certificate $tmp/cert.pem; ssl_certificate_key $tmp/key.pem;
     ssl_protocols TLSv1.2 TLSv1.3;
-    ssl_session_cache shared:SSL:10m; ssl_session_timeout 10m;" \
-	'location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }'
+    ssl_session_cache shared:SSL:10m; ssl_session_timeout 10m;"
+proxy='location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }'
+ngx px "$NGINX_WORKERS" "listen 127.0.0.1:$NGX ssl$h2listen reuseport backlog=4096; $h2on
+    listen 127.0.0.1:$NGXP reuseport backlog=4096; $tlsconf" "$proxy"
 ngx_pid=${pids[-1]}
+ngx px1 1 "listen 127.0.0.1:$NGX1 ssl$h2listen reuseport backlog=4096; $h2on $tlsconf" "$proxy"
+ngx1_pid=${pids[-1]}
 
 redis-server --port "$RED" --bind 127.0.0.1 --dir "$tmp" --save "" --appendonly no >"$tmp/redis.log" 2>&1 &
 pids+=($!)
@@ -168,13 +170,13 @@ end
 LUA
 
 # Wait until each answers, then check what each negotiates.
-for u in "http://127.0.0.1:$UP" "https://127.0.0.1:$NGX" "http://127.0.0.1:$NGXP" "http://127.0.0.1:$PLAIN" "https://127.0.0.1:$PLAINS" \
+for u in "http://127.0.0.1:$UP" "https://127.0.0.1:$NGX" "http://127.0.0.1:$NGXP" "https://127.0.0.1:$NGX1" "http://127.0.0.1:$PLAIN" "https://127.0.0.1:$PLAINS" \
 	"http://127.0.0.1:$LIM" "https://127.0.0.1:$LIMS"; do
 	ok=
 	for _ in $(seq 100); do curl -sf --cacert "$tmp/cert.pem" "$u/" >/dev/null && { ok=1; break; }; sleep 0.1; done
 	[ -n "$ok" ] || { echo "bench/edge.sh: nothing answers on $u:" >&2; tail -5 "$tmp"/*.log "$tmp"/*.err >&2; exit 1; }
 done
-for p in "$NGX" "$PLAINS" "$LIMS"; do
+for p in "$NGX" "$NGX1" "$PLAINS" "$LIMS"; do
 	for want in "2 --http2" "1.1 --http1.1"; do
 		got=$(curl -sf --cacert "$tmp/cert.pem" "${want#* }" -o /dev/null -w '%{http_version}' "https://127.0.0.1:$p/")
 		[ "$got" = "${want%% *}" ] || { echo "bench/edge.sh: port $p answers HTTP/$got to curl ${want#* }" >&2; exit 1; }
@@ -224,46 +226,79 @@ echo "software: nginx $ngxver (worker_processes $NGINX_WORKERS), $(wrk -v 2>&1 |
 echo "TLS as negotiated by OpenSSL's client: nginx $(tlsof "$NGX"); floodgate $(tlsof "$PLAINS")"
 
 # A short warm-up of each, not reported.
-for u in "https://127.0.0.1:$NGX/:$ngx_pid" "https://127.0.0.1:$PLAINS/:$plain_pid" "https://127.0.0.1:$LIMS/:$lim_pid"; do
+for u in "https://127.0.0.1:$NGX/:$ngx_pid" "https://127.0.0.1:$NGX1/:$ngx1_pid" "https://127.0.0.1:$PLAINS/:$plain_pid" \
+	"https://127.0.0.1:$LIMS/:$lim_pid"; do
 	SECS=1 run wrk "${u%:*}" "${u##*:}" >/dev/null
 done
 
-declare -A col=()
+# The runs of a round, in their order: key, tool, URL, the proxy's pid, label.
+runs=(
+	"n1|wrk|https://127.0.0.1:$NGX/|$ngx_pid|HTTPS/1.1 nginx"
+	"o1|wrk|https://127.0.0.1:$NGX1/|$ngx1_pid|HTTPS/1.1 nginx, 1 worker"
+	"p1|wrk|https://127.0.0.1:$PLAINS/|$plain_pid|HTTPS/1.1 fg-plain"
+	"l1|wrk|https://127.0.0.1:$LIMS/|$lim_pid|HTTPS/1.1 fg-limits"
+	"n2|h2|https://127.0.0.1:$NGX/|$ngx_pid|h2 nginx"
+	"o2|h2|https://127.0.0.1:$NGX1/|$ngx1_pid|h2 nginx, 1 worker"
+	"p2|h2|https://127.0.0.1:$PLAINS/|$plain_pid|h2 fg-plain"
+	"nh|wrk|http://127.0.0.1:$NGXP/|$ngx_pid|HTTP/1.1 nginx"
+	"ph|wrk|http://127.0.0.1:$PLAIN/|$plain_pid|HTTP/1.1 fg-plain"
+	"lh|wrk|http://127.0.0.1:$LIM/|$lim_pid|HTTP/1.1 fg-limits"
+)
+# Ratios per round: key, numerator, denominator, label. By requests/s
+# a/b; by CPU per request the inverse, b's µs over a's, so that both read
+# as a's speed against b's.
+ratios=(
+	"p1|n1|HTTPS/1.1 fg-plain / nginx (target >= 0.5)"
+	"p1|o1|HTTPS/1.1 fg-plain / nginx, 1 worker"
+	"p2|n2|h2 fg-plain / nginx (target >= 0.5)"
+	"p2|o2|h2 fg-plain / nginx, 1 worker"
+	"ph|nh|HTTP/1.1 fg-plain / nginx"
+	"l1|p1|fg-limits / fg-plain, HTTPS (target >= HTTP's)"
+	"lh|ph|fg-limits / fg-plain, HTTP"
+)
+declare -A rps=() cpu=() col=()
 add() { col[$1]="${col[$1]:-} $2"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
-row() { printf '%6s | %-13s %-13s %-13s %-6s | %-13s %-13s %-6s | %-13s %-13s %-13s %-6s | %-6s %-6s\n' "$@"; }
-echo
-echo "requests/s (proxy CPU µs/request) per run of ${SECS}s"
-row "" "HTTPS/1.1" "" "" "" "h2" "" "" "plain HTTP/1.1" "" "" "" "limits/plain" ""
-row round nginx fg-plain fg-limits fg/ngx nginx fg-plain fg/ngx nginx fg-plain fg-limits fg/ngx https http
-for i in $(seq "$ROUNDS"); do
-	m=$(run wrk "https://127.0.0.1:$NGX/" "$ngx_pid"); read -r n1 n1c <<<"$m"
-	m=$(run wrk "https://127.0.0.1:$PLAINS/" "$plain_pid"); read -r p1 p1c <<<"$m"
-	m=$(run wrk "https://127.0.0.1:$LIMS/" "$lim_pid"); read -r ls lsc <<<"$m"
-	m=$(run h2 "https://127.0.0.1:$NGX/" "$ngx_pid"); read -r n2 n2c <<<"$m"
-	m=$(run h2 "https://127.0.0.1:$PLAINS/" "$plain_pid"); read -r p2 p2c <<<"$m"
-	m=$(run wrk "http://127.0.0.1:$NGXP/" "$ngx_pid"); read -r nh nhc <<<"$m"
-	m=$(run wrk "http://127.0.0.1:$PLAIN/" "$plain_pid"); read -r ph phc <<<"$m"
-	m=$(run wrk "http://127.0.0.1:$LIM/" "$lim_pid"); read -r lh lhc <<<"$m"
-	r1=$(ratio "$p1" "$n1"); r2=$(ratio "$p2" "$n2"); r3=$(ratio "$ph" "$nh"); rs=$(ratio "$ls" "$p1"); rh=$(ratio "$lh" "$ph")
-	# shellcheck disable=SC2034 # read by add, through ${!k}
-	{
-		c1=$(ratio "$n1c" "$p1c"); c2=$(ratio "$n2c" "$p2c"); c3=$(ratio "$nhc" "$phc"); cs=$(ratio "$p1c" "$lsc"); ch=$(ratio "$phc" "$lhc")
-		ds=$(awk -v a="$lsc" -v b="$p1c" 'BEGIN {printf "%.1f", a - b}'); dh=$(awk -v a="$lhc" -v b="$phc" 'BEGIN {printf "%.1f", a - b}')
-	}
-	for k in n1 n1c p1 p1c ls lsc n2 n2c p2 p2c nh nhc ph phc lh lhc r1 r2 r3 rs rh c1 c2 c3 cs ch ds dh; do add $k "${!k}"; done
-	row "$i" "$n1 ($n1c)" "$p1 ($p1c)" "$ls ($lsc)" "$r1" "$n2 ($n2c)" "$p2 ($p2c)" "$r2" "$nh ($nhc)" "$ph ($phc)" "$lh ($lhc)" "$r3" "$rs" "$rh"
-done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 # shellcheck disable=SC2086 # one value a word
 m() { median ${col[$1]}; }
-row median "$(m n1) ($(m n1c))" "$(m p1) ($(m p1c))" "$(m ls) ($(m lsc))" "$(m r1)" "$(m n2) ($(m n2c))" "$(m p2) ($(m p2c))" "$(m r2)" \
-	"$(m nh) ($(m nhc))" "$(m ph) ($(m phc))" "$(m lh) ($(m lhc))" "$(m r3)" "$(m rs)" "$(m rh)"
+for i in $(seq "$ROUNDS"); do
+	for r in "${runs[@]}"; do
+		IFS='|' read -r k tool url pid _ <<<"$r"
+		out=$(run "$tool" "$url" "$pid")
+		read -r x y <<<"$out"; rps[$k,$i]=$x; cpu[$k,$i]=$y
+		add "$k" "${rps[$k,$i]}"; add "$k.c" "${cpu[$k,$i]}"
+	done
+	for r in "${ratios[@]}"; do
+		IFS='|' read -r a b _ <<<"$r"
+		add "$a/$b" "$(awk -v x="${rps[$a,$i]}" -v y="${rps[$b,$i]}" 'BEGIN {printf "%.3f", x / y}')"
+		add "$a/$b.c" "$(awk -v x="${cpu[$a,$i]}" -v y="${cpu[$b,$i]}" 'BEGIN {printf "%.3f", y / x}')"
+	done
+	for a in 1 h; do
+		add "d$a" "$(awk -v x="${cpu[l$a,$i]}" -v y="${cpu[p$a,$i]}" 'BEGIN {printf "%.1f", x - y}')"
+	done
+	echo "round $i of $ROUNDS done, load average $(cut -d' ' -f1 /proc/loadavg)" >&2
+done
+
+row() { printf '%-46s' "$1"; shift; printf ' %14s' "$@"; echo; }
+hdr=(); for i in $(seq "$ROUNDS"); do hdr+=("round $i"); done; hdr+=(median)
 echo
-echo "medians of $ROUNDS rounds:"
-echo "  HTTPS/1.1, no limits: fg-plain/nginx $(m r1) (target >= 0.5); by CPU per request (nginx's µs over floodgate's) $(m c1)"
-echo "  h2 over TLS, no limits: fg-plain/nginx $(m r2) (target >= 0.5); by CPU per request $(m c2)"
-echo "  plain HTTP/1.1, no limits, for comparison: fg-plain/nginx $(m r3); by CPU per request $(m c3)"
-echo "  four limits on Redis, fg-limits/fg-plain: HTTPS $(m rs), plain HTTP $(m rh) (target: HTTPS >= plain HTTP);"
-echo "    by CPU per request: HTTPS $(m cs), plain HTTP $(m ch); CPU the limits add: HTTPS $(m ds) µs, plain HTTP $(m dh) µs a request"
+echo "requests/s (the proxy's CPU µs/request), runs of ${SECS}s"
+row "" "${hdr[@]}"
+for r in "${runs[@]}"; do
+	IFS='|' read -r k _ _ _ label <<<"$r"
+	cells=(); for i in $(seq "$ROUNDS"); do cells+=("${rps[$k,$i]} (${cpu[$k,$i]})"); done
+	row "$label" "${cells[@]}" "$(m "$k") ($(m "$k.c"))"
+done
+echo
+echo "ratios: by requests/s (by CPU per request)"
+row "" "${hdr[@]}"
+for r in "${ratios[@]}"; do
+	IFS='|' read -r a b label <<<"$r"
+	read -ra x <<<"${col[$a/$b]}"; read -ra y <<<"${col[$a/$b.c]}"
+	cells=(); for i in $(seq 0 $((ROUNDS - 1))); do cells+=("${x[$i]} (${y[$i]})"); done
+	row "$label" "${cells[@]}" "$(m "$a/$b") ($(m "$a/$b.c"))"
+done
+read -ra x <<<"${col[d1]}"; read -ra y <<<"${col[dh]}"
+cells=(); for i in $(seq 0 $((ROUNDS - 1))); do cells+=("${x[$i]} / ${y[$i]}"); done
+row "µs of CPU the limits add a request, HTTPS / HTTP" "${cells[@]}" "$(m d1) / $(m dh)"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
