@@ -118,6 +118,96 @@ type Server struct {
 	// overrides read. Nil: no token is verified, and a config that reads
 	// one is refused.
 	JWT *JWT `yaml:"jwt,omitempty"`
+
+	// ListenTLS is the address the gateway serves HTTPS on, HTTP/1.1 and
+	// HTTP/2 by ALPN, with the certificates of TLS. Empty (the default):
+	// no TLS listener.
+	ListenTLS string `yaml:"listen_tls"`
+
+	// TLS is the TLS listener's certificates and client authentication.
+	TLS ServerTLS `yaml:"tls"`
+
+	// H2C serves HTTP/2 with prior knowledge on Listen beside HTTP/1.1.
+	H2C bool `yaml:"h2c"`
+
+	// HTTP2 bounds what one HTTP/2 connection may ask of the gateway.
+	HTTP2 HTTP2 `yaml:"http2"`
+}
+
+// ServerTLS is server.tls: the certificates of server.listen_tls and who
+// may connect.
+type ServerTLS struct {
+	// Certs are the certificates served, chosen by the name the client
+	// asks for (SNI); the first is served when no other matches.
+	Certs []ServerCert `yaml:"certs"`
+
+	// MinVersion is the lowest TLS version offered: TLS12 ("1.2", the
+	// default) or TLS13 ("1.3").
+	MinVersion string `yaml:"min_version"`
+
+	// ClientCA is a PEM file of the certificates that sign client
+	// certificates; it needs ClientAuth request or require.
+	ClientCA string `yaml:"client_ca"`
+
+	// ClientAuth is whether clients are asked for a certificate:
+	// ClientAuthNone (the default), ClientAuthRequest or
+	// ClientAuthRequire.
+	ClientAuth ClientAuth `yaml:"client_auth"`
+}
+
+// ServerCert is one certificate of server.tls.certs.
+type ServerCert struct {
+	// Cert is a PEM file of the certificate, then the chain it needs.
+	Cert string `yaml:"cert"`
+
+	// Key is the PEM private key of Cert.
+	Key string `yaml:"key"`
+}
+
+// The TLS versions server.tls.min_version takes.
+const (
+	TLS12 = "1.2"
+	TLS13 = "1.3"
+)
+
+// ClientAuth is whether the TLS listener asks clients for a certificate.
+type ClientAuth string
+
+// The ways of server.tls.client_auth.
+const (
+	ClientAuthNone ClientAuth = "none"
+	// ClientAuthRequest asks for a certificate: one given must verify
+	// against client_ca, and a client without one is served.
+	ClientAuthRequest ClientAuth = "request"
+	// ClientAuthRequire refuses the handshake of a client without a
+	// certificate that verifies against client_ca.
+	ClientAuthRequire ClientAuth = "require"
+)
+
+// HTTP2 is server.http2: the limits of one HTTP/2 connection, on the TLS
+// listener and, with h2c, on the clear one.
+type HTTP2 struct {
+	// MaxConcurrentStreams is how many requests a client may have open
+	// at once on a connection. Default 100.
+	MaxConcurrentStreams int `yaml:"max_concurrent_streams"`
+
+	// MaxReadFrameSize is the largest frame the gateway reads, 16384 to
+	// 16777215. Default 1048576.
+	MaxReadFrameSize int `yaml:"max_read_frame_size"`
+
+	// MaxHeaderListSize bounds a request's header list (the sum of its
+	// fields' names and values, 32 bytes more each). Zero (the default):
+	// server.max_header_bytes.
+	MaxHeaderListSize int `yaml:"max_header_list_size"`
+
+	// InitialStreamWindow is how many bytes of a request body a client
+	// may send before the gateway reads them, per stream. Default
+	// 1048576.
+	InitialStreamWindow int `yaml:"initial_stream_window"`
+
+	// InitialConnWindow is the same bound over all the streams of a
+	// connection, at least 65535. Default 1048576.
+	InitialConnWindow int `yaml:"initial_conn_window"`
 }
 
 // The access log's targets besides a file.
@@ -445,6 +535,9 @@ const (
 	SourceQuery  Source = "query"
 	SourceCookie Source = "cookie"
 	SourceJWT    Source = "jwt" // a claim of the verified bearer token (server.jwt)
+	// SourceTLS is a property of the verified client certificate
+	// (server.tls.client_auth); its one name is "subject".
+	SourceTLS Source = "tls"
 )
 
 // KeyPart is one part of a limit's key, written "ip" or "header:X-User-Id".

@@ -55,6 +55,13 @@ func defaultConfig() *Config {
 			MaxHeaderBytes:  65536,
 			BodyTimeout:     60 * time.Second,
 			AccessLog:       AccessLogOff,
+			TLS:             ServerTLS{MinVersion: TLS12, ClientAuth: ClientAuthNone},
+			HTTP2: HTTP2{
+				MaxConcurrentStreams: 100,
+				MaxReadFrameSize:     1 << 20,
+				InitialStreamWindow:  1 << 20,
+				InitialConnWindow:    1 << 20,
+			},
 		},
 		Admin: Admin{Listen: "127.0.0.1:9090"},
 		Store: Store{

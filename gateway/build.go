@@ -293,6 +293,8 @@ func keyPartOf(p config.KeyPart) keyPart {
 		kp.src, kp.name = srcCookie, p.Name
 	case config.SourceJWT:
 		kp.src, kp.name = srcJWT, p.Name
+	case config.SourceTLS:
+		kp.src, kp.name = srcTLS, p.Name
 	}
 	return kp
 }
