@@ -6,7 +6,7 @@
 # Defaults: 5 rounds of 5 s per run (about 4.5 minutes). Needs go, nginx, wrk,
 # h2load, redis-server, openssl and python3 (for free ports); Linux, for the
 # CPU accounting in /proc. Run as root, it installs what is missing with
-# apt-get (nginx wrk nghttp2-client redis-server openssl); none of them is a
+# apt-get (nginx wrk nghttp2-client redis-server openssl curl); none is a
 # dependency of floodgate itself. Everything listens on free 127.0.0.1
 # ports under a temporary directory and is stopped at the end.
 #
@@ -49,7 +49,7 @@ NGINX_WORKERS=${NGINX_WORKERS:-auto}
 cd "$(dirname "$0")/.."
 
 need=()
-for c in nginx:nginx wrk:wrk h2load:nghttp2-client redis-server:redis-server openssl:openssl; do
+for c in nginx:nginx wrk:wrk h2load:nghttp2-client redis-server:redis-server openssl:openssl curl:curl; do
 	command -v "${c%%:*}" >/dev/null || need+=("${c#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -62,7 +62,7 @@ if [ ${#need[@]} -gt 0 ]; then
 		exit 1
 	fi
 fi
-for c in go python3 curl; do
+for c in go python3; do
 	command -v $c >/dev/null || { echo "bench/edge.sh needs $c" >&2; exit 1; }
 done
 
@@ -279,7 +279,7 @@ for i in $(seq "$ROUNDS"); do
 	echo "round $i of $ROUNDS done, load average $(cut -d' ' -f1 /proc/loadavg)" >&2
 done
 
-row() { printf '%-46s' "$1"; shift; printf ' %14s' "$@"; echo; }
+row() { printf '%-50s' "$1"; shift; printf ' %14s' "$@"; echo; }
 hdr=(); for i in $(seq "$ROUNDS"); do hdr+=("round $i"); done; hdr+=(median)
 echo
 echo "requests/s (the proxy's CPU µs/request), runs of ${SECS}s"
