@@ -366,9 +366,12 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report fun
 	case o.timeout:
 		a = gen.upstreamTimeout
 	}
-	if o.client {
+	if o.client && r.ProtoMajor == 1 {
 		// The request's body broke its framing or ended short: where the
-		// next request would begin is in doubt, so none is read.
+		// next request would begin is in doubt, so none is read. Not so
+		// on HTTP/2, whose streams each end on their own: net/http's
+		// server would take the field for a request to end the whole
+		// connection (a GOAWAY) and its other streams with it.
 		w.Header()["Connection"] = []string{"close"}
 		if ac, ok := r.Context().Value(connKey{}).(*answeringConn); ok {
 			if e := ac.framing.Refused(); e != nil {

@@ -1,0 +1,466 @@
+package gateway
+
+import (
+	"crypto/sha256"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/floodgate-gw/floodgate/internal/h1"
+	"github.com/floodgate-gw/floodgate/internal/testcerts"
+)
+
+// A clientProtocol is one way a client reaches the gateway: the server's
+// listener and protocols, and a client that speaks the one under test.
+type clientProtocol struct {
+	name string
+	// proto is the Proto of the requests the handler sees and of the
+	// answers the client gets; scheme is the URL's.
+	proto, scheme string
+	// framed says the server's listener is the gateway's Listener (its
+	// framing, and its own answers to what net/http refuses), as for
+	// HTTP/1.1 in floodgate serve. HTTP/2 connections never pass it; nor
+	// do TLS ones here, whose plaintext net/http's own TLS keeps from it:
+	// what they test is the handler, with no answeringConn behind it.
+	framed bool
+	tls    bool
+	// h2c serves HTTP/2 with prior knowledge beside HTTP/1.1.
+	h2c    bool
+	client func(ca *testcerts.CA) http.RoundTripper
+}
+
+func (p clientProtocol) h2() bool { return p.proto == "HTTP/2.0" }
+
+// clientProtocols are HTTP/1.1 in clear and over TLS, HTTP/2 over TLS
+// (ALPN h2) and HTTP/2 in clear with prior knowledge (h2c), the last with
+// net/http's client and with x/net/http2's.
+var clientProtocols = []clientProtocol{
+	{
+		name: "http1", proto: "HTTP/1.1", scheme: "http", framed: true,
+		client: func(*testcerts.CA) http.RoundTripper {
+			return &http.Transport{DisableCompression: true, Protocols: protocolsOf((*http.Protocols).SetHTTP1)}
+		},
+	},
+	{
+		name: "http1-tls", proto: "HTTP/1.1", scheme: "https", tls: true,
+		client: func(ca *testcerts.CA) http.RoundTripper {
+			return &http.Transport{DisableCompression: true, TLSClientConfig: &tls.Config{RootCAs: ca.Pool()},
+				Protocols: protocolsOf((*http.Protocols).SetHTTP1)}
+		},
+	},
+	{
+		name: "h2", proto: "HTTP/2.0", scheme: "https", tls: true,
+		client: func(ca *testcerts.CA) http.RoundTripper {
+			return &http.Transport{DisableCompression: true, TLSClientConfig: &tls.Config{RootCAs: ca.Pool()},
+				Protocols: protocolsOf((*http.Protocols).SetHTTP2)}
+		},
+	},
+	{
+		name: "h2c", proto: "HTTP/2.0", scheme: "http", h2c: true,
+		client: func(*testcerts.CA) http.RoundTripper {
+			return &http.Transport{DisableCompression: true, Protocols: protocolsOf((*http.Protocols).SetUnencryptedHTTP2)}
+		},
+	},
+	{
+		name: "h2c-x-net", proto: "HTTP/2.0", scheme: "http", h2c: true,
+		client: func(*testcerts.CA) http.RoundTripper { return xnetH2C() },
+	},
+}
+
+func protocolsOf(set func(*http.Protocols, bool)) *http.Protocols {
+	p := new(http.Protocols)
+	set(p, true)
+	return p
+}
+
+// overProtocol is a harness's gateway served over one client protocol.
+type overProtocol struct {
+	*harness
+	p      clientProtocol
+	srv    *httptest.Server
+	url    string // scheme://host:port
+	client *http.Client
+}
+
+// serveOver serves h's gateway over p, with the server set up as
+// floodgate serve sets up its own.
+func serveOver(t *testing.T, h *harness, p clientProtocol) *overProtocol {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h.gw)
+	srv.Config.MaxHeaderBytes = h.gw.Config().Server.MaxHeaderBytes
+	srv.Config.ErrorLog = nil
+	protos := protocolsOf((*http.Protocols).SetHTTP1)
+	if p.tls {
+		protos.SetHTTP2(true)
+	}
+	if p.h2c {
+		protos.SetUnencryptedHTTP2(true)
+	}
+	srv.Config.Protocols = protos
+	if p.framed {
+		srv.Listener = h.gw.Listener(srv.Config, srv.Listener)
+	}
+	ca := testcerts.NewCA(t, "floodgate test CA")
+	if p.tls {
+		srv.EnableHTTP2 = true
+		srv.TLS = &tls.Config{
+			Certificates: []tls.Certificate{ca.Server(t, "gateway").TLS(t)},
+			NextProtos:   []string{"h2", "http/1.1"},
+		}
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
+	tr := p.client(ca)
+	t.Cleanup(func() {
+		if c, ok := tr.(interface{ CloseIdleConnections() }); ok {
+			c.CloseIdleConnections()
+		}
+		srv.Close()
+	})
+	return &overProtocol{harness: h, p: p, srv: srv, url: srv.URL, client: &http.Client{Transport: tr}}
+}
+
+// eachProtocol runs test once per client protocol, each with a gateway of
+// its own for yaml in front of up.
+func eachProtocol(t *testing.T, yaml string, up *backend, test func(t *testing.T, o *overProtocol)) {
+	for _, p := range clientProtocols {
+		t.Run(p.name, func(t *testing.T) {
+			test(t, serveOver(t, newHarness(t, yaml, up), p))
+		})
+	}
+}
+
+func (o *overProtocol) request(method, path string, hdr map[string]string, body io.Reader) *http.Request {
+	o.t.Helper()
+	req, err := http.NewRequest(method, o.url+path, body)
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	return req
+}
+
+func (o *overProtocol) do(method, path string, hdr map[string]string, body io.Reader) *http.Response {
+	o.t.Helper()
+	return o.send(o.request(method, path, hdr, body))
+}
+
+// send sends req and checks that it went over the protocol under test.
+func (o *overProtocol) send(req *http.Request) *http.Response {
+	o.t.Helper()
+	resp, err := o.client.Do(req)
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	if resp.Proto != o.p.proto {
+		o.t.Fatalf("the answer came over %s, want %s", resp.Proto, o.p.proto)
+	}
+	return resp
+}
+
+// hostPort is the gateway's address, as the client names it in Host.
+func (o *overProtocol) hostPort() string { return strings.TrimPrefix(o.url, o.p.scheme+"://") }
+
+// withoutID is an answer's body with its request id taken out, for
+// comparing answers across protocols.
+func withoutID(body, rid string) string {
+	if rid == "" {
+		return body
+	}
+	return strings.ReplaceAll(body, rid, "RID")
+}
+
+// A limit's rejection is the same answer, to the byte but for its request
+// id, with the same rate-limit fields, whichever protocol the client
+// speaks; and it counts in the same metrics.
+func TestProtocolsRateLimitAnswers(t *testing.T) {
+	up := newBackend(t, nil)
+	const path = "/api/activities/lucky-meal/receive"
+	user := map[string]string{"X-User-Id": "42"}
+	bodies := map[string]string{}
+	fields := []string{"Content-Type", "Content-Length", "Ratelimit-Policy", "X-Ratelimit-Limit", "X-Ratelimit-Remaining"}
+	heads := map[string]string{}
+	for _, p := range clientProtocols {
+		t.Run(p.name, func(t *testing.T) {
+			o := serveOver(t, newHarness(t, flashSale, up), p)
+			resp := o.do("POST", path, user, nil)
+			if drain(resp); resp.StatusCode != 200 {
+				t.Fatalf("first request: %d", resp.StatusCode)
+			}
+			if got := resp.Header.Get("RateLimit-Policy"); got != `"user";q=1;w=10` {
+				t.Errorf("RateLimit-Policy %q", got)
+			}
+			if got := resp.Header.Get("RateLimit"); !strings.HasPrefix(got, `"user";r=0;t=`) {
+				t.Errorf("RateLimit %q", got)
+			}
+			resp = o.do("POST", path, user, nil)
+			rid := resp.Header.Get("X-Request-Id")
+			body := drain(resp)
+			if resp.StatusCode != 429 || rid == "" || !strings.Contains(body, `"code":"repeat_apply"`) {
+				t.Fatalf("second request: %d %q, id %q", resp.StatusCode, body, rid)
+			}
+			bodies[p.name] = withoutID(body, rid)
+			var head []string
+			for _, f := range fields {
+				head = append(head, f+": "+strings.Join(resp.Header[f], ","))
+			}
+			if ra := resp.Header.Get("Retry-After"); ra == "" {
+				t.Errorf("no Retry-After: %v", resp.Header)
+			}
+			heads[p.name] = strings.Join(head, "\n")
+			if n := counterValue(t, o.harness, "gateway_rate_limited_total", map[string]string{"route": "lucky-meal", "limit": "user"}); n != 1 {
+				t.Errorf("gateway_rate_limited_total = %v, want 1", n)
+			}
+			if n := counterValue(t, o.harness, "gateway_http_requests_total", map[string]string{"route": "lucky-meal", "code": "429"}); n != 1 {
+				t.Errorf("gateway_http_requests_total{code=429} = %v, want 1", n)
+			}
+			if n := counterValue(t, o.harness, "gateway_http_requests_total", map[string]string{"route": "lucky-meal", "code": "200"}); n != 1 {
+				t.Errorf("gateway_http_requests_total{code=200} = %v, want 1", n)
+			}
+		})
+	}
+	for _, p := range clientProtocols[1:] {
+		if bodies[p.name] != bodies["http1"] {
+			t.Errorf("%s: the 429's body is\n%s\nover http1:\n%s", p.name, bodies[p.name], bodies["http1"])
+		}
+		if heads[p.name] != heads["http1"] {
+			t.Errorf("%s: the 429's fields are\n%s\nover http1:\n%s", p.name, heads[p.name], heads["http1"])
+		}
+	}
+}
+
+// What the upstream receives of an admitted request: the gateway's
+// X-Forwarded-* fields (https for a request that came over TLS), the
+// request id, its own Host, an HTTP/1.1 request line, no
+// hop-by-hop fields; TE: trailers goes on.
+func TestProtocolsUpstreamRequest(t *testing.T) {
+	up := newBackend(t, nil)
+	eachProtocol(t, basic, up, func(t *testing.T, o *overProtocol) {
+		resp := o.do("GET", "/api//v1/./list?q=1", map[string]string{
+			"X-Forwarded-For": "6.6.6.6",
+			"X-Request-Id":    "abc-123",
+			"Forwarded":       "for=6.6.6.6",
+			"Te":              "trailers",
+			"X-End":           "kept",
+		}, nil)
+		if body := drain(resp); resp.StatusCode != 200 || body != "ok /api/v1/list?q=1" {
+			t.Fatalf("%d %q", resp.StatusCode, body)
+		}
+		if id := resp.Header.Get("X-Request-Id"); id != "abc-123" {
+			t.Errorf("the client got request id %q", id)
+		}
+		got := up.lastRequest()
+		if got.Proto != "HTTP/1.1" {
+			t.Errorf("the upstream got %s", got.Proto)
+		}
+		want := map[string]string{
+			"X-Forwarded-For":   "127.0.0.1",
+			"X-Forwarded-Proto": o.p.scheme,
+			"X-Forwarded-Host":  o.hostPort(),
+			"X-Request-Id":      "abc-123",
+			"Te":                "trailers",
+			"X-End":             "kept",
+			"Forwarded":         "",
+			"Connection":        "",
+		}
+		for k, v := range want {
+			if g := strings.Join(got.Header[k], ","); g != v {
+				t.Errorf("the upstream got %s %q, want %q", k, g, v)
+			}
+		}
+		if target := strings.TrimPrefix(up.URL, "http://"); got.Host != target {
+			t.Errorf("the upstream got Host %q, want its own %q", got.Host, target)
+		}
+	})
+}
+
+// Each kind of key part reads the same over every protocol: a second
+// request with the same key is limited, one with another is not, and a
+// request without its key is refused.
+func TestProtocolsKeys(t *testing.T) {
+	up := newBackend(t, nil)
+	const cfg = `
+admin: {listen: ""}
+routes:
+  - id: header
+    match: {path: /header}
+    upstream: {targets: ["{{UP}}"]}
+    limits: [{name: l, key: ["header:X-User-Id"], rate: 1/h}]
+  - id: query
+    match: {path: /query}
+    upstream: {targets: ["{{UP}}"]}
+    limits: [{name: l, key: ["query:uid"], rate: 1/h}]
+  - id: cookie
+    match: {path: /cookie}
+    upstream: {targets: ["{{UP}}"]}
+    limits: [{name: l, key: ["cookie:sid"], rate: 1/h}]
+  - id: path
+    match: {path: /path/**}
+    upstream: {targets: ["{{UP}}"]}
+    limits: [{name: l, key: [path, method], rate: 1/h}]
+  - id: host
+    match: {path: /host}
+    upstream: {targets: ["{{UP}}"]}
+    limits: [{name: l, key: [host, ip], rate: 1/h}]
+`
+	eachProtocol(t, cfg, up, func(t *testing.T, o *overProtocol) {
+		for _, tc := range []struct {
+			name          string
+			first, second func() *http.Response // the same key, then another
+		}{
+			{"header",
+				func() *http.Response { return o.do("GET", "/header", map[string]string{"X-User-Id": "a"}, nil) },
+				func() *http.Response { return o.do("GET", "/header", map[string]string{"X-User-Id": "b"}, nil) }},
+			{"query",
+				func() *http.Response { return o.do("GET", "/query?uid=a", nil, nil) },
+				func() *http.Response { return o.do("GET", "/query?uid=b", nil, nil) }},
+			{"cookie",
+				func() *http.Response { return o.do("GET", "/cookie", map[string]string{"Cookie": "x=1; sid=a"}, nil) },
+				func() *http.Response { return o.do("GET", "/cookie", map[string]string{"Cookie": "sid=b; x=1"}, nil) }},
+			{"path and method",
+				func() *http.Response { return o.do("GET", "/path/a", nil, nil) },
+				func() *http.Response { return o.do("POST", "/path/a", nil, nil) }},
+			{"host",
+				func() *http.Response { return o.do("GET", "/host", map[string]string{"Host": "A.example:1"}, nil) },
+				func() *http.Response { return o.do("GET", "/host", map[string]string{"Host": "b.example"}, nil) }},
+		} {
+			if resp := tc.first(); drain(resp) == "" || resp.StatusCode != 200 {
+				t.Fatalf("%s: first request %d", tc.name, resp.StatusCode)
+			}
+			answerOf(t, tc.first(), 429, "rate_limited")
+			if resp := tc.second(); drain(resp) == "" || resp.StatusCode != 200 {
+				t.Errorf("%s: another key %d, want 200", tc.name, resp.StatusCode)
+			}
+		}
+		// The host key ignores case and port: A.example:1 is a.example.
+		answerOf(t, o.do("GET", "/host", map[string]string{"Host": "a.example"}, nil), 429, "rate_limited")
+		answerOf(t, o.do("GET", "/header", nil, nil), 403, "key_required")
+		answerOf(t, o.do("GET", "/query?other=1", nil, nil), 403, "key_required")
+		answerOf(t, o.do("GET", "/nowhere", nil, nil), 404, "route_not_found")
+		answerOf(t, o.do("GET", "/path/a%2Fb", nil, nil), 400, "bad_request")
+	})
+}
+
+// An open breaker's 503 is the same over every protocol.
+func TestProtocolsBreakerOpen(t *testing.T) {
+	for _, p := range clientProtocols {
+		t.Run(p.name, func(t *testing.T) {
+			up := newFlaky(t)
+			o := serveOver(t, newHarness(t, strings.Replace(breakerConfig, "timeout: 300ms", "timeout: 10s", 1), up.backend), p)
+			up.mode.Store("fail")
+			user := map[string]string{"X-User-Id": "u1"}
+			for i := range 10 {
+				if resp := o.do("GET", "/coupon", user, nil); drain(resp) != "" || resp.StatusCode != 500 {
+					t.Fatalf("call %d: %d, want the upstream's 500", i, resp.StatusCode)
+				}
+			}
+			hits := up.hits.Load()
+			m := answerOf(t, o.do("GET", "/coupon", user, nil), 503, "coupon_busy")
+			if m["message"] != "The coupon system is busy; your entry is recorded" || up.hits.Load() != hits {
+				t.Errorf("message %v; hits %d→%d", m["message"], hits, up.hits.Load())
+			}
+			if n := counterValue(t, o.harness, "gateway_http_requests_total", map[string]string{"route": "coupon", "code": "503"}); n != 1 {
+				t.Errorf("gateway_http_requests_total{code=503} = %v, want 1", n)
+			}
+		})
+	}
+}
+
+// echoBody answers with what it read of the body and how it was framed.
+func echoBody(w http.ResponseWriter, r *http.Request) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		w.WriteHeader(599)
+		return
+	}
+	sum := sha256.Sum256(b)
+	fmt.Fprintf(w, "%s %d cl=%d te=%s sum=%x", r.Method, len(b), r.ContentLength, strings.Join(r.TransferEncoding, ","), sum[:4])
+}
+
+// A request body reaches the HTTP/1.1 upstream whole, with its length
+// when the client said it and chunked when it did not (on HTTP/2 a body
+// may come without a Content-Length), small or large.
+func TestProtocolsRequestBodies(t *testing.T) {
+	up := newBackend(t, echoBody)
+	eachProtocol(t, basic, up, func(t *testing.T, o *overProtocol) {
+		for _, size := range []int{1, 100, h1.MaxInlineBody + 1, 1 << 20} {
+			data := strings.Repeat("abcdefghijklmnopqrstuvwxyz", size/26+1)[:size]
+			sum := sha256.Sum256([]byte(data))
+			for _, known := range []bool{true, false} {
+				var body io.Reader = strings.NewReader(data)
+				wantCL, wantTE := strconv.Itoa(size), ""
+				if !known {
+					body = io.MultiReader(body) // hides the length from the client
+					wantCL, wantTE = "-1", "chunked"
+				}
+				req := o.request("PUT", "/api/x", nil, body)
+				resp := o.send(req)
+				got := drain(resp)
+				want := fmt.Sprintf("PUT %d cl=%s te=%s sum=%x", size, wantCL, wantTE, sum[:4])
+				if resp.StatusCode != 200 || got != want {
+					t.Errorf("%d bytes, length known %v: %d %q, want %q", size, known, resp.StatusCode, got, want)
+				}
+			}
+		}
+		// A GET may carry a body too.
+		if got := drain(o.do("GET", "/api/x", nil, strings.NewReader("hello"))); !strings.HasPrefix(got, "GET 5 cl=5") {
+			t.Errorf("GET with a body: %q", got)
+		}
+	})
+}
+
+// max_body_bytes answers 413 for a body too long, said so or not;
+// body_timeout 408 for a client that falls silent mid-body.
+func TestProtocolsBodyLimits(t *testing.T) {
+	up := newBackend(t, echoBody)
+	eachProtocol(t, "server: {max_body_bytes: 10, body_timeout: 250ms}\n"+basic, up, func(t *testing.T, o *overProtocol) {
+		answerOf(t, o.do("POST", "/api/x", nil, strings.NewReader(strings.Repeat("x", 11))), 413, "body_too_large")
+		if resp := o.do("POST", "/api/x", nil, strings.NewReader("0123456789")); drain(resp) == "" || resp.StatusCode != 200 {
+			t.Fatalf("a body of exactly the limit: %d", resp.StatusCode)
+		}
+		resp := o.do("POST", "/api/x", nil, io.MultiReader(strings.NewReader(strings.Repeat("x", 100))))
+		answerOf(t, resp, 413, "body_too_large")
+		o.checkConnAfter(t, "a body found too long", resp)
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		go pw.Write([]byte("abc"))
+		resp = o.do("POST", "/api/x", nil, pr)
+		answerOf(t, resp, 408, "request_timeout")
+		o.checkConnAfter(t, "a body that fell silent", resp)
+	})
+}
+
+// checkConnAfter checks that an answer to a request whose body failed
+// closed an HTTP/1 connection, where the next request's start is in
+// doubt, and left an HTTP/2 connection serving its other streams: the
+// next request goes over it.
+func (o *overProtocol) checkConnAfter(t *testing.T, what string, resp *http.Response) {
+	t.Helper()
+	if h2 := o.p.h2(); resp.Close == h2 || resp.Header["Connection"] != nil && h2 {
+		t.Errorf("after %s: Close %v, Connection %q", what, resp.Close, resp.Header["Connection"])
+	}
+	var reused bool
+	req := o.request("GET", "/api/x", nil, nil)
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		GotConn: func(ci httptrace.GotConnInfo) { reused = ci.Reused },
+	}))
+	if resp := o.send(req); drain(resp) == "" || resp.StatusCode != 200 {
+		t.Fatalf("after %s: %d", what, resp.StatusCode)
+	}
+	if reused != o.p.h2() {
+		t.Errorf("after %s, the next request reused the connection: %v", what, reused)
+	}
+}
