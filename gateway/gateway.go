@@ -139,10 +139,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x.rid = g.ids.Use(r, w, gen.ridHeader)
 
 	path, err := pathclean.Clean(r.URL.EscapedPath())
-	if err != nil || strings.IndexByte(r.RequestURI, '#') >= 0 {
+	if err != nil || strings.IndexByte(r.RequestURI, '#') >= 0 || r.Method == http.MethodConnect {
 		// A request target has no fragment (RFC 9112 §3.2); passed on,
 		// an upstream that cuts it off would read another query than the
-		// one the limits' keys were made of.
+		// one the limits' keys were made of. CONNECT asks for a tunnel to
+		// the authority it names (RFC 9110 §9.3.6, RFC 9113 §8.5): it has
+		// no path to route, and a gateway is no forward proxy.
 		gen.badRequest.Write(w, x.rid, "")
 		gen.noRoute.count(gen.badRequest.Status)
 		if gen.accessLog {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	nettextproto "net/textproto"
 	"strconv"
 	"strings"
 	"testing"
@@ -463,4 +464,146 @@ func (o *overProtocol) checkConnAfter(t *testing.T, what string, resp *http.Resp
 	if reused != o.p.h2() {
 		t.Errorf("after %s, the next request reused the connection: %v", what, reused)
 	}
+}
+
+// Answers come through as the upstream sent them: streamed as they come,
+// with trailers, to HEAD without a body but with the length, 204 and 304
+// without a body; and a large header passes whole both ways.
+func TestProtocolsAnswers(t *testing.T) {
+	release := make(chan struct{}, 1)
+	big := strings.Repeat("v", 32<<10)
+	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		switch r.URL.Path {
+		case "/api/events":
+			h.Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "data: first\n\n")
+			w.(http.Flusher).Flush()
+			<-release
+			io.WriteString(w, "data: second\n\n")
+		case "/api/trailers":
+			h.Set("Trailer", "X-Checksum")
+			io.WriteString(w, "body")
+			w.(http.Flusher).Flush()
+			h.Set("X-Checksum", "sum-1")
+		case "/api/head":
+			h.Set("Content-Length", "1234")
+			h.Set("Content-Type", "application/octet-stream")
+			if r.Method != "HEAD" {
+				w.Write(make([]byte, 1234))
+			}
+		case "/api/204":
+			w.WriteHeader(204)
+		case "/api/304":
+			h.Set("ETag", `"v1"`)
+			w.WriteHeader(304)
+		case "/api/big":
+			h.Set("X-Big", r.Header.Get("X-Big"))
+			io.WriteString(w, "ok")
+		}
+	})
+	eachProtocol(t, basic, up, func(t *testing.T, o *overProtocol) {
+		resp := o.do("GET", "/api/events", nil, nil)
+		buf := make([]byte, 64)
+		n, err := resp.Body.Read(buf)
+		if err != nil || string(buf[:n]) != "data: first\n\n" {
+			t.Fatalf("first event: %q %v: the body was buffered, not streamed", buf[:n], err)
+		}
+		release <- struct{}{}
+		if rest := drain(resp); rest != "data: second\n\n" {
+			t.Fatalf("rest %q", rest)
+		}
+
+		resp = o.do("GET", "/api/trailers", map[string]string{"TE": "trailers"}, nil)
+		if body := drain(resp); body != "body" || resp.Trailer.Get("X-Checksum") != "sum-1" {
+			t.Errorf("trailers: body %q, trailer %v", body, resp.Trailer)
+		}
+
+		resp = o.do("HEAD", "/api/head", nil, nil)
+		if body := drain(resp); resp.StatusCode != 200 || body != "" || resp.ContentLength != 1234 {
+			t.Errorf("HEAD: %d, %q, length %d", resp.StatusCode, body, resp.ContentLength)
+		}
+		resp = o.do("GET", "/api/204", nil, nil)
+		if body := drain(resp); resp.StatusCode != 204 || body != "" || resp.Header.Get("Content-Type") != "" {
+			t.Errorf("204: %d %q %v", resp.StatusCode, body, resp.Header)
+		}
+		resp = o.do("GET", "/api/304", map[string]string{"If-None-Match": `"v1"`}, nil)
+		if body := drain(resp); resp.StatusCode != 304 || body != "" || resp.Header.Get("Etag") != `"v1"` {
+			t.Errorf("304: %d %q %v", resp.StatusCode, body, resp.Header)
+		}
+
+		resp = o.do("GET", "/api/big", map[string]string{"X-Big": big}, nil)
+		if body := drain(resp); resp.StatusCode != 200 || body != "ok" || resp.Header.Get("X-Big") != big {
+			t.Errorf("a 32 KiB header: %d %q, %d bytes back", resp.StatusCode, body, len(resp.Header.Get("X-Big")))
+		}
+	})
+}
+
+// An upstream's 103 Early Hints reach the client before the answer; a
+// client that sends its body with Expect: 100-continue gets the 100 when
+// the gateway reads the body, and the answer.
+func TestProtocolsInterimAnswers(t *testing.T) {
+	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.URL.Path == "/api/hints" {
+			w.Header().Set("Link", "</a.css>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+			w.Header().Del("Link")
+		}
+		fmt.Fprintf(w, "got %d", len(b))
+	})
+	eachProtocol(t, basic, up, func(t *testing.T, o *overProtocol) {
+		var hints []string
+		req := o.request("GET", "/api/hints", nil, nil)
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			Got1xxResponse: func(code int, h nettextproto.MIMEHeader) error {
+				hints = append(hints, fmt.Sprintf("%d %s", code, h.Get("Link")))
+				return nil
+			},
+		}))
+		resp := o.send(req)
+		if body := drain(resp); body != "got 0" || resp.Header.Get("Link") != "" {
+			t.Errorf("after the hints: %q, %v", body, resp.Header)
+		}
+		if got := strings.Join(hints, "; "); got != "103 </a.css>; rel=preload" {
+			t.Errorf("informational answers %q", got)
+		}
+
+		for _, size := range []int{5, h1.MaxInlineBody + 1} {
+			var continued bool
+			req = o.request("POST", "/api/x", map[string]string{"Expect": "100-continue"}, strings.NewReader(strings.Repeat("x", size)))
+			req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+				Got100Continue: func() { continued = true },
+			}))
+			resp = o.send(req)
+			if body := drain(resp); resp.StatusCode != 200 || body != fmt.Sprintf("got %d", size) || !continued {
+				t.Errorf("Expect: 100-continue, %d bytes: %d %q, continued %v", size, resp.StatusCode, body, continued)
+			}
+		}
+	})
+}
+
+// CONNECT asks for a tunnel, which the gateway does not make: 400, over
+// every protocol, and nothing reaches the upstream, even on a route that
+// takes every path and method.
+func TestProtocolsConnectRefused(t *testing.T) {
+	up := newBackend(t, nil)
+	const cfg = `
+admin: {listen: ""}
+routes:
+  - id: all
+    match: {path: /**}
+    upstream: {targets: ["{{UP}}"]}
+`
+	eachProtocol(t, cfg, up, func(t *testing.T, o *overProtocol) {
+		req := o.request("CONNECT", "", nil, nil)
+		req.Host = "example.com:443"
+		answerOf(t, o.send(req), 400, "bad_request")
+		if n := up.hits.Load(); n != 0 {
+			t.Errorf("%d CONNECT requests reached the upstream", n)
+		}
+		if n := counterValue(t, o.harness, "gateway_http_requests_total", map[string]string{"code": "400"}); n != 1 {
+			t.Errorf("gateway_http_requests_total{code=400} = %v, want 1", n)
+		}
+	})
 }
