@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/http/httptrace"
 	nettextproto "net/textproto"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -606,4 +607,22 @@ routes:
 			t.Errorf("gateway_http_requests_total{code=400} = %v, want 1", n)
 		}
 	})
+}
+
+// The access log says which protocol the client spoke.
+func TestProtocolsAccessLog(t *testing.T) {
+	up := newBackend(t, nil)
+	for _, p := range clientProtocols {
+		t.Run(p.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "access.log")
+			o := serveOver(t, newHarness(t, "server: {access_log: "+file+"}\n"+basic, up), p)
+			drain(o.do("GET", "/api/x", nil, nil))
+			drain(o.do("GET", "/nowhere", nil, nil))
+			for i, l := range readAccess(t, file, 2) {
+				if l.Protocol != p.proto || l.Method != "GET" || l.Status != []int{200, 404}[i] {
+					t.Errorf("line %d: %+v, want protocol %s", i+1, l, p.proto)
+				}
+			}
+		})
+	}
 }
