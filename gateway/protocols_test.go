@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -96,7 +97,7 @@ func serveOver(t *testing.T, h *harness, p clientProtocol) *overProtocol {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(h.gw)
 	srv.Config.MaxHeaderBytes = h.gw.Config().Server.MaxHeaderBytes
-	srv.Config.ErrorLog = nil
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the tests see what the client sees
 	protos := protocolsOf((*http.Protocols).SetHTTP1)
 	if p.tls {
 		protos.SetHTTP2(true)
@@ -625,4 +626,36 @@ func TestProtocolsAccessLog(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An answer whose upstream falls silent mid-body (upstream.idle_timeout)
+// is cut, and the client sees it cut, not ended: on HTTP/1 by the
+// connection closing, on HTTP/2 by the stream's reset.
+func TestProtocolsBodyCut(t *testing.T) {
+	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "partial")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	const cfg = `
+admin: {listen: ""}
+routes:
+  - id: api
+    match: {path: /api/**}
+    upstream: {targets: ["{{UP}}"], idle_timeout: 100ms}
+`
+	eachProtocol(t, cfg, up, func(t *testing.T, o *overProtocol) {
+		resp := o.do("GET", "/api/x", nil, nil)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil || string(body) != "partial" {
+			t.Fatalf("a body that fell silent: %q, %v; the client must see it cut", body, err)
+		}
+		// The next request is answered, over a new connection or the same.
+		if resp := o.do("GET", "/api/x", nil, nil); resp.StatusCode != 200 {
+			t.Errorf("after the cut: %d", resp.StatusCode)
+		} else {
+			resp.Body.Close()
+		}
+	})
 }
