@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/floodgate-gw/floodgate/internal/h1"
 	"github.com/floodgate-gw/floodgate/internal/testcerts"
@@ -555,29 +557,34 @@ func TestProtocolsInterimAnswers(t *testing.T) {
 		fmt.Fprintf(w, "got %d", len(b))
 	})
 	eachProtocol(t, basic, up, func(t *testing.T, o *overProtocol) {
-		var hints []string
-		req := o.request("GET", "/api/hints", nil, nil)
-		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
-			Got1xxResponse: func(code int, h nettextproto.MIMEHeader) error {
-				hints = append(hints, fmt.Sprintf("%d %s", code, h.Get("Link")))
-				return nil
-			},
-		}))
-		resp := o.send(req)
-		if body := drain(resp); body != "got 0" || resp.Header.Get("Link") != "" {
-			t.Errorf("after the hints: %q, %v", body, resp.Header)
-		}
-		if got := strings.Join(hints, "; "); got != "103 </a.css>; rel=preload" {
-			t.Errorf("informational answers %q", got)
+		// Without a body, on the gateway's own upstream client; with one
+		// of unknown length, on http.Transport's, whose reading goroutine
+		// relays them.
+		for _, body := range []io.Reader{nil, io.MultiReader(strings.NewReader("hi"))} {
+			var hints []string
+			req := o.request("POST", "/api/hints", nil, body)
+			req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+				Got1xxResponse: func(code int, h nettextproto.MIMEHeader) error {
+					hints = append(hints, fmt.Sprintf("%d %s", code, h.Get("Link")))
+					return nil
+				},
+			}))
+			resp := o.send(req)
+			if got := drain(resp); !strings.HasPrefix(got, "got ") || resp.Header.Get("Link") != "" {
+				t.Errorf("after the hints: %q, %v", got, resp.Header)
+			}
+			if got := strings.Join(hints, "; "); got != "103 </a.css>; rel=preload" {
+				t.Errorf("informational answers %q", got)
+			}
 		}
 
 		for _, size := range []int{5, h1.MaxInlineBody + 1} {
 			var continued bool
-			req = o.request("POST", "/api/x", map[string]string{"Expect": "100-continue"}, strings.NewReader(strings.Repeat("x", size)))
+			req := o.request("POST", "/api/x", map[string]string{"Expect": "100-continue"}, strings.NewReader(strings.Repeat("x", size)))
 			req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
 				Got100Continue: func() { continued = true },
 			}))
-			resp = o.send(req)
+			resp := o.send(req)
 			if body := drain(resp); resp.StatusCode != 200 || body != fmt.Sprintf("got %d", size) || !continued {
 				t.Errorf("Expect: 100-continue, %d bytes: %d %q, continued %v", size, resp.StatusCode, body, continued)
 			}
@@ -656,6 +663,43 @@ routes:
 			t.Errorf("after the cut: %d", resp.StatusCode)
 		} else {
 			resp.Body.Close()
+		}
+	})
+}
+
+// A client that gives up before the answer (an HTTP/2 client resets its
+// stream) is counted as 499, and the upstream's request is cancelled.
+func TestProtocolsClientGone(t *testing.T) {
+	arrived := make(chan struct{}, 1)
+	cancelled := make(chan struct{}, 1)
+	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-r.Context().Done()
+		cancelled <- struct{}{}
+	})
+	eachProtocol(t, basic, up, func(t *testing.T, o *overProtocol) {
+		ctx, cancel := context.WithCancel(context.Background())
+		req := o.request("GET", "/api/x", nil, nil).WithContext(ctx)
+		done := make(chan error, 1)
+		go func() {
+			resp, err := o.client.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			done <- err
+		}()
+		<-arrived
+		cancel()
+		if err := <-done; err == nil {
+			t.Fatal("the request went on after its context ended")
+		}
+		<-cancelled
+		deadline := time.Now().Add(5 * time.Second)
+		for counterValue(t, o.harness, "gateway_http_requests_total", map[string]string{"route": "api", "code": "499"}) != 1 {
+			if time.Now().After(deadline) {
+				t.Fatal("no 499 counted")
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
 	})
 }
