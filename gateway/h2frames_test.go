@@ -142,7 +142,7 @@ func TestH2ForbiddenRequests(t *testing.T) {
 	h := newHarness(t, "server: {max_header_bytes: 4096}\n"+basic, up)
 	var p clientProtocol
 	for _, p = range clientProtocols {
-		if p.name == "h2c" {
+		if p.name == "edge-h2c" {
 			break
 		}
 	}

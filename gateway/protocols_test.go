@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-gw/floodgate/internal/edge"
 	"github.com/floodgate-gw/floodgate/internal/h1"
 	"github.com/floodgate-gw/floodgate/internal/testcerts"
 )
@@ -36,7 +38,9 @@ type clientProtocol struct {
 	framed bool
 	tls    bool
 	// h2c serves HTTP/2 with prior knowledge beside HTTP/1.1.
-	h2c    bool
+	h2c bool
+	// edge serves as floodgate serve does, through package edge.
+	edge   bool
 	client func(ca *testcerts.CA) http.RoundTripper
 }
 
@@ -44,7 +48,8 @@ func (p clientProtocol) h2() bool { return p.proto == "HTTP/2.0" }
 
 // clientProtocols are HTTP/1.1 in clear and over TLS, HTTP/2 over TLS
 // (ALPN h2) and HTTP/2 in clear with prior knowledge (h2c), the last with
-// net/http's client and with x/net/http2's.
+// net/http's client and with x/net/http2's; served by one net/http
+// server, and as floodgate serve serves them.
 var clientProtocols = []clientProtocol{
 	{
 		name: "http1", proto: "HTTP/1.1", scheme: "http", framed: true,
@@ -73,6 +78,26 @@ var clientProtocols = []clientProtocol{
 		},
 	},
 	{
+		name: "edge-http1-tls", proto: "HTTP/1.1", scheme: "https", tls: true, edge: true,
+		client: func(ca *testcerts.CA) http.RoundTripper {
+			return &http.Transport{DisableCompression: true, TLSClientConfig: &tls.Config{RootCAs: ca.Pool()},
+				Protocols: protocolsOf((*http.Protocols).SetHTTP1)}
+		},
+	},
+	{
+		name: "edge-h2", proto: "HTTP/2.0", scheme: "https", tls: true, edge: true,
+		client: func(ca *testcerts.CA) http.RoundTripper {
+			return &http.Transport{DisableCompression: true, TLSClientConfig: &tls.Config{RootCAs: ca.Pool()},
+				Protocols: protocolsOf((*http.Protocols).SetHTTP2)}
+		},
+	},
+	{
+		name: "edge-h2c", proto: "HTTP/2.0", scheme: "http", h2c: true, edge: true,
+		client: func(*testcerts.CA) http.RoundTripper {
+			return &http.Transport{DisableCompression: true, Protocols: protocolsOf((*http.Protocols).SetUnencryptedHTTP2)}
+		},
+	},
+	{
 		name: "h2c-x-net", proto: "HTTP/2.0", scheme: "http", h2c: true,
 		client: func(*testcerts.CA) http.RoundTripper { return xnetH2C() },
 	},
@@ -88,7 +113,6 @@ func protocolsOf(set func(*http.Protocols, bool)) *http.Protocols {
 type overProtocol struct {
 	*harness
 	p      clientProtocol
-	srv    *httptest.Server
 	url    string // scheme://host:port
 	client *http.Client
 }
@@ -97,9 +121,46 @@ type overProtocol struct {
 // floodgate serve sets up its own.
 func serveOver(t *testing.T, h *harness, p clientProtocol) *overProtocol {
 	t.Helper()
+	ca := testcerts.NewCA(t, "floodgate test CA")
+	tlsConfig := &tls.Config{
+		Certificates: []tls.Certificate{ca.Server(t, "gateway").TLS(t)},
+		NextProtos:   []string{"h2", "http/1.1"},
+	}
+	maxHeader := h.gw.Config().Server.MaxHeaderBytes
+	quiet := log.New(io.Discard, "", 0) // the tests see what the client sees
+	tr := p.client(ca)
+	o := &overProtocol{harness: h, p: p, client: &http.Client{Transport: tr}}
+	t.Cleanup(func() {
+		if c, ok := tr.(interface{ CloseIdleConnections() }); ok {
+			c.CloseIdleConnections()
+		}
+	})
+	if p.edge {
+		// As floodgate serve serves: HTTP/1.1, in clear or past the
+		// handshake, through the gateway's Listener; HTTP/2 on a server
+		// of its own.
+		es := edge.New(edge.Options{
+			HTTP:     &http.Server{Handler: h.gw, MaxHeaderBytes: maxHeader, ErrorLog: quiet},
+			Listener: h.gw.Listener,
+			HTTP2:    &http.Server{Handler: h.gw, MaxHeaderBytes: maxHeader, ErrorLog: quiet},
+			Log:      discardLogger(),
+		})
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.tls {
+			go es.ServeTLS(ln, tlsConfig)
+		} else {
+			go es.ServeClear(ln, p.h2c)
+		}
+		t.Cleanup(func() { es.Close() })
+		o.url = p.scheme + "://" + ln.Addr().String()
+		return o
+	}
 	srv := httptest.NewUnstartedServer(h.gw)
-	srv.Config.MaxHeaderBytes = h.gw.Config().Server.MaxHeaderBytes
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the tests see what the client sees
+	srv.Config.MaxHeaderBytes = maxHeader
+	srv.Config.ErrorLog = quiet
 	protos := protocolsOf((*http.Protocols).SetHTTP1)
 	if p.tls {
 		protos.SetHTTP2(true)
@@ -111,25 +172,16 @@ func serveOver(t *testing.T, h *harness, p clientProtocol) *overProtocol {
 	if p.framed {
 		srv.Listener = h.gw.Listener(srv.Config, srv.Listener)
 	}
-	ca := testcerts.NewCA(t, "floodgate test CA")
 	if p.tls {
 		srv.EnableHTTP2 = true
-		srv.TLS = &tls.Config{
-			Certificates: []tls.Certificate{ca.Server(t, "gateway").TLS(t)},
-			NextProtos:   []string{"h2", "http/1.1"},
-		}
+		srv.TLS = tlsConfig
 		srv.StartTLS()
 	} else {
 		srv.Start()
 	}
-	tr := p.client(ca)
-	t.Cleanup(func() {
-		if c, ok := tr.(interface{ CloseIdleConnections() }); ok {
-			c.CloseIdleConnections()
-		}
-		srv.Close()
-	})
-	return &overProtocol{harness: h, p: p, srv: srv, url: srv.URL, client: &http.Client{Transport: tr}}
+	t.Cleanup(srv.Close)
+	o.url = srv.URL
+	return o
 }
 
 // eachProtocol runs test once per client protocol, each with a gateway of
