@@ -312,6 +312,7 @@ func TestProtocolsUpstreamRequest(t *testing.T) {
 			"Forwarded":       "for=6.6.6.6",
 			"Te":              "trailers",
 			"X-End":           "kept",
+			"Cookie":          "a=1; b=2",
 		}, nil)
 		if body := drain(resp); resp.StatusCode != 200 || body != "ok /api/v1/list?q=1" {
 			t.Fatalf("%d %q", resp.StatusCode, body)
@@ -330,8 +331,11 @@ func TestProtocolsUpstreamRequest(t *testing.T) {
 			"X-Request-Id":      "abc-123",
 			"Te":                "trailers",
 			"X-End":             "kept",
-			"Forwarded":         "",
-			"Connection":        "",
+			// One field, as HTTP/1.1 wants it, from the fields an
+			// HTTP/2 client may split it into (RFC 9113 §8.2.3).
+			"Cookie":     "a=1; b=2",
+			"Forwarded":  "",
+			"Connection": "",
 		}
 		for k, v := range want {
 			if g := strings.Join(got.Header[k], ","); g != v {
@@ -753,5 +757,46 @@ func TestProtocolsClientGone(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
+	})
+}
+
+// A head over server.max_header_bytes: on HTTP/1.1 through the gateway's
+// Listener, the gateway's 431; on HTTP/2 the client, told the bound by
+// the server's SETTINGS, does not send it (what the server answers a
+// client that does is TestH2ForbiddenRequests').
+func TestProtocolsHeadTooLarge(t *testing.T) {
+	up := newBackend(t, nil)
+	eachProtocol(t, "server: {max_header_bytes: 4096}\n"+basic, up, func(t *testing.T, o *overProtocol) {
+		if resp := o.do("GET", "/api/x", map[string]string{"X-Big": strings.Repeat("b", 3000)}, nil); drain(resp) == "" || resp.StatusCode != 200 {
+			t.Fatalf("a head under the bound: %d", resp.StatusCode)
+		}
+		req := o.request("GET", "/api/x", map[string]string{"X-Big": strings.Repeat("b", 10000)}, nil)
+		resp, err := o.client.Do(req)
+		switch {
+		case o.p.h2():
+			if err == nil {
+				resp.Body.Close()
+				t.Errorf("the client sent a head over the bound the server advertised: %d", resp.StatusCode)
+			}
+		case o.p.framed || o.p.edge:
+			if err != nil {
+				t.Fatal(err)
+			}
+			answerOf(t, resp, 431, "headers_too_large")
+		default:
+			// Without the gateway's Listener, net/http's own bound
+			// decides, which over TLS let a 10 KB head through to a
+			// server whose MaxHeaderBytes is 4096: floodgate serve puts
+			// the Listener in front of HTTP/1.1 over TLS too.
+			if err == nil {
+				resp.Body.Close()
+			}
+			up.hits.Store(0)
+			return
+		}
+		if n := up.hits.Load(); n != 1 {
+			t.Errorf("the upstream got %d requests, want 1", n)
+		}
+		up.hits.Store(0)
 	})
 }
