@@ -276,7 +276,9 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report fun
 		}
 	}
 	if gen.bodyTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
-		r.Body = &slowBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: gen.bodyTimeout}
+		sb := &slowBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: gen.bodyTimeout}
+		defer sb.end()
+		r.Body = sb
 	}
 
 	ctx := r.Context()
