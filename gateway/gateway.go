@@ -119,6 +119,19 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Until the connection goes idle, what it carries is this handler's
 	// answer, which Listener leaves as it is.
 	markHandled(r)
+	if r.ProtoMajor == 1 && r.Body != nil && r.Body != http.NoBody {
+		// The gateway wraps the body (max_body_bytes, body_timeout, the
+		// upstream client's watch) and sends the request on, so it works
+		// on a copy: net/http's server tells by its own Request's Body
+		// whether a body was closed with some of it unread, and then
+		// ends the connection. With a wrapper in its place it reads on
+		// from the middle of the body as if a request began there: a
+		// body whose upstream answered before reading it all, and which
+		// http.Transport then closed, would have its rest read as
+		// requests, unchecked.
+		rc := *r
+		r = &rc
+	}
 	x := exchange{r: r, gen: g.gen.Load(), start: g.now()}
 	gen := x.gen
 	if r.Header["Upgrade"] != nil || hasToken(r.Header["Connection"], "upgrade") {

@@ -800,3 +800,47 @@ func TestProtocolsHeadTooLarge(t *testing.T) {
 		up.hits.Store(0)
 	})
 }
+
+// An answer that comes before the request's body is read — a limit's
+// 429, or an upstream that answers without reading — reaches the client
+// whole while its large body is still on its way, and the connection (or
+// on HTTP/2, its other streams) serves on.
+func TestProtocolsAnswerBeforeTheBody(t *testing.T) {
+	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
+		io.WriteString(w, "no")
+	})
+	const cfg = `
+admin: {listen: ""}
+routes:
+  - id: api
+    match: {path: /api/**}
+    upstream: {targets: ["{{UP}}"]}
+    limits: [{name: user, key: ["header:X-User-Id"], rate: 1/h}]
+`
+	eachProtocol(t, cfg, up, func(t *testing.T, o *overProtocol) {
+		big := strings.Repeat("x", 4<<20)
+		user := map[string]string{"X-User-Id": "u"}
+		for i, body := range []func() io.Reader{
+			func() io.Reader { return strings.NewReader(big) },
+			func() io.Reader { return io.MultiReader(strings.NewReader(big)) },
+		} {
+			resp := o.do("POST", "/api/x", user, body())
+			if got := drain(resp); resp.StatusCode != 401 || got != "no" {
+				t.Errorf("body %d: the upstream's early answer came as %d %q", i, resp.StatusCode, got)
+			}
+			user["X-User-Id"] += "u"
+		}
+		drain(o.do("POST", "/api/x", map[string]string{"X-User-Id": "v"}, nil))
+		answerOf(t, o.do("POST", "/api/x", map[string]string{"X-User-Id": "v"}, strings.NewReader(big)), 429, "rate_limited")
+		if resp := o.do("GET", "/api/x", map[string]string{"X-User-Id": "w"}, nil); drain(resp) != "no" {
+			t.Errorf("after them: %d", resp.StatusCode)
+		}
+		// Nothing of the bodies was read as a request: the gateway's
+		// Listener would have answered it (a head too large, malformed)
+		// and counted it on no route.
+		if n := counterValue(t, o.harness, "gateway_http_requests_total", map[string]string{"route": ""}); n != 0 {
+			t.Errorf("%v answers to requests no route took: the rest of a body was read as requests", n)
+		}
+	})
+}
