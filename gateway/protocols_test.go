@@ -449,6 +449,9 @@ func echoBody(w http.ResponseWriter, r *http.Request) {
 	}
 	sum := sha256.Sum256(b)
 	fmt.Fprintf(w, "%s %d cl=%d te=%s sum=%x", r.Method, len(b), r.ContentLength, strings.Join(r.TransferEncoding, ","), sum[:4])
+	if r.URL.Path == "/api/trailer" {
+		fmt.Fprintf(w, " trailer=%s", r.Trailer.Get("X-Sum"))
+	}
 }
 
 // A request body reaches the HTTP/1.1 upstream whole, with its length
@@ -479,6 +482,12 @@ func TestProtocolsRequestBodies(t *testing.T) {
 		// A GET may carry a body too.
 		if got := drain(o.do("GET", "/api/x", nil, strings.NewReader("hello"))); !strings.HasPrefix(got, "GET 5 cl=5") {
 			t.Errorf("GET with a body: %q", got)
+		}
+		// A body's trailers follow it to the upstream.
+		req := o.request("POST", "/api/trailer", nil, io.MultiReader(strings.NewReader("hello")))
+		req.Trailer = http.Header{"X-Sum": {"abc"}}
+		if got := drain(o.send(req)); !strings.HasPrefix(got, "POST 5 cl=-1 te=chunked") || !strings.HasSuffix(got, " trailer=abc") {
+			t.Errorf("a body with a trailer: %q", got)
 		}
 	})
 }
