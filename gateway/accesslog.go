@@ -290,6 +290,8 @@ func (g *Gateway) logAccess(w http.ResponseWriter, x *exchange, o *outcome) {
 	b = appendAddr(b, client)
 	b = append(b, `","method":`...)
 	b = appendJSONString(b, r.Method)
+	b = append(b, `,"protocol":`...)
+	b = appendJSONString(b, r.Proto)
 	b = append(b, `,"path":`...)
 	if len(path) > maxLoggedPath {
 		path = path[:maxLoggedPath]

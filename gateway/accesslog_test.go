@@ -29,6 +29,7 @@ type accessLine struct {
 	RequestID        string   `json:"request_id"`
 	ClientIP         string   `json:"client_ip"`
 	Method           string   `json:"method"`
+	Protocol         string   `json:"protocol"`
 	Path             string   `json:"path"`
 	Route            *string  `json:"route"`
 	Status           int      `json:"status"`
@@ -139,7 +140,7 @@ routes:
 			l.Upstream != want.upstream || l.Error != want.err {
 			t.Errorf("line %d: %+v\nwant %+v", i+1, l, want)
 		}
-		if l.Level != "INFO" || l.Msg != "access" || l.Method != "GET" || l.ClientIP != "127.0.0.1" ||
+		if l.Level != "INFO" || l.Msg != "access" || l.Method != "GET" || l.Protocol != "HTTP/1.1" || l.ClientIP != "127.0.0.1" ||
 			l.RequestID != "rid-"+strconv.Itoa(i+1) || l.Duration <= 0 {
 			t.Errorf("line %d: %+v", i+1, l)
 		}

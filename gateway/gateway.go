@@ -119,6 +119,19 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Until the connection goes idle, what it carries is this handler's
 	// answer, which Listener leaves as it is.
 	markHandled(r)
+	if r.ProtoMajor == 1 && r.Body != nil && r.Body != http.NoBody {
+		// The gateway wraps the body (max_body_bytes, body_timeout, the
+		// upstream client's watch) and sends the request on, so it works
+		// on a copy: net/http's server tells by its own Request's Body
+		// whether a body was closed with some of it unread, and then
+		// ends the connection. With a wrapper in its place it reads on
+		// from the middle of the body as if a request began there: a
+		// body whose upstream answered before reading it all, and which
+		// http.Transport then closed, would have its rest read as
+		// requests, unchecked.
+		rc := *r
+		r = &rc
+	}
 	x := exchange{r: r, gen: g.gen.Load(), start: g.now()}
 	gen := x.gen
 	if r.Header["Upgrade"] != nil || hasToken(r.Header["Connection"], "upgrade") {
@@ -139,10 +152,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x.rid = g.ids.Use(r, w, gen.ridHeader)
 
 	path, err := pathclean.Clean(r.URL.EscapedPath())
-	if err != nil || strings.IndexByte(r.RequestURI, '#') >= 0 {
+	if err != nil || strings.IndexByte(r.RequestURI, '#') >= 0 || r.Method == http.MethodConnect {
 		// A request target has no fragment (RFC 9112 §3.2); passed on,
 		// an upstream that cuts it off would read another query than the
-		// one the limits' keys were made of.
+		// one the limits' keys were made of. CONNECT asks for a tunnel to
+		// the authority it names (RFC 9110 §9.3.6, RFC 9113 §8.5): it has
+		// no path to route, and a gateway is no forward proxy.
 		gen.badRequest.Write(w, x.rid, "")
 		gen.noRoute.count(gen.badRequest.Status)
 		if gen.accessLog {
@@ -274,7 +289,9 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report fun
 		}
 	}
 	if gen.bodyTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
-		r.Body = &slowBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: gen.bodyTimeout}
+		sb := &slowBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: gen.bodyTimeout}
+		defer sb.end()
+		r.Body = sb
 	}
 
 	ctx := r.Context()
@@ -366,9 +383,12 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report fun
 	case o.timeout:
 		a = gen.upstreamTimeout
 	}
-	if o.client {
+	if o.client && r.ProtoMajor == 1 {
 		// The request's body broke its framing or ended short: where the
-		// next request would begin is in doubt, so none is read.
+		// next request would begin is in doubt, so none is read. Not so
+		// on HTTP/2, whose streams each end on their own: net/http's
+		// server would take the field for a request to end the whole
+		// connection (a GOAWAY) and its other streams with it.
 		w.Header()["Connection"] = []string{"close"}
 		if ac, ok := r.Context().Value(connKey{}).(*answeringConn); ok {
 			if e := ac.framing.Refused(); e != nil {
