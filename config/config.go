@@ -428,7 +428,23 @@ type Upstream struct {
 	// IdleTimeout is the longest silence while a response body streams.
 	// Default 60s.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
+
+	// Protocol is how the gateway speaks to the targets. Default http1.
+	Protocol Protocol `yaml:"protocol"`
 }
+
+// Protocol is an upstream's wire protocol.
+type Protocol string
+
+// The upstream protocols. gRPC needs one of the HTTP/2 ones.
+const (
+	ProtocolHTTP1 Protocol = "http1" // HTTP/1.1 to http:// and https:// targets
+	ProtocolH2C   Protocol = "h2c"   // HTTP/2 with prior knowledge, in clear, to http:// targets
+	ProtocolH2    Protocol = "h2"    // HTTP/2 over TLS (ALPN h2) to https:// targets
+)
+
+// HTTP2 reports whether p is one of the HTTP/2 protocols.
+func (p Protocol) HTTP2() bool { return p == ProtocolH2C || p == ProtocolH2 }
 
 // Source is where a key part's value comes from (docs/configuration.md, Keys).
 type Source string

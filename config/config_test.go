@@ -185,7 +185,7 @@ routes:
 		t.Errorf("Store = %+v, want %+v", c.Store, wantStore)
 	}
 	r := c.Routes[0]
-	wantUp := Upstream{ConnectTimeout: 2 * time.Second, Timeout: 3 * time.Second, IdleTimeout: 60 * time.Second}
+	wantUp := Upstream{ConnectTimeout: 2 * time.Second, Timeout: 3 * time.Second, IdleTimeout: 60 * time.Second, Protocol: ProtocolHTTP1}
 	wantUp.Targets = r.Upstream.Targets
 	if !reflect.DeepEqual(r.Upstream, wantUp) {
 		t.Errorf("Upstream = %+v", r.Upstream)

@@ -89,6 +89,7 @@ func (r *Route) setDefaults() {
 		ConnectTimeout: 2 * time.Second,
 		Timeout:        3 * time.Second,
 		IdleTimeout:    60 * time.Second,
+		Protocol:       ProtocolHTTP1,
 	}
 	r.Breaker = Breaker{
 		Window:          10 * time.Second,
