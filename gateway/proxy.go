@@ -26,7 +26,8 @@ type upstream struct {
 	names       []string       // of the targets, for the logs: targetNames
 	down        []atomic.Int64 // per target: until when (Unix ns) round robin passes it over
 	next        atomic.Uint64
-	client      *h1.Client
+	client      upstreamClient
+	http2       bool // upstream.protocol h2c or h2
 	stripPrefix string
 	ridHeader   string        // canonical: the request id's, which the gateway sets
 	idle        time.Duration // longest silence while a response body streams
