@@ -369,6 +369,10 @@ responses:
 		t.Errorf("%v rejections counted as 429, want 1", n)
 	}
 
+	// Without the metadata the key needs: key_required.
+	_, err = c.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+	wantStatus(t, err, codes.PermissionDenied, "The request lacks the value this route is limited by")
+
 	// No route: the service's other methods are unknown to the gateway.
 	err = h.grpcConn().Invoke(as("a"), "/other.Service/Call", &testpb.Empty{}, &testpb.Empty{})
 	wantStatus(t, err, codes.Unimplemented, "No route matches this request")
@@ -643,6 +647,10 @@ routes:
 
 	answerOf(t, h.do("GET", "/head", nil, nil), 504, "upstream_timeout")
 	waitCancelled(t, cancelled)
+
+	// A switch of protocols has no HTTP/2 form.
+	answerOf(t, h.do("GET", "/echo", map[string]string{"Connection": "Upgrade", "Upgrade": "websocket"}, nil),
+		502, "upstream_unavailable")
 
 	resp = h.do("GET", "/stream", nil, nil)
 	body, err := io.ReadAll(resp.Body)
