@@ -612,7 +612,9 @@ func TestH2ToHTTP1Target(t *testing.T) {
 // and idle_timeout while the body streams, each cancelling the upstream's
 // request.
 func TestH2CProxyHTTP(t *testing.T) {
+	var te atomic.Value
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		te.Store(r.Header.Values("Te"))
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("Trailer", "X-Sum")
 		w.Header().Set("Content-Type", "text/plain")
@@ -643,6 +645,10 @@ routes:
 	}
 	if resp.Trailer.Get("X-Sum") != "42" {
 		t.Errorf("trailer %v", resp.Trailer)
+	}
+	// TE is hop by hop, but "trailers", which HTTP/2 allows, goes on.
+	if got := te.Load().([]string); len(got) != 1 || got[0] != "trailers" {
+		t.Errorf("the upstream got TE %q", got)
 	}
 
 	answerOf(t, h.do("GET", "/head", nil, nil), 504, "upstream_timeout")
