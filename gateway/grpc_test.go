@@ -747,3 +747,37 @@ func TestParseGRPCTimeout(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRejectGRPC is BenchmarkReject's own_id for gRPC requests:
+// the rejection sent as a trailers-only RESOURCE_EXHAUSTED.
+func BenchmarkRejectGRPC(b *testing.B) {
+	gw, err := New(mustParseB(b, `admin: {listen: ""}
+routes:
+  - id: api
+    match: {path: /**}
+    upstream: {targets: ["http://127.0.0.1:1"], protocol: h2c}
+    limits:
+      - {name: user, key: ["header:X-User-Id"], algorithm: token_bucket, rate: 1/1h}
+`), Options{Logger: discardLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer gw.Close()
+	const users = 2000
+	reqs := overLimit(gw, users)
+	for _, r := range reqs {
+		r.ProtoMajor, r.ProtoMinor, r.Proto = 2, 0, "HTTP/2.0"
+		r.Header.Set("Content-Type", "application/grpc")
+	}
+	b.ReportAllocs()
+	w := &rejectWriter{h: http.Header{}}
+	i := 0
+	for b.Loop() {
+		clear(w.h)
+		gw.ServeHTTP(w, reqs[i%users])
+		i++
+		if w.code != 200 || w.h["Grpc-Status"][0] != "8" {
+			b.Fatal(w.code, w.h)
+		}
+	}
+}
