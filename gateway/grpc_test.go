@@ -719,6 +719,60 @@ routes:
 	}
 }
 
+// An HTTP/1.1 client's request body streams to an HTTP/2 upstream while
+// the answer streams back: each piece is echoed before the next is sent.
+func TestH2CFullDuplexFromHTTP1(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		w.WriteHeader(200)
+		rc.Flush()
+		buf := make([]byte, 64)
+		for {
+			n, err := r.Body.Read(buf)
+			if n > 0 {
+				w.Write(buf[:n])
+				rc.Flush()
+			}
+			if err != nil {
+				return
+			}
+		}
+	}))
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	srv.Config.Protocols = &p
+	srv.Start()
+	t.Cleanup(srv.Close)
+	h := newH2Harness(t, strings.ReplaceAll(grpcRoute, "PROTO", "h2c"), srv.URL, nil)
+
+	// A bound of the test's own, so that a gateway that holds the answer
+	// until the body ends fails the test rather than hangs it.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pr, pw := io.Pipe()
+	context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) }) // the Transport waits on a body read
+	req, _ := http.NewRequestWithContext(ctx, "POST", h.srv.URL+"/grpc.testing.TestService/Echo", pr)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 64)
+	for _, piece := range []string{"one", "two", "three"} {
+		if _, err := io.WriteString(pw, piece); err != nil {
+			t.Fatal(err)
+		}
+		n, err := io.ReadAtLeast(resp.Body, buf, len(piece))
+		if err != nil || string(buf[:n]) != piece {
+			t.Fatalf("echo of %q: %q, %v", piece, buf[:n], err)
+		}
+	}
+	pw.Close()
+	if rest, err := io.ReadAll(resp.Body); err != nil || len(rest) != 0 {
+		t.Fatalf("after the body: %q, %v", rest, err)
+	}
+}
+
 func TestParseGRPCTimeout(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
