@@ -130,6 +130,7 @@ func NewHandler(b Backend, gatherer prometheus.Gatherer, log *slog.Logger) http.
 		"/admin/limits":    {http.MethodGet: h.limitState, http.MethodDelete: h.limitReset},
 		"/admin/breakers":  {http.MethodGet: h.breakers},
 		"/admin/fleet":     {http.MethodGet: h.fleet},
+		"/admin/routes":    {http.MethodGet: h.listRoutes},
 		"/admin/overrides": {http.MethodGet: h.listOverrides},
 	}
 	return h

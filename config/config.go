@@ -118,6 +118,96 @@ type Server struct {
 	// overrides read. Nil: no token is verified, and a config that reads
 	// one is refused.
 	JWT *JWT `yaml:"jwt,omitempty"`
+
+	// ListenTLS is the address the gateway serves HTTPS on, HTTP/1.1 and
+	// HTTP/2 by ALPN, with the certificates of TLS. Empty (the default):
+	// no TLS listener.
+	ListenTLS string `yaml:"listen_tls"`
+
+	// TLS is the TLS listener's certificates and client authentication.
+	TLS ServerTLS `yaml:"tls"`
+
+	// H2C serves HTTP/2 with prior knowledge on Listen beside HTTP/1.1.
+	H2C bool `yaml:"h2c"`
+
+	// HTTP2 bounds what one HTTP/2 connection may ask of the gateway.
+	HTTP2 HTTP2 `yaml:"http2"`
+}
+
+// ServerTLS is server.tls: the certificates of server.listen_tls and who
+// may connect.
+type ServerTLS struct {
+	// Certs are the certificates served, chosen by the name the client
+	// asks for (SNI); the first is served when no other matches.
+	Certs []ServerCert `yaml:"certs"`
+
+	// MinVersion is the lowest TLS version offered: TLS12 ("1.2", the
+	// default) or TLS13 ("1.3").
+	MinVersion string `yaml:"min_version"`
+
+	// ClientCA is a PEM file of the certificates that sign client
+	// certificates; it needs ClientAuth request or require.
+	ClientCA string `yaml:"client_ca"`
+
+	// ClientAuth is whether clients are asked for a certificate:
+	// ClientAuthNone (the default), ClientAuthRequest or
+	// ClientAuthRequire.
+	ClientAuth ClientAuth `yaml:"client_auth"`
+}
+
+// ServerCert is one certificate of server.tls.certs.
+type ServerCert struct {
+	// Cert is a PEM file of the certificate, then the chain it needs.
+	Cert string `yaml:"cert"`
+
+	// Key is the PEM private key of Cert.
+	Key string `yaml:"key"`
+}
+
+// The TLS versions server.tls.min_version takes.
+const (
+	TLS12 = "1.2"
+	TLS13 = "1.3"
+)
+
+// ClientAuth is whether the TLS listener asks clients for a certificate.
+type ClientAuth string
+
+// The ways of server.tls.client_auth.
+const (
+	ClientAuthNone ClientAuth = "none"
+	// ClientAuthRequest asks for a certificate: one given must verify
+	// against client_ca, and a client without one is served.
+	ClientAuthRequest ClientAuth = "request"
+	// ClientAuthRequire refuses the handshake of a client without a
+	// certificate that verifies against client_ca.
+	ClientAuthRequire ClientAuth = "require"
+)
+
+// HTTP2 is server.http2: the limits of one HTTP/2 connection, on the TLS
+// listener and, with h2c, on the clear one.
+type HTTP2 struct {
+	// MaxConcurrentStreams is how many requests a client may have open
+	// at once on a connection. Default 100.
+	MaxConcurrentStreams int `yaml:"max_concurrent_streams"`
+
+	// MaxReadFrameSize is the largest frame the gateway reads, 16384 to
+	// 16777215. Default 1048576.
+	MaxReadFrameSize int `yaml:"max_read_frame_size"`
+
+	// MaxHeaderListSize bounds a request's header list (the sum of its
+	// fields' names and values, 32 bytes more each). Zero (the default):
+	// server.max_header_bytes.
+	MaxHeaderListSize int `yaml:"max_header_list_size"`
+
+	// InitialStreamWindow is how many bytes of a request body a client
+	// may send before the gateway reads them, per stream. Default
+	// 1048576.
+	InitialStreamWindow int `yaml:"initial_stream_window"`
+
+	// InitialConnWindow is the same bound over all the streams of a
+	// connection, at least 65535. Default 1048576.
+	InitialConnWindow int `yaml:"initial_conn_window"`
 }
 
 // The access log's targets besides a file.
@@ -429,8 +519,70 @@ type Upstream struct {
 	// Default 60s.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 
+	// Balance is how a request's target is chosen. Default round_robin.
+	Balance Balance `yaml:"balance"`
+
+	// Health is the active check of each target. Zero Interval: none.
+	Health Health `yaml:"health"`
+
+	// Eject takes a target out of rotation after consecutive failed
+	// exchanges, with or without active checks.
+	Eject Eject `yaml:"eject"`
+
 	// Protocol is how the gateway speaks to the targets. Default http1.
 	Protocol Protocol `yaml:"protocol"`
+}
+
+// Balance is how a route spreads its requests over its targets.
+type Balance string
+
+// The balancing policies.
+const (
+	BalanceRoundRobin   Balance = "round_robin"   // each target in turn
+	BalanceLeastRequest Balance = "least_request" // the target with the fewest requests in flight
+)
+
+// Health is the active health check of a route's targets: a GET of Path
+// on each target every Interval.
+type Health struct {
+	// Path is what is asked of each target, as written (not under a
+	// target's own path). Required with an Interval.
+	Path string `yaml:"path"`
+
+	// Interval between two checks of a target. 0: no active checks.
+	Interval time.Duration `yaml:"interval"`
+
+	// Timeout bounds one check, connection included; below Interval.
+	// Default 1s.
+	Timeout time.Duration `yaml:"timeout"`
+
+	// HealthyAfter consecutive passed checks (2xx or 3xx) bring a target
+	// back; UnhealthyAfter consecutive failed ones take it out. Defaults
+	// 2 and 3.
+	HealthyAfter   int `yaml:"healthy_after"`
+	UnhealthyAfter int `yaml:"unhealthy_after"`
+}
+
+// Eject is the passive health check of a route's targets: a target whose
+// exchanges fail in a row is passed over for BaseTime, twice as long at
+// each ejection that follows, up to MaxTime.
+type Eject struct {
+	// ConsecutiveFailures is how many exchanges in a row that got no
+	// answer (a connection refused, reset or timed out) eject a target.
+	// Default 5; 0: never for that.
+	ConsecutiveFailures int `yaml:"consecutive_failures"`
+
+	// Consecutive5xx is how many 5xx answers in a row eject a target.
+	// Default 0: never for that.
+	Consecutive5xx int `yaml:"consecutive_5xx"`
+
+	// BaseTime is the first ejection's length. Default 5s.
+	BaseTime time.Duration `yaml:"base_time"`
+
+	// MaxTime caps an ejection's length; a target back in rotation for
+	// MaxTime without being ejected starts again from BaseTime. Default
+	// 60s.
+	MaxTime time.Duration `yaml:"max_time"`
 }
 
 // Protocol is an upstream's wire protocol.
@@ -461,6 +613,9 @@ const (
 	SourceQuery  Source = "query"
 	SourceCookie Source = "cookie"
 	SourceJWT    Source = "jwt" // a claim of the verified bearer token (server.jwt)
+	// SourceTLS is a property of the verified client certificate
+	// (server.tls.client_auth); its one name is "subject".
+	SourceTLS Source = "tls"
 )
 
 // KeyPart is one part of a limit's key, written "ip" or "header:X-User-Id".

@@ -92,7 +92,7 @@ routes:
 floodgate.yaml:4: server.ipv6_prefix: 200 is outside 0..128
 floodgate.yaml:9: routes[0].upstream.targets[0]: "127.0.0.1:9000" is not an absolute http(s) URL (write it as http://127.0.0.1:9000)
 floodgate.yaml:10: routes[0].upstream.timeout: "3" is not a duration (write it as 250ms, 10s or 1m)
-floodgate.yaml:13: routes[0].limits[0].key[1]: unknown key source "user" (global, route, path, method, host, ip, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM)
+floodgate.yaml:13: routes[0].limits[0].key[1]: unknown key source "user" (global, route, path, method, host, ip, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM, tls:subject)
 floodgate.yaml:14: routes[0].limits[0].rate: rate "0/s": count 0 must be positive
 floodgate.yaml:16: routes[0].breaker.failure_rate: 1.5 is outside (0,1]`
 	_, err := Parse("floodgate.yaml", []byte(src))
@@ -163,6 +163,9 @@ routes:
 		MaxHeaderBytes:  65536,
 		BodyTimeout:     time.Minute,
 		AccessLog:       "off",
+		TLS:             ServerTLS{MinVersion: "1.2", ClientAuth: "none"},
+		HTTP2: HTTP2{MaxConcurrentStreams: 100, MaxReadFrameSize: 1 << 20,
+			InitialStreamWindow: 1 << 20, InitialConnWindow: 1 << 20},
 	}
 	if !reflect.DeepEqual(c.Server, want) {
 		t.Errorf("Server = %+v, want %+v", c.Server, want)
@@ -185,7 +188,11 @@ routes:
 		t.Errorf("Store = %+v, want %+v", c.Store, wantStore)
 	}
 	r := c.Routes[0]
-	wantUp := Upstream{ConnectTimeout: 2 * time.Second, Timeout: 3 * time.Second, IdleTimeout: 60 * time.Second, Protocol: ProtocolHTTP1}
+	wantUp := Upstream{ConnectTimeout: 2 * time.Second, Timeout: 3 * time.Second, IdleTimeout: 60 * time.Second,
+		Balance:  BalanceRoundRobin,
+		Health:   Health{Timeout: time.Second, HealthyAfter: 2, UnhealthyAfter: 3},
+		Eject:    Eject{ConsecutiveFailures: 5, BaseTime: 5 * time.Second, MaxTime: time.Minute},
+		Protocol: ProtocolHTTP1}
 	wantUp.Targets = r.Upstream.Targets
 	if !reflect.DeepEqual(r.Upstream, wantUp) {
 		t.Errorf("Upstream = %+v", r.Upstream)

@@ -55,6 +55,13 @@ func defaultConfig() *Config {
 			MaxHeaderBytes:  65536,
 			BodyTimeout:     60 * time.Second,
 			AccessLog:       AccessLogOff,
+			TLS:             ServerTLS{MinVersion: TLS12, ClientAuth: ClientAuthNone},
+			HTTP2: HTTP2{
+				MaxConcurrentStreams: 100,
+				MaxReadFrameSize:     1 << 20,
+				InitialStreamWindow:  1 << 20,
+				InitialConnWindow:    1 << 20,
+			},
 		},
 		Admin: Admin{Listen: "127.0.0.1:9090"},
 		Store: Store{
@@ -89,6 +96,9 @@ func (r *Route) setDefaults() {
 		ConnectTimeout: 2 * time.Second,
 		Timeout:        3 * time.Second,
 		IdleTimeout:    60 * time.Second,
+		Balance:        BalanceRoundRobin,
+		Health:         Health{Timeout: time.Second, HealthyAfter: 2, UnhealthyAfter: 3},
+		Eject:          Eject{ConsecutiveFailures: 5, BaseTime: 5 * time.Second, MaxTime: 60 * time.Second},
 		Protocol:       ProtocolHTTP1,
 	}
 	r.Breaker = Breaker{

@@ -53,7 +53,7 @@ routes:
 	}
 	// Output:
 	// line 5: routes[0].upstream.targets[0]: "127.0.0.1:9000" is not an absolute http(s) URL (write it as http://127.0.0.1:9000)
-	// line 8: routes[0].limits[0].key[0]: unknown key source "user" (global, route, path, method, host, ip, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM)
+	// line 8: routes[0].limits[0].key[0]: unknown key source "user" (global, route, path, method, host, ip, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM, tls:subject)
 	// line 9: routes[0].limits[0].rate: rate "0/s": count 0 must be positive
 }
 

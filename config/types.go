@@ -6,11 +6,11 @@ import (
 	"strings"
 )
 
-var sources = []Source{SourceGlobal, SourceRoute, SourcePath, SourceMethod, SourceHost, SourceIP, SourceHeader, SourceQuery, SourceCookie, SourceJWT}
+var sources = []Source{SourceGlobal, SourceRoute, SourcePath, SourceMethod, SourceHost, SourceIP, SourceHeader, SourceQuery, SourceCookie, SourceJWT, SourceTLS}
 
 // named reports whether a source takes a name.
 func (s Source) named() bool {
-	return s == SourceHeader || s == SourceQuery || s == SourceCookie || s == SourceJWT
+	return s == SourceHeader || s == SourceQuery || s == SourceCookie || s == SourceJWT || s == SourceTLS
 }
 
 // String returns the part as the file writes it: "ip", "header:X-User-Id".
@@ -44,12 +44,14 @@ func (p *KeyPart) UnmarshalText(text []byte) error {
 		}
 	}
 	if !known {
-		return fmt.Errorf("unknown key source %q (global, route, path, method, host, ip, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM)", s)
+		return fmt.Errorf("unknown key source %q (global, route, path, method, host, ip, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM, tls:subject)", s)
 	}
 	source := Source(src)
 	switch {
 	case !source.named() && hasName:
 		return fmt.Errorf("key source %q: %s takes no name", s, src)
+	case source == SourceTLS && name != "subject":
+		return fmt.Errorf("key source %q: write tls:subject, the verified client certificate's subject", s)
 	case source == SourceJWT && name == "":
 		return fmt.Errorf("key source %q: write jwt:CLAIM, such as jwt:sub", s)
 	case source.named() && name == "":

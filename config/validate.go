@@ -130,8 +130,11 @@ func (v *validator) positive(p string, d time.Duration) {
 
 func (v *validator) config(c *Config) {
 	v.server(c)
+	v.serverTLS(c)
+	v.http2(&c.Server.HTTP2)
 	v.jwt(c)
 	v.jwtParts(c)
+	v.tlsParts(c)
 	v.admin(&c.Admin)
 	v.rls(&c.RLS)
 	v.listeners(c)

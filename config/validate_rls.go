@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"time"
 
 	"github.com/floodgate-gw/floodgate/internal/tlsfiles"
 )
@@ -37,8 +36,8 @@ func (v *validator) rlsTLS(r *RLS) {
 }
 
 // keyPair checks the certificate and key files of the block at p, when
-// both are given: PEM, and matching. An expired certificate is a warning,
-// which expired says the effect of.
+// both are given: PEM, and matching. A certificate expired or not yet
+// valid is a warning, which expired says the effect of.
 func (v *validator) keyPair(p, certPath, keyPath, expired string) {
 	certData := v.tlsFile(p+".cert", certPath)
 	keyData := v.tlsFile(p+".key", keyPath)
@@ -52,8 +51,8 @@ func (v *validator) keyPair(p, certPath, keyPath, expired string) {
 		v.errorf(p+".cert", "%q: %v", certPath, err)
 	case err != nil:
 		v.errorf(p+".key", "%q: %v", keyPath, err)
-	case time.Now().After(cert.Leaf.NotAfter):
-		v.warnf(p+".cert", "%q expired at %s; %s", certPath, cert.Leaf.NotAfter.UTC().Format(time.RFC3339), expired)
+	default:
+		v.validity(p+".cert", certPath, cert.Leaf.NotBefore, cert.Leaf.NotAfter, expired)
 	}
 }
 

@@ -148,6 +148,9 @@ func (v *validator) upstream(u *Upstream, m *Match, p string) {
 	v.positive(p+".connect_timeout", u.ConnectTimeout)
 	v.positive(p+".timeout", u.Timeout)
 	v.positive(p+".idle_timeout", u.IdleTimeout)
+	v.balance(u, p)
+	v.health(&u.Health, p)
+	v.eject(&u.Eject, p)
 	v.protocol(u, p)
 }
 

@@ -243,7 +243,7 @@ func (v *validator) rls(r *RLS) {
 func (v *validator) listeners(c *Config) {
 	type ln struct{ path, addr string }
 	var ls []ln
-	for _, l := range []ln{{"server.listen", c.Server.Listen}, {"admin.listen", c.Admin.Listen}, {"rls.listen", c.RLS.Listen}} {
+	for _, l := range []ln{{"server.listen", c.Server.Listen}, {"server.listen_tls", c.Server.ListenTLS}, {"admin.listen", c.Admin.Listen}, {"rls.listen", c.RLS.Listen}} {
 		host, port, err := net.SplitHostPort(l.addr)
 		if err != nil || port == "0" {
 			continue

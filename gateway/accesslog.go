@@ -333,6 +333,8 @@ func (g *Gateway) logAccess(w http.ResponseWriter, x *exchange, o *outcome) {
 			b = append(b, failureKind(*o)...)
 			b = append(b, '"')
 		}
+	} else if o.err == errNoTarget {
+		b = append(b, `,"error":"no_healthy_target"`...)
 	}
 	b = append(b, "}\n"...)
 	*bp = b

@@ -12,7 +12,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -116,6 +115,8 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 	g.access = newAccessLog(g.metrics.accessDropped, g.log, g.now)
 	g.access.use(sink)
 	g.gen.Store(gen)
+	g.health.apply(g, gen)
+	o.Registerer.MustRegister(healthCollector{g})
 	g.metrics.loaded(true, g.now())
 	// The fleet's overrides are in force before the first request, when
 	// the store answers; when it does not, within a second of its answer.
@@ -186,7 +187,10 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 		r.upstream = &upstream{
 			targets:     u.Targets,
 			names:       targetNames(u.Targets),
-			down:        make([]atomic.Int64, len(u.Targets)),
+			state:       g.health.states(rc.ID, u.Targets, g.log, g.now),
+			least:       u.Balance == config.BalanceLeastRequest && len(u.Targets) > 1,
+			ejection:    u.Eject,
+			health:      u.Health,
 			client:      g.client(u),
 			http2:       u.Protocol.HTTP2(),
 			stripPrefix: u.StripPrefix,
@@ -304,6 +308,8 @@ func keyPartOf(p config.KeyPart) keyPart {
 		kp.src, kp.name = srcCookie, p.Name
 	case config.SourceJWT:
 		kp.src, kp.name = srcJWT, p.Name
+	case config.SourceTLS:
+		kp.src, kp.name = srcTLS, p.Name
 	}
 	return kp
 }
@@ -423,6 +429,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	}
 	gen.file = cfg
 	g.gen.Store(gen)
+	g.health.apply(g, gen)
 	if g.ov.set != nil {
 		before := g.ov.skipped
 		g.ov.set, g.ov.skipped = set, skipped
@@ -459,6 +466,7 @@ func (g *Gateway) Store() limit.Store { return g.gen.Load().store }
 func (g *Gateway) Close() error {
 	g.closeOnce.Do(func() { close(g.stop) })
 	g.bg.Wait()
+	g.health.close()
 	// Joined connections end here, and their handlers release their
 	// leases while the store is still open.
 	g.upgrades.close(upgradeCloseWait)

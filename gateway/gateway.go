@@ -75,6 +75,7 @@ type Gateway struct {
 	closeOnce sync.Once
 	bg        sync.WaitGroup
 	upgrades  upgrades // requests that switched protocols
+	health    healthRegistry
 
 	upstreamRoots *x509.CertPool // Options.upstreamRoots
 }
@@ -450,6 +451,8 @@ func failureKind(o outcome) string {
 		return "body_broken"
 	case o.timeout:
 		return "timeout"
+	case errors.Is(err, errNoTarget):
+		return "no_healthy_target"
 	case errors.Is(err, errNotHTTP2):
 		return "not_http2"
 	case errors.Is(err, syscall.ECONNREFUSED):

@@ -21,6 +21,7 @@ const (
 	srcQuery
 	srcCookie
 	srcJWT
+	srcTLS
 )
 
 // keyPart is one part of a limit's key as the configuration names it.
@@ -69,6 +70,13 @@ func (x *exchange) value(p keyPart) string {
 		}
 	case srcJWT:
 		v = x.claim(p.name)
+	case srcTLS:
+		// Only a certificate that verified against server.tls.client_ca:
+		// with client_auth: request, net/http would hand over an
+		// unverified one too if asked to.
+		if t := x.r.TLS; t != nil && len(t.VerifiedChains) > 0 && len(t.VerifiedChains[0]) > 0 {
+			v = t.VerifiedChains[0][0].Subject.String()
+		}
 	}
 	if strings.TrimSpace(v) == "" {
 		return ""

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/internal/answer"
 	"github.com/floodgate-gw/floodgate/internal/h1"
 )
@@ -24,7 +25,10 @@ import (
 type upstream struct {
 	targets     []*url.URL
 	names       []string       // of the targets, for the logs: targetNames
-	down        []atomic.Int64 // per target: until when (Unix ns) round robin passes it over
+	state       []*targetState // per target: health, ejection, requests in flight (health.go)
+	least       bool           // balance least_request, over more than one target
+	ejection    config.Eject
+	health      config.Health
 	next        atomic.Uint64
 	client      upstreamClient
 	http2       bool // upstream.protocol h2c or h2
@@ -271,18 +275,31 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	var err error
 	var i int
 	for try := 1; ; try++ {
-		i = u.pick()
+		j, ok := u.pick()
+		if !ok {
+			if try == 1 {
+				return outcome{status: http.StatusBadGateway, err: errNoTarget}
+			}
+			break // the last try's dial error stands
+		}
+		i = j
 		target := u.targets[i]
 		out.URL.Scheme, out.URL.Host, out.Host = target.Scheme, target.Host, target.Host
 		out.URL.Path, out.URL.RawPath = UpstreamPath(target, u.stripPrefix, path)
+		u.acquire(i)
 		resp, err = u.client.Do(out, u.idle, interim)
 		if err == nil || !isDial(err) {
 			break
 		}
+		u.release(i)
 		u.eject(i)
 		if try >= tries || r.Context().Err() != nil {
 			break
 		}
+	}
+	if err == nil || !isDial(err) {
+		// In flight until the body is copied.
+		defer u.release(i)
 	}
 	// From here on the handler alone writes to w.
 	if relay != nil {
@@ -299,10 +316,14 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 				o = classifyBody(berr, o)
 			}
 		}
+		if o.failed && !isDial(err) {
+			u.failed(i)
+		}
 		o.err, o.exchanged, o.took, o.target = err, true, u.now().Sub(start), u.names[i]
 		return o
 	}
 	took := u.now().Sub(start)
+	u.answered(i, resp.StatusCode)
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		o := u.switchProtocols(w, resp, upgrade, head, took)
 		o.target = u.names[i]
@@ -376,34 +397,6 @@ func copyHeader(h, up http.Header) {
 		if _, own := h[k]; !own {
 			h[k] = vv
 		}
-	}
-}
-
-// ejectFor is how long round robin passes over a target that refused a
-// connection, so that the requests after it do not pay for the refusal.
-const ejectFor = 2 * time.Second
-
-// pick returns the index of the next target in round robin, passing over
-// the targets that refused a connection lately, unless all of them did.
-func (u *upstream) pick() int {
-	n := len(u.targets)
-	if n == 1 {
-		return 0
-	}
-	first := int((u.next.Add(1) - 1) % uint64(n))
-	now := u.now().UnixNano()
-	for k := range n {
-		if i := (first + k) % n; u.down[i].Load() <= now {
-			return i
-		}
-	}
-	return first
-}
-
-// eject passes over target i for ejectFor.
-func (u *upstream) eject(i int) {
-	if len(u.targets) > 1 {
-		u.down[i].Store(u.now().Add(ejectFor).UnixNano())
 	}
 }
 

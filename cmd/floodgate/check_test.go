@@ -212,7 +212,7 @@ routes:
 	want := []string{
 		path + `:3: server: unknown key "shutdown_timout" (did you mean "shutdown_timeout"?)`,
 		path + `:7: routes[0].upstream.targets[0]: "127.0.0.1:9000" is not an absolute http(s) URL (write it as http://127.0.0.1:9000)`,
-		path + `:10: routes[0].limits[0].key[0]: unknown key source "user" (global, route, path, method, host, ip, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM)`,
+		path + `:10: routes[0].limits[0].key[0]: unknown key source "user" (global, route, path, method, host, ip, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM, tls:subject)`,
 		path + `:11: routes[0].limits[0].rate: rate "0/s": count 0 must be positive`,
 	}
 	if got := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {

@@ -47,6 +47,11 @@ type reloader struct {
 	// SIGHUP still rotates them.
 	rlsCerts func()
 
+	// certs, when set, is the TLS listener's certificates: read again at
+	// every reload, as rlsCerts, and replaced by those of a config that
+	// names other files or settings.
+	certs *edgeTLS
+
 	mu      sync.Mutex
 	sum     [sha256.Size]byte // of the file the running config came from
 	stopped bool
@@ -85,6 +90,9 @@ func (r *reloader) reload(trigger string) error {
 	if r.rlsCerts != nil {
 		r.rlsCerts()
 	}
+	if r.certs != nil {
+		r.certs.reread()
+	}
 	cfg, sum, err := loadConfig(r.path, r.flags)
 	if err == nil && sum == r.sum {
 		// An editor that saves twice, a touch, or SIGHUP sent "just in
@@ -118,6 +126,9 @@ func (r *reloader) reload(trigger string) error {
 		"routes", len(cfg.Routes), "limits", limitCount(cfg), "changes", config.Diff(prev, cfg).String())
 	logWarnings(r.log, cfg)
 	r.warnRestart(cfg)
+	if r.certs != nil {
+		r.certs.configure(cfg.Server.TLS)
+	}
 	return nil
 }
 
@@ -180,6 +191,9 @@ func (r *reloader) warnRestart(cfg *config.Config) {
 	}
 	changed("server.listen", r.started.Server.Listen, cfg.Server.Listen)
 	changed("server.max_header_bytes", r.started.Server.MaxHeaderBytes, cfg.Server.MaxHeaderBytes)
+	changed("server.listen_tls", r.started.Server.ListenTLS, cfg.Server.ListenTLS)
+	changed("server.h2c", r.started.Server.H2C, cfg.Server.H2C)
+	changed("server.http2", r.started.Server.HTTP2, cfg.Server.HTTP2)
 	changed("admin.listen", r.started.Admin.Listen, cfg.Admin.Listen)
 	changed("rls.listen", r.started.RLS.Listen, cfg.RLS.Listen)
 	// The rate-limit service watches the directory it started with.

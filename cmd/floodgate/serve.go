@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"github.com/floodgate-gw/floodgate/admin"
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/gateway"
+	"github.com/floodgate-gw/floodgate/internal/edge"
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
@@ -95,6 +97,9 @@ type server struct {
 	gw       *gateway.Gateway
 	reloader *reloader
 	draining atomic.Bool
+	// certs is the TLS listener's certificates; nil without
+	// server.listen_tls.
+	certs *edgeTLS
 	// rlsDegraded is what the rate-limit service has to say on /readyz
 	// (rlsServer.degraded); nil without rls.listen.
 	rlsDegraded func() string
@@ -134,7 +139,7 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 	// rather than a goroutine's error.
 	// An empty server.listen (a config that only serves rls) opens no
 	// gateway listener at all.
-	var ln net.Listener
+	var ln, tlsLn net.Listener
 	if cfg.Server.Listen != "" {
 		if ln, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
 			gw.Close()
@@ -146,6 +151,26 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 		if ln != nil {
 			ln.Close()
 		}
+		if tlsLn != nil {
+			tlsLn.Close()
+		}
+		if s.certs != nil {
+			s.certs.stop()
+		}
+	}
+	if cfg.Server.ListenTLS != "" {
+		if tlsLn, err = net.Listen("tcp", cfg.Server.ListenTLS); err != nil {
+			closeGateway()
+			gw.Close()
+			s.log.Error("cannot listen", "listener", "gateway_tls", "error", err.Error())
+			return exitFailure
+		}
+		if s.certs, err = newEdgeTLS(cfg.Server.TLS, s.log.With("listener", "gateway_tls"), watch); err != nil {
+			closeGateway()
+			gw.Close()
+			s.log.Error("cannot load the server certificates", "listener", "gateway_tls", "errors", errorLines(err))
+			return exitFailure
+		}
 	}
 	srv := &http.Server{
 		Handler:           gw,
@@ -154,8 +179,23 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 		IdleTimeout:       idleTimeout,
 		ErrorLog:          slog.NewLogLogger(s.log.With("listener", "gateway").Handler(), slog.LevelWarn),
 	}
-	if ln != nil {
-		ln = gw.Listener(srv, ln)
+	handshakeFailures := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gateway_tls_handshake_failures_total",
+		Help: "TLS handshakes on server.listen_tls that failed or ran out of time.",
+	})
+	reg.MustRegister(handshakeFailures)
+	es := edge.New(edge.Options{
+		HTTP:             srv,
+		Listener:         gw.Listener,
+		HTTP2:            http2Server(cfg, gw, srv.ErrorLog),
+		HandshakeTimeout: readHeaderTimeout,
+		Log:              s.log.With("listener", "gateway"),
+		HandshakeFailed:  handshakeFailures.Inc,
+	})
+	closeListeners := closeGateway
+	closeGateway = func() {
+		closeListeners()
+		es.Close()
 	}
 	var adminSrv *http.Server
 	var adminLn net.Listener
@@ -188,6 +228,7 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 		s.reloader.rlsCerts = rlsSrv.reloadCerts()
 		s.rlsDegraded = rlsSrv.degraded
 	}
+	s.reloader.certs = s.certs
 
 	// Subscribe to signals before serving: a SIGTERM that arrives just
 	// after the listener opens must drain, not kill.
@@ -205,11 +246,16 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 		}
 	}
 
-	serveErr := make(chan error, 3)
-	listenAddr, adminAddr, rlsAddr := "", "", ""
+	serveErr := make(chan error, 5)
+	listenAddr, tlsAddr, adminAddr, rlsAddr := "", "", "", ""
+	go func() { serveErr <- <-es.Err() }()
 	if ln != nil {
 		listenAddr = ln.Addr().String()
-		go func() { serveErr <- srv.Serve(ln) }()
+		go func() { serveErr <- es.ServeClear(ln, cfg.Server.H2C) }()
+	}
+	if tlsLn != nil {
+		tlsAddr = tlsLn.Addr().String()
+		go func() { serveErr <- es.ServeTLS(tlsLn, s.certs.tlsConfig()) }()
 	}
 	if adminSrv != nil {
 		adminAddr = adminLn.Addr().String()
@@ -224,7 +270,7 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 		}()
 	}
 	s.log.Info("floodgate serving", "version", v, "file", s.file,
-		"listen", listenAddr, "admin", adminAddr, "rls", rlsAddr,
+		"listen", listenAddr, "admin", adminAddr, "rls", rlsAddr, "listen_tls", tlsAddr, "h2c", cfg.Server.H2C,
 		"routes", len(cfg.Routes), "limits", limitCount(cfg), "store", string(cfg.Store.Type))
 
 	code := exitOK
@@ -254,7 +300,7 @@ wait:
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.shutdown(srv, adminSrv, rlsSrv)
+		s.shutdown(es, adminSrv, rlsSrv)
 	}()
 	for {
 		select {
@@ -276,7 +322,7 @@ wait:
 // up to server.shutdown_timeout of the running config, then stops the
 // admin listener, which kept answering meanwhile so that /readyz could
 // tell a load balancer to send no more.
-func (s *server) shutdown(srv, adminSrv *http.Server, rlsSrv *rlsServer) {
+func (s *server) shutdown(es *edge.Server, adminSrv *http.Server, rlsSrv *rlsServer) {
 	s.draining.Store(true)
 	s.reloader.stop()
 	timeout := s.gw.Config().Server.ShutdownTimeout
@@ -291,9 +337,14 @@ func (s *server) shutdown(srv, adminSrv *http.Server, rlsSrv *rlsServer) {
 			rlsSrv.Stop(timeout)
 		}()
 	}
-	if err := srv.Shutdown(ctx); err != nil {
+	if err := es.Shutdown(ctx); err != nil {
 		s.log.Warn("drain timed out; closing the remaining connections", "timeout", timeout.String(), "error", err.Error())
-		srv.Close()
+	}
+	// What is still open after the drain: HTTP/2 connections whose
+	// streams did not end, and those that timed out.
+	es.Close()
+	if s.certs != nil {
+		s.certs.stop()
 	}
 	if rlsDone != nil {
 		<-rlsDone
@@ -390,4 +441,27 @@ func (b adminBackend) Ready(ctx context.Context) error {
 		return errors.New("shutting down")
 	}
 	return b.s.gw.Ready(ctx)
+}
+
+// http2Server is the server of the gateway's HTTP/2 connections, with
+// the limits of server.http2; server.max_header_bytes bounds the header
+// list unless server.http2.max_header_list_size does.
+func http2Server(cfg *config.Config, h http.Handler, errorLog *log.Logger) *http.Server {
+	c := cfg.Server.HTTP2
+	maxHeader := cfg.Server.MaxHeaderBytes
+	if c.MaxHeaderListSize > 0 {
+		maxHeader = c.MaxHeaderListSize
+	}
+	return &http.Server{
+		Handler:        h,
+		MaxHeaderBytes: maxHeader,
+		IdleTimeout:    idleTimeout,
+		ErrorLog:       errorLog,
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams:          c.MaxConcurrentStreams,
+			MaxReadFrameSize:              c.MaxReadFrameSize,
+			MaxReceiveBufferPerStream:     c.InitialStreamWindow,
+			MaxReceiveBufferPerConnection: c.InitialConnWindow,
+		},
+	}
 }

@@ -83,6 +83,31 @@ func (ca *CA) Server(tb testing.TB, cn string) Pair {
 	})
 }
 
+// ServerFor signs a server certificate for the DNS names given (which may
+// be wildcards, "*.example.com"), with cn as its common name.
+func (ca *CA) ServerFor(tb testing.TB, cn string, names ...string) Pair {
+	tb.Helper()
+	return ca.issue(tb, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: cn},
+		DNSNames:    names,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+}
+
+// ServerValid signs a server certificate as Server does, valid from
+// notBefore to notAfter: one expired, or not valid yet.
+func (ca *CA) ServerValid(tb testing.TB, cn string, notBefore, notAfter time.Time) Pair {
+	tb.Helper()
+	return ca.issue(tb, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: cn},
+		DNSNames:    []string{"localhost"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		NotBefore:   notBefore,
+		NotAfter:    notAfter,
+	})
+}
+
 // Client signs a client certificate for cn.
 func (ca *CA) Client(tb testing.TB, cn string) Pair {
 	tb.Helper()
@@ -95,8 +120,12 @@ func (ca *CA) Client(tb testing.TB, cn string) Pair {
 func (ca *CA) issue(tb testing.TB, tmpl *x509.Certificate) Pair {
 	key := newKey(tb)
 	tmpl.SerialNumber = serial(tb)
-	tmpl.NotBefore = time.Now().Add(-time.Hour)
-	tmpl.NotAfter = time.Now().Add(24 * time.Hour)
+	if tmpl.NotBefore.IsZero() {
+		tmpl.NotBefore = time.Now().Add(-time.Hour)
+	}
+	if tmpl.NotAfter.IsZero() {
+		tmpl.NotAfter = time.Now().Add(24 * time.Hour)
+	}
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {

@@ -1,0 +1,108 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/config"
+)
+
+// checker runs the active checks of one target: a GET of the health
+// path every interval, on a connection of its own each time, so that a
+// check says whether the target accepts connections now, not whether an
+// old one still stands.
+type checker struct {
+	settings config.Health
+	cancel   context.CancelFunc // ends the checks, and a check under way
+	done     chan struct{}
+}
+
+// checkClient makes the checks' requests. Redirects are not followed: a
+// 3xx passes.
+var checkClient = &http.Client{
+	Transport: &http.Transport{
+		// No proxy from the environment: a check asks the target itself.
+		Proxy:              nil,
+		DialContext:        (&net.Dialer{}).DialContext,
+		DisableKeepAlives:  true,
+		DisableCompression: true,
+		ForceAttemptHTTP2:  false,
+	},
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+// start runs t's checks with h until the checker is stopped. The first
+// check is made at once.
+func (hr *healthRegistry) start(g *Gateway, t *targetState, h config.Health) *checker {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &checker{settings: h, cancel: cancel, done: make(chan struct{})}
+	base := &url.URL{Scheme: t.target.Scheme, Host: t.target.Host}
+	ref, err := url.Parse(h.Path)
+	if err != nil {
+		ref = &url.URL{Path: h.Path} // validation keeps this from happening
+	}
+	target := base.ResolveReference(ref).String()
+	hr.running.Add(1)
+	hr.n.Add(1)
+	go func() {
+		// Counted out before stop returns.
+		defer close(c.done)
+		defer hr.running.Done()
+		defer hr.n.Add(-1)
+		tick := time.NewTicker(h.Interval)
+		defer tick.Stop()
+		for {
+			ok, what := check(ctx, target, h.Timeout)
+			if ctx.Err() != nil {
+				return
+			}
+			t.checked(h, ok, what, g.now())
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return c
+}
+
+// stop ends the checks and waits for the checker's goroutine.
+func (c *checker) stop() {
+	c.cancel()
+	<-c.done
+}
+
+// check makes one check: whether it passed (2xx or 3xx), and what it got
+// ("200", "503", or what failed).
+func check(ctx context.Context, target string, timeout time.Duration) (bool, string) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return false, err.Error()
+	}
+	req.Header.Set("User-Agent", "floodgate-health-check")
+	resp, err := checkClient.Do(req)
+	if err != nil {
+		if ctx.Err() == context.DeadlineExceeded {
+			return false, "timeout after " + timeout.String()
+		}
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return false, err.Error()
+	}
+	// Read a little of the body, so that a target that answers while
+	// it writes is not cut off mid-answer, and no more.
+	io.CopyN(io.Discard, resp.Body, 4<<10)
+	resp.Body.Close()
+	return resp.StatusCode >= 200 && resp.StatusCode < 400, strconv.Itoa(resp.StatusCode)
+}
