@@ -192,6 +192,7 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 			ejection:    u.Eject,
 			health:      u.Health,
 			client:      g.client(u),
+			protocol:    u.Protocol,
 			http2:       u.Protocol.HTTP2(),
 			stripPrefix: u.StripPrefix,
 			ridHeader:   gen.ridHeader,

@@ -773,6 +773,43 @@ func TestH2CFullDuplexFromHTTP1(t *testing.T) {
 	}
 }
 
+// A route of protocol h2c checks its targets over HTTP/2 too: a target
+// that speaks nothing else passes.
+func TestH2CHealthChecks(t *testing.T) {
+	var checks atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			checks.Add(1)
+		}
+		io.WriteString(w, "ok")
+	}))
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	srv.Config.Protocols = &p
+	srv.Start()
+	t.Cleanup(srv.Close)
+	h := newH2Harness(t, `
+admin: {listen: ""}
+routes:
+  - id: api
+    match: {path: /**}
+    upstream:
+      targets: ["{{UP}}"]
+      protocol: h2c
+      health: {path: /healthz, interval: 100ms, timeout: 90ms, healthy_after: 1, unhealthy_after: 3}
+`, srv.URL, nil)
+	deadline := time.Now().Add(5 * time.Second)
+	for checks.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d checks reached the target", checks.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if resp := h.do("GET", "/x", nil, nil); resp.StatusCode != 200 || drain(resp) != "ok" {
+		t.Fatalf("after its checks the target gets %d", resp.StatusCode)
+	}
+}
+
 func TestParseGRPCTimeout(t *testing.T) {
 	for _, tc := range []struct {
 		in   string

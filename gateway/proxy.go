@@ -31,6 +31,7 @@ type upstream struct {
 	health      config.Health
 	next        atomic.Uint64
 	client      upstreamClient
+	protocol    config.Protocol
 	http2       bool // upstream.protocol h2c or h2
 	stripPrefix string
 	ridHeader   string        // canonical: the request id's, which the gateway sets
