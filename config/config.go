@@ -528,6 +528,9 @@ type Upstream struct {
 	// Eject takes a target out of rotation after consecutive failed
 	// exchanges, with or without active checks.
 	Eject Eject `yaml:"eject"`
+
+	// Protocol is how the gateway speaks to the targets. Default http1.
+	Protocol Protocol `yaml:"protocol"`
 }
 
 // Balance is how a route spreads its requests over its targets.
@@ -581,6 +584,19 @@ type Eject struct {
 	// 60s.
 	MaxTime time.Duration `yaml:"max_time"`
 }
+
+// Protocol is an upstream's wire protocol.
+type Protocol string
+
+// The upstream protocols. gRPC needs one of the HTTP/2 ones.
+const (
+	ProtocolHTTP1 Protocol = "http1" // HTTP/1.1 to http:// and https:// targets
+	ProtocolH2C   Protocol = "h2c"   // HTTP/2 with prior knowledge, in clear, to http:// targets
+	ProtocolH2    Protocol = "h2"    // HTTP/2 over TLS (ALPN h2) to https:// targets
+)
+
+// HTTP2 reports whether p is one of the HTTP/2 protocols.
+func (p Protocol) HTTP2() bool { return p == ProtocolH2C || p == ProtocolH2 }
 
 // Source is where a key part's value comes from (docs/configuration.md, Keys).
 type Source string

@@ -189,9 +189,10 @@ routes:
 	}
 	r := c.Routes[0]
 	wantUp := Upstream{ConnectTimeout: 2 * time.Second, Timeout: 3 * time.Second, IdleTimeout: 60 * time.Second,
-		Balance: BalanceRoundRobin,
-		Health:  Health{Timeout: time.Second, HealthyAfter: 2, UnhealthyAfter: 3},
-		Eject:   Eject{ConsecutiveFailures: 5, BaseTime: 5 * time.Second, MaxTime: time.Minute}}
+		Balance:  BalanceRoundRobin,
+		Health:   Health{Timeout: time.Second, HealthyAfter: 2, UnhealthyAfter: 3},
+		Eject:    Eject{ConsecutiveFailures: 5, BaseTime: 5 * time.Second, MaxTime: time.Minute},
+		Protocol: ProtocolHTTP1}
 	wantUp.Targets = r.Upstream.Targets
 	if !reflect.DeepEqual(r.Upstream, wantUp) {
 		t.Errorf("Upstream = %+v", r.Upstream)

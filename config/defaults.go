@@ -99,6 +99,7 @@ func (r *Route) setDefaults() {
 		Balance:        BalanceRoundRobin,
 		Health:         Health{Timeout: time.Second, HealthyAfter: 2, UnhealthyAfter: 3},
 		Eject:          Eject{ConsecutiveFailures: 5, BaseTime: 5 * time.Second, MaxTime: 60 * time.Second},
+		Protocol:       ProtocolHTTP1,
 	}
 	r.Breaker = Breaker{
 		Window:          10 * time.Second,

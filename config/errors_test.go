@@ -339,6 +339,33 @@ routes:
       timeout: -1s #want: routes[0].upstream.timeout: -1s must be positive
       idle_timeout: 0s #want: routes[0].upstream.idle_timeout: 0s must be positive
 `},
+		{"upstream protocol", `
+routes:
+  - id: a
+    match: {path: /a}
+    upstream:
+      targets: ["http://x"]
+      protocol: http2 #want: routes[0].upstream.protocol: unknown protocol "http2" (http1, h2c, h2)
+  - id: b
+    match: {path: /b}
+    upstream:
+      protocol: h2c
+      targets:
+        - http://x:9000
+        - https://y:9443 #want: routes[1].upstream.targets[1]: "https://y:9443": protocol h2c is HTTP/2 in clear and takes http:// targets; for HTTP/2 over TLS use protocol h2
+  - id: c
+    match: {path: /c}
+    upstream:
+      protocol: h2
+      targets:
+        - http://x:9000 #want: routes[2].upstream.targets[0]: "http://x:9000": protocol h2 is HTTP/2 over TLS and takes https:// targets; for HTTP/2 in clear use protocol h2c
+  - id: d
+    match: {path: /d}
+    upstream: {targets: ["https://x", "http://y"], protocol: http1}
+  - id: e
+    match: {path: /e}
+    upstream: {targets: ["https://x"], protocol: h2}
+`},
 		{"breaker", `
 routes:
   - id: r

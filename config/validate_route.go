@@ -151,6 +151,37 @@ func (v *validator) upstream(u *Upstream, m *Match, p string) {
 	v.balance(u, p)
 	v.health(&u.Health, p)
 	v.eject(&u.Eject, p)
+	v.protocol(u, p)
+}
+
+// protocol checks upstream.protocol and that every target's scheme suits
+// it: h2c is HTTP/2 in clear and h2 is HTTP/2 over TLS, so an https target
+// of h2c (or an http one of h2) would be spoken to in the wrong way.
+func (v *validator) protocol(u *Upstream, p string) {
+	pp := p + ".protocol"
+	var want, is, other string
+	switch u.Protocol {
+	case ProtocolHTTP1:
+		return
+	case ProtocolH2C:
+		want, is, other = "http", "HTTP/2 in clear", "for HTTP/2 over TLS use protocol h2"
+	case ProtocolH2:
+		want, is, other = "https", "HTTP/2 over TLS", "for HTTP/2 in clear use protocol h2c"
+	default:
+		if !v.failed(pp) {
+			v.errorf(pp, "unknown protocol %q (http1, h2c, h2)", u.Protocol)
+		}
+		return
+	}
+	if v.failed(p + ".targets") {
+		return
+	}
+	for i, t := range u.Targets {
+		if t.Scheme != want {
+			v.errorf(fmt.Sprintf("%s.targets[%d]", p, i), "%q: protocol %s is %s and takes %s:// targets; %s",
+				redactedURL(t), u.Protocol, is, want, other)
+		}
+	}
 }
 
 // breakerKeys are the YAML keys of breaker.Settings' fields that a route's

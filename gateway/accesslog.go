@@ -259,6 +259,7 @@ const (
 	resultTooLarge
 	resultKeyRequired
 	resultLimiterUnavailable
+	resultGRPCRefused // a gRPC request the route cannot take (grpc.go)
 )
 
 var accessResults = [...]string{
@@ -270,6 +271,7 @@ var accessResults = [...]string{
 	resultTooLarge:           "body_too_large",
 	resultKeyRequired:        "key_required",
 	resultLimiterUnavailable: "limiter_unavailable",
+	resultGRPCRefused:        "grpc_refused",
 }
 
 // logAccess writes the access log line of x's request, answered with o.
@@ -303,6 +305,13 @@ func (g *Gateway) logAccess(w http.ResponseWriter, x *exchange, o *outcome) {
 	}
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(o.status), 10)
+	if x.grpc {
+		// The upstream's value is logged only if it is a number.
+		if gs, err := strconv.Atoi(grpcStatusOf(w.Header())); err == nil && gs >= 0 {
+			b = append(b, `,"grpc_status":`...)
+			b = strconv.AppendInt(b, int64(gs), 10)
+		}
+	}
 	b = append(b, `,"duration":`...)
 	b = strconv.AppendFloat(b, took.Seconds(), 'f', 6, 64)
 	if n := o.sent(w); n >= 0 {

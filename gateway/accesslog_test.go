@@ -40,6 +40,7 @@ type accessLine struct {
 	Upstream         string   `json:"upstream"`
 	UpstreamDuration *float64 `json:"upstream_duration"`
 	Error            string   `json:"error"`
+	GRPCStatus       *int     `json:"grpc_status"`
 }
 
 // readAccess waits until file holds n lines and returns them, each

@@ -111,7 +111,7 @@ func (g *Gateway) refuse(w http.ResponseWriter, x *exchange, err error) outcome 
 	}
 	fallback := x.route.fallback
 	if !x.route.record {
-		o := answerWith(w, fallback, x.rid)
+		o := answerWith(w, x, fallback)
 		o.result = resultBreaker
 		return o
 	}
@@ -120,7 +120,7 @@ func (g *Gateway) refuse(w http.ResponseWriter, x *exchange, err error) outcome 
 	if g.recordRefused(x) {
 		extra = `,"recorded":true`
 	}
-	fallback.Write(w, x.rid, extra)
+	x.reply(w, fallback, extra)
 	return outcome{status: fallback.Status, written: true, result: resultBreaker}
 }
 

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -51,6 +52,10 @@ type Options struct {
 	// announced to the fleet so that instances running another file
 	// show; SetConfigDigest changes it on reload. Empty: none.
 	ConfigDigest string
+
+	// upstreamRoots are the roots protocol h2 verifies targets by; nil:
+	// the system's. Tests set it, for their own CA.
+	upstreamRoots *x509.CertPool
 }
 
 // New builds a gateway for cfg.
@@ -75,24 +80,25 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{
-		metrics:     NewMetrics(o.Registerer),
-		log:         o.Logger,
-		now:         o.Now,
-		ids:         answer.NewIDSource(),
-		storeErrLog: newSampler(1),
-		framingLog:  newSampler(5),
-		samplers:    map[string]*sampler{},
-		failLogs:    map[string]*sampler{},
-		clients:     map[string]*h1.Client{},
-		breakers:    map[string]*routeBreaker{},
-		reg:         o.Registerer,
-		local:       memory.New(memory.Options{MaxKeys: cfg.Store.Memory.MaxKeys}),
-		stdout:      o.Stdout,
-		stderr:      o.Stderr,
-		version:     o.Version,
-		started:     o.Now(),
-		ovNotify:    make(chan struct{}, 1),
-		announceNow: make(chan struct{}, 1),
+		metrics:       NewMetrics(o.Registerer),
+		log:           o.Logger,
+		now:           o.Now,
+		ids:           answer.NewIDSource(),
+		upstreamRoots: o.upstreamRoots,
+		storeErrLog:   newSampler(1),
+		framingLog:    newSampler(5),
+		samplers:      map[string]*sampler{},
+		failLogs:      map[string]*sampler{},
+		clients:       map[string]upstreamClient{},
+		breakers:      map[string]*routeBreaker{},
+		reg:           o.Registerer,
+		local:         memory.New(memory.Options{MaxKeys: cfg.Store.Memory.MaxKeys}),
+		stdout:        o.Stdout,
+		stderr:        o.Stderr,
+		version:       o.Version,
+		started:       o.Now(),
+		ovNotify:      make(chan struct{}, 1),
+		announceNow:   make(chan struct{}, 1),
 	}
 	if len(g.version) > maxVersion {
 		g.version = g.version[:maxVersion]
@@ -152,6 +158,8 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 	gen.limiterUnavailable = a(http.StatusServiceUnavailable, "limiter_unavailable")
 	gen.upstreamTimeout = a(http.StatusGatewayTimeout, "upstream_timeout")
 	gen.upstreamUnavailable = a(http.StatusBadGateway, "upstream_unavailable")
+	gen.badGRPCTimeout = answer.NewAnswer(http.StatusBadRequest, config.CodeBadRequest,
+		"grpc-timeout is not a timeout (1 to 8 digits and a unit of H, M, S, m, u or n)")
 
 	g.local.SetMaxKeys(cfg.Store.Memory.MaxKeys)
 	if prev != nil && sameStore(prev.cfg.Store, cfg.Store) {
@@ -184,6 +192,8 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 			ejection:    u.Eject,
 			health:      u.Health,
 			client:      g.client(u),
+			protocol:    u.Protocol,
+			http2:       u.Protocol.HTTP2(),
 			stripPrefix: u.StripPrefix,
 			ridHeader:   gen.ridHeader,
 			idle:        u.IdleTimeout,
@@ -201,7 +211,9 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 				gen.ipKeys = newIPKeys(ips)
 			}
 		}
-		r.fallback = answer.NewAnswer(rc.Fallback.Status, rc.Fallback.Code, cfg.Message(rc.Fallback.Code))
+		r.fallback = answer.NewAnswer(rc.Fallback.Status, rc.Fallback.Code, cfg.Message(rc.Fallback.Code)).
+			WithGRPC(answer.GRPCUnavailable)
+		r.grpcRefused = grpcRefusal(rc.ID, u.Protocol)
 		if r.breaker, err = g.breakerFor(rc); err != nil {
 			return nil, err
 		}
@@ -225,7 +237,7 @@ func (g *Gateway) limitSpec(cfg *config.Config, routeID string, lc *config.Limit
 		rule:         lc.Rule,
 		allowMissing: lc.OnMissing == config.OnMissingAllow,
 		headers:      lc.Headers,
-		reject:       answer.NewAnswer(lc.Reject.Status, lc.Reject.Code, cfg.Message(lc.Reject.Code)),
+		reject:       answer.NewAnswer(lc.Reject.Status, lc.Reject.Code, cfg.Message(lc.Reject.Code)).WithGRPC(answer.GRPCResourceExhausted),
 		report:       answer.NewReporter(lc.Name),
 		metrics:      g.metrics.forLimit(routeID, lc.Name),
 		sampler:      g.sampler(routeID + "/" + lc.Name),
@@ -330,14 +342,21 @@ const logsPerSecond = 20
 // client returns the upstream client for an upstream's settings, shared by
 // routes and reloads with the same settings so that their idle connections
 // survive a reload.
-func (g *Gateway) client(u config.Upstream) *h1.Client {
-	id := fmt.Sprint(u.ConnectTimeout, u.Timeout)
+func (g *Gateway) client(u config.Upstream) upstreamClient {
+	id := fmt.Sprint(u.Protocol, u.ConnectTimeout, u.Timeout)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	c := g.clients[id]
 	if c == nil {
-		c = h1.New(h1.Options{ConnectTimeout: u.ConnectTimeout, HeaderTimeout: u.Timeout,
-			Fallback: newTransport(upstreamOptions{connectTimeout: u.ConnectTimeout, timeout: u.Timeout})})
+		switch u.Protocol {
+		case config.ProtocolH2C:
+			c = newH2Client(u.ConnectTimeout, u.Timeout, nil)
+		case config.ProtocolH2:
+			c = newH2Client(u.ConnectTimeout, u.Timeout, upstreamTLS(g.upstreamRoots))
+		default:
+			c = h1.New(h1.Options{ConnectTimeout: u.ConnectTimeout, HeaderTimeout: u.Timeout,
+				Fallback: newTransport(upstreamOptions{connectTimeout: u.ConnectTimeout, timeout: u.Timeout})})
+		}
 		g.clients[id] = c
 	}
 	return c

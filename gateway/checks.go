@@ -19,29 +19,58 @@ import (
 // old one still stands.
 type checker struct {
 	settings config.Health
+	protocol config.Protocol    // the upstream's: what the checks speak
 	cancel   context.CancelFunc // ends the checks, and a check under way
 	done     chan struct{}
 }
 
 // checkClient makes the checks' requests. Redirects are not followed: a
 // 3xx passes.
-var checkClient = &http.Client{
-	Transport: &http.Transport{
-		// No proxy from the environment: a check asks the target itself.
-		Proxy:              nil,
-		DialContext:        (&net.Dialer{}).DialContext,
-		DisableKeepAlives:  true,
-		DisableCompression: true,
-		ForceAttemptHTTP2:  false,
-	},
-	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+var checkClient = newCheckClient(nil)
+
+// checkClientH2C and checkClientH2 check the targets of upstream.protocol
+// h2c and h2, which may speak nothing but HTTP/2.
+var checkClientH2C, checkClientH2 = newCheckClient(protocols((*http.Protocols).SetUnencryptedHTTP2)),
+	newCheckClient(protocols((*http.Protocols).SetHTTP2))
+
+func protocols(set func(*http.Protocols, bool)) *http.Protocols {
+	p := new(http.Protocols)
+	set(p, true)
+	return p
+}
+
+func newCheckClient(p *http.Protocols) *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			// No proxy from the environment: a check asks the target itself.
+			Proxy:              nil,
+			DialContext:        (&net.Dialer{}).DialContext,
+			DisableKeepAlives:  true,
+			DisableCompression: true,
+			ForceAttemptHTTP2:  false,
+			Protocols:          p,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// checkClientFor is the client that checks targets of protocol p.
+func checkClientFor(p config.Protocol) *http.Client {
+	switch p {
+	case config.ProtocolH2C:
+		return checkClientH2C
+	case config.ProtocolH2:
+		return checkClientH2
+	}
+	return checkClient
 }
 
 // start runs t's checks with h until the checker is stopped. The first
 // check is made at once.
-func (hr *healthRegistry) start(g *Gateway, t *targetState, h config.Health) *checker {
+func (hr *healthRegistry) start(g *Gateway, t *targetState, h config.Health, p config.Protocol) *checker {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &checker{settings: h, cancel: cancel, done: make(chan struct{})}
+	c := &checker{settings: h, protocol: p, cancel: cancel, done: make(chan struct{})}
+	client := checkClientFor(p)
 	base := &url.URL{Scheme: t.target.Scheme, Host: t.target.Host}
 	ref, err := url.Parse(h.Path)
 	if err != nil {
@@ -58,7 +87,7 @@ func (hr *healthRegistry) start(g *Gateway, t *targetState, h config.Health) *ch
 		tick := time.NewTicker(h.Interval)
 		defer tick.Stop()
 		for {
-			ok, what := check(ctx, target, h.Timeout)
+			ok, what := check(ctx, client, target, h.Timeout)
 			if ctx.Err() != nil {
 				return
 			}
@@ -81,7 +110,7 @@ func (c *checker) stop() {
 
 // check makes one check: whether it passed (2xx or 3xx), and what it got
 // ("200", "503", or what failed).
-func check(ctx context.Context, target string, timeout time.Duration) (bool, string) {
+func check(ctx context.Context, client *http.Client, target string, timeout time.Duration) (bool, string) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
@@ -89,7 +118,7 @@ func check(ctx context.Context, target string, timeout time.Duration) (bool, str
 		return false, err.Error()
 	}
 	req.Header.Set("User-Agent", "floodgate-health-check")
-	resp, err := checkClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
 			return false, "timeout after " + timeout.String()

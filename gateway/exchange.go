@@ -20,6 +20,7 @@ type exchange struct {
 	path  string      // cleaned; the request's own when it cannot be
 	host  string      // lower case, without port
 	start time.Time   // when the request arrived, by the gateway's clock
+	grpc  bool        // a gRPC request (answer.IsGRPC): the gateway's answers are gRPC statuses
 
 	// client is the client's address, as package clientip decides it
 	// from the peer and X-Forwarded-For (the zero Addr until the limit

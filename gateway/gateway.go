@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"io"
 	"log/slog"
@@ -20,7 +21,6 @@ import (
 	"github.com/floodgate-gw/floodgate/events"
 	"github.com/floodgate-gw/floodgate/gateway/clientip"
 	"github.com/floodgate-gw/floodgate/internal/answer"
-	"github.com/floodgate-gw/floodgate/internal/h1"
 	"github.com/floodgate-gw/floodgate/internal/pathclean"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
@@ -58,7 +58,7 @@ type Gateway struct {
 	mu       sync.Mutex
 	samplers map[string]*sampler // by route and limit, kept across reloads
 	failLogs map[string]*sampler // upstream failures by route, kept across reloads
-	clients  map[string]*h1.Client
+	clients  map[string]upstreamClient
 	breakers map[string]*routeBreaker // by route, kept across reloads
 	reg      prometheus.Registerer
 
@@ -76,6 +76,8 @@ type Gateway struct {
 	bg        sync.WaitGroup
 	upgrades  upgrades // requests that switched protocols
 	health    healthRegistry
+
+	upstreamRoots *x509.CertPool // Options.upstreamRoots
 }
 
 // upgradeCloseWait bounds how long Close waits for the handlers of joined
@@ -104,7 +106,8 @@ type generation struct {
 
 	keyRequired, notFound, badRequest, tooLarge, headersTooLarge, requestTimeout,
 	limiterUnavailable, upstreamTimeout, upstreamUnavailable *answer.Answer
-	noRoute *routeMetrics
+	badGRPCTimeout *answer.Answer // to a gRPC request whose grpc-timeout is malformed
+	noRoute        *routeMetrics
 }
 
 func (gen *generation) localShare() float64 {
@@ -150,6 +153,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	x.rid = g.ids.Use(r, w, gen.ridHeader)
+	x.grpc = answer.IsGRPC(r)
 
 	path, err := pathclean.Clean(r.URL.EscapedPath())
 	if err != nil || strings.IndexByte(r.RequestURI, '#') >= 0 || r.Method == http.MethodConnect {
@@ -158,7 +162,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// one the limits' keys were made of. CONNECT asks for a tunnel to
 		// the authority it names (RFC 9110 §9.3.6, RFC 9113 §8.5): it has
 		// no path to route, and a gateway is no forward proxy.
-		gen.badRequest.Write(w, x.rid, "")
+		x.reply(w, gen.badRequest, "")
 		gen.noRoute.count(gen.badRequest.Status)
 		if gen.accessLog {
 			x.path = r.URL.EscapedPath()
@@ -169,14 +173,26 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x.path, x.host = path, hostOf(r)
 	x.route = gen.match(r.Method, x.host, x.path)
 	if x.route == nil {
-		gen.notFound.Write(w, x.rid, "")
+		x.reply(w, gen.notFound, "")
 		gen.noRoute.count(gen.notFound.Status)
 		if gen.accessLog {
 			g.logAccess(w, &x, &outcome{status: gen.notFound.Status, result: resultNotFound})
 		}
 		return
 	}
-	o := g.serveRoute(w, &x)
+	var refused *answer.Answer
+	if x.grpc {
+		refused = x.refuseGRPC()
+	}
+	var o outcome
+	if refused != nil {
+		// Before the breaker and the limits: the request would fail
+		// whatever they said, and counts against neither.
+		x.reply(w, refused, "")
+		o = outcome{status: refused.Status, written: true, result: resultGRPCRefused}
+	} else {
+		o = g.serveRoute(w, &x)
+	}
 	x.route.metrics.count(o.status)
 	// A connection joined after a switch of protocols counts until the
 	// switch, not for its life.
@@ -280,7 +296,7 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report fun
 
 	if gen.maxBody > 0 {
 		if r.ContentLength > gen.maxBody {
-			o := answerWith(w, gen.tooLarge, x.rid)
+			o := answerWith(w, x, gen.tooLarge)
 			o.result = resultTooLarge
 			return o
 		}
@@ -301,7 +317,7 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report fun
 		if !errors.Is(err, errStoreDenied) {
 			g.log.Error("limit step failed", "request_id", x.rid, "route", x.route.id, "error", err.Error())
 		}
-		o := answerWith(w, gen.limiterUnavailable, x.rid)
+		o := answerWith(w, x, gen.limiterUnavailable)
 		o.result = resultLimiterUnavailable
 		return o
 	}
@@ -311,7 +327,7 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report fun
 	}
 	if v.reject != nil {
 		v.setHeaders(w.Header())
-		o := answerWith(w, v.reject, x.rid)
+		o := answerWith(w, x, v.reject)
 		o.result = resultKeyRequired
 		if v.reason >= 0 {
 			g.logRejection(x, &v)
@@ -359,6 +375,13 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report fun
 	if x.trial {
 		answered = report
 	}
+	if x.route.upstream.http2 && r.ProtoMajor == 1 && r.Body != nil && r.Body != http.NoBody {
+		// HTTP/2 sends the rest of the body while the answer comes back
+		// (a bidirectional stream): an HTTP/1 server would otherwise
+		// read the body to its end before the answer's first write. HTTP/2
+		// clients have it anyway.
+		_ = http.NewResponseController(w).EnableFullDuplex()
+	}
 	o := x.route.upstream.forward(w, r, x.path, v.setHeaders, answered)
 	if o.join != nil {
 		report(o)
@@ -397,7 +420,7 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report fun
 		}
 	}
 	v.setHeaders(w.Header())
-	a.Write(w, x.rid, "")
+	x.reply(w, a, "")
 	o.status = a.Status
 	if !o.client && o.err != nil {
 		g.logUpstreamFailure(x, o, a.Status)
@@ -450,6 +473,8 @@ func failureKind(o outcome) string {
 		return "timeout"
 	case errors.Is(err, errNoTarget):
 		return "no_healthy_target"
+	case errors.Is(err, errNotHTTP2):
+		return "not_http2"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "connection_refused"
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
@@ -463,8 +488,8 @@ func failureKind(o outcome) string {
 }
 
 // answerWith writes one of the gateway's own answers.
-func answerWith(w http.ResponseWriter, a *answer.Answer, rid string) outcome {
-	a.Write(w, rid, "")
+func answerWith(w http.ResponseWriter, x *exchange, a *answer.Answer) outcome {
+	x.reply(w, a, "")
 	return outcome{status: a.Status, written: true}
 }
 

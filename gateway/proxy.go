@@ -30,7 +30,9 @@ type upstream struct {
 	ejection    config.Eject
 	health      config.Health
 	next        atomic.Uint64
-	client      *h1.Client
+	client      upstreamClient
+	protocol    config.Protocol
+	http2       bool // upstream.protocol h2c or h2
 	stripPrefix string
 	ridHeader   string        // canonical: the request id's, which the gateway sets
 	idle        time.Duration // longest silence while a response body streams
@@ -551,18 +553,27 @@ func classify(ctx context.Context, err error) outcome {
 
 // watchedBody keeps the first error other than io.EOF that reading the
 // client's request body met. The upstream client may read the body on a
-// goroutine of its own that outlives its answer, hence the atomic.
+// goroutine of its own that outlives its answer, hence the atomics. An
+// error after the upstream client closed the body is not the client's:
+// an HTTP/2 Transport closes it when the connection fails, under the read
+// its writer has under way.
 type watchedBody struct {
 	io.ReadCloser
 	failed atomic.Pointer[error]
+	closed atomic.Bool
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF {
+	if err != nil && err != io.EOF && !b.closed.Load() {
 		b.failed.CompareAndSwap(nil, &err)
 	}
 	return n, err
+}
+
+func (b *watchedBody) Close() error {
+	b.closed.Store(true)
+	return b.ReadCloser.Close()
 }
 
 // err is the first error reading the body met, or nil.

@@ -18,10 +18,13 @@ type route struct {
 	upstream *upstream
 	limits   []*limitSpec
 	fallback *answer.Answer
-	breaker  *routeBreaker // nil: none
-	record   bool          // fallback.record: write an event per refusal
-	metrics  *routeMetrics
-	failLog  *sampler // WARN lines of failed exchanges, as many a second as rejections
+	// grpcRefused answers gRPC requests, which a route of protocol
+	// http1 cannot carry; nil on h2c and h2 routes.
+	grpcRefused *answer.Answer
+	breaker     *routeBreaker // nil: none
+	record      bool          // fallback.record: write an event per refusal
+	metrics     *routeMetrics
+	failLog     *sampler // WARN lines of failed exchanges, as many a second as rejections
 }
 
 // setMatch sets what the route takes from its match block.

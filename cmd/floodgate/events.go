@@ -242,14 +242,24 @@ type job struct {
 }
 
 func replayClient(u config.Upstream, parallel int) *http.Client {
+	t := &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: u.ConnectTimeout}).DialContext,
+		ResponseHeaderTimeout: u.Timeout,
+		IdleConnTimeout:       u.IdleTimeout,
+		TLSHandshakeTimeout:   u.ConnectTimeout,
+		MaxIdleConnsPerHost:   max(parallel, 4),
+	}
+	// The protocol the gateway speaks to the route's targets.
+	switch u.Protocol {
+	case config.ProtocolH2C:
+		t.Protocols = new(http.Protocols)
+		t.Protocols.SetUnencryptedHTTP2(true)
+	case config.ProtocolH2:
+		t.Protocols = new(http.Protocols)
+		t.Protocols.SetHTTP2(true)
+	}
 	return &http.Client{
-		Transport: &http.Transport{
-			DialContext:           (&net.Dialer{Timeout: u.ConnectTimeout}).DialContext,
-			ResponseHeaderTimeout: u.Timeout,
-			IdleConnTimeout:       u.IdleTimeout,
-			TLSHandshakeTimeout:   u.ConnectTimeout,
-			MaxIdleConnsPerHost:   max(parallel, 4),
-		},
+		Transport: t,
 		// A redirect is the upstream's answer, not a reason to send the
 		// request somewhere else.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

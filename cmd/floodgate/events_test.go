@@ -42,6 +42,7 @@ type replayUpstream struct {
 	status int
 	delay  time.Duration // before each answer
 	mute   string        // the X-User-Id whose requests get no answer: the connection is closed
+	h2c    bool          // HTTP/2 in clear alone, no HTTP/1.1
 
 	mu                  sync.Mutex
 	reqs                []received
@@ -53,7 +54,7 @@ func newReplayUpstream(t *testing.T, status int, opts ...func(*replayUpstream)) 
 	for _, o := range opts {
 		o(u)
 	}
-	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		u.mu.Lock()
 		u.reqs = append(u.reqs, received{time.Now(), r.Method, r.URL.RequestURI(), r.Header.Clone(), string(body)})
@@ -81,6 +82,11 @@ func newReplayUpstream(t *testing.T, status int, opts ...func(*replayUpstream)) 
 		}
 		w.WriteHeader(u.status)
 	}))
+	if u.h2c {
+		u.Config.Protocols = new(http.Protocols)
+		u.Config.Protocols.SetUnencryptedHTTP2(true)
+	}
+	u.Start()
 	t.Cleanup(u.Close)
 	return u
 }
@@ -272,6 +278,31 @@ func testReplay(t *testing.T, eventsYAML string, c config.Events, o events.Optio
 	if n := len(up.received()); n != 18 {
 		t.Errorf("after the second replay the upstream has %d requests, want still 18", n)
 	}
+}
+
+// A route of protocol h2c is replayed over HTTP/2, as the gateway sends
+// its requests: to a target that speaks nothing else.
+func TestEventsReplayH2C(t *testing.T) {
+	t.Parallel()
+	up := newReplayUpstream(t, http.StatusOK, func(u *replayUpstream) { u.h2c = true })
+	want, eventsYAML := fileEvents(t, 20)
+	file := replayConfig(t, up.URL, eventsYAML)
+	cfg, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = []byte(strings.Replace(string(cfg), "strip_prefix: /api}", "strip_prefix: /api, protocol: h2c}", 1))
+	if err := os.WriteFile(file, cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := floodgate(t, "events", "replay", "-c", file, "--route", "lucky-meal", "--rate", "200/s")
+	if code != exitOK {
+		t.Fatalf("replay: exit %d; stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
+	}
+	if m := summaryLine.FindString(stdout); m != "succeeded 18, failed 0, skipped 2, collapsed 0, limited 0, remaining 0" {
+		t.Errorf("summary %q; stdout:\n%s", m, stdout)
+	}
+	checkReplayed(t, up.received(), want, 5*time.Millisecond)
 }
 
 func TestEventsReplayRedis(t *testing.T) {

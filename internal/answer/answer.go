@@ -13,6 +13,12 @@ type Answer struct {
 	Status int
 	code   string
 	prefix []byte // {"code":"...","message":"...","request_id":"
+
+	// What a gRPC request is answered with (WriteGRPC): the status's
+	// number, and the message percent-encoded; nil for no message.
+	grpcCode    GRPCCode
+	grpcStatus  []string
+	grpcMessage []string
 }
 
 // NewAnswer prepares the answer with status, code and message.
@@ -25,7 +31,12 @@ func NewAnswer(status int, code, message string) *Answer {
 	p = append(p, `,"message":`...)
 	p = append(p, m...)
 	p = append(p, `,"request_id":"`...)
-	return &Answer{Status: status, code: code, prefix: p}
+	a := &Answer{Status: status, code: code, prefix: p}
+	a.WithGRPC(GRPCCodeOf(status))
+	if message != "" {
+		a.grpcMessage = []string{EncodeGRPCMessage(message)}
+	}
+	return a
 }
 
 // Write sends the answer. requestID is well formed (WellFormedID), so it

@@ -1,0 +1,318 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	nettextproto "net/textproto"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/floodgate-gw/floodgate/internal/h1"
+)
+
+// upstreamClient sends one exchange to a target and returns the answer,
+// as h1.Client.Do does: h1.Client for upstream.protocol http1, h2Client
+// for h2c and h2.
+type upstreamClient interface {
+	Do(req *http.Request, idle time.Duration, interim h1.Interim) (*http.Response, error)
+	CloseIdle()
+}
+
+// h2Client speaks HTTP/2 to the targets: h2c (prior knowledge, in clear)
+// to http:// ones, h2 (TLS, ALPN h2) to https:// ones. Its
+// http.Transport, with HTTP/2 alone enabled, multiplexes every request to
+// a target over one connection (more when the target's stream limit is
+// reached).
+//
+// The Transport has no bound on the wait for an answer's head that
+// covers a gRPC request's grpc-timeout as well as upstream.timeout, nor
+// one on a request's whole exchange, which the grpc-timeout is; Do puts
+// both on the request's context.
+type h2Client struct {
+	t       *http.Transport
+	timeout time.Duration // until the response head
+	// notHTTP2 holds, by host:port, why the last connection to a target
+	// failed because it did not speak HTTP/2 (errNotHTTP2), until one
+	// does. The Transport may fail the requests that waited for such a
+	// connection with an error of its own that does not say why.
+	notHTTP2 sync.Map
+}
+
+// newH2Client returns the client of protocol h2c (tlsc nil) or h2.
+func newH2Client(connectTimeout, timeout time.Duration, tlsc *tls.Config) *h2Client {
+	d := &net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}
+	var p http.Protocols
+	t := &http.Transport{
+		Protocols: &p,
+		// Bodies pass through as they are, as on HTTP/1.1.
+		DisableCompression: true,
+		// A connection that stops answering (a target gone without a
+		// reset) is found by a ping after 30 s of silence, and closed
+		// when the ping goes 15 s unanswered, failing its streams.
+		HTTP2: &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
+	}
+	if tlsc == nil {
+		p.SetUnencryptedHTTP2(true)
+		hc := &h2Client{t: t, timeout: timeout}
+		t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &h2cConn{Conn: c, addr: addr, client: hc}, nil
+		}
+		return hc
+	}
+	p.SetHTTP2(true)
+	hc := &h2Client{t: t, timeout: timeout}
+	t.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		cfg := tlsc.Clone()
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			cfg.ServerName = host
+		}
+		// http/1.1 is offered beside h2 so that a target that speaks
+		// only HTTP/1.1 completes the handshake and says so, rather
+		// than failing it with an alert that names no protocol.
+		cfg.NextProtos = []string{"h2", "http/1.1"}
+		c, err := (&tls.Dialer{NetDialer: d, Config: cfg}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		if p := c.(*tls.Conn).ConnectionState().NegotiatedProtocol; p != "h2" {
+			c.Close()
+			if p == "" {
+				p = "no protocol"
+			}
+			err := fmt.Errorf("%w: TLS negotiated %s, not h2 (ALPN)", errNotHTTP2, p)
+			hc.notHTTP2.Store(addr, err)
+			return nil, err
+		}
+		hc.notHTTP2.Delete(addr)
+		return c, nil
+	}
+	return hc
+}
+
+// upstreamTLS is the TLS configuration of protocol h2: the system's roots,
+// unless roots is set.
+func upstreamTLS(roots *x509.CertPool) *tls.Config {
+	return &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+}
+
+// errNotHTTP2 fails an exchange with a target of protocol h2c or h2 that
+// answered in another protocol, HTTP/1.1 mostly.
+var errNotHTTP2 = errors.New("the target did not speak HTTP/2")
+
+// h2cConn is a connection to an h2c target. The target's first bytes,
+// which HTTP/2 makes a SETTINGS frame, are checked for an HTTP/1 answer (a
+// 400 or 505 to the HTTP/2 preface): the Transport would read them as a
+// frame and fail with a framing error that does not say what happened.
+type h2cConn struct {
+	net.Conn
+	addr    string
+	client  *h2Client
+	checked bool
+}
+
+func (c *h2cConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if !c.checked && n > 0 {
+		c.checked = true
+		if bytes.HasPrefix(p[:n], []byte("HTTP/")) {
+			line, _, _ := bytes.Cut(p[:n], []byte("\r\n"))
+			err := fmt.Errorf("%w: it answered the HTTP/2 preface with %q", errNotHTTP2, line[:min(len(line), 64)])
+			c.client.notHTTP2.Store(c.addr, err)
+			return 0, err
+		}
+		c.client.notHTTP2.Delete(c.addr)
+	}
+	return n, err
+}
+
+// headTimeout fails an exchange whose answer's head did not come in time
+// (upstream.timeout, or a gRPC request's grpc-timeout): a net.Error that
+// times out, which classify answers 504 (gRPC: DEADLINE_EXCEEDED).
+type headTimeout struct{ after time.Duration }
+
+func (e headTimeout) Error() string {
+	return fmt.Sprintf("no answer from the upstream within %v", e.after)
+}
+func (headTimeout) Timeout() bool   { return true }
+func (headTimeout) Temporary() bool { return false }
+
+// errGRPCDeadline ends an exchange when a gRPC request's grpc-timeout
+// runs out.
+var errGRPCDeadline = errors.New("the gRPC request's grpc-timeout ran out")
+
+// Do sends req over HTTP/2. idle bounds nothing here: copyBody bounds the
+// silence of bodies it does not own. The answer's head must come within
+// the client's timeout, or a gRPC request's grpc-timeout if that is
+// sooner; the grpc-timeout then bounds the body too.
+func (c *h2Client) Do(req *http.Request, idle time.Duration, interim h1.Interim) (*http.Response, error) {
+	head, whole := c.timeout, time.Duration(0)
+	if gt, ok := grpcTimeout(req.Header); ok {
+		gt = max(gt, time.Nanosecond) // "0n": out already
+		whole = gt
+		if head <= 0 || gt < head {
+			head = gt
+		}
+	}
+	ctx, cancel := context.WithCancelCause(req.Context())
+	if interim != nil {
+		// As on h1.Client's fallback: called on the Transport's reading
+		// goroutine, which may outlive Do.
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			Got1xxResponse: func(code int, h nettextproto.MIMEHeader) error {
+				return interim(code, http.Header(h))
+			},
+		})
+	}
+	var headTimer *time.Timer
+	if head > 0 {
+		headTimer = time.AfterFunc(head, func() { cancel(headTimeout{head}) })
+	}
+	start := time.Now()
+	resp, err := c.t.RoundTrip(req.WithContext(ctx))
+	if headTimer != nil && !headTimer.Stop() {
+		// The head came as the timer fired: the context is cancelled,
+		// and with it the body.
+		if err == nil {
+			resp.Body.Close()
+		}
+		err = context.Cause(ctx)
+	}
+	if err != nil {
+		var ht headTimeout
+		switch {
+		case errors.As(context.Cause(ctx), &ht):
+			err = ht
+		case isDial(err), errors.Is(err, errNotHTTP2):
+		case c.notHTTP2For(req.URL) != nil:
+			err = c.notHTTP2For(req.URL)
+		case whole > 0 && time.Since(start) >= whole-whole/10:
+			// The upstream was passed the grpc-timeout too, and a
+			// grpc-go server resets the stream when it runs out: at
+			// the same moment as the gateway's timer, give or take the
+			// scheduler, and sometimes first. A failure in the last
+			// tenth of the call's time is taken as the deadline's.
+			err = headTimeout{whole}
+		}
+		cancel(nil)
+		return nil, err
+	}
+	if resp.StatusCode < 100 {
+		resp.Body.Close()
+		cancel(nil)
+		return nil, fmt.Errorf("upstream answered with status %03d", resp.StatusCode)
+	}
+	b := &h2Body{ReadCloser: resp.Body, cancel: cancel, ctx: ctx}
+	if whole > 0 {
+		b.deadline = time.AfterFunc(whole-time.Since(start), func() { cancel(errGRPCDeadline) })
+	}
+	resp.Body = b
+	return resp, nil
+}
+
+// notHTTP2For is why the last connection to u's host failed for not
+// speaking HTTP/2, or nil.
+func (c *h2Client) notHTTP2For(u *url.URL) error {
+	addr := u.Host
+	if u.Port() == "" {
+		port := "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+		addr = net.JoinHostPort(u.Hostname(), port)
+	}
+	if v, ok := c.notHTTP2.Load(addr); ok {
+		return v.(error)
+	}
+	return nil
+}
+
+// CloseIdle closes the connections no exchange is using.
+func (c *h2Client) CloseIdle() { c.t.CloseIdleConnections() }
+
+// h2Body is an answer's body; closing it ends the exchange's context.
+type h2Body struct {
+	io.ReadCloser
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	deadline *time.Timer // the grpc-timeout's; nil: none
+	once     sync.Once
+}
+
+func (b *h2Body) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && errors.Is(context.Cause(b.ctx), errGRPCDeadline) {
+		err = errGRPCDeadline
+	}
+	return n, err
+}
+
+func (b *h2Body) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(func() {
+		if b.deadline != nil {
+			b.deadline.Stop()
+		}
+		b.cancel(nil)
+	})
+	return err
+}
+
+// grpcTimeout reads a gRPC request's grpc-timeout: at most 8 digits and a
+// unit, H, M, S, m (milli), u (micro) or n (nano). ok is false when there
+// is none or it is malformed.
+func grpcTimeout(h http.Header) (d time.Duration, ok bool) {
+	vv := h["Grpc-Timeout"]
+	if len(vv) == 0 {
+		return 0, false
+	}
+	return parseGRPCTimeout(vv[0])
+}
+
+func parseGRPCTimeout(s string) (time.Duration, bool) {
+	if len(s) < 2 || len(s) > 9 {
+		return 0, false
+	}
+	var unit time.Duration
+	switch s[len(s)-1] {
+	case 'H':
+		unit = time.Hour
+	case 'M':
+		unit = time.Minute
+	case 'S':
+		unit = time.Second
+	case 'm':
+		unit = time.Millisecond
+	case 'u':
+		unit = time.Microsecond
+	case 'n':
+		unit = time.Nanosecond
+	default:
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s)-1; i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	// 99999999 hours is past what a Duration holds.
+	if maxN := int64(1<<63-1) / int64(unit); n > maxN {
+		return time.Duration(1<<63 - 1), true
+	}
+	return time.Duration(n) * unit, true
+}
