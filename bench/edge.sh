@@ -3,7 +3,7 @@
 #
 #   bench/edge.sh [ROUNDS] [SECONDS]
 #
-# Defaults: 5 rounds of 5 s per run (about 4.5 minutes). Needs go, nginx, wrk,
+# Defaults: 5 rounds of 5 s per run (about 6 minutes; 5 rounds of 4 s, 5). Needs go, nginx, wrk,
 # h2load, redis-server, openssl and python3 (for free ports); Linux, for the
 # CPU accounting in /proc. Run as root, it installs what is missing with
 # apt-get (nginx wrk nghttp2-client redis-server openssl curl); none is a
@@ -25,10 +25,15 @@
 #   fg-limits  the same with the seeds' four fixed-window limits (global,
 #              api, user, ip) on a redis-server of its own, sized so that
 #              everything is admitted (as bench/proxy.sh)
+#   go-bare    bench/refproxy's bare net/http proxy, and go-stock, its
+#   go-stock   httputil.ReverseProxy as it comes, over TLS with net/http's
+#              own HTTP/2 server (ALPN h2 and http/1.1), as floodgate has
+#              it: what a Go proxy can do with the same HTTP/2 server
 # Each round runs, in turn, so that the machine's noise falls on all:
-#   https/1.1  wrk -t2 -c64 over HTTPS (keep-alive): nginx, fg-plain,
-#              fg-limits
-#   h2         h2load -t2 -c16 -m10 (ALPN h2): nginx, fg-plain
+#   https/1.1  wrk -t2 -c64 over HTTPS (keep-alive): nginx, nginx with
+#              one worker, fg-plain, go-bare, go-stock, fg-limits
+#   h2         h2load -t2 -c16 -m10 (ALPN h2): nginx, nginx with one
+#              worker, fg-plain, go-bare, go-stock
 #   http/1.1   wrk -t2 -c64 over plain HTTP: nginx, fg-plain, fg-limits
 # Every wrk request carries a user and a client IP drawn from 100,000
 # values (X-User-Id, X-Forwarded-For; trusted), as in bench/proxy.sh, so
@@ -36,7 +41,9 @@
 # the proxy's CPU per request (utime+stime of /proc/PID/stat; nginx: its
 # master and workers). Then the medians of the rounds and of the per-round
 # ratios: fg-plain/nginx over HTTPS/1.1, over h2 and, where TLS makes no
-# difference, over plain HTTP/1.1; fg-limits/fg-plain over HTTPS next to
+# difference, over plain HTTP/1.1 (nginx with worker_processes auto is the
+# targets' baseline; one worker beside it); fg-plain/go-bare and the Go
+# proxies against nginx over HTTPS/1.1 and h2; fg-limits/fg-plain over HTTPS next to
 # the same over plain HTTP; each also by CPU per request (the steadier
 # figure on a shared machine), with the CPU the limits add. A non-2xx
 # answer, a failed h2load request or a connection that did not negotiate
@@ -79,7 +86,7 @@ trap cleanup EXIT
 . bench/lib.sh
 UP=$(freeport); NGX=$(freeport); NGXP=$(freeport); NGX1=$(freeport); RED=$(freeport)
 PLAIN=$(freeport); PLAINS=$(freeport); LIM=$(freeport); LIMS=$(freeport)
-ADM1=$(freeport); ADM2=$(freeport)
+ADM1=$(freeport); ADM2=$(freeport); BARES=$(freeport); STOCKS=$(freeport)
 
 FLOODGATE=${FLOODGATE:-}
 if [ -n "$FLOODGATE" ]; then
@@ -87,6 +94,7 @@ if [ -n "$FLOODGATE" ]; then
 else
 	go build -o "$tmp/floodgate" ./cmd/floodgate
 fi
+go build -o "$tmp/refproxy" ./bench/refproxy
 
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
 	-subj /CN=localhost -addext 'subjectAltName=DNS:localhost,IP:127.0.0.1' \
@@ -158,6 +166,13 @@ YAML
 pids+=($!); plain_pid=$!
 "$tmp/floodgate" serve -c "$tmp/limits.yaml" 2>"$tmp/limits.log" &
 pids+=($!); lim_pid=$!
+for mode in bare stock; do
+	port=$BARES; [ $mode = stock ] && port=$STOCKS
+	"$tmp/refproxy" -mode $mode -listen "127.0.0.1:$port" -upstream "http://127.0.0.1:$UP" \
+		-tls-cert "$tmp/cert.pem" -tls-key "$tmp/key.pem" 2>"$tmp/$mode.log" &
+	pids+=($!)
+done
+bare_pid=${pids[-2]}; stock_pid=${pids[-1]}
 
 cat >"$tmp/vary.lua" <<'LUA'
 math.randomseed(os.time())
@@ -171,12 +186,12 @@ LUA
 
 # Wait until each answers, then check what each negotiates.
 for u in "http://127.0.0.1:$UP" "https://127.0.0.1:$NGX" "http://127.0.0.1:$NGXP" "https://127.0.0.1:$NGX1" "http://127.0.0.1:$PLAIN" "https://127.0.0.1:$PLAINS" \
-	"http://127.0.0.1:$LIM" "https://127.0.0.1:$LIMS"; do
+	"http://127.0.0.1:$LIM" "https://127.0.0.1:$LIMS" "https://127.0.0.1:$BARES" "https://127.0.0.1:$STOCKS"; do
 	ok=
 	for _ in $(seq 100); do curl -sf --cacert "$tmp/cert.pem" "$u/" >/dev/null && { ok=1; break; }; sleep 0.1; done
 	[ -n "$ok" ] || { echo "bench/edge.sh: nothing answers on $u:" >&2; tail -5 "$tmp"/*.log "$tmp"/*.err >&2; exit 1; }
 done
-for p in "$NGX" "$NGX1" "$PLAINS" "$LIMS"; do
+for p in "$NGX" "$NGX1" "$PLAINS" "$LIMS" "$BARES" "$STOCKS"; do
 	for want in "2 --http2" "1.1 --http1.1"; do
 		got=$(curl -sf --cacert "$tmp/cert.pem" "${want#* }" -o /dev/null -w '%{http_version}' "https://127.0.0.1:$p/")
 		[ "$got" = "${want%% *}" ] || { echo "bench/edge.sh: port $p answers HTTP/$got to curl ${want#* }" >&2; exit 1; }
@@ -222,12 +237,12 @@ run() {
 }
 
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "software: nginx $ngxver (worker_processes $NGINX_WORKERS), $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2), $(h2load --version | head -1), $(openssl version | cut -d' ' -f1-2), $(go version | cut -d' ' -f3), redis $(redis-server --version | cut -d' ' -f3 | cut -d= -f2)"
-echo "TLS as negotiated by OpenSSL's client: nginx $(tlsof "$NGX"); floodgate $(tlsof "$PLAINS")"
+echo "software: nginx $ngxver (worker_processes $NGINX_WORKERS for the targets' baseline, and 1), $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2), $(h2load --version | head -1), $(openssl version | cut -d' ' -f1-2), $(go version | cut -d' ' -f3), redis $(redis-server --version | cut -d' ' -f3 | cut -d= -f2)"
+echo "TLS as negotiated by OpenSSL's client: nginx $(tlsof "$NGX"); floodgate $(tlsof "$PLAINS"); go-bare $(tlsof "$BARES")"
 
 # A short warm-up of each, not reported.
 for u in "https://127.0.0.1:$NGX/:$ngx_pid" "https://127.0.0.1:$NGX1/:$ngx1_pid" "https://127.0.0.1:$PLAINS/:$plain_pid" \
-	"https://127.0.0.1:$LIMS/:$lim_pid"; do
+	"https://127.0.0.1:$LIMS/:$lim_pid" "https://127.0.0.1:$BARES/:$bare_pid" "https://127.0.0.1:$STOCKS/:$stock_pid"; do
 	SECS=1 run wrk "${u%:*}" "${u##*:}" >/dev/null
 done
 
@@ -236,10 +251,14 @@ runs=(
 	"n1|wrk|https://127.0.0.1:$NGX/|$ngx_pid|HTTPS/1.1 nginx"
 	"o1|wrk|https://127.0.0.1:$NGX1/|$ngx1_pid|HTTPS/1.1 nginx, 1 worker"
 	"p1|wrk|https://127.0.0.1:$PLAINS/|$plain_pid|HTTPS/1.1 fg-plain"
+	"b1|wrk|https://127.0.0.1:$BARES/|$bare_pid|HTTPS/1.1 go-bare"
+	"s1|wrk|https://127.0.0.1:$STOCKS/|$stock_pid|HTTPS/1.1 go-stock"
 	"l1|wrk|https://127.0.0.1:$LIMS/|$lim_pid|HTTPS/1.1 fg-limits"
 	"n2|h2|https://127.0.0.1:$NGX/|$ngx_pid|h2 nginx"
 	"o2|h2|https://127.0.0.1:$NGX1/|$ngx1_pid|h2 nginx, 1 worker"
 	"p2|h2|https://127.0.0.1:$PLAINS/|$plain_pid|h2 fg-plain"
+	"b2|h2|https://127.0.0.1:$BARES/|$bare_pid|h2 go-bare"
+	"s2|h2|https://127.0.0.1:$STOCKS/|$stock_pid|h2 go-stock"
 	"nh|wrk|http://127.0.0.1:$NGXP/|$ngx_pid|HTTP/1.1 nginx"
 	"ph|wrk|http://127.0.0.1:$PLAIN/|$plain_pid|HTTP/1.1 fg-plain"
 	"lh|wrk|http://127.0.0.1:$LIM/|$lim_pid|HTTP/1.1 fg-limits"
@@ -248,10 +267,16 @@ runs=(
 # a/b; by CPU per request the inverse, b's µs over a's, so that both read
 # as a's speed against b's.
 ratios=(
-	"p1|n1|HTTPS/1.1 fg-plain / nginx (target >= 0.5)"
+	"p1|n1|HTTPS/1.1 fg-plain / nginx, auto (target >= 0.5)"
 	"p1|o1|HTTPS/1.1 fg-plain / nginx, 1 worker"
-	"p2|n2|h2 fg-plain / nginx (target >= 0.5)"
+	"p1|b1|HTTPS/1.1 fg-plain / go-bare"
+	"b1|n1|HTTPS/1.1 go-bare / nginx"
+	"s1|n1|HTTPS/1.1 go-stock / nginx"
+	"p2|n2|h2 fg-plain / nginx, auto (target >= 0.5)"
 	"p2|o2|h2 fg-plain / nginx, 1 worker"
+	"p2|b2|h2 fg-plain / go-bare"
+	"b2|n2|h2 go-bare / nginx"
+	"s2|n2|h2 go-stock / nginx"
 	"ph|nh|HTTP/1.1 fg-plain / nginx"
 	"l1|p1|fg-limits / fg-plain, HTTPS (target >= HTTP's)"
 	"lh|ph|fg-limits / fg-plain, HTTP"

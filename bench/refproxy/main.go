@@ -3,9 +3,11 @@
 // httputil.ReverseProxy (≈ 0.31 × nginx where the issue was measured) and a
 // bare, featureless net/http proxy with pooled buffers (≈ 0.5) — so that
 // the ratios measured on another machine can be read against the issue's.
-// Neither is part of floodgate.
+// Neither is part of floodgate. With -tls-cert and -tls-key it serves
+// HTTPS instead, HTTP/2 or HTTP/1.1 by ALPN, as net/http's server does by
+// itself (bench/edge.sh).
 //
-//	go run ./bench/refproxy -mode stock|bare -listen ADDR -upstream URL
+//	go run ./bench/refproxy -mode stock|bare -listen ADDR -upstream URL [-tls-cert FILE -tls-key FILE]
 package main
 
 import (
@@ -24,7 +26,12 @@ func main() {
 	mode := flag.String("mode", "bare", "stock (httputil.ReverseProxy as it comes) or bare")
 	listen := flag.String("listen", "127.0.0.1:8080", "address to listen on")
 	upstream := flag.String("upstream", "http://127.0.0.1:8081", "the upstream's URL")
+	cert := flag.String("tls-cert", "", "PEM certificate file: serve HTTPS (HTTP/2 and HTTP/1.1 by ALPN)")
+	key := flag.String("tls-key", "", "PEM key file of -tls-cert")
 	flag.Parse()
+	if (*cert == "") != (*key == "") {
+		log.Fatal("-tls-cert and -tls-key go together")
+	}
 	target, err := url.Parse(*upstream)
 	if err != nil {
 		log.Fatal(err)
@@ -38,7 +45,11 @@ func main() {
 	default:
 		log.Fatalf("unknown mode %q", *mode)
 	}
-	log.Fatal(http.ListenAndServe(*listen, h))
+	srv := &http.Server{Addr: *listen, Handler: h}
+	if *cert != "" {
+		log.Fatal(srv.ListenAndServeTLS(*cert, *key))
+	}
+	log.Fatal(srv.ListenAndServe())
 }
 
 // bare forwards the inbound request as it is, through a transport that
