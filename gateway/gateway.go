@@ -200,7 +200,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if gen.accessLog {
 		g.logAccess(w, &x, &o)
 	}
-	if o.aborted || o.status == statusClientClosed && !o.written {
+	if o.aborted && !o.ended || o.status == statusClientClosed && !o.written {
 		// Closing the connection is the only way left to tell the client
 		// that the body it is reading is incomplete; and a client that
 		// went away (or only half-closed) must not be sent the empty 200
@@ -422,7 +422,7 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report fun
 	v.setHeaders(w.Header())
 	x.reply(w, a, "")
 	o.status = a.Status
-	if !o.client && o.err != nil {
+	if !o.client && !o.deadline && o.err != nil {
 		g.logUpstreamFailure(x, o, a.Status)
 	}
 	return o
@@ -465,6 +465,8 @@ func failureKind(o outcome) string {
 	switch {
 	case err == nil:
 		return "status"
+	case o.deadline:
+		return "grpc_deadline"
 	case o.aborted && o.timeout:
 		return "body_idle"
 	case o.aborted:
