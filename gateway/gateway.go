@@ -164,6 +164,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// no path to route, and a gateway is no forward proxy.
 		x.reply(w, gen.badRequest, "")
 		gen.noRoute.count(gen.badRequest.Status)
+		if x.grpc {
+			gen.noRoute.countGRPC(grpcStatusOf(w.Header()))
+		}
 		if gen.accessLog {
 			x.path = r.URL.EscapedPath()
 			g.logAccess(w, &x, &outcome{status: gen.badRequest.Status, result: resultBadRequest})
@@ -175,6 +178,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if x.route == nil {
 		x.reply(w, gen.notFound, "")
 		gen.noRoute.count(gen.notFound.Status)
+		if x.grpc {
+			gen.noRoute.countGRPC(grpcStatusOf(w.Header()))
+		}
 		if gen.accessLog {
 			g.logAccess(w, &x, &outcome{status: gen.notFound.Status, result: resultNotFound})
 		}
@@ -194,6 +200,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		o = g.serveRoute(w, &x)
 	}
 	x.route.metrics.count(o.status)
+	if x.grpc {
+		x.route.metrics.countGRPC(grpcStatusOf(w.Header()))
+	}
 	// A connection joined after a switch of protocols counts until the
 	// switch, not for its life.
 	x.route.metrics.duration.Observe((g.now().Sub(x.start) - o.joined).Seconds())

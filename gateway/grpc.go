@@ -103,6 +103,37 @@ func grpcFailure(v string, resp *http.Response) int {
 	return 0
 }
 
+// grpcCodeNames name the gRPC status codes as gateway_grpc_responses_total
+// labels them; grpcOther is any other value, or none.
+var grpcCodeNames = [...]string{
+	"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+	"NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+	"FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
+	"INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+}
+
+const grpcOther = len(grpcCodeNames)
+
+// grpcCodeIndex is the index in grpcCodeNames of a grpc-status value, or
+// grpcOther.
+func grpcCodeIndex(v string) int {
+	if len(v) == 0 || len(v) > 2 {
+		return grpcOther
+	}
+	n := 0
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c < '0' || c > '9' {
+			return grpcOther
+		}
+		n = n*10 + int(c-'0')
+	}
+	if n >= len(grpcCodeNames) || len(v) == 2 && v[0] == '0' {
+		return grpcOther
+	}
+	return n
+}
+
 // endGRPC ends a gRPC call whose answer broke off after its head was
 // sent with a status in the trailers, which net/http's HTTP/2 server
 // sends after the body: DEADLINE_EXCEEDED when the call's grpc-timeout ran

@@ -144,6 +144,9 @@ routes:
 			if l.Status != 200 || l.GRPCStatus == nil || *l.GRPCStatus != 14 || l.Error != tc.kind {
 				t.Errorf("access log: status %d, grpc_status %v, error %q; want 200, 14, %s", l.Status, l.GRPCStatus, l.Error, tc.kind)
 			}
+			if n := counterValue(t, h, "gateway_grpc_responses_total", map[string]string{"route": "grpc", "grpc_status": "UNAVAILABLE"}); n != 1 {
+				t.Errorf("%v calls counted UNAVAILABLE, want 1", n)
+			}
 		})
 	}
 }
@@ -367,7 +370,39 @@ responses:
 		t.Errorf("the open breaker let a call through")
 	}
 
+	// The statuses sent, by name; the gateway's own answers too.
+	err = h.grpcConn().Invoke(context.Background(), "/other.Service/Call", &testpb.Empty{}, &testpb.Empty{})
+	wantStatus(t, err, codes.Unimplemented, "")
+	for _, tc := range []struct {
+		route, status string
+		want          float64
+	}{
+		{"grpc", "OK", 1},
+		{"grpc", "NOT_FOUND", 1},
+		{"grpc", "RESOURCE_EXHAUSTED", 1},
+		{"grpc", "UNAVAILABLE", 2}, // the upstream's, and the fallback
+		{"grpc", "INTERNAL", 1},
+		{"grpc", "UNKNOWN", 1},
+		{"grpc", "DATA_LOSS", 1},
+		{"grpc", "DEADLINE_EXCEEDED", 1},
+		{"", "UNIMPLEMENTED", 1},
+	} {
+		if n := counterValue(t, h, "gateway_grpc_responses_total", map[string]string{"route": tc.route, "grpc_status": tc.status}); n != tc.want {
+			t.Errorf("route %q, %s: %v, want %v", tc.route, tc.status, n, tc.want)
+		}
+	}
 	if n := counterValue(t, h, "gateway_http_requests_total", map[string]string{"route": "grpc", "code": "200"}); n != 8 {
 		t.Errorf("%v proxied calls counted 200, want 8", n)
+	}
+}
+
+func TestGRPCCodeIndex(t *testing.T) {
+	for v, want := range map[string]int{
+		"0": 0, "4": 4, "14": 14, "16": 16,
+		"": grpcOther, "17": grpcOther, "01": grpcOther, "-1": grpcOther, "x": grpcOther, "100": grpcOther,
+	} {
+		if got := grpcCodeIndex(v); got != want {
+			t.Errorf("grpcCodeIndex(%q) = %d, want %d", v, got, want)
+		}
 	}
 }
