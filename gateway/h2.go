@@ -190,10 +190,12 @@ func (c *h2Client) Do(req *http.Request, idle time.Duration, interim h1.Interim)
 	resp, err := c.t.RoundTrip(req.WithContext(ctx))
 	if headTimer != nil && !headTimer.Stop() {
 		// The head came as the timer fired: the context is cancelled,
-		// and with it the body.
+		// and with it the body. The timer's function runs on a goroutine
+		// of its own, which may not have cancelled it yet.
 		if err == nil {
 			resp.Body.Close()
 		}
+		<-ctx.Done()
 		err = context.Cause(ctx)
 	}
 	if err != nil {
