@@ -24,8 +24,12 @@ type routeBreaker struct {
 	fleet    *fleetLink    // scope fleet; nil: instance
 }
 
+// failed judges an exchange: a connection error or timeout, or a status
+// of failure_statuses; for a gRPC call, also the HTTP equivalent of a
+// grpc-status that says the upstream failed (grpcFailure).
 func (rb *routeBreaker) failed(o outcome) bool {
-	return o.failed || o.status >= 0 && o.status < len(rb.failing) && rb.failing[o.status]
+	return o.failed || o.status >= 0 && o.status < len(rb.failing) && rb.failing[o.status] ||
+		o.grpcFailed > 0 && rb.failing[o.grpcFailed]
 }
 
 // breakerFor returns the breaker of a route, the same one across reloads

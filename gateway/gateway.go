@@ -164,6 +164,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// no path to route, and a gateway is no forward proxy.
 		x.reply(w, gen.badRequest, "")
 		gen.noRoute.count(gen.badRequest.Status)
+		if x.grpc {
+			gen.noRoute.countGRPC(grpcStatusOf(w.Header()))
+		}
 		if gen.accessLog {
 			x.path = r.URL.EscapedPath()
 			g.logAccess(w, &x, &outcome{status: gen.badRequest.Status, result: resultBadRequest})
@@ -175,6 +178,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if x.route == nil {
 		x.reply(w, gen.notFound, "")
 		gen.noRoute.count(gen.notFound.Status)
+		if x.grpc {
+			gen.noRoute.countGRPC(grpcStatusOf(w.Header()))
+		}
 		if gen.accessLog {
 			g.logAccess(w, &x, &outcome{status: gen.notFound.Status, result: resultNotFound})
 		}
@@ -194,13 +200,16 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		o = g.serveRoute(w, &x)
 	}
 	x.route.metrics.count(o.status)
+	if x.grpc {
+		x.route.metrics.countGRPC(grpcStatusOf(w.Header()))
+	}
 	// A connection joined after a switch of protocols counts until the
 	// switch, not for its life.
 	x.route.metrics.duration.Observe((g.now().Sub(x.start) - o.joined).Seconds())
 	if gen.accessLog {
 		g.logAccess(w, &x, &o)
 	}
-	if o.aborted || o.status == statusClientClosed && !o.written {
+	if o.aborted && !o.ended || o.status == statusClientClosed && !o.written {
 		// Closing the connection is the only way left to tell the client
 		// that the body it is reading is incomplete; and a client that
 		// went away (or only half-closed) must not be sent the empty 200
@@ -422,7 +431,7 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report fun
 	v.setHeaders(w.Header())
 	x.reply(w, a, "")
 	o.status = a.Status
-	if !o.client && o.err != nil {
+	if !o.client && !o.deadline && o.err != nil {
 		g.logUpstreamFailure(x, o, a.Status)
 	}
 	return o
@@ -465,6 +474,8 @@ func failureKind(o outcome) string {
 	switch {
 	case err == nil:
 		return "status"
+	case o.deadline:
+		return "grpc_deadline"
 	case o.aborted && o.timeout:
 		return "body_idle"
 	case o.aborted:

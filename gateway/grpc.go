@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/internal/answer"
@@ -15,6 +17,13 @@ import (
 // the rate-limit fields, Retry-After) as metadata. Metrics and logs count
 // the answer by the HTTP status its JSON form has, so that a rejection is
 // a 429 there whichever way it was sent.
+//
+// Two things differ for a proxied call. An answer that breaks off after
+// its head ends with a status in the trailers (endGRPC) rather than a
+// reset, which the client would read as INTERNAL. And the breaker and
+// passive ejection judge the call by its grpc-status (grpcFailure), from
+// the trailers-only head or the trailers, since its HTTP status is 200
+// however it went; a grpc-timeout that ran out counts for neither.
 
 // reply writes one of the gateway's own answers to x's request: JSON, or
 // a gRPC status. extra goes in the JSON alone.
@@ -69,4 +78,71 @@ func grpcStatusOf(h http.Header) string {
 		return v[0]
 	}
 	return ""
+}
+
+// grpcFailure is the HTTP status the breaker and passive ejection judge
+// a proxied gRPC call by when its grpc-status (v) says the upstream
+// failed, as Envoy maps gRPC statuses for outlier detection: UNKNOWN,
+// INTERNAL and DATA_LOSS 500, UNAVAILABLE 503, DEADLINE_EXCEEDED 504
+// (unless the call's own grpc-timeout may be what ran out, in its last
+// tenth: the client's deadline, passed on to the upstream, is not the
+// upstream's fault). 0 for any other status: the application's answer, which says
+// nothing of the upstream's health (RESOURCE_EXHAUSTED is as often the
+// application's own limit).
+func grpcFailure(v string, resp *http.Response) int {
+	switch v {
+	case "2", "13", "15":
+		return http.StatusInternalServerError
+	case "14":
+		return http.StatusServiceUnavailable
+	case "4":
+		if hb, ok := resp.Body.(*h2Body); !ok || !hb.nearDeadline() {
+			return http.StatusGatewayTimeout
+		}
+	}
+	return 0
+}
+
+// grpcCodeNames name the gRPC status codes as gateway_grpc_responses_total
+// labels them; grpcOther is any other value, or none.
+var grpcCodeNames = [...]string{
+	"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+	"NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+	"FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
+	"INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+}
+
+const grpcOther = len(grpcCodeNames)
+
+// grpcCodeIndex is the index in grpcCodeNames of a grpc-status value, or
+// grpcOther.
+func grpcCodeIndex(v string) int {
+	if len(v) == 0 || len(v) > 2 {
+		return grpcOther
+	}
+	n := 0
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c < '0' || c > '9' {
+			return grpcOther
+		}
+		n = n*10 + int(c-'0')
+	}
+	if n >= len(grpcCodeNames) || len(v) == 2 && v[0] == '0' {
+		return grpcOther
+	}
+	return n
+}
+
+// endGRPC ends a gRPC call whose answer broke off after its head was
+// sent with a status in the trailers, which net/http's HTTP/2 server
+// sends after the body: DEADLINE_EXCEEDED when the call's grpc-timeout ran
+// out, UNAVAILABLE otherwise.
+func endGRPC(h http.Header, err error) {
+	code, msg := answer.GRPCUnavailable, "upstream broke off: "+err.Error()
+	if errors.Is(err, errGRPCDeadline) {
+		code, msg = answer.GRPCDeadlineExceeded, "the call's grpc-timeout ran out"
+	}
+	h[http.TrailerPrefix+"Grpc-Status"] = []string{strconv.Itoa(int(code))}
+	h[http.TrailerPrefix+"Grpc-Message"] = []string{answer.EncodeGRPCMessage(msg)}
 }

@@ -140,8 +140,13 @@ func (c *h2cConn) Read(p []byte) (int, error) {
 
 // headTimeout fails an exchange whose answer's head did not come in time
 // (upstream.timeout, or a gRPC request's grpc-timeout): a net.Error that
-// times out, which classify answers 504 (gRPC: DEADLINE_EXCEEDED).
-type headTimeout struct{ after time.Duration }
+// times out, which classify answers 504 (gRPC: DEADLINE_EXCEEDED). grpc
+// says it was the grpc-timeout: the client's deadline, not the upstream's
+// fault.
+type headTimeout struct {
+	after time.Duration
+	grpc  bool
+}
 
 func (e headTimeout) Error() string {
 	return fmt.Sprintf("no answer from the upstream within %v", e.after)
@@ -178,16 +183,19 @@ func (c *h2Client) Do(req *http.Request, idle time.Duration, interim h1.Interim)
 	}
 	var headTimer *time.Timer
 	if head > 0 {
-		headTimer = time.AfterFunc(head, func() { cancel(headTimeout{head}) })
+		ht := headTimeout{after: head, grpc: whole > 0 && head == whole}
+		headTimer = time.AfterFunc(head, func() { cancel(ht) })
 	}
 	start := time.Now()
 	resp, err := c.t.RoundTrip(req.WithContext(ctx))
 	if headTimer != nil && !headTimer.Stop() {
 		// The head came as the timer fired: the context is cancelled,
-		// and with it the body.
+		// and with it the body. The timer's function runs on a goroutine
+		// of its own, which may not have cancelled it yet.
 		if err == nil {
 			resp.Body.Close()
 		}
+		<-ctx.Done()
 		err = context.Cause(ctx)
 	}
 	if err != nil {
@@ -204,7 +212,7 @@ func (c *h2Client) Do(req *http.Request, idle time.Duration, interim h1.Interim)
 			// the same moment as the gateway's timer, give or take the
 			// scheduler, and sometimes first. A failure in the last
 			// tenth of the call's time is taken as the deadline's.
-			err = headTimeout{whole}
+			err = headTimeout{after: whole, grpc: true}
 		}
 		cancel(nil)
 		return nil, err
@@ -214,7 +222,7 @@ func (c *h2Client) Do(req *http.Request, idle time.Duration, interim h1.Interim)
 		cancel(nil)
 		return nil, fmt.Errorf("upstream answered with status %03d", resp.StatusCode)
 	}
-	b := &h2Body{ReadCloser: resp.Body, cancel: cancel, ctx: ctx}
+	b := &h2Body{ReadCloser: resp.Body, cancel: cancel, ctx: ctx, start: start, whole: whole}
 	if whole > 0 {
 		b.deadline = time.AfterFunc(whole-time.Since(start), func() { cancel(errGRPCDeadline) })
 	}
@@ -248,15 +256,27 @@ type h2Body struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	deadline *time.Timer // the grpc-timeout's; nil: none
+	start    time.Time   // when the exchange began, on the wall clock
+	whole    time.Duration
 	once     sync.Once
 }
 
 func (b *h2Body) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF && errors.Is(context.Cause(b.ctx), errGRPCDeadline) {
+	if err != nil && err != io.EOF && (errors.Is(context.Cause(b.ctx), errGRPCDeadline) || b.nearDeadline()) {
+		// A failure in the last tenth of the call's time is taken as the
+		// deadline's, as in Do: the upstream was passed the grpc-timeout
+		// and may reset the stream a moment before the gateway's timer.
 		err = errGRPCDeadline
 	}
 	return n, err
+}
+
+// nearDeadline reports an exchange with a grpc-timeout that is (all but)
+// spent: what goes wrong now may be the client's deadline, which the
+// upstream keeps too.
+func (b *h2Body) nearDeadline() bool {
+	return b.whole > 0 && time.Since(b.start) >= b.whole-b.whole/10
 }
 
 func (b *h2Body) Close() error {

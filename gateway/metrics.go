@@ -14,6 +14,7 @@ import (
 // lives as long as the process: a reload keeps every counter.
 type Metrics struct {
 	requests       *prometheus.CounterVec
+	grpcResponses  *prometheus.CounterVec
 	duration       *prometheus.HistogramVec
 	rateLimited    *prometheus.CounterVec
 	decisions      *prometheus.CounterVec
@@ -43,6 +44,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_http_requests_total", Help: "Requests answered, by route and HTTP status.",
 		}, []string{"route", "code"}),
+		grpcResponses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_grpc_responses_total", Help: "gRPC requests answered, by route and the grpc-status sent (its code name; other: none, or not a known code).",
+		}, []string{"route", "grpc_status"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "gateway_request_duration_seconds", Help: "Time from a request's arrival to the end of its response.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
@@ -103,7 +107,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	jwtFailures := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gateway_jwt_failures_total", Help: "Bearer tokens not accepted for jwt: key parts and claim overrides, by reason; their parts are missing.",
 	}, []string{"reason"})
-	reg.MustRegister(m.requests, m.duration, m.rateLimited, m.decisions, m.storeDuration,
+	reg.MustRegister(m.requests, m.grpcResponses, m.duration, m.rateLimited, m.decisions, m.storeDuration,
 		m.storeErrors, m.reloads, m.reloadSuccess, m.reloadTime, m.logsSuppressed, m.breakerState, m.breakerChanges, m.breakerFallback, jwtFailures, m.framingRefused, m.localAnswers, m.accessDropped, m.fleetIgnored, m.overrides, m.overridesVersion)
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
@@ -147,6 +151,7 @@ type routeMetrics struct {
 	route    string
 	duration prometheus.Observer
 	codes    [600]atomic.Pointer[prometheus.Counter]
+	grpc     [grpcOther + 1]atomic.Pointer[prometheus.Counter] // by grpcCodeIndex
 }
 
 func (m *Metrics) forRoute(route string) *routeMetrics {
@@ -161,6 +166,23 @@ func (rm *routeMetrics) count(status int) {
 	if c == nil {
 		cc := rm.m.requests.WithLabelValues(rm.route, strconv.Itoa(status))
 		rm.codes[status].Store(&cc)
+		c = &cc
+	}
+	(*c).Inc()
+}
+
+// countGRPC counts a gRPC request's answer by the grpc-status v it was
+// sent with ("" for none).
+func (rm *routeMetrics) countGRPC(v string) {
+	i := grpcCodeIndex(v)
+	c := rm.grpc[i].Load()
+	if c == nil {
+		name := "other"
+		if i < grpcOther {
+			name = grpcCodeNames[i]
+		}
+		cc := rm.m.grpcResponses.WithLabelValues(rm.route, name)
+		rm.grpc[i].Store(&cc)
 		c = &cc
 	}
 	(*c).Inc()

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -82,6 +83,15 @@ type outcome struct {
 	// bytes of it (all of it, unless aborted).
 	copied bool
 	bytes  int64
+	// deadline says a gRPC call's grpc-timeout ran out: the client's
+	// deadline, which says nothing of the upstream.
+	deadline bool
+	// ended says a gRPC call whose answer broke off was ended with a
+	// status in the trailers (endGRPC): the handler need not abort.
+	ended bool
+	// grpcFailed is the HTTP equivalent of the upstream's grpc-status
+	// when it says the upstream failed (grpcFailure); 0 otherwise.
+	grpcFailed int
 	// result and limit are what the access log says of the request: what
 	// the gateway decided, and the limit that rejected it.
 	result accessResult
@@ -99,7 +109,7 @@ type outcome struct {
 // never went there (a limit refused it), the client went away first, or
 // the client's body failed.
 func (o outcome) cancelled() bool {
-	return !o.exchanged || o.status == statusClientClosed || o.client || o.aborted && !o.failed
+	return !o.exchanged || o.status == statusClientClosed || o.client || o.aborted && !o.failed || o.deadline
 }
 
 // Hop-by-hop headers, removed in both directions (RFC 9110 §7.6.1).
@@ -317,6 +327,11 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 				o = classifyBody(berr, o)
 			}
 		}
+		if ht := (headTimeout{}); o.timeout && errors.As(err, &ht) && ht.grpc {
+			// The call's grpc-timeout ran out before the answer's head:
+			// the client's deadline, not the upstream's failure.
+			o.failed, o.deadline = false, true
+		}
 		if o.failed && !isDial(err) {
 			u.failed(i)
 		}
@@ -324,7 +339,22 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		return o
 	}
 	took := u.now().Sub(start)
-	u.answered(i, resp.StatusCode)
+	// A gRPC call is judged by its grpc-status, which a trailers-only
+	// answer has in its head and any other in its trailers: the target
+	// learns of it once the body is copied (trailers).
+	grpc := answer.IsGRPC(r)
+	var grpcFailed int
+	later := false // the grpc-status is in the trailers
+	if grpc {
+		if v := resp.Header["Grpc-Status"]; len(v) > 0 {
+			grpcFailed = grpcFailure(v[0], resp)
+		} else {
+			later = resp.StatusCode == http.StatusOK
+		}
+	}
+	if !later {
+		u.answered(i, cmp.Or(grpcFailed, resp.StatusCode))
+	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		o := u.switchProtocols(w, resp, upgrade, head, took)
 		o.target = u.names[i]
@@ -349,7 +379,7 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	}
 	head(h)
 	w.WriteHeader(resp.StatusCode)
-	o := outcome{status: resp.StatusCode, written: true, exchanged: true, took: took, target: u.names[i]}
+	o := outcome{status: resp.StatusCode, written: true, exchanged: true, took: took, target: u.names[i], grpcFailed: grpcFailed}
 	if answered != nil {
 		answered(o)
 	}
@@ -367,15 +397,36 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		// broke off by the connection closing: the caller aborts the
 		// handler. An upstream that broke off or fell silent is a failure
 		// for the breaker; a client that went away is not.
+		//
+		// A gRPC client reads a status, though, which the trailers can
+		// still carry: UNAVAILABLE for an upstream that broke off, and
+		// DEADLINE_EXCEEDED when the call's grpc-timeout ran out, which
+		// is the client's deadline and no failure of the upstream's.
 		o.aborted = true
 		if r.Context().Err() == nil {
 			o.failed, o.err = true, err
 			o.timeout = errors.Is(err, h1.ErrIdle)
+			if grpc {
+				endGRPC(h, err)
+				o.ended = true
+				if errors.Is(err, errGRPCDeadline) {
+					o.failed, o.deadline = false, true
+				}
+			}
+		}
+		if later && o.failed {
+			u.answered(i, http.StatusServiceUnavailable) // the status the client got
 		}
 		return o
 	}
 	for k, vv := range resp.Trailer {
 		h[http.TrailerPrefix+k] = vv
+	}
+	if later {
+		if v := resp.Trailer["Grpc-Status"]; len(v) > 0 {
+			o.grpcFailed = grpcFailure(v[0], resp)
+		}
+		u.answered(i, cmp.Or(o.grpcFailed, resp.StatusCode))
 	}
 	return o
 }
