@@ -377,6 +377,14 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		}
 		h["Trailer"] = []string{strings.Join(keys, ", ")}
 	}
+	if body != nil && r.ProtoMajor == 1 && body.unread(r.ContentLength) {
+		// The upstream answered before it took the body, and net/http
+		// will close the connection rather than read the rest. It says
+		// so in the head only when the head goes out after the handler
+		// returned; a client told nothing may send its next request on
+		// a connection about to close.
+		closeAfterAnswer(w)
+	}
 	head(h)
 	w.WriteHeader(resp.StatusCode)
 	o := outcome{status: resp.StatusCode, written: true, exchanged: true, took: took, target: u.names[i], grpcFailed: grpcFailed}
@@ -612,14 +620,45 @@ type watchedBody struct {
 	io.ReadCloser
 	failed atomic.Pointer[error]
 	closed atomic.Bool
+	read   atomic.Int64 // bytes read so far
+	eof    atomic.Bool
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF && !b.closed.Load() {
+	b.read.Add(int64(n))
+	if err == io.EOF {
+		b.eof.Store(true)
+	} else if err != nil && !b.closed.Load() {
 		b.failed.CompareAndSwap(nil, &err)
 	}
 	return n, err
+}
+
+// maxUnreadKept is how much of a request body an HTTP/1.1 connection may
+// have left unread after its answer and still be kept alive: net/http's
+// server reads and discards up to 256 KiB of it after the handler.
+const maxUnreadKept = 256 << 10
+
+// unread reports whether more of a body of length n (-1: unknown) than
+// net/http discards after the handler is still to come.
+func (b *watchedBody) unread(n int64) bool {
+	if b.eof.Load() {
+		return false
+	}
+	return n < 0 || n-b.read.Load() > maxUnreadKept
+}
+
+// closeAfterAnswer has net/http's HTTP/1.1 server close the connection
+// after the answer about to be written, say so in its head (Connection:
+// close) and close it gently: its side first, then, after a moment in
+// which what the client still sends is read, the whole (so that the
+// client's unread data does not reset the connection under the answer).
+// net/http does so for a body over a MaxBytesReader's limit, which a
+// reader of one byte with a limit of none is at once.
+func closeAfterAnswer(w http.ResponseWriter) {
+	var b [1]byte
+	_, _ = http.MaxBytesReader(w, io.NopCloser(strings.NewReader(" ")), 0).Read(b[:])
 }
 
 func (b *watchedBody) Close() error {
