@@ -150,6 +150,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// has run.
 			defer g.upgrades.leave()
 		}
+		if r.ProtoMajor == 1 {
+			dropH2CUpgrade(r.Header)
+		}
 	}
 
 	x.rid = g.ids.Use(r, w, gen.ridHeader)

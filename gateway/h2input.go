@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/http"
+	"strings"
 
 	"golang.org/x/net/http/httpguts"
 )
@@ -81,4 +82,39 @@ func isDigits(s string) bool {
 		}
 	}
 	return true
+}
+
+// dropH2CUpgrade takes the h2c (and h2) protocols out of an HTTP/1.1
+// request's Upgrade field, and HTTP2-Settings with them: the gateway does
+// not offer the switch to HTTP/2 in clear, and passed on, an upstream
+// that accepted it would be joined to the client by a tunnel in which
+// requests pass by the routes and limits (h2c smuggling). What is left
+// of the field, another protocol asked for beside, goes on; without one
+// the request goes upstream as a plain request.
+func dropH2CUpgrade(h http.Header) {
+	delete(h, "Http2-Settings")
+	vv, ok := h["Upgrade"]
+	if !ok {
+		return
+	}
+	var kept []string
+	dropped := false
+	for _, v := range vv {
+		for p := range strings.SplitSeq(v, ",") {
+			p = strings.TrimSpace(p)
+			name, _, _ := strings.Cut(p, "/")
+			if strings.EqualFold(name, "h2c") || strings.EqualFold(name, "h2") {
+				dropped = true
+			} else if p != "" {
+				kept = append(kept, p)
+			}
+		}
+	}
+	switch {
+	case !dropped:
+	case kept == nil:
+		delete(h, "Upgrade")
+	default:
+		h["Upgrade"] = []string{strings.Join(kept, ", ")}
+	}
 }

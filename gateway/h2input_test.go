@@ -263,3 +263,113 @@ routes:
 		t.Errorf("the upstream got %q", got)
 	}
 }
+
+// An HTTP/1.1 request to switch to h2c (or h2) does not go on as one: the
+// gateway does not offer HTTP/2 by upgrade, and an upstream that took
+// the switch would join the client to it by a tunnel that no route or
+// limit sees (h2c smuggling). The protocol and HTTP2-Settings are taken
+// out and the request goes upstream as a plain one; an upstream that
+// answers it 101 all the same gets the client no tunnel. Another
+// protocol asked for beside h2c goes on.
+func TestH2CUpgradeIsNotPassedOn(t *testing.T) {
+	var mu sync.Mutex
+	var heads []http.Header
+	url := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		r, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		heads = append(heads, r.Header)
+		mu.Unlock()
+		// Switches to whatever was asked, and to h2c when nothing was.
+		proto := r.Header.Get("Upgrade")
+		if proto == "" {
+			proto = "h2c"
+		}
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+proto+"\r\n\r\n")
+		b := make([]byte, 4096)
+		for {
+			n, err := br.Read(b)
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "TUNNEL:"+string(b[:n]))
+		}
+	})
+	cfg := `
+admin: {listen: ""}
+routes:
+  - id: public
+    match: {path: /public/**}
+    upstream: {targets: ["` + url + `"]}
+`
+	for _, p := range clientProtocols {
+		if p.h2() {
+			continue // HTTP/2's server refuses an Upgrade field itself (TestH2ForbiddenRequests)
+		}
+		t.Run(p.name, func(t *testing.T) {
+			o := serveOver(t, newHarness(t, cfg, nil), p)
+			for _, tc := range []struct {
+				upgrade string
+				status  int
+				want    string // the Upgrade the upstream got
+			}{
+				{"h2c", 502, ""},
+				{"H2C", 502, ""},
+				{"h2", 502, ""},
+				{"h2c, websocket", 101, "websocket"},
+			} {
+				mu.Lock()
+				heads = nil
+				mu.Unlock()
+				var c net.Conn
+				var err error
+				if p.tls {
+					c, err = tls.Dial("tcp", o.hostPort(), &tls.Config{RootCAs: o.ca.Pool(), ServerName: "localhost", NextProtos: []string{"http/1.1"}})
+				} else {
+					c, err = net.Dial("tcp", o.hostPort())
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				io.WriteString(c, "GET /public/x HTTP/1.1\r\nHost: a.test\r\nConnection: Upgrade, HTTP2-Settings\r\n"+
+					"Upgrade: "+tc.upgrade+"\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n")
+				br := bufio.NewReader(c)
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("Upgrade %s: no answer: %v", tc.upgrade, err)
+				}
+				if resp.StatusCode != tc.status {
+					t.Errorf("Upgrade %s: %d, want %d", tc.upgrade, resp.StatusCode, tc.status)
+				}
+				if resp.StatusCode != 101 {
+					if b, _ := io.ReadAll(resp.Body); tc.status == 502 && !strings.Contains(string(b), `"code":"upstream_unavailable"`) {
+						t.Errorf("Upgrade %s: %q, want the gateway's 502", tc.upgrade, b)
+					}
+					// What a client would send through the tunnel reaches
+					// no upstream: the connection ends after the answer.
+					io.WriteString(c, http2.ClientPreface)
+					if rest, _ := io.ReadAll(br); strings.Contains(string(rest), "TUNNEL") {
+						t.Errorf("Upgrade %s: a tunnel: %q", tc.upgrade, rest)
+					}
+				}
+				c.Close()
+				mu.Lock()
+				got := heads
+				mu.Unlock()
+				if len(got) != 1 {
+					t.Fatalf("Upgrade %s: the upstream got %d requests, want 1", tc.upgrade, len(got))
+				}
+				if u := strings.Join(got[0]["Upgrade"], ","); u != tc.want {
+					t.Errorf("Upgrade %s: the upstream got Upgrade %q, want %q", tc.upgrade, u, tc.want)
+				}
+				if s := got[0]["Http2-Settings"]; s != nil {
+					t.Errorf("Upgrade %s: the upstream got HTTP2-Settings %q", tc.upgrade, s)
+				}
+			}
+		})
+	}
+}
