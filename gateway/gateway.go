@@ -150,18 +150,23 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// has run.
 			defer g.upgrades.leave()
 		}
+		if r.ProtoMajor == 1 {
+			dropH2CUpgrade(r.Header)
+		}
 	}
 
 	x.rid = g.ids.Use(r, w, gen.ridHeader)
 	x.grpc = answer.IsGRPC(r)
 
 	path, err := pathclean.Clean(r.URL.EscapedPath())
-	if err != nil || strings.IndexByte(r.RequestURI, '#') >= 0 || r.Method == http.MethodConnect {
+	if err != nil || strings.IndexByte(r.RequestURI, '#') >= 0 || r.Method == http.MethodConnect || malformed(r) {
 		// A request target has no fragment (RFC 9112 §3.2); passed on,
 		// an upstream that cuts it off would read another query than the
 		// one the limits' keys were made of. CONNECT asks for a tunnel to
 		// the authority it names (RFC 9110 §9.3.6, RFC 9113 §8.5): it has
-		// no path to route, and a gateway is no forward proxy.
+		// no path to route, and a gateway is no forward proxy. What
+		// HTTP/1.1 refuses but HTTP/2 lets through is refused on HTTP/2
+		// too (malformed).
 		x.reply(w, gen.badRequest, "")
 		gen.noRoute.count(gen.badRequest.Status)
 		if x.grpc {

@@ -22,8 +22,9 @@ type h2Answer struct {
 	body   string
 	reset  http2.ErrCode
 	// goaway is set when the server ended the connection instead, with
-	// a GOAWAY or without.
-	goaway bool
+	// a GOAWAY or without; goawayCode is the GOAWAY's code, if it came.
+	goaway     bool
+	goawayCode http2.ErrCode
 }
 
 // h2Exchange sends one request on a new h2c connection to addr, as frames
@@ -37,6 +38,13 @@ func h2Exchange(t *testing.T, addr string, fields [][2]string, body []byte) h2An
 	if err != nil {
 		t.Fatal(err)
 	}
+	return h2ExchangeOn(t, c, fields, body)
+}
+
+// h2ExchangeOn is h2Exchange on c, a connection that speaks HTTP/2 once
+// the preface is sent (h2c, or TLS that negotiated h2); it closes c.
+func h2ExchangeOn(t *testing.T, c net.Conn, fields [][2]string, body []byte) h2Answer {
+	t.Helper()
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
@@ -123,7 +131,7 @@ func h2Exchange(t *testing.T, addr string, fields [][2]string, body []byte) h2An
 			}
 		case *http2.GoAwayFrame:
 			if f.LastStreamID < 1 {
-				a.goaway = true
+				a.goaway, a.goawayCode = true, f.ErrCode
 				return a
 			}
 		}
@@ -134,9 +142,11 @@ func h2Exchange(t *testing.T, addr string, fields [][2]string, body []byte) h2An
 // let alone the upstream: net/http's HTTP/2 server answers 400 for a
 // hop-by-hop field (there is no switch of protocols on HTTP/2) or a TE
 // other than trailers, 431 for a head too large (and ends the connection
-// for one more than twice too large), and resets the stream of an
-// extended CONNECT, which it does not offer. A body short of its
-// Content-Length is the client's fault, answered 400 by the gateway.
+// for one more than twice too large, or with a single field larger than
+// the bound, which the HPACK decoder refuses), and resets the stream of
+// an extended CONNECT, which it does not offer, and of a field that is
+// upper-case or holds a control byte. A body short of its Content-Length
+// is the client's fault, answered 400 by the gateway.
 func TestH2ForbiddenRequests(t *testing.T) {
 	up := newBackend(t, echoBody)
 	h := newHarness(t, "server: {max_header_bytes: 4096}\n"+basic, up)
@@ -170,6 +180,9 @@ func TestH2ForbiddenRequests(t *testing.T) {
 		{"TE gzip", req("GET", "te", "gzip"), nil, 400, 0, false},
 		{"a head too large", req("GET", manyFields(5, 1000)...), nil, 431, 0, false},
 		{"a head far too large", req("GET", manyFields(16, 1000)...), nil, 0, 0, true},
+		{"a field larger than the bound", req("GET", "x-big", strings.Repeat("v", 5000)), nil, 0, 0, true},
+		{"an upper-case field name", req("GET", "X-User", "1"), nil, 0, http2.ErrCodeProtocol, false},
+		{"a NUL in a value", req("GET", "x-a", "a\x00b"), nil, 0, http2.ErrCodeProtocol, false},
 		{"an extended CONNECT", [][2]string{{":method", "CONNECT"}, {":protocol", "websocket"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/api/x"}}, nil, 0, http2.ErrCodeProtocol, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -181,6 +194,11 @@ func TestH2ForbiddenRequests(t *testing.T) {
 	}
 	if n := up.hits.Load(); n != 0 {
 		t.Errorf("%d of them reached the upstream", n)
+	}
+	// The HPACK decoder's refusal ends the connection as a compression
+	// error.
+	if code, ok := h2GoAway(t, addr, req("GET", "x-big", strings.Repeat("v", 5000))); !ok || code != http2.ErrCodeCompression {
+		t.Errorf("a field larger than the bound: GOAWAY %v (%v), want COMPRESSION_ERROR", code, ok)
 	}
 
 	a := h2Exchange(t, addr, req("POST", "content-length", "10"), []byte("short"))
@@ -203,4 +221,44 @@ func manyFields(n, size int) []string {
 		f = append(f, "x-field-"+strconv.Itoa(i), strings.Repeat("v", size))
 	}
 	return f
+}
+
+// h2GoAway sends one request's head, in one HEADERS frame, on a new h2c
+// connection to addr and reads until the server's GOAWAY, whose code it
+// returns; ok is false when the connection ended without one. It writes
+// nothing after the head, not even the SETTINGS acknowledgement: bytes the
+// server does not read before it closes the connection would have it
+// reset, and the reset lose the GOAWAY on its way.
+func h2GoAway(t *testing.T, addr string, fields [][2]string) (code http2.ErrCode, ok bool) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range fields {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	fr := http2.NewFramer(c, c)
+	if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return 0, false
+		}
+		if g, is := f.(*http2.GoAwayFrame); is {
+			return g.ErrCode, true
+		}
+	}
 }

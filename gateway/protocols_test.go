@@ -115,6 +115,7 @@ type overProtocol struct {
 	p      clientProtocol
 	url    string // scheme://host:port
 	client *http.Client
+	ca     *testcerts.CA // signed the server's certificate
 }
 
 // serveOver serves h's gateway over p, with the server set up as
@@ -129,7 +130,7 @@ func serveOver(t *testing.T, h *harness, p clientProtocol) *overProtocol {
 	maxHeader := h.gw.Config().Server.MaxHeaderBytes
 	quiet := log.New(io.Discard, "", 0) // the tests see what the client sees
 	tr := p.client(ca)
-	o := &overProtocol{harness: h, p: p, client: &http.Client{Transport: tr}}
+	o := &overProtocol{harness: h, p: p, client: &http.Client{Transport: tr}, ca: ca}
 	t.Cleanup(func() {
 		if c, ok := tr.(interface{ CloseIdleConnections() }); ok {
 			c.CloseIdleConnections()

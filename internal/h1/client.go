@@ -18,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // A Client sends requests over HTTP/1.1.
@@ -174,8 +176,13 @@ const MaxInlineBody = 16 << 10
 // answer but 101 as it arrives, before the final one; an error it returns
 // fails the exchange. So does an answer with a status under 100. A request
 // with a body of unknown length or over MaxInlineBody bytes, to https, or
-// asking for an upgrade goes to the fallback.
+// asking for an upgrade goes to the fallback. A request that cannot be
+// written as HTTP/1.1 (checkRequest) fails with ErrInvalidRequest on
+// either path, before anything is sent.
 func (cl *Client) Do(req *http.Request, idle time.Duration, interim Interim) (*http.Response, error) {
+	if err := checkRequest(req); err != nil {
+		return nil, err
+	}
 	if req.URL.Scheme != "http" || req.Header["Upgrade"] != nil ||
 		req.Body != nil && req.Body != http.NoBody && (req.ContentLength <= 0 || req.ContentLength > MaxInlineBody) {
 		if interim != nil {
@@ -214,6 +221,36 @@ func (cl *Client) Do(req *http.Request, idle time.Duration, interim Interim) (*h
 		return cl.send(req, idle, restore, interim)
 	}
 	return cl.send(req, idle, nil, interim)
+}
+
+// ErrInvalidRequest fails a request that cannot be written as HTTP/1.1
+// as it is: a method that is not a token, a field name that is not one,
+// a field value with a control byte. Request.Write would write the
+// method as it is into the request line, where a space in it moves the
+// target the upstream reads, and a NUL in a value as it is.
+var ErrInvalidRequest = errors.New("invalid request")
+
+// checkRequest refuses what http.Transport refuses before it writes a
+// request, so that both of the client's paths refuse the same: a method
+// ("" is GET) or a field name that is not an RFC 9110 token, a field
+// value with a control byte other than a tab (CR, LF, NUL). Request.Write
+// checks Host itself.
+func checkRequest(req *http.Request) error {
+	if req.Method != "" && !httpguts.ValidHeaderFieldName(req.Method) {
+		// A method is a token, as a field name is.
+		return fmt.Errorf("%w: method %q", ErrInvalidRequest, req.Method)
+	}
+	for k, vv := range req.Header {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return fmt.Errorf("%w: field name %q", ErrInvalidRequest, k)
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return fmt.Errorf("%w: the value of field %s", ErrInvalidRequest, k)
+			}
+		}
+	}
+	return nil
 }
 
 // Interim is told of an informational answer (103 Early Hints, say). It

@@ -1074,3 +1074,68 @@ func TestClientHTTPSGoesThroughTheFallback(t *testing.T) {
 		t.Fatalf("body %q", got)
 	}
 }
+
+// A request that HTTP/1.1 cannot carry as it is fails before a
+// connection is made, on the client's own path and on the fallback's
+// alike: written as it is, a method with a space moves the target the
+// upstream reads, and a CR or LF in a field ends it early.
+func TestClientRefusesRequestsItCannotWrite(t *testing.T) {
+	s, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.Method+" "+r.URL.RequestURI())
+	})
+	cl := testClient(time.Second, time.Second)
+	defer cl.CloseIdle()
+	for _, tc := range []struct {
+		name   string
+		method string
+		header http.Header
+	}{
+		{"a method with a space", "DELETE /admin/delete-all", nil},
+		{"a method with a tab", "GET\t/x", nil},
+		{"a method with a CR LF", "GET / HTTP/1.1\r\nX:", nil},
+		{"a method with a NUL", "GET\x00", nil},
+		{"a method with a separator", "G(ET", nil},
+		{"a value with a CR LF", "GET", http.Header{"X-A": {"1\r\nX-Injected: 1"}}},
+		{"a value with a LF", "GET", http.Header{"X-A": {"1\nX-Injected: 1"}}},
+		{"a value with a NUL", "GET", http.Header{"X-A": {"a\x00b"}}},
+		{"a name with a CR LF", "GET", http.Header{"X-A\r\nX-Injected": {"1"}}},
+		{"a name with a space", "GET", http.Header{"X A": {"1"}}},
+		{"a name with a NUL", "GET", http.Header{"X\x00A": {"1"}}},
+		{"an empty name", "GET", http.Header{"": {"1"}}},
+	} {
+		for _, path := range []string{"own", "fallback"} {
+			t.Run(tc.name+"/"+path, func(t *testing.T) {
+				u, _ := url.Parse(s.URL + "/x")
+				h := http.Header{}
+				for k, vv := range tc.header {
+					h[k] = vv
+				}
+				if path == "fallback" {
+					h["Connection"], h["Upgrade"] = []string{"upgrade"}, []string{"websocket"}
+				}
+				req := &http.Request{Method: tc.method, URL: u, Host: u.Host, Header: h, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+				resp, err := cl.Do(req, 0, nil)
+				if err == nil {
+					resp.Body.Close()
+					t.Fatalf("sent, and answered %d", resp.StatusCode)
+				}
+				if !errors.Is(err, ErrInvalidRequest) {
+					t.Errorf("error %v, want ErrInvalidRequest", err)
+				}
+			})
+		}
+	}
+	if n := conns.Load(); n != 0 {
+		t.Errorf("%d connections made for requests that cannot be written", n)
+	}
+	// A method that is a token, however unusual, and a tab in a value go.
+	u, _ := url.Parse(s.URL + "/x")
+	req := &http.Request{Method: "PURGE", URL: u, Host: u.Host, Header: http.Header{"X-A": {"a\tb"}}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+	resp, err := cl.Do(req, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); got != "PURGE /x" {
+		t.Errorf("answered %q", got)
+	}
+}
