@@ -600,7 +600,9 @@ func classify(ctx context.Context, err error) outcome {
 	if errors.As(err, &mbe) {
 		return outcome{status: http.StatusRequestEntityTooLarge, client: true}
 	}
-	if errors.Is(err, h1.ErrRequestBody) {
+	if errors.Is(err, h1.ErrRequestBody) || errors.Is(err, h1.ErrInvalidRequest) {
+		// A request the upstream client cannot write (a method or field
+		// that HTTP/1.1 has no room for) never reached the upstream.
 		return outcome{status: http.StatusBadRequest, client: true}
 	}
 	var ne net.Error

@@ -1,0 +1,32 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/floodgate-gw/floodgate/internal/h1"
+)
+
+// What the upstream client's errors are to the breaker and the client:
+// the request's own faults are 4xx and no failure of the upstream's.
+func TestClassify(t *testing.T) {
+	for _, c := range []struct {
+		err    error
+		status int
+		client bool
+		failed bool
+	}{
+		{fmt.Errorf("writing: %w", h1.ErrRequestBody), http.StatusBadRequest, true, false},
+		{fmt.Errorf("method: %w", h1.ErrInvalidRequest), http.StatusBadRequest, true, false},
+		{&http.MaxBytesError{Limit: 1}, http.StatusRequestEntityTooLarge, true, false},
+		{errors.New("connection reset"), http.StatusBadGateway, false, true},
+	} {
+		o := classify(context.Background(), c.err)
+		if o.status != c.status || o.client != c.client || o.failed != c.failed {
+			t.Errorf("%v: status %d client %v failed %v, want %d %v %v", c.err, o.status, o.client, o.failed, c.status, c.client, c.failed)
+		}
+	}
+}
