@@ -40,6 +40,9 @@ func (v *validator) server(c *Config) {
 	if s.BodyTimeout < 0 {
 		v.errorf("server.body_timeout", "%v is negative (0 means no bound)", s.BodyTimeout)
 	}
+	if s.SendTimeout < 0 {
+		v.errorf("server.send_timeout", "%v is negative (0 means no bound)", s.SendTimeout)
+	}
 	v.accessLog(c)
 }
 

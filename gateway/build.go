@@ -197,6 +197,7 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 			stripPrefix: u.StripPrefix,
 			ridHeader:   gen.ridHeader,
 			idle:        u.IdleTimeout,
+			send:        cfg.Server.SendTimeout,
 			upgrades:    &g.upgrades,
 			now:         g.now,
 		}
