@@ -96,6 +96,26 @@ server:
       - cert: "{{CERT}}"
         key: "{{CERT}}" #want: server.tls.certs[2].key: "{{CERT}}": holds no PEM PRIVATE KEY block
 ` + route},
+		{"a file cut short or with trailing text", `
+server:
+  listen_tls: ":8443"
+  tls:
+    certs:
+      - cert: "{{TRUNC}}" #want: server.tls.certs[0].cert: "{{TRUNC}}": holds a partial PEM block, or other text, after certificate 1
+        key: "{{KEY}}"
+      - cert: "{{CERT}}"
+        key: "{{TRAILING}}" #want: server.tls.certs[1].key: "{{TRAILING}}": holds a partial PEM block, or other text, after the private key
+    client_ca: "{{TRUNCCA}}" #want: server.tls.client_ca: "{{TRUNCCA}}": holds a partial PEM block, or other text, after certificate 1
+    client_auth: require
+` + route},
+		{"cert and key swapped", `
+server:
+  listen_tls: ":8443"
+  tls:
+    certs:
+      - cert: "{{KEY}}" #want: server.tls.certs[0].cert: "{{KEY}}" holds a private key and no certificate, and key "{{CERT}}" holds a certificate: are cert and key swapped?
+        key: "{{CERT}}"
+` + route},
 		{"unreadable", `
 server:
   listen_tls: ":8443"
