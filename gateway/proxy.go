@@ -26,7 +26,7 @@ type upstream struct {
 	targets     []*url.URL
 	names       []string       // of the targets, for the logs: targetNames
 	state       []*targetState // per target: health, ejection, requests in flight (health.go)
-	least       bool           // balance least_request, over more than one target
+	least       bool           // balance least_request (over one target too, for the in_flight of the routes' view)
 	ejection    config.Eject
 	health      config.Health
 	next        atomic.Uint64
