@@ -18,8 +18,9 @@ import (
 func (v *validator) server(c *Config) {
 	s := &c.Server
 	if s.Listen == "" {
-		if len(c.Routes) > 0 {
-			v.errorf("server.listen", "empty, but the config has routes to serve")
+		// HTTPS only: server.listen_tls serves the routes.
+		if len(c.Routes) > 0 && s.ListenTLS == "" {
+			v.errorf("server.listen", "empty, but the config has routes to serve (for HTTPS only, set server.listen_tls)")
 		}
 	} else {
 		v.addr("server.listen", s.Listen, false)

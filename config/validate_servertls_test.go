@@ -50,6 +50,18 @@ routes:
 		t.Errorf("warnings: %v", c.Warnings)
 	}
 
+	// HTTPS only: an empty listen beside listen_tls.
+	if c, err := Parse("test.yaml", []byte(subst(`
+server:
+  listen: ""
+  listen_tls: ":8443"
+  tls: {certs: [{cert: "{{CERT}}", key: "{{KEY}}"}]}
+routes:
+  - {id: a, match: {path: /}, upstream: {targets: ["http://127.0.0.1:9"]}}
+`))); err != nil || c.Server.Listen != "" {
+		t.Fatalf("HTTPS only: %v", err)
+	}
+
 	const route = `
 routes:
   - {id: a, match: {path: /}, upstream: {targets: ["http://127.0.0.1:9"]}}
@@ -107,6 +119,10 @@ server:
         key: "{{TRAILING}}" #want: server.tls.certs[1].key: "{{TRAILING}}": holds a partial PEM block, or other text, after the private key
     client_ca: "{{TRUNCCA}}" #want: server.tls.client_ca: "{{TRUNCCA}}": holds a partial PEM block, or other text, after certificate 1
     client_auth: require
+` + route},
+		{"no listener for the routes", `
+server:
+  listen: "" #want: server.listen: empty, but the config has routes to serve (for HTTPS only, set server.listen_tls)
 ` + route},
 		{"cert and key swapped", `
 server:
