@@ -58,3 +58,15 @@ server:
 		t.Errorf("served %d certificates, the first %q; want the old chain of 2", len(cs), cs[0].Subject.CommonName)
 	}
 }
+
+// A config file given as an argument, not with -c, is pointed to -c.
+func TestConfigFileAsArgument(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range []string{"check", "serve"} {
+		_, stderr, code := floodgate(t, cmd, "t1.yaml")
+		want := `floodgate ` + cmd + `: unexpected argument "t1.yaml"; the config file is given with -c FILE`
+		if code != exitUsage || !strings.Contains(stderr, want) {
+			t.Errorf("%s t1.yaml: exit %d, stderr %q; want %d and %q", cmd, code, stderr, exitUsage, want)
+		}
+	}
+}
