@@ -3,6 +3,8 @@ package gateway
 import (
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,8 +30,9 @@ func TestProtocolsSendTimeout(t *testing.T) {
 			}
 		}
 	})
-	const yaml = `
-server: {send_timeout: 200ms}
+	file := filepath.Join(t.TempDir(), "access.log")
+	yaml := `
+server: {send_timeout: 200ms, access_log: "` + file + `"}
 admin: {listen: ""}
 routes:
   - id: api
@@ -38,6 +41,7 @@ routes:
     limits:
       - {name: inflight, key: [route], algorithm: concurrency, limit: 1}
 `
+	timedOut := 0 // access log lines of a send timeout, of the protocols so far
 	eachProtocol(t, yaml, up, func(t *testing.T, o *overProtocol) {
 		big := o.do("GET", "/api/big", nil, nil)
 		defer big.Body.Close()
@@ -73,6 +77,25 @@ routes:
 		}
 		if c := counterValue(t, o.harness, "gateway_http_requests_total", map[string]string{"route": "api", "code": "499"}); c != 1 {
 			t.Errorf("499s counted: %v", c)
+		}
+		// The access log says why, once the handler is done.
+		timedOut++
+		deadline = time.Now().Add(5 * time.Second)
+		for {
+			data, _ := os.ReadFile(file)
+			n := 0
+			for _, l := range strings.Split(string(data), "\n") {
+				if strings.Contains(l, `"path":"/api/big","route":"api","status":499,`) && strings.Contains(l, `"error":"send_timeout"`) {
+					n++
+				}
+			}
+			if n == timedOut {
+				break
+			}
+			if n > timedOut || time.Now().After(deadline) {
+				t.Fatalf("%d access log lines of a send timeout, want %d:\n%s", n, timedOut, data)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	})
 }
