@@ -107,6 +107,14 @@ type Server struct {
 	// a concurrency lease, for as long as it likes).
 	BodyTimeout time.Duration `yaml:"body_timeout"`
 
+	// SendTimeout bounds each write of a response body to the client, as
+	// nginx's send_timeout does: a client that takes nothing for longer
+	// (it stopped reading, or its HTTP/2 window stays shut) has its
+	// connection closed (on HTTP/2, its stream reset), which frees the
+	// upstream connection and a concurrency lease. Default 60s; zero: no
+	// bound.
+	SendTimeout time.Duration `yaml:"send_timeout"`
+
 	// AccessLog is where one JSON line per request goes: AccessLogOff
 	// (the default), AccessLogStdout, AccessLogStderr, or the path of a
 	// regular file (not the config's own, nor another file the config

@@ -162,6 +162,7 @@ routes:
 		RequestIDHeader: "X-Request-Id",
 		MaxHeaderBytes:  65536,
 		BodyTimeout:     time.Minute,
+		SendTimeout:     time.Minute,
 		AccessLog:       "off",
 		TLS:             ServerTLS{MinVersion: "1.2", ClientAuth: "none"},
 		HTTP2: HTTP2{MaxConcurrentStreams: 100, MaxReadFrameSize: 1 << 20,

@@ -54,6 +54,7 @@ func defaultConfig() *Config {
 			RequestIDHeader: "X-Request-Id",
 			MaxHeaderBytes:  65536,
 			BodyTimeout:     60 * time.Second,
+			SendTimeout:     60 * time.Second,
 			AccessLog:       AccessLogOff,
 			TLS:             ServerTLS{MinVersion: TLS12, ClientAuth: ClientAuthNone},
 			HTTP2: HTTP2{

@@ -473,6 +473,8 @@ server:
   request_id_header: "X Request Id" #want: server.request_id_header: "X Request Id" is not a valid header name
   max_header_bytes: 0 #want: server.max_header_bytes: 0 must be positive
   max_body_bytes: -1 #want: server.max_body_bytes: -1 is negative
+  body_timeout: -1s #want: server.body_timeout: -1s is negative
+  send_timeout: -1s #want: server.send_timeout: -1s is negative
 ` + okRoute},
 		{"access log in a missing directory", `
 server: {access_log: /nonexistent-floodgate-dir/access.log} #want: server.access_log: "/nonexistent-floodgate-dir/access.log": its directory /nonexistent-floodgate-dir cannot be used: no such file or directory

@@ -28,6 +28,31 @@ routes:
 		t.Errorf("eject %+v, want %+v", u.Eject, want)
 	}
 
+	// A timeout not given is 1s, or half an interval shorter than 2s;
+	// one given is kept.
+	for _, tc := range []struct {
+		health string
+		want   time.Duration
+	}{
+		{`{path: /healthz, interval: 1s}`, 500 * time.Millisecond},
+		{`{path: /healthz, interval: 300ms}`, 150 * time.Millisecond},
+		{`{path: /healthz, interval: 2s}`, time.Second},
+		{`{path: /healthz, interval: 1s, timeout: 900ms}`, 900 * time.Millisecond},
+		{`{path: /healthz, interval: 10s, timeout: 3s}`, 3 * time.Second},
+	} {
+		c := mustParse(t, `
+routes:
+  - id: r
+    match: {path: /r}
+    upstream:
+      targets: ["http://127.0.0.1:9000"]
+      health: `+tc.health+`
+`)
+		if got := c.Routes[0].Upstream.Health.Timeout; got != tc.want {
+			t.Errorf("health %s: timeout %v, want %v", tc.health, got, tc.want)
+		}
+	}
+
 	// Ejection off altogether needs no times.
 	mustParse(t, `
 routes:
@@ -60,7 +85,6 @@ func TestHealthErrors(t *testing.T) {
 		{`health: {interval: 5s, path: "/a b"}`, `test.yaml:7: routes[0].upstream.health.path: "/a b": a check's path has no fragment or white space`},
 		{`health: {interval: -1s, path: /h}`, `test.yaml:7: routes[0].upstream.health.interval: -1s: want 0 (no active checks) or a positive duration such as 5s`},
 		{`health: {interval: 1s, path: /h, timeout: 1s}`, `test.yaml:7: routes[0].upstream.health.timeout: timeout 1s must be below interval 1s: a check must end before the next begins`},
-		{`health: {interval: 500ms, path: /h}`, `test.yaml:7: routes[0].upstream.health.interval: timeout 1s must be below interval 500ms: a check must end before the next begins`},
 		{`health: {interval: 5s, path: /h, timeout: 0s}`, `test.yaml:7: routes[0].upstream.health.timeout: 0s must be positive`},
 		{`health: {interval: 5s, path: /h, healthy_after: 0}`, `test.yaml:7: routes[0].upstream.health.healthy_after: 0: want 1 or more`},
 		{`health: {interval: 5s, path: /h, unhealthy_after: -2}`, `test.yaml:7: routes[0].upstream.health.unhealthy_after: -2: want 1 or more`},

@@ -41,6 +41,11 @@ func (v *validator) health(h *Health, p string) {
 		v.errorf(pp, "%q: a check's path has no fragment or white space", h.Path)
 	}
 	tp := hp + ".timeout"
+	if !v.has(tp) {
+		// Not given: 1s, or half the interval when that is shorter, so
+		// that a short interval needs no timeout of its own.
+		h.Timeout = min(h.Timeout, h.Interval/2)
+	}
 	switch {
 	case h.Timeout <= 0:
 		v.errorf(tp, "%v must be positive", h.Timeout)

@@ -47,6 +47,8 @@ func (v *validator) keyPair(p, certPath, keyPath, expired string) {
 	cert, err := tlsfiles.KeyPair(certData, keyData)
 	var pe *tlsfiles.PEMError
 	switch {
+	case errors.Is(err, tlsfiles.ErrSwapped):
+		v.errorf(p+".cert", "%q holds a private key and no certificate, and key %q holds a certificate: are cert and key swapped?", certPath, keyPath)
 	case errors.As(err, &pe) && pe.Cert:
 		v.errorf(p+".cert", "%q: %v", certPath, err)
 	case err != nil:

@@ -277,6 +277,9 @@ func tlsTestFiles(t *testing.T, ca *testcerts.CA, pair, other testcerts.Pair) (f
 		"OTHERKEY": testcerts.Write(t, dir, "other.key", other.KeyPEM),
 		"CA":       testcerts.Write(t, dir, "ca.pem", ca.PEM),
 		"TEXT":     testcerts.Write(t, dir, "text.pem", []byte("not a certificate\n")),
+		"TRUNC":    testcerts.Write(t, dir, "trunc.pem", append(append([]byte{}, pair.CertPEM...), ca.PEM[:300]...)),
+		"TRAILING": testcerts.Write(t, dir, "trailing.key", append(append([]byte{}, pair.KeyPEM...), "garbage\n"...)),
+		"TRUNCCA":  testcerts.Write(t, dir, "trunc-ca.pem", append(append([]byte{}, ca.PEM...), ca.PEM[:300]...)),
 		"MISSING":  filepath.Join(dir, "missing.pem"),
 		"DIR":      filepath.Join(dir, "adir"),
 	}

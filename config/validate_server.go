@@ -18,8 +18,9 @@ import (
 func (v *validator) server(c *Config) {
 	s := &c.Server
 	if s.Listen == "" {
-		if len(c.Routes) > 0 {
-			v.errorf("server.listen", "empty, but the config has routes to serve")
+		// HTTPS only: server.listen_tls serves the routes.
+		if len(c.Routes) > 0 && s.ListenTLS == "" {
+			v.errorf("server.listen", "empty, but the config has routes to serve (for HTTPS only, set server.listen_tls)")
 		}
 	} else {
 		v.addr("server.listen", s.Listen, false)
@@ -39,6 +40,9 @@ func (v *validator) server(c *Config) {
 	}
 	if s.BodyTimeout < 0 {
 		v.errorf("server.body_timeout", "%v is negative (0 means no bound)", s.BodyTimeout)
+	}
+	if s.SendTimeout < 0 {
+		v.errorf("server.send_timeout", "%v is negative (0 means no bound)", s.SendTimeout)
 	}
 	v.accessLog(c)
 }

@@ -50,6 +50,18 @@ routes:
 		t.Errorf("warnings: %v", c.Warnings)
 	}
 
+	// HTTPS only: an empty listen beside listen_tls.
+	if c, err := Parse("test.yaml", []byte(subst(`
+server:
+  listen: ""
+  listen_tls: ":8443"
+  tls: {certs: [{cert: "{{CERT}}", key: "{{KEY}}"}]}
+routes:
+  - {id: a, match: {path: /}, upstream: {targets: ["http://127.0.0.1:9"]}}
+`))); err != nil || c.Server.Listen != "" {
+		t.Fatalf("HTTPS only: %v", err)
+	}
+
 	const route = `
 routes:
   - {id: a, match: {path: /}, upstream: {targets: ["http://127.0.0.1:9"]}}
@@ -95,6 +107,30 @@ server:
         key: "{{KEY}}"
       - cert: "{{CERT}}"
         key: "{{CERT}}" #want: server.tls.certs[2].key: "{{CERT}}": holds no PEM PRIVATE KEY block
+` + route},
+		{"a file cut short or with trailing text", `
+server:
+  listen_tls: ":8443"
+  tls:
+    certs:
+      - cert: "{{TRUNC}}" #want: server.tls.certs[0].cert: "{{TRUNC}}": holds a partial PEM block, or other text, after certificate 1
+        key: "{{KEY}}"
+      - cert: "{{CERT}}"
+        key: "{{TRAILING}}" #want: server.tls.certs[1].key: "{{TRAILING}}": holds a partial PEM block, or other text, after the private key
+    client_ca: "{{TRUNCCA}}" #want: server.tls.client_ca: "{{TRUNCCA}}": holds a partial PEM block, or other text, after certificate 1
+    client_auth: require
+` + route},
+		{"no listener for the routes", `
+server:
+  listen: "" #want: server.listen: empty, but the config has routes to serve (for HTTPS only, set server.listen_tls)
+` + route},
+		{"cert and key swapped", `
+server:
+  listen_tls: ":8443"
+  tls:
+    certs:
+      - cert: "{{KEY}}" #want: server.tls.certs[0].cert: "{{KEY}}" holds a private key and no certificate, and key "{{CERT}}" holds a certificate: are cert and key swapped?
+        key: "{{CERT}}"
 ` + route},
 		{"unreadable", `
 server:

@@ -188,7 +188,7 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 			targets:     u.Targets,
 			names:       targetNames(u.Targets),
 			state:       g.health.states(rc.ID, u.Targets, g.log, g.now),
-			least:       u.Balance == config.BalanceLeastRequest && len(u.Targets) > 1,
+			least:       u.Balance == config.BalanceLeastRequest,
 			ejection:    u.Eject,
 			health:      u.Health,
 			client:      g.client(u),
@@ -197,6 +197,7 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 			stripPrefix: u.StripPrefix,
 			ridHeader:   gen.ridHeader,
 			idle:        u.IdleTimeout,
+			send:        cfg.Server.SendTimeout,
 			upgrades:    &g.upgrades,
 			now:         g.now,
 		}

@@ -407,6 +407,9 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report fun
 		if o.failed || o.status >= 500 {
 			g.logUpstreamFailure(x, o, o.status)
 		}
+		if errors.Is(o.err, errSendTimeout) {
+			g.logSendTimeout(x, o)
+		}
 		return o
 	}
 	a := gen.upstreamUnavailable
@@ -472,6 +475,21 @@ func (g *Gateway) logUpstreamFailure(x *exchange, o outcome, status int) {
 	g.log.LogAttrs(context.Background(), slog.LevelWarn, msg, attrs...)
 }
 
+// logSendTimeout logs an exchange ended by server.send_timeout, sampled
+// with the route's upstream failures.
+func (g *Gateway) logSendTimeout(x *exchange, o outcome) {
+	if !x.route.failLog.allow(g.now().Unix()) {
+		return
+	}
+	g.log.LogAttrs(context.Background(), slog.LevelWarn, "client stopped reading",
+		slog.String("request_id", x.rid),
+		slog.String("route", x.route.id),
+		slog.String("remote_addr", x.r.RemoteAddr),
+		slog.Int64("bytes", o.bytes),
+		slog.String("target", o.target),
+	)
+}
+
 // failureKind names how an exchange failed, for the log: a few words a
 // query can count by, beside the error's own text.
 func failureKind(o outcome) string {
@@ -481,6 +499,8 @@ func failureKind(o outcome) string {
 		return "status"
 	case o.deadline:
 		return "grpc_deadline"
+	case errors.Is(err, errSendTimeout):
+		return "send_timeout"
 	case o.aborted && o.timeout:
 		return "body_idle"
 	case o.aborted:

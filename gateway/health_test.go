@@ -536,6 +536,33 @@ routes:
 	}
 }
 
+// least_request over a single target counts its requests in flight too,
+// so that the routes' view shows in_flight whenever the balance is
+// least_request.
+func TestLeastRequestOneTarget(t *testing.T) {
+	a := newTarget(t)
+	h := newHarness(t, `
+admin: {listen: ""}
+routes:
+  - id: api
+    match: {path: /**}
+    upstream: {targets: ["`+a.url+`"], balance: least_request}
+`, nil)
+	held := h.do("GET", "/hold", nil, nil)
+	defer held.Body.Close()
+	if s := targetStatus(t, h.gw, "api", a.url); s.InFlight == nil || *s.InFlight != 1 {
+		t.Errorf("in flight %v, want 1: %+v", s.InFlight, s)
+	}
+	a.unblock()
+	if body := drain(held); body != "released" {
+		t.Errorf("held body %q", body)
+	}
+	waitFor(t, "nothing in flight", func() bool {
+		n := targetStatus(t, h.gw, "api", a.url).InFlight
+		return n != nil && *n == 0
+	})
+}
+
 // A reload that keeps a route and its targets keeps what their checks
 // found, restarts the checks whose settings changed, and stops those of
 // the targets it removes or whose checks it turns off; Close stops them

@@ -27,7 +27,7 @@ type upstream struct {
 	targets     []*url.URL
 	names       []string       // of the targets, for the logs: targetNames
 	state       []*targetState // per target: health, ejection, requests in flight (health.go)
-	least       bool           // balance least_request, over more than one target
+	least       bool           // balance least_request (over one target too, for the in_flight of the routes' view)
 	ejection    config.Eject
 	health      config.Health
 	next        atomic.Uint64
@@ -37,6 +37,7 @@ type upstream struct {
 	stripPrefix string
 	ridHeader   string        // canonical: the request id's, which the gateway sets
 	idle        time.Duration // longest silence while a response body streams
+	send        time.Duration // longest a write of the body to the client may stall (server.send_timeout)
 	upgrades    *upgrades     // the gateway's joined connections
 	now         func() time.Time
 }
@@ -398,7 +399,7 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		_ = http.NewResponseController(w).Flush()
 	}
 
-	n, err := u.copyBody(w, resp)
+	n, err := u.copyBody(w, resp, r.ProtoMajor == 1)
 	o.copied, o.bytes = true, n
 	if err != nil {
 		// The status is sent, so the client can only learn that the body
@@ -411,7 +412,10 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		// DEADLINE_EXCEEDED when the call's grpc-timeout ran out, which
 		// is the client's deadline and no failure of the upstream's.
 		o.aborted = true
-		if r.Context().Err() == nil {
+		if errors.Is(err, errSendTimeout) {
+			// The client's doing: it stopped reading.
+			o.status, o.err = statusClientClosed, err
+		} else if r.Context().Err() == nil {
 			o.failed, o.err = true, err
 			o.timeout = errors.Is(err, h1.ErrIdle)
 			if grpc {
@@ -537,8 +541,14 @@ func (u *upstream) switchProtocols(w http.ResponseWriter, resp *http.Response, a
 
 // copyBody streams the body, flushing as it goes when the upstream did not
 // say how long it is (a stream, server-sent events), and closes the body
-// when the upstream stays silent longer than idle.
-func (u *upstream) copyBody(w http.ResponseWriter, resp *http.Response) (written int64, err error) {
+// when the upstream stays silent longer than idle. A write to the client
+// that makes no progress for u.send (server.send_timeout) ends the
+// exchange with errSendTimeout; http1 says how: on HTTP/1 the
+// connection's write deadline, set before each write (cheap: no
+// allocation), on HTTP/2 a timer that resets the stream, armed around
+// each write (http2's SetWriteDeadline goes through the connection's
+// serve loop, too dear for every write).
+func (u *upstream) copyBody(w http.ResponseWriter, resp *http.Response, http1 bool) (written int64, err error) {
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp
@@ -554,6 +564,10 @@ func (u *upstream) copyBody(w http.ResponseWriter, resp *http.Response) (written
 		defer timer.Stop()
 	}
 	rc := http.NewResponseController(w)
+	var send sendBound
+	if u.send > 0 && hasWriteDeadline(w) {
+		send = sendBound{w: w, d: u.send, http1: http1}
+	}
 	for {
 		// The idle clock runs while the gateway waits for the upstream,
 		// not while a slow client takes what it sent: that is the
@@ -566,15 +580,17 @@ func (u *upstream) copyBody(w http.ResponseWriter, resp *http.Response) (written
 			timer.Stop()
 		}
 		if n > 0 {
+			send.start(rc)
 			m, werr := w.Write(buf[:n])
+			if werr == nil && flush {
+				werr = rc.Flush()
+			}
 			written += int64(m)
+			if send.stop() || werr != nil && send.http1 && errors.Is(werr, os.ErrDeadlineExceeded) {
+				return written, errSendTimeout
+			}
 			if werr != nil {
 				return written, werr
-			}
-			if flush {
-				if err := rc.Flush(); err != nil {
-					return written, err
-				}
 			}
 		}
 		if rerr == io.EOF {
@@ -585,6 +601,70 @@ func (u *upstream) copyBody(w http.ResponseWriter, resp *http.Response) (written
 				return written, h1.ErrIdle
 			}
 			return written, rerr
+		}
+	}
+}
+
+// errSendTimeout is the end of an exchange whose client took nothing of
+// the response for server.send_timeout.
+var errSendTimeout = errors.New("the client took nothing of the response for server.send_timeout")
+
+// sendBound bounds each write of a response body to the client; the zero
+// value bounds nothing.
+type sendBound struct {
+	w     http.ResponseWriter
+	d     time.Duration
+	http1 bool
+	timer *time.Timer   // HTTP/2: resets the stream when a write overstays
+	fired chan struct{} // closed once the timer has reset the stream
+}
+
+// start bounds the write about to be made; rc is w's (kept out of s,
+// which the timer's Stop makes escape, so that it stays on the stack).
+func (s *sendBound) start(rc *http.ResponseController) {
+	switch {
+	case s.d <= 0:
+	case s.http1:
+		// net/http clears it once the response is done, after it has
+		// written what it still buffers: that too is bounded.
+		_ = rc.SetWriteDeadline(time.Now().Add(s.d))
+	case s.timer == nil:
+		fired, w := make(chan struct{}), s.w
+		s.fired = fired
+		s.timer = time.AfterFunc(s.d, func() {
+			// A deadline in the past resets the stream at once, which
+			// ends the write that waits for the client's window.
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Unix(1, 0))
+			close(fired)
+		})
+	default:
+		s.timer.Reset(s.d)
+	}
+}
+
+// stop ends the bound of the write just made, and reports whether it
+// ran out. A timer that fired is waited for: the response writer must
+// not be touched once the handler has returned.
+func (s *sendBound) stop() bool {
+	if s.timer == nil || s.timer.Stop() {
+		return false
+	}
+	<-s.fired
+	return true
+}
+
+// hasWriteDeadline reports whether w, or a writer it wraps, takes a write
+// deadline: http.ResponseController's answer that it does not is an
+// allocated error, too dear to learn with each write.
+func hasWriteDeadline(w http.ResponseWriter) bool {
+	for {
+		switch t := w.(type) {
+		case interface{ SetWriteDeadline(time.Time) error }:
+			return true
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return false
 		}
 	}
 }

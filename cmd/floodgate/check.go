@@ -22,7 +22,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if fs.NArg() > 0 {
-		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
+		return usageError(fs, stderr, "unexpected argument %q; the config file is given with -c FILE", fs.Arg(0))
 	}
 	cfg, err := config.Load(*file)
 	if err != nil {

@@ -66,7 +66,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if fs.NArg() > 0 {
-		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
+		return usageError(fs, stderr, "unexpected argument %q; the config file is given with -c FILE", fs.Arg(0))
 	}
 
 	// The flags are applied on every load, the first and each reload, and
