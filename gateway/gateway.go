@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"io"
 	"log/slog"
@@ -77,7 +76,6 @@ type Gateway struct {
 	upgrades  upgrades // requests that switched protocols
 	health    healthRegistry
 
-	upstreamRoots *x509.CertPool // Options.upstreamRoots
 }
 
 // upgradeCloseWait bounds how long Close waits for the handlers of joined
