@@ -15,6 +15,9 @@ func (v *validator) upstreamTLS(u *Upstream, p string) {
 		return
 	}
 	p += ".tls"
+	if v.failed(p) {
+		return
+	}
 	if len(u.Targets) > 0 && !v.failed(strings.TrimSuffix(p, ".tls")+".targets") {
 		https := false
 		for _, target := range u.Targets {

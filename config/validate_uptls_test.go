@@ -55,6 +55,14 @@ routes:
       targets: ["http://10.0.0.1:8080", "http://10.0.0.2:8080"]
       tls: {ca: "{{CA}}"} #want: routes[0].upstream.tls: set, but every target is http://, so no connection would use it
 `},
+		{"not a mapping", `
+routes:
+  - id: a
+    match: {path: /}
+    upstream:
+      targets: ["http://10.0.0.1:8080"]
+      tls: true #want: routes[0].upstream.tls: want a mapping
+`},
 		{"key without cert", route(` #want: routes[0].upstream.tls.cert: empty, but key is set
         key: "{{KEY}}"`)},
 		{"cert without key", route(` #want: routes[0].upstream.tls.key: empty, but cert is set
