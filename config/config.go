@@ -539,6 +539,32 @@ type Upstream struct {
 
 	// Protocol is how the gateway speaks to the targets. Default http1.
 	Protocol Protocol `yaml:"protocol"`
+
+	// TLS is how https targets are verified and what certificate the
+	// gateway presents to them. Nil: the system's roots, no certificate.
+	TLS *UpstreamTLS `yaml:"tls"`
+}
+
+// UpstreamTLS is upstream.tls: the TLS the gateway speaks to a route's
+// https targets (docs/configuration.md, upstream.tls). The files are read
+// when the gateway is built, at start and on every reload.
+type UpstreamTLS struct {
+	// CA is a PEM file of the certificates that sign the targets'.
+	// Empty: the system's roots.
+	CA string `yaml:"ca"`
+
+	// ServerName is the name the targets' certificates must hold, also
+	// sent as SNI. Empty: the host of each target.
+	ServerName string `yaml:"server_name"`
+
+	// Cert is a PEM file of the client certificate presented to the
+	// targets, then the chain it needs; Key is its private key. Both or
+	// neither.
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+
+	// InsecureSkipVerify accepts any certificate from the targets.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
 }
 
 // Balance is how a route spreads its requests over its targets.

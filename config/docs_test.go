@@ -30,12 +30,19 @@ func TestDocsExamples(t *testing.T) {
 	testcerts.Write(t, certs, "tls.key", pair.KeyPEM)
 	testcerts.Write(t, certs, "envoy-ca.crt", ca.PEM)
 	testcerts.Write(t, certs, "xds-ca.crt", ca.PEM)
+	// So does the upstream.tls example.
+	upstreamCerts := t.TempDir()
+	client := ca.Client(t, "docs gateway")
+	testcerts.Write(t, upstreamCerts, "internal-ca.crt", ca.PEM)
+	testcerts.Write(t, upstreamCerts, "gateway.crt", client.CertPEM)
+	testcerts.Write(t, upstreamCerts, "gateway.key", client.KeyPEM)
 	blocks := regexp.MustCompile("(?ms)^```yaml\n(.*?)^```").FindAllStringSubmatch(string(data), -1)
 	if len(blocks) < 10 {
 		t.Fatalf("%d YAML examples in docs/configuration.md", len(blocks))
 	}
 	for _, b := range blocks {
 		src := strings.ReplaceAll(b[1], "/etc/floodgate/rls/", certs+"/")
+		src = strings.ReplaceAll(src, "/etc/floodgate/upstream/", upstreamCerts+"/")
 		first := strings.SplitN(src, "\n", 2)[0]
 		switch {
 		case strings.HasPrefix(first, "- "):

@@ -65,7 +65,7 @@ routes:
   - id: r
     matches: {path: /r} #want: routes[0]: unknown key "matches" (did you mean "match"?)
     match: {path: /r, verbs: [GET]} #want: routes[0].match: unknown key "verbs"
-    upstream: {targets: ["http://x"], tls: true} #want: routes[0].upstream: unknown key "tls"
+    upstream: {targets: ["http://x"], retries: 3} #want: routes[0].upstream: unknown key "retries"
     limits:
       - name: l
         key: [ip]

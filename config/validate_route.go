@@ -152,6 +152,7 @@ func (v *validator) upstream(u *Upstream, m *Match, p string) {
 	v.health(&u.Health, p)
 	v.eject(&u.Eject, p)
 	v.protocol(u, p)
+	v.upstreamTLS(u, p)
 }
 
 // protocol checks upstream.protocol and that every target's scheme suits

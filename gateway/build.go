@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -52,10 +51,6 @@ type Options struct {
 	// announced to the fleet so that instances running another file
 	// show; SetConfigDigest changes it on reload. Empty: none.
 	ConfigDigest string
-
-	// upstreamRoots are the roots protocol h2 verifies targets by; nil:
-	// the system's. Tests set it, for their own CA.
-	upstreamRoots *x509.CertPool
 }
 
 // New builds a gateway for cfg.
@@ -80,25 +75,24 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{
-		metrics:       NewMetrics(o.Registerer),
-		log:           o.Logger,
-		now:           o.Now,
-		ids:           answer.NewIDSource(),
-		upstreamRoots: o.upstreamRoots,
-		storeErrLog:   newSampler(1),
-		framingLog:    newSampler(5),
-		samplers:      map[string]*sampler{},
-		failLogs:      map[string]*sampler{},
-		clients:       map[string]upstreamClient{},
-		breakers:      map[string]*routeBreaker{},
-		reg:           o.Registerer,
-		local:         memory.New(memory.Options{MaxKeys: cfg.Store.Memory.MaxKeys}),
-		stdout:        o.Stdout,
-		stderr:        o.Stderr,
-		version:       o.Version,
-		started:       o.Now(),
-		ovNotify:      make(chan struct{}, 1),
-		announceNow:   make(chan struct{}, 1),
+		metrics:     NewMetrics(o.Registerer),
+		log:         o.Logger,
+		now:         o.Now,
+		ids:         answer.NewIDSource(),
+		storeErrLog: newSampler(1),
+		framingLog:  newSampler(5),
+		samplers:    map[string]*sampler{},
+		failLogs:    map[string]*sampler{},
+		clients:     map[string]upstreamClient{},
+		breakers:    map[string]*routeBreaker{},
+		reg:         o.Registerer,
+		local:       memory.New(memory.Options{MaxKeys: cfg.Store.Memory.MaxKeys}),
+		stdout:      o.Stdout,
+		stderr:      o.Stderr,
+		version:     o.Version,
+		started:     o.Now(),
+		ovNotify:    make(chan struct{}, 1),
+		announceNow: make(chan struct{}, 1),
 	}
 	if len(g.version) > maxVersion {
 		g.version = g.version[:maxVersion]
@@ -184,6 +178,10 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 		r := &route{id: rc.ID, metrics: g.metrics.forRoute(rc.ID), failLog: g.failSampler(rc.ID)}
 		r.setMatch(rc.Match)
 		u := rc.Upstream
+		tlsc, tlsID, err := upstreamTLS(u.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("route %s: %w", rc.ID, err)
+		}
 		r.upstream = &upstream{
 			targets:     u.Targets,
 			names:       targetNames(u.Targets),
@@ -191,7 +189,9 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 			least:       u.Balance == config.BalanceLeastRequest,
 			ejection:    u.Eject,
 			health:      u.Health,
-			client:      g.client(u),
+			client:      g.client(u, tlsc, tlsID),
+			tls:         tlsc,
+			tlsID:       tlsID,
 			protocol:    u.Protocol,
 			http2:       u.Protocol.HTTP2(),
 			stripPrefix: u.StripPrefix,
@@ -343,8 +343,9 @@ const logsPerSecond = 20
 // client returns the upstream client for an upstream's settings, shared by
 // routes and reloads with the same settings so that their idle connections
 // survive a reload.
-func (g *Gateway) client(u config.Upstream) upstreamClient {
-	id := fmt.Sprint(u.Protocol, u.ConnectTimeout, u.Timeout)
+// tlsc and tlsID are the upstream's TLS (upstreamTLS).
+func (g *Gateway) client(u config.Upstream, tlsc *tls.Config, tlsID string) upstreamClient {
+	id := fmt.Sprint(u.Protocol, u.ConnectTimeout, u.Timeout, tlsID)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	c := g.clients[id]
@@ -353,10 +354,10 @@ func (g *Gateway) client(u config.Upstream) upstreamClient {
 		case config.ProtocolH2C:
 			c = newH2Client(u.ConnectTimeout, u.Timeout, nil)
 		case config.ProtocolH2:
-			c = newH2Client(u.ConnectTimeout, u.Timeout, upstreamTLS(g.upstreamRoots))
+			c = newH2Client(u.ConnectTimeout, u.Timeout, tlsc)
 		default:
 			c = h1.New(h1.Options{ConnectTimeout: u.ConnectTimeout, HeaderTimeout: u.Timeout,
-				Fallback: newTransport(upstreamOptions{connectTimeout: u.ConnectTimeout, timeout: u.Timeout})})
+				Fallback: newTransport(upstreamOptions{connectTimeout: u.ConnectTimeout, timeout: u.Timeout, tls: tlsc})})
 		}
 		g.clients[id] = c
 	}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -20,6 +21,7 @@ import (
 type checker struct {
 	settings config.Health
 	protocol config.Protocol    // the upstream's: what the checks speak
+	tlsID    string             // the upstream's TLS (upstreamTLS), which the checks speak too
 	cancel   context.CancelFunc // ends the checks, and a check under way
 	done     chan struct{}
 }
@@ -40,8 +42,15 @@ func protocols(set func(*http.Protocols, bool)) *http.Protocols {
 }
 
 func newCheckClient(p *http.Protocols) *http.Client {
+	return newCheckClientTLS(p, nil)
+}
+
+// newCheckClientTLS is newCheckClient speaking tlsc to https targets (nil:
+// the system's roots).
+func newCheckClientTLS(p *http.Protocols, tlsc *tls.Config) *http.Client {
 	return &http.Client{
 		Transport: &http.Transport{
+			TLSClientConfig: tlsc,
 			// No proxy from the environment: a check asks the target itself.
 			Proxy:              nil,
 			DialContext:        (&net.Dialer{}).DialContext,
@@ -54,8 +63,19 @@ func newCheckClient(p *http.Protocols) *http.Client {
 	}
 }
 
-// checkClientFor is the client that checks targets of protocol p.
-func checkClientFor(p config.Protocol) *http.Client {
+// checkClientFor is the client that checks targets of protocol p, with
+// the TLS of an upstream.tls block (tlsID not empty).
+func checkClientFor(p config.Protocol, tlsc *tls.Config, tlsID string) *http.Client {
+	if tlsID != "" {
+		var ps *http.Protocols
+		switch p {
+		case config.ProtocolH2C:
+			return checkClientH2C // in clear: tls does not apply
+		case config.ProtocolH2:
+			ps = protocols((*http.Protocols).SetHTTP2)
+		}
+		return newCheckClientTLS(ps, tlsc)
+	}
 	switch p {
 	case config.ProtocolH2C:
 		return checkClientH2C
@@ -67,10 +87,10 @@ func checkClientFor(p config.Protocol) *http.Client {
 
 // start runs t's checks with h until the checker is stopped. The first
 // check is made at once.
-func (hr *healthRegistry) start(g *Gateway, t *targetState, h config.Health, p config.Protocol) *checker {
+func (hr *healthRegistry) start(g *Gateway, t *targetState, h config.Health, u *upstream) *checker {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &checker{settings: h, protocol: p, cancel: cancel, done: make(chan struct{})}
-	client := checkClientFor(p)
+	c := &checker{settings: h, protocol: u.protocol, tlsID: u.tlsID, cancel: cancel, done: make(chan struct{})}
+	client := checkClientFor(u.protocol, u.tls, u.tlsID)
 	base := &url.URL{Scheme: t.target.Scheme, Host: t.target.Host}
 	ref, err := url.Parse(h.Path)
 	if err != nil {

@@ -2,10 +2,11 @@ package gateway
 
 import (
 	"context"
-	"crypto/x509"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -76,8 +77,6 @@ type Gateway struct {
 	bg        sync.WaitGroup
 	upgrades  upgrades // requests that switched protocols
 	health    healthRegistry
-
-	upstreamRoots *x509.CertPool // Options.upstreamRoots
 }
 
 // upgradeCloseWait bounds how long Close waits for the handlers of joined
@@ -515,12 +514,25 @@ func failureKind(o outcome) string {
 		return "connection_refused"
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return "connection_reset"
+	case isTLS(err):
+		return "tls"
 	case isDial(err):
 		return "dial"
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return "closed"
 	}
 	return "protocol"
+}
+
+// isTLS says err is a TLS handshake's failure: the target's certificate
+// did not verify, or the target refused the gateway's (an alert).
+func isTLS(err error) bool {
+	var ve *tls.CertificateVerificationError
+	var re tls.RecordHeaderError
+	var op *net.OpError
+	return errors.As(err, &ve) || errors.As(err, &re) ||
+		errors.As(err, &op) && op.Op == "remote error" // an alert the target sent
+
 }
 
 // answerWith writes one of the gateway's own answers.

@@ -3,7 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"crypto/x509"
+	"encoding/pem"
 	"io"
 	"log/slog"
 	"net"
@@ -119,17 +119,26 @@ func startGRPC(t *testing.T, svc testpb.TestServiceServer, creds credentials.Tra
 
 // newH2Harness is newHarness with the gateway served over HTTP/1.1 and
 // HTTP/2 in clear (prior knowledge), as gRPC clients reach it, and {{UP}}
-// replaced by up; roots, if not nil, verify protocol h2's targets.
-func newH2Harness(t *testing.T, yaml, up string, roots *x509.CertPool) *harness {
+// replaced by up; ca, if not nil, is the PEM upstream.tls.ca of the routes
+// with https targets.
+func newH2Harness(t *testing.T, yaml, up string, ca []byte) *harness {
 	t.Helper()
 	yaml = strings.ReplaceAll(yaml, "{{UP}}", up)
 	cfg, err := config.Parse("test.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
+	if ca != nil {
+		caFile := testcerts.Write(t, t.TempDir(), "ca.pem", ca)
+		for i := range cfg.Routes {
+			if u := &cfg.Routes[i].Upstream; u.Targets[0].Scheme == "https" {
+				u.TLS = &config.UpstreamTLS{CA: caFile}
+			}
+		}
+	}
 	h := &harness{t: t, reg: prometheus.NewRegistry(), log: &syncWriter{b: &strings.Builder{}}, clock: &testClock{}}
 	logger := slog.New(slog.NewJSONHandler(h.log, nil))
-	h.gw, err = New(cfg, Options{Logger: logger, Registerer: h.reg, Now: h.clock.Now, upstreamRoots: roots})
+	h.gw, err = New(cfg, Options{Logger: logger, Registerer: h.reg, Now: h.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,10 +223,10 @@ func TestGRPCProxy(t *testing.T) {
 	for _, tc := range []struct {
 		proto string
 		creds credentials.TransportCredentials
-		roots *x509.CertPool
+		ca    []byte
 	}{
 		{"h2c", nil, nil},
-		{"h2", credentials.NewServerTLSFromCert(ptr(ca.Server(t, "upstream").TLS(t))), ca.Pool()},
+		{"h2", credentials.NewServerTLSFromCert(ptr(ca.Server(t, "upstream").TLS(t))), ca.PEM},
 	} {
 		t.Run(tc.proto, func(t *testing.T) {
 			svc := newTestService()
@@ -226,7 +235,7 @@ func TestGRPCProxy(t *testing.T) {
 			if tc.proto == "h2" {
 				scheme = "https://"
 			}
-			h := newH2Harness(t, strings.ReplaceAll(grpcRoute, "PROTO", tc.proto), scheme+addr, tc.roots)
+			h := newH2Harness(t, strings.ReplaceAll(grpcRoute, "PROTO", tc.proto), scheme+addr, tc.ca)
 			c := h.grpcClient()
 			ctx := metadata.AppendToOutgoingContext(context.Background(), "x-user-id", "alice")
 
@@ -591,8 +600,7 @@ func TestH2ToHTTP1Target(t *testing.T) {
 		io.WriteString(w, "ok")
 	}))
 	t.Cleanup(tlsUp.Close)
-	roots := x509.NewCertPool()
-	roots.AddCert(tlsUp.Certificate())
+	roots := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsUp.Certificate().Raw})
 	for _, tc := range []struct{ proto, up, says string }{
 		{"h2c", plain.URL, `it answered the HTTP/2 preface with \"HTTP/1.1`},
 		{"h2", tlsUp.URL, "TLS negotiated http/1.1, not h2"},

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -76,7 +75,7 @@ func newH2Client(connectTimeout, timeout time.Duration, tlsc *tls.Config) *h2Cli
 	hc := &h2Client{t: t, timeout: timeout}
 	t.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		cfg := tlsc.Clone()
-		if host, _, err := net.SplitHostPort(addr); err == nil {
+		if host, _, err := net.SplitHostPort(addr); err == nil && cfg.ServerName == "" {
 			cfg.ServerName = host
 		}
 		// http/1.1 is offered beside h2 so that a target that speaks
@@ -100,12 +99,6 @@ func newH2Client(connectTimeout, timeout time.Duration, tlsc *tls.Config) *h2Cli
 		return c, nil
 	}
 	return hc
-}
-
-// upstreamTLS is the TLS configuration of protocol h2: the system's roots,
-// unless roots is set.
-func upstreamTLS(roots *x509.CertPool) *tls.Config {
-	return &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 }
 
 // errNotHTTP2 fails an exchange with a target of protocol h2c or h2 that

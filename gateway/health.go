@@ -274,7 +274,7 @@ func (hr *healthRegistry) apply(g *Gateway, gen *generation) {
 			}
 			keep[key] = t
 			h := u.health
-			if c := t.checker; c != nil && (c.settings != h || c.protocol != u.protocol) {
+			if c := t.checker; c != nil && (c.settings != h || c.protocol != u.protocol || c.tlsID != u.tlsID) {
 				c.stop()
 				t.checker = nil
 			}
@@ -283,7 +283,7 @@ func (hr *healthRegistry) apply(g *Gateway, gen *generation) {
 				continue
 			}
 			if t.checker == nil {
-				t.checker = hr.start(g, t, h, u.protocol)
+				t.checker = hr.start(g, t, h, u)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -33,7 +34,9 @@ type upstream struct {
 	next        atomic.Uint64
 	client      upstreamClient
 	protocol    config.Protocol
-	http2       bool // upstream.protocol h2c or h2
+	http2       bool        // upstream.protocol h2c or h2
+	tls         *tls.Config // of the https targets (upstreamTLS), for the health checks too
+	tlsID       string
 	stripPrefix string
 	ridHeader   string        // canonical: the request id's, which the gateway sets
 	idle        time.Duration // longest silence while a response body streams
@@ -46,12 +49,14 @@ type upstream struct {
 type upstreamOptions struct {
 	connectTimeout time.Duration
 	timeout        time.Duration // until the response headers
+	tls            *tls.Config   // of https targets
 }
 
 func newTransport(o upstreamOptions) *http.Transport {
 	d := &net.Dialer{Timeout: o.connectTimeout, KeepAlive: 30 * time.Second}
 	return &http.Transport{
 		DialContext:           d.DialContext,
+		TLSClientConfig:       o.tls,
 		ResponseHeaderTimeout: o.timeout,
 		// A gateway holds one connection per concurrent request to each
 		// target; the default of two idle connections per host would close
