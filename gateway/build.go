@@ -364,6 +364,39 @@ func (g *Gateway) client(u config.Upstream, tlsc *tls.Config, tlsID string) upst
 	return c
 }
 
+// dropUnusedClients forgets the upstream clients no route of gen uses (a
+// reload changed their settings, or renewed the certificate they present)
+// and closes their idle connections once grace has given the requests of
+// the generation before time to end, so that reloads do not pile up
+// clients and their connections.
+func (g *Gateway) dropUnusedClients(gen *generation, grace time.Duration) {
+	used := make(map[upstreamClient]bool, len(gen.routes))
+	for _, r := range gen.routes {
+		used[r.upstream.client] = true
+	}
+	var gone []upstreamClient
+	g.mu.Lock()
+	for id, c := range g.clients {
+		if !used[c] {
+			delete(g.clients, id)
+			gone = append(gone, c)
+		}
+	}
+	g.mu.Unlock()
+	if len(gone) == 0 {
+		return
+	}
+	g.bg.Go(func() {
+		select {
+		case <-time.After(grace):
+		case <-g.stop:
+		}
+		for _, c := range gone {
+			c.CloseIdle()
+		}
+	})
+}
+
 // openStore makes the store a configuration names. The memory store is
 // the gateway's own, shared with the local fallback.
 func openStore(c config.Store, local *memory.Store) (limit.Store, error) {
@@ -433,6 +466,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	gen.file = cfg
 	g.gen.Store(gen)
 	g.health.apply(g, gen)
+	g.dropUnusedClients(gen, prev.cfg.Server.ShutdownTimeout+time.Second)
 	if g.ov.set != nil {
 		before := g.ov.skipped
 		g.ov.set, g.ov.skipped = set, skipped

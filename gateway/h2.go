@@ -54,6 +54,8 @@ func newH2Client(connectTimeout, timeout time.Duration, tlsc *tls.Config) *h2Cli
 		Protocols: &p,
 		// Bodies pass through as they are, as on HTTP/1.1.
 		DisableCompression: true,
+		// An idle connection closes as the HTTP/1.1 client's do.
+		IdleConnTimeout: 90 * time.Second,
 		// A connection that stops answering (a target gone without a
 		// reset) is found by a ping after 30 s of silence, and closed
 		// when the ping goes 15 s unanswered, failing its streams.

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -108,5 +109,51 @@ routes:
 	}
 	if n := counterValue(t, h, "gateway_config_reloads_total", map[string]string{"result": "ok"}); n != 20 {
 		t.Fatalf("reloads counted %v, want 20", n)
+	}
+}
+
+// A reload that changes an upstream's client settings leaves the client
+// of the settings before to close, rather than keep every client a reload
+// ever made; one that keeps them keeps the client and its connections.
+func TestReloadDropsUnusedClients(t *testing.T) {
+	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {})
+	yaml := func(timeout string) string {
+		return `
+admin: {listen: ""}
+routes:
+  - id: a
+    match: {path: /a/**}
+    upstream: {targets: ["` + up.URL + `"], timeout: ` + timeout + `}
+  - id: b
+    match: {path: /b/**}
+    upstream: {targets: ["` + up.URL + `"], protocol: h2c, timeout: ` + timeout + `}
+`
+	}
+	h := newHarness(t, yaml("1s"), up)
+	clients := func() int {
+		h.gw.mu.Lock()
+		defer h.gw.mu.Unlock()
+		return len(h.gw.clients)
+	}
+	if n := clients(); n != 2 {
+		t.Fatalf("%d clients for two routes of different protocols", n)
+	}
+	first := h.gw.gen.Load().routes[0].upstream.client
+	if err := h.gw.Reload(mustParse(t, yaml("1s"))); err != nil {
+		t.Fatal(err)
+	}
+	if h.gw.gen.Load().routes[0].upstream.client != first {
+		t.Error("a reload that keeps the settings made a new client")
+	}
+	for _, timeout := range []string{"2s", "3s", "4s"} {
+		if err := h.gw.Reload(mustParse(t, yaml(timeout))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := clients(); n != 2 {
+		t.Errorf("%d clients after three reloads that changed the timeouts, want the two in use", n)
+	}
+	if h.gw.gen.Load().routes[0].upstream.client == first {
+		t.Error("a changed timeout kept the client of the timeout before")
 	}
 }
