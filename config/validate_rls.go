@@ -20,19 +20,26 @@ func (v *validator) rlsTLS(r *RLS) {
 	if r.Listen == "" {
 		v.errorf(p, "set, but rls.listen is empty, so no service would use it")
 	}
-	switch {
-	case t.Cert == "" && t.Key == "":
+	if t.Cert == "" && t.Key == "" {
 		v.errorf(p, "needs cert and key: the certificate the service presents")
-	case t.Cert == "":
-		v.errorf(p+".cert", "empty, but key is set: give the certificate of the key")
-	case t.Key == "":
-		v.errorf(p+".key", "empty, but cert is set: give the private key of the certificate")
 	}
+	v.halfPair(p, t.Cert, t.Key)
 	if t.ClientCA == "" && v.has(p+".client_ca") {
 		v.errorf(p+".client_ca", `empty: leave it out for no client certificates`)
 	}
 	v.keyPair(p, t.Cert, t.Key, "clients that verify it will refuse it")
 	v.certPool(p+".client_ca", t.ClientCA)
+}
+
+// halfPair refuses a cert of block p without its key, or a key without
+// its cert.
+func (v *validator) halfPair(p, certPath, keyPath string) {
+	switch {
+	case certPath == "" && keyPath != "":
+		v.errorf(p+".cert", "empty, but key is set: give the certificate of the key")
+	case certPath != "" && keyPath == "":
+		v.errorf(p+".key", "empty, but cert is set: give the private key of the certificate")
+	}
 }
 
 // keyPair checks the certificate and key files of the block at p, when

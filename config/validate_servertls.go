@@ -26,14 +26,10 @@ func (v *validator) serverTLS(c *Config) {
 	}
 	for i, cert := range t.Certs {
 		p := fmt.Sprintf("server.tls.certs[%d]", i)
-		switch {
-		case cert.Cert == "" && cert.Key == "":
+		if cert.Cert == "" && cert.Key == "" {
 			v.errorf(p, "needs cert and key: a certificate the listener presents")
-		case cert.Cert == "":
-			v.errorf(p+".cert", "empty, but key is set: give the certificate of the key")
-		case cert.Key == "":
-			v.errorf(p+".key", "empty, but cert is set: give the private key of the certificate")
 		}
+		v.halfPair(p, cert.Cert, cert.Key)
 		v.keyPair(p, cert.Cert, cert.Key, "clients that check it will refuse it")
 	}
 	switch t.MinVersion {

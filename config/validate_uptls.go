@@ -27,12 +27,7 @@ func (v *validator) upstreamTLS(u *Upstream, p string) {
 			v.errorf(p, "set, but every target is http://, so no connection would use it: give https:// targets or leave tls out")
 		}
 	}
-	switch {
-	case t.Cert == "" && t.Key != "":
-		v.errorf(p+".cert", "empty, but key is set: give the certificate of the key")
-	case t.Cert != "" && t.Key == "":
-		v.errorf(p+".key", "empty, but cert is set: give the private key of the certificate")
-	}
+	v.halfPair(p, t.Cert, t.Key)
 	if t.CA == "" && v.has(p+".ca") {
 		v.errorf(p+".ca", "empty: leave it out to verify the targets against the system's roots")
 	}
