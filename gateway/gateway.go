@@ -154,6 +154,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
+	if r.ProtoMajor == 2 {
+		trimFieldValues(r.Header)
+	}
 	x.rid = g.ids.Use(r, w, gen.ridHeader)
 	x.grpc = answer.IsGRPC(r)
 

@@ -58,6 +58,24 @@ func malformed(r *http.Request) bool {
 	return false
 }
 
+// trimFieldValues cuts the white space (SP, HTAB) at either end of each
+// field value, which HTTP/1.1's parser drops as the space around a value
+// and HTTP/2 delivers as part of it (RFC 9113 §8.2.1 calls such a field
+// malformed; a client may send it all the same). Left in, "k1 " would be
+// a key of its own beside "k1", a fresh quota for every variant of one
+// user's id, while the upstream reads them all as "k1".
+func trimFieldValues(h http.Header) {
+	for _, vv := range h {
+		for i, v := range vv {
+			if v != "" && (isOWS(v[0]) || isOWS(v[len(v)-1])) {
+				vv[i] = strings.Trim(v, " \t")
+			}
+		}
+	}
+}
+
+func isOWS(b byte) bool { return b == ' ' || b == '\t' }
+
 // isToken reports whether s is an RFC 9110 token (§5.6.2): a method, a
 // field name.
 func isToken(s string) bool {
