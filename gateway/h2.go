@@ -59,7 +59,18 @@ func newH2Client(connectTimeout, timeout time.Duration, tlsc *tls.Config) *h2Cli
 		// A connection that stops answering (a target gone without a
 		// reset) is found by a ping after 30 s of silence, and closed
 		// when the ping goes 15 s unanswered, failing its streams.
-		HTTP2: &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
+		//
+		// An answer's stream may hold h2StreamWindow bytes the client has
+		// not taken yet, where the Transport's default, 4 MiB, let each
+		// client that stops reading pin that much in the gateway. The
+		// connection's window stays the Transport's (1 GiB): a stalled
+		// stream holds its own window's worth of it and no more, so the
+		// other streams on the connection go on.
+		HTTP2: &http.HTTP2Config{
+			SendPingTimeout:           30 * time.Second,
+			PingTimeout:               15 * time.Second,
+			MaxReceiveBufferPerStream: h2StreamWindow,
+		},
 	}
 	if tlsc == nil {
 		p.SetUnencryptedHTTP2(true)
@@ -102,6 +113,10 @@ func newH2Client(connectTimeout, timeout time.Duration, tlsc *tls.Config) *h2Cli
 	}
 	return hc
 }
+
+// h2StreamWindow is how much of an answer's body the gateway takes from
+// an HTTP/2 target ahead of the client: the stream's flow-control window.
+const h2StreamWindow = 256 << 10
 
 // errNotHTTP2 fails an exchange with a target of protocol h2c or h2 that
 // answered in another protocol, HTTP/1.1 mostly.
