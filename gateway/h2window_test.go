@@ -3,8 +3,10 @@ package gateway
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -110,4 +112,76 @@ routes:
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Logf("the target wrote %d bytes to the stalled stream", sent.Load())
+}
+
+// rawTarget answers whatever it is sent with answer, then closes the
+// connection.
+func rawTarget(t *testing.T, answer string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 1024)
+				if _, err := c.Read(buf); err != nil {
+					return
+				}
+				io.WriteString(c, answer)
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// An h2c target that answers the preface in another protocol fails the
+// exchange as not_http2, with what it answered, whether or not its
+// answer begins with a status line.
+func TestH2CTargetNotHTTP2(t *testing.T) {
+	for _, tc := range []struct{ name, answer, says string }{
+		{"status line", "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+			`it answered the HTTP/2 preface with \"HTTP/1.1 400 Bad Request\"`},
+		// What Python's http.server sends to "PRI * HTTP/2.0": the error
+		// page alone, as to an HTTP/0.9 request.
+		{"bare page", "<!DOCTYPE HTML>\n<html lang=\"en\">\n<head><title>Error response</title></head></html>\n",
+			`it answered the HTTP/2 preface with \"<!DOCTYPE HTML>\"`},
+		{"short", "no", `it answered the HTTP/2 preface with \"no\"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newH2Harness(t, strings.ReplaceAll(grpcRoute, "PROTO", "h2c"), rawTarget(t, tc.answer), nil)
+			answerOf(t, h.do("GET", "/grpc.testing.TestService/EmptyCall", nil, nil), 502, "upstream_unavailable")
+			pollLog(t, h, `"msg":"upstream failed"`, "the target did not speak HTTP/2", tc.says, `"kind":"not_http2"`)
+		})
+	}
+}
+
+func TestSettingsHead(t *testing.T) {
+	for _, tc := range []struct {
+		b    []byte
+		want bool
+	}{
+		{[]byte{0, 0, 0, 4, 0, 0, 0, 0, 0}, true},
+		{[]byte{0, 0, 18, 4, 0, 0, 0, 0, 0}, true},
+		{[]byte{0, 0, 0, 4}, false},
+		{[]byte{0, 0, 0, 4, 1, 0, 0, 0, 0}, true}, // flags are not looked at
+		{[]byte{0, 0, 0, 4, 0, 0x80, 0, 0, 0}, true},
+		{[]byte{0, 0, 7, 4, 0, 0, 0, 0, 0}, false},
+		{[]byte{0, 0, 8, 7, 0, 0, 0, 0, 0}, false}, // GOAWAY
+		{[]byte{0, 0, 0, 4, 0, 0, 0, 0, 1}, false},
+		{[]byte("HTTP/1.1 "), false},
+		{[]byte("<!DOCTYPE"), false},
+		{[]byte("no"), false},
+	} {
+		if got := settingsHead(tc.b); got != tc.want {
+			t.Errorf("settingsHead(%q) = %v, want %v", tc.b, got, tc.want)
+		}
+	}
 }
