@@ -595,6 +595,18 @@ type Health struct {
 	// 2 and 3.
 	HealthyAfter   int `yaml:"healthy_after"`
 	UnhealthyAfter int `yaml:"unhealthy_after"`
+
+	// GRPCService, when not nil, makes the checks gRPC ones
+	// (grpc.health.v1.Health/Check) of this service ("": the server as
+	// a whole) rather than GETs of Path. Upstream protocol h2c or h2.
+	GRPCService *string `yaml:"grpc_service,omitempty"`
+}
+
+// Same reports whether h and o are the same settings.
+func (h Health) Same(o Health) bool {
+	a, b := h.GRPCService, o.GRPCService
+	h.GRPCService, o.GRPCService = nil, nil
+	return h == o && (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 // Eject is the passive health check of a route's targets: a target whose

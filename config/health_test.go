@@ -108,3 +108,62 @@ routes:
 		}
 	}
 }
+
+// upstream.health.grpc_service, given (even ""), makes the checks gRPC
+// ones, on routes of protocol h2c or h2 alone; a GET path on such a route
+// is warned about.
+func TestHealthGRPC(t *testing.T) {
+	for _, tc := range []struct {
+		health string
+		want   *string
+	}{
+		{`{grpc_service: "", interval: 5s}`, ptrTo("")},
+		{`{grpc_service: orders.v1.Orders, interval: 5s}`, ptrTo("orders.v1.Orders")},
+		{`{path: /healthz, interval: 5s}`, nil},
+	} {
+		c := mustParse(t, `
+routes:
+  - id: r
+    match: {path: /r}
+    upstream:
+      targets: ["http://127.0.0.1:9000"]
+      protocol: h2c
+      health: `+tc.health+`
+`)
+		got := c.Routes[0].Upstream.Health.GRPCService
+		if (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
+			t.Errorf("health %s: grpc_service %v, want %v", tc.health, got, tc.want)
+		}
+		warned := strings.Contains(c.Warnings.Error(), "test.yaml:8: routes[0].upstream.health.path: the check is an HTTP GET, which a gRPC server answers 415: for gRPC targets give grpc_service instead")
+		if warned != (tc.want == nil) {
+			t.Errorf("health %s: warnings %v", tc.health, c.Warnings)
+		}
+	}
+	for _, tt := range []struct{ upstream, want string }{
+		{`health: {grpc_service: "", interval: 5s}`,
+			`test.yaml:7: routes[0].upstream.health.grpc_service: a gRPC check needs upstream.protocol h2c or h2, not http1`},
+		{`{protocol: h2c, health: {grpc_service: "", path: /healthz, interval: 5s}}`,
+			`test.yaml:5: routes[0].upstream.health.path: give path (a GET) or grpc_service (a gRPC check), not both`},
+	} {
+		up := "\n      targets: [\"http://127.0.0.1:9000\"]\n      " + tt.upstream
+		if strings.HasPrefix(tt.upstream, "{") {
+			up = ` {targets: ["http://127.0.0.1:9000"], ` + strings.TrimPrefix(tt.upstream, "{")
+		}
+		src := `
+routes:
+  - id: r
+    match: {path: /r}
+    upstream:` + up + "\n"
+		errs := parseErrors(t, src)
+		if len(errs) != 1 || errs[0].Error() != tt.want {
+			t.Errorf("%s:\n got %v\nwant %s", tt.upstream, errs, tt.want)
+		}
+	}
+	a, b, c := ptrTo(""), ptrTo(""), ptrTo("x")
+	if !(Health{GRPCService: a}).Same(Health{GRPCService: b}) || (Health{GRPCService: a}).Same(Health{GRPCService: c}) ||
+		(Health{GRPCService: a}).Same(Health{}) || !(Health{Path: "/h"}).Same(Health{Path: "/h"}) {
+		t.Error("Health.Same")
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

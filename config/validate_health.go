@@ -16,10 +16,20 @@ func (v *validator) balance(u *Upstream, p string) {
 	}
 }
 
-func (v *validator) health(h *Health, p string) {
+func (v *validator) health(h *Health, proto Protocol, p string) {
 	hp := p + ".health"
 	if v.failed(hp) {
 		return
+	}
+	gp := hp + ".grpc_service"
+	grpc := h.GRPCService != nil
+	if grpc {
+		if proto != ProtocolH2C && proto != ProtocolH2 && !v.failed(p+".protocol") {
+			v.errorf(gp, "a gRPC check needs upstream.protocol h2c or h2, not %s", proto)
+		}
+		if h.Path != "" {
+			v.errorf(lineKey(v, hp+".path", gp), "give path (a GET) or grpc_service (a gRPC check), not both")
+		}
 	}
 	switch {
 	case h.Interval < 0:
@@ -33,6 +43,12 @@ func (v *validator) health(h *Health, p string) {
 	}
 	pp := hp + ".path"
 	switch {
+	case grpc:
+	case h.Path != "" && (proto == ProtocolH2C || proto == ProtocolH2):
+		v.warnf(pp, "the check is an HTTP GET, which a gRPC server answers 415: for gRPC targets give grpc_service instead (\"\": the server's own health)")
+	}
+	switch {
+	case grpc:
 	case h.Path == "":
 		v.errorf(lineKey(v, pp, hp), "active checks (health.interval %v) need the path to ask for, such as /healthz", h.Interval)
 	case !strings.HasPrefix(h.Path, "/"):

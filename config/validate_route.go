@@ -149,7 +149,7 @@ func (v *validator) upstream(u *Upstream, m *Match, p string) {
 	v.positive(p+".timeout", u.Timeout)
 	v.positive(p+".idle_timeout", u.IdleTimeout)
 	v.balance(u, p)
-	v.health(&u.Health, p)
+	v.health(&u.Health, u.Protocol, p)
 	v.eject(&u.Eject, p)
 	v.protocol(u, p)
 	v.upstreamTLS(u, p)

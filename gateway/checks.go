@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -12,10 +14,12 @@ import (
 	"time"
 
 	"github.com/floodgate-gw/floodgate/config"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // checker runs the active checks of one target: a GET of the health
-// path every interval, on a connection of its own each time, so that a
+// path (or a gRPC Health/Check) every interval, on a connection of its own each time, so that a
 // check says whether the target accepts connections now, not whether an
 // old one still stands.
 type checker struct {
@@ -97,6 +101,12 @@ func (hr *healthRegistry) start(g *Gateway, t *targetState, h config.Health, u *
 		ref = &url.URL{Path: h.Path} // validation keeps this from happening
 	}
 	target := base.ResolveReference(ref).String()
+	do := func(ctx context.Context) (bool, string) { return check(ctx, client, target, h.Timeout) }
+	if h.GRPCService != nil {
+		target = (&url.URL{Scheme: base.Scheme, Host: base.Host, Path: grpcHealthPath}).String()
+		req := grpcHealthRequest(*h.GRPCService)
+		do = func(ctx context.Context) (bool, string) { return checkGRPC(ctx, client, target, req, h.Timeout) }
+	}
 	hr.running.Add(1)
 	hr.n.Add(1)
 	go func() {
@@ -107,7 +117,7 @@ func (hr *healthRegistry) start(g *Gateway, t *targetState, h config.Health, u *
 		tick := time.NewTicker(h.Interval)
 		defer tick.Stop()
 		for {
-			ok, what := check(ctx, client, target, h.Timeout)
+			ok, what := do(ctx)
 			if ctx.Err() != nil {
 				return
 			}
@@ -140,18 +150,93 @@ func check(ctx context.Context, client *http.Client, target string, timeout time
 	req.Header.Set("User-Agent", "floodgate-health-check")
 	resp, err := client.Do(req)
 	if err != nil {
-		if ctx.Err() == context.DeadlineExceeded {
-			return false, "timeout after " + timeout.String()
-		}
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return false, err.Error()
+		return false, checkFailure(ctx, err, timeout)
 	}
 	// Read a little of the body, so that a target that answers while
 	// it writes is not cut off mid-answer, and no more.
 	io.CopyN(io.Discard, resp.Body, 4<<10)
 	resp.Body.Close()
 	return resp.StatusCode >= 200 && resp.StatusCode < 400, strconv.Itoa(resp.StatusCode)
+}
+
+// grpcHealthPath is the gRPC health check's method.
+const grpcHealthPath = "/grpc.health.v1.Health/Check"
+
+// grpcHealthRequest is the body of a gRPC check of service: a
+// HealthCheckRequest in a gRPC message's frame (not compressed, and its
+// length).
+func grpcHealthRequest(service string) []byte {
+	msg, err := proto.Marshal(&healthpb.HealthCheckRequest{Service: service})
+	if err != nil {
+		panic(err) // a string field: cannot fail
+	}
+	b := make([]byte, 5, 5+len(msg))
+	binary.BigEndian.PutUint32(b[1:], uint32(len(msg)))
+	return append(b, msg...)
+}
+
+// checkGRPC makes one gRPC check: whether the target answered grpc-status
+// 0 with SERVING, and what it got ("SERVING", "NOT_SERVING",
+// "grpc-status 12: unknown service", "415", or what failed).
+func checkGRPC(ctx context.Context, client *http.Client, target string, body []byte, timeout time.Duration) (bool, string) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return false, err.Error()
+	}
+	req.Header.Set("User-Agent", "floodgate-health-check")
+	req.Header.Set("Content-Type", "application/grpc")
+	req.Header.Set("Te", "trailers")
+	resp, err := client.Do(req)
+	if err != nil {
+		return false, checkFailure(ctx, err, timeout)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.CopyN(io.Discard, resp.Body, 4<<10)
+		return false, strconv.Itoa(resp.StatusCode)
+	}
+	// One message, a HealthCheckResponse of a few bytes.
+	msg, err := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	if err != nil {
+		return false, checkFailure(ctx, err, timeout)
+	}
+	st := resp.Trailer.Get("Grpc-Status")
+	if st == "" {
+		st = resp.Header.Get("Grpc-Status") // trailers only
+	}
+	if st != "0" {
+		if st == "" {
+			return false, "no grpc-status"
+		}
+		m := resp.Trailer.Get("Grpc-Message")
+		if m == "" {
+			m = resp.Header.Get("Grpc-Message")
+		}
+		if m, err := url.PathUnescape(m); err == nil && m != "" {
+			return false, "grpc-status " + st + ": " + m[:min(len(m), 128)]
+		}
+		return false, "grpc-status " + st
+	}
+	if len(msg) < 5 || msg[0] != 0 || int(binary.BigEndian.Uint32(msg[1:5])) != len(msg)-5 {
+		return false, "not one HealthCheckResponse message"
+	}
+	var hr healthpb.HealthCheckResponse
+	if err := proto.Unmarshal(msg[5:], &hr); err != nil {
+		return false, "malformed HealthCheckResponse: " + err.Error()
+	}
+	return hr.Status == healthpb.HealthCheckResponse_SERVING, hr.Status.String()
+}
+
+// checkFailure says why a check's exchange failed.
+func checkFailure(ctx context.Context, err error, timeout time.Duration) string {
+	if ctx.Err() == context.DeadlineExceeded {
+		return "timeout after " + timeout.String()
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return err.Error()
 }

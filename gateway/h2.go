@@ -59,7 +59,18 @@ func newH2Client(connectTimeout, timeout time.Duration, tlsc *tls.Config) *h2Cli
 		// A connection that stops answering (a target gone without a
 		// reset) is found by a ping after 30 s of silence, and closed
 		// when the ping goes 15 s unanswered, failing its streams.
-		HTTP2: &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
+		//
+		// An answer's stream may hold h2StreamWindow bytes the client has
+		// not taken yet, where the Transport's default, 4 MiB, let each
+		// client that stops reading pin that much in the gateway. The
+		// connection's window stays the Transport's (1 GiB): a stalled
+		// stream holds its own window's worth of it and no more, so the
+		// other streams on the connection go on.
+		HTTP2: &http.HTTP2Config{
+			SendPingTimeout:           30 * time.Second,
+			PingTimeout:               15 * time.Second,
+			MaxReceiveBufferPerStream: h2StreamWindow,
+		},
 	}
 	if tlsc == nil {
 		p.SetUnencryptedHTTP2(true)
@@ -103,34 +114,91 @@ func newH2Client(connectTimeout, timeout time.Duration, tlsc *tls.Config) *h2Cli
 	return hc
 }
 
+// h2StreamWindow is how much of an answer's body the gateway takes from
+// an HTTP/2 target ahead of the client: the stream's flow-control window.
+const h2StreamWindow = 256 << 10
+
 // errNotHTTP2 fails an exchange with a target of protocol h2c or h2 that
 // answered in another protocol, HTTP/1.1 mostly.
 var errNotHTTP2 = errors.New("the target did not speak HTTP/2")
 
 // h2cConn is a connection to an h2c target. The target's first bytes,
-// which HTTP/2 makes a SETTINGS frame, are checked for an HTTP/1 answer (a
-// 400 or 505 to the HTTP/2 preface): the Transport would read them as a
-// frame and fail with a framing error that does not say what happened.
+// which HTTP/2 makes a SETTINGS frame, are checked for another protocol's
+// answer: an HTTP/1 status line (a 400 or 505 to the HTTP/2 preface), or
+// the bare error page some servers send to a request line of a version
+// they do not know. The Transport would read them as a frame and fail
+// with a framing error ("frame too large") that does not say what
+// happened.
 type h2cConn struct {
 	net.Conn
 	addr    string
 	client  *h2Client
 	checked bool
+	ahead   []byte // read while checking, not yet returned
 }
 
 func (c *h2cConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if !c.checked && n > 0 {
-		c.checked = true
-		if bytes.HasPrefix(p[:n], []byte("HTTP/")) {
-			line, _, _ := bytes.Cut(p[:n], []byte("\r\n"))
-			err := fmt.Errorf("%w: it answered the HTTP/2 preface with %q", errNotHTTP2, line[:min(len(line), 64)])
-			c.client.notHTTP2.Store(c.addr, err)
-			return 0, err
-		}
-		c.client.notHTTP2.Delete(c.addr)
+	if len(c.ahead) > 0 {
+		n := copy(p, c.ahead)
+		c.ahead = c.ahead[n:]
+		return n, nil
 	}
-	return n, err
+	if c.checked {
+		return c.Conn.Read(p)
+	}
+	c.checked = true
+	var head [frameHeaderLen]byte
+	n, err := io.ReadAtLeast(c.Conn, head[:], len(head))
+	if n == 0 {
+		return 0, err
+	}
+	if !settingsHead(head[:n]) {
+		got := head[:n]
+		if err == nil {
+			// More of the answer, for the error to quote its first line.
+			more := make([]byte, 64)
+			c.Conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+			m, _ := io.ReadAtLeast(c.Conn, more, len(more))
+			c.Conn.SetReadDeadline(time.Time{})
+			got = append(got, more[:m]...)
+		}
+		line, _, _ := bytes.Cut(got, []byte("\n"))
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		err := fmt.Errorf("%w: it answered the HTTP/2 preface with %q", errNotHTTP2, line[:min(len(line), 64)])
+		c.client.notHTTP2.Store(c.addr, err)
+		return 0, err
+	}
+	c.client.notHTTP2.Delete(c.addr)
+	c.ahead = append([]byte(nil), head[:n]...)
+	m := copy(p, c.ahead)
+	c.ahead = c.ahead[m:]
+	if len(c.ahead) == 0 {
+		return m, err
+	}
+	return m, nil
+}
+
+// frameHeaderLen is the size of an HTTP/2 frame's header.
+const frameHeaderLen = 9
+
+// settingsHead reports whether b, a target's first bytes, is the header
+// of a SETTINGS frame on stream 0, which an HTTP/2 server's connection
+// preface begins with. Fewer bytes than a header, the target's whole
+// answer, are not.
+func settingsHead(b []byte) bool {
+	if len(b) != frameHeaderLen {
+		return false
+	}
+	// length (3 bytes, a multiple of 6 entries of 6 bytes), type 4,
+	// flags, stream 0 (31 bits, the top one reserved).
+	want := [frameHeaderLen]byte{3: 0x4}
+	mask := [frameHeaderLen]byte{3: 0xff, 5: 0x7f, 6: 0xff, 7: 0xff, 8: 0xff}
+	for i := range b {
+		if b[i]&mask[i] != want[i] {
+			return false
+		}
+	}
+	return (int(b[0])<<16|int(b[1])<<8|int(b[2]))%6 == 0
 }
 
 // headTimeout fails an exchange whose answer's head did not come in time

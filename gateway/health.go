@@ -274,7 +274,7 @@ func (hr *healthRegistry) apply(g *Gateway, gen *generation) {
 			}
 			keep[key] = t
 			h := u.health
-			if c := t.checker; c != nil && (c.settings != h || c.protocol != u.protocol || c.tlsID != u.tlsID) {
+			if c := t.checker; c != nil && (!c.settings.Same(h) || c.protocol != u.protocol || c.tlsID != u.tlsID) {
 				c.stop()
 				t.checker = nil
 			}
