@@ -23,7 +23,8 @@ import (
 // reset, which the client would read as INTERNAL. And the breaker and
 // passive ejection judge the call by its grpc-status (grpcFailure), from
 // the trailers-only head or the trailers, since its HTTP status is 200
-// however it went; a grpc-timeout that ran out counts for neither.
+// however it went; a grpc-timeout that ran out counts for neither, nor
+// does a request stream that failed on the client's side (endGRPCClient).
 
 // reply writes one of the gateway's own answers to x's request: JSON, or
 // a gRPC status. extra goes in the JSON alone.
@@ -145,4 +146,21 @@ func endGRPC(h http.Header, err error) {
 	}
 	h[http.TrailerPrefix+"Grpc-Status"] = []string{strconv.Itoa(int(code))}
 	h[http.TrailerPrefix+"Grpc-Message"] = []string{answer.EncodeGRPCMessage(msg)}
+}
+
+// endGRPCClient ends a gRPC call whose request stream failed on the
+// client's side after the answer's head was sent (status: 408 for
+// server.body_timeout, 413 for server.max_body_bytes, 400 for a stream
+// that broke its framing) with the status the gateway answers that with
+// before the head.
+func endGRPCClient(h http.Header, status int) {
+	msg := "the request stream broke off"
+	switch status {
+	case http.StatusRequestTimeout:
+		msg = "the request stream was silent for server.body_timeout"
+	case http.StatusRequestEntityTooLarge:
+		msg = "the request stream went over server.max_body_bytes"
+	}
+	h[http.TrailerPrefix+"Grpc-Status"] = []string{strconv.Itoa(int(answer.GRPCCodeOf(status)))}
+	h[http.TrailerPrefix+"Grpc-Message"] = []string{msg}
 }

@@ -417,9 +417,26 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		// DEADLINE_EXCEEDED when the call's grpc-timeout ran out, which
 		// is the client's deadline and no failure of the upstream's.
 		o.aborted = true
+		var c outcome
+		if body != nil {
+			if berr := body.err(); berr != nil {
+				c = classifyBody(berr, c)
+			}
+		}
 		if errors.Is(err, errSendTimeout) {
 			// The client's doing: it stopped reading.
 			o.status, o.err = statusClientClosed, err
+		} else if c.client {
+			// The client's request stream failed under the answer (it fell
+			// silent past server.body_timeout, went over
+			// server.max_body_bytes), and the upstream's stream with it:
+			// the client's fault, whatever error the upstream's side
+			// reports.
+			o.client, o.err = true, body.err()
+			if grpc {
+				endGRPCClient(h, c.status)
+				o.ended = true
+			}
 		} else if r.Context().Err() == nil {
 			o.failed, o.err = true, err
 			o.timeout = errors.Is(err, h1.ErrIdle)
