@@ -105,8 +105,9 @@ type generation struct {
 
 	keyRequired, notFound, badRequest, tooLarge, headersTooLarge, requestTimeout,
 	limiterUnavailable, upstreamTimeout, upstreamUnavailable *answer.Answer
-	badGRPCTimeout *answer.Answer // to a gRPC request whose grpc-timeout is malformed
-	noRoute        *routeMetrics
+	badGRPCTimeout     *answer.Answer // to a gRPC request whose grpc-timeout is malformed
+	grpcDeadlinePassed *answer.Answer // to a gRPC request whose grpc-timeout is 0
+	noRoute            *routeMetrics
 }
 
 func (gen *generation) localShare() float64 {

@@ -39,15 +39,22 @@ func (x *exchange) reply(w http.ResponseWriter, a *answer.Answer, extra string) 
 // refuseGRPC is the answer to a gRPC request the route cannot take, or
 // nil: a route of protocol http1 would send it upstream over HTTP/1.1,
 // which cannot carry gRPC (no trailers for its status); a grpc-timeout
-// that is not one is the client's mistake, which the upstream would
-// answer too, but only after the limits counted the request.
+// that is not one is the client's mistake, and one of 0 a deadline
+// already passed, which the upstream would answer too, but only after
+// the limits counted the request.
 func (x *exchange) refuseGRPC() *answer.Answer {
 	if x.route.grpcRefused != nil {
 		return x.route.grpcRefused
 	}
 	if vv := x.r.Header["Grpc-Timeout"]; len(vv) > 0 {
-		if _, ok := parseGRPCTimeout(vv[0]); !ok || len(vv) > 1 {
+		d, ok := parseGRPCTimeout(vv[0])
+		if !ok || len(vv) > 1 {
 			return x.gen.badGRPCTimeout
+		}
+		if d == 0 {
+			// The call's deadline has passed: the upstream could only
+			// answer DEADLINE_EXCEEDED too.
+			return x.gen.grpcDeadlinePassed
 		}
 	}
 	return nil
