@@ -171,3 +171,18 @@ func endGRPCClient(h http.Header, status int) {
 	h[http.TrailerPrefix+"Grpc-Status"] = []string{strconv.Itoa(int(answer.GRPCCodeOf(status)))}
 	h[http.TrailerPrefix+"Grpc-Message"] = []string{msg}
 }
+
+// clientCancelled records in h, for the access log and metrics, that the
+// client cancelled a gRPC call (its stream reset, its deadline passed):
+// CANCELLED, which is what the client's own library reports. Nothing of
+// it is sent, as the stream is gone; trailer says the answer's head went
+// out already.
+func clientCancelled(h http.Header, trailer bool) {
+	if trailer {
+		h[http.TrailerPrefix+"Grpc-Status"] = grpcCancelled
+	} else {
+		h["Grpc-Status"] = grpcCancelled
+	}
+}
+
+var grpcCancelled = []string{strconv.Itoa(int(answer.GRPCCanceled))}

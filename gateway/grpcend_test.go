@@ -480,3 +480,76 @@ routes:
 		})
 	}
 }
+
+// A gRPC call the client cancels is logged as HTTP requests whose
+// client went away are, 499, with grpc_status 1 CANCELLED: whether it
+// went before the answer's head or in the middle of a stream.
+func TestGRPCClientCancelled(t *testing.T) {
+	svc := newTestService()
+	svc.slow = true
+	addr := startGRPC(t, svc, nil)
+	file := filepath.Join(t.TempDir(), "access.log")
+	h := newH2Harness(t, `
+admin: {listen: ""}
+server: {access_log: "`+file+`"}
+routes:
+  - id: grpc
+    match: {path: /grpc.testing.TestService/**}
+    upstream: {targets: ["{{UP}}"], protocol: h2c, timeout: 1h}
+    breaker: {enabled: true, min_calls: 1}
+`, "http://"+addr, nil)
+	c := h.grpcClient()
+
+	// Before the head: the upstream holds the unary call until it is
+	// cancelled.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{})
+		done <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for svc.calls.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the call did not reach the upstream")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; status.Code(err) != codes.Canceled {
+		t.Fatalf("unary call: %v", err)
+	}
+	select {
+	case <-svc.cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream's call was not cancelled")
+	}
+	l := readAccess(t, file, 1)[0]
+	if l.Status != statusClientClosed || l.GRPCStatus == nil || *l.GRPCStatus != 1 || l.Error != "" {
+		t.Errorf("before the head: status %d, grpc_status %v, error %q; want 499, 1, none", l.Status, l.GRPCStatus, l.Error)
+	}
+
+	// In the middle of a stream.
+	ctx, cancel = context.WithCancel(context.Background())
+	stream, err := c.FullDuplexCall(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&testpb.StreamingOutputCallRequest{ResponseParameters: []*testpb.ResponseParameters{{Size: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	l = readAccess(t, file, 2)[1]
+	if l.Status != statusClientClosed || l.GRPCStatus == nil || *l.GRPCStatus != 1 || l.Error != "" {
+		t.Errorf("mid-stream: status %d, grpc_status %v, error %q; want 499, 1, none", l.Status, l.GRPCStatus, l.Error)
+	}
+	if b := breakerOf(t, h, "grpc"); b.Failures != 0 {
+		t.Errorf("the breaker counted %d failures", b.Failures)
+	}
+	if n := counterValue(t, h, "gateway_grpc_responses_total", map[string]string{"route": "grpc", "grpc_status": "CANCELLED"}); n != 2 {
+		t.Errorf("%v calls counted CANCELLED, want 2", n)
+	}
+}

@@ -118,6 +118,13 @@ func (o outcome) cancelled() bool {
 	return !o.exchanged || o.status == statusClientClosed || o.client || o.aborted && !o.failed || o.deadline
 }
 
+// clientGone reports an exchange the client went away from (it reset
+// the stream, closed the connection, cancelled its call): the status
+// logged, 499, says it all.
+func (o *outcome) clientGone() bool {
+	return o.status == statusClientClosed && !o.failed && !errors.Is(o.err, errSendTimeout)
+}
+
 // Hop-by-hop headers, removed in both directions (RFC 9110 §7.6.1).
 var hopHeaders = []string{
 	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
@@ -341,6 +348,9 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		if o.failed && !isDial(err) {
 			u.failed(i)
 		}
+		if o.status == statusClientClosed && answer.IsGRPC(r) {
+			clientCancelled(w.Header(), false)
+		}
 		o.err, o.exchanged, o.took, o.target = err, true, u.now().Sub(start), u.names[i]
 		return o
 	}
@@ -426,7 +436,7 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		if errors.Is(err, errSendTimeout) {
 			// The client's doing: it stopped reading.
 			o.status, o.err = statusClientClosed, err
-		} else if c.client {
+		} else if c.client && r.Context().Err() == nil {
 			// The client's request stream failed under the answer (it fell
 			// silent past server.body_timeout, went over
 			// server.max_body_bytes), and the upstream's stream with it:
@@ -447,6 +457,11 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 					o.failed, o.deadline = false, true
 				}
 			}
+		} else if grpc {
+			// The client cancelled the call (or its deadline did): the
+			// HTTP status sent, 200, says nothing of how it went.
+			o.status = statusClientClosed
+			clientCancelled(h, true)
 		}
 		if later && o.failed {
 			u.answered(i, http.StatusServiceUnavailable) // the status the client got
