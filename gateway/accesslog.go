@@ -330,7 +330,7 @@ func (g *Gateway) logAccess(w http.ResponseWriter, x *exchange, o *outcome) {
 		b = appendJSONString(b, o.target)
 		b = append(b, `,"upstream_duration":`...)
 		b = strconv.AppendFloat(b, o.took.Seconds(), 'f', 6, 64)
-		if o.failed || o.err != nil && !o.client {
+		if (o.failed || o.err != nil && (!o.client || o.aborted)) && !o.clientGone() {
 			b = append(b, `,"error":"`...)
 			b = append(b, failureKind(*o)...)
 			b = append(b, '"')

@@ -154,6 +154,8 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 	gen.upstreamUnavailable = a(http.StatusBadGateway, "upstream_unavailable")
 	gen.badGRPCTimeout = answer.NewAnswer(http.StatusBadRequest, config.CodeBadRequest,
 		"grpc-timeout is not a timeout (1 to 8 digits and a unit of H, M, S, m, u or n)")
+	gen.grpcDeadlinePassed = answer.NewAnswer(http.StatusRequestTimeout, config.CodeRequestTimeout,
+		"the call's deadline had already passed (grpc-timeout 0)").WithGRPC(answer.GRPCDeadlineExceeded)
 
 	g.local.SetMaxKeys(cfg.Store.Memory.MaxKeys)
 	if prev != nil && sameStore(prev.cfg.Store, cfg.Store) {

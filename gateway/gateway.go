@@ -105,8 +105,9 @@ type generation struct {
 
 	keyRequired, notFound, badRequest, tooLarge, headersTooLarge, requestTimeout,
 	limiterUnavailable, upstreamTimeout, upstreamUnavailable *answer.Answer
-	badGRPCTimeout *answer.Answer // to a gRPC request whose grpc-timeout is malformed
-	noRoute        *routeMetrics
+	badGRPCTimeout     *answer.Answer // to a gRPC request whose grpc-timeout is malformed
+	grpcDeadlinePassed *answer.Answer // to a gRPC request whose grpc-timeout is 0
+	noRoute            *routeMetrics
 }
 
 func (gen *generation) localShare() float64 {
@@ -501,6 +502,16 @@ func failureKind(o outcome) string {
 		return "status"
 	case o.deadline:
 		return "grpc_deadline"
+	case o.client && o.aborted:
+		// The client's request stream failed under the answer: the code
+		// its answer would have had before the head.
+		switch classifyBody(err, outcome{}).status {
+		case http.StatusRequestTimeout:
+			return config.CodeRequestTimeout
+		case http.StatusRequestEntityTooLarge:
+			return "body_too_large"
+		}
+		return "bad_request"
 	case errors.Is(err, errSendTimeout):
 		return "send_timeout"
 	case o.aborted && o.timeout:

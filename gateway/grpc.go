@@ -23,7 +23,8 @@ import (
 // reset, which the client would read as INTERNAL. And the breaker and
 // passive ejection judge the call by its grpc-status (grpcFailure), from
 // the trailers-only head or the trailers, since its HTTP status is 200
-// however it went; a grpc-timeout that ran out counts for neither.
+// however it went; a grpc-timeout that ran out counts for neither, nor
+// does a request stream that failed on the client's side (endGRPCClient).
 
 // reply writes one of the gateway's own answers to x's request: JSON, or
 // a gRPC status. extra goes in the JSON alone.
@@ -38,15 +39,22 @@ func (x *exchange) reply(w http.ResponseWriter, a *answer.Answer, extra string) 
 // refuseGRPC is the answer to a gRPC request the route cannot take, or
 // nil: a route of protocol http1 would send it upstream over HTTP/1.1,
 // which cannot carry gRPC (no trailers for its status); a grpc-timeout
-// that is not one is the client's mistake, which the upstream would
-// answer too, but only after the limits counted the request.
+// that is not one is the client's mistake, and one of 0 a deadline
+// already passed, which the upstream would answer too, but only after
+// the limits counted the request.
 func (x *exchange) refuseGRPC() *answer.Answer {
 	if x.route.grpcRefused != nil {
 		return x.route.grpcRefused
 	}
 	if vv := x.r.Header["Grpc-Timeout"]; len(vv) > 0 {
-		if _, ok := parseGRPCTimeout(vv[0]); !ok || len(vv) > 1 {
+		d, ok := parseGRPCTimeout(vv[0])
+		if !ok || len(vv) > 1 {
 			return x.gen.badGRPCTimeout
+		}
+		if d == 0 {
+			// The call's deadline has passed: the upstream could only
+			// answer DEADLINE_EXCEEDED too.
+			return x.gen.grpcDeadlinePassed
 		}
 	}
 	return nil
@@ -146,3 +154,35 @@ func endGRPC(h http.Header, err error) {
 	h[http.TrailerPrefix+"Grpc-Status"] = []string{strconv.Itoa(int(code))}
 	h[http.TrailerPrefix+"Grpc-Message"] = []string{answer.EncodeGRPCMessage(msg)}
 }
+
+// endGRPCClient ends a gRPC call whose request stream failed on the
+// client's side after the answer's head was sent (status: 408 for
+// server.body_timeout, 413 for server.max_body_bytes, 400 for a stream
+// that broke its framing) with the status the gateway answers that with
+// before the head.
+func endGRPCClient(h http.Header, status int) {
+	msg := "the request stream broke off"
+	switch status {
+	case http.StatusRequestTimeout:
+		msg = "the request stream was silent for server.body_timeout"
+	case http.StatusRequestEntityTooLarge:
+		msg = "the request stream went over server.max_body_bytes"
+	}
+	h[http.TrailerPrefix+"Grpc-Status"] = []string{strconv.Itoa(int(answer.GRPCCodeOf(status)))}
+	h[http.TrailerPrefix+"Grpc-Message"] = []string{msg}
+}
+
+// clientCancelled records in h, for the access log and metrics, that the
+// client cancelled a gRPC call (its stream reset, its deadline passed):
+// CANCELLED, which is what the client's own library reports. Nothing of
+// it is sent, as the stream is gone; trailer says the answer's head went
+// out already.
+func clientCancelled(h http.Header, trailer bool) {
+	if trailer {
+		h[http.TrailerPrefix+"Grpc-Status"] = grpcCancelled
+	} else {
+		h["Grpc-Status"] = grpcCancelled
+	}
+}
+
+var grpcCancelled = []string{strconv.Itoa(int(answer.GRPCCanceled))}

@@ -590,6 +590,18 @@ routes:
 	if n := hits.Load(); n != before {
 		t.Errorf("malformed grpc-timeouts reached the upstream %d times", n-before)
 	}
+	// A deadline of none left has passed already: DEADLINE_EXCEEDED at
+	// once, with nothing sent upstream.
+	for _, zero := range []string{"0S", "0n", "00000000H"} {
+		resp := call("/patient/svc/M", zero)
+		if resp.StatusCode != 200 || resp.Header.Get("Grpc-Status") != "4" ||
+			resp.Header.Get("Grpc-Message") != "the call's deadline had already passed (grpc-timeout 0)" {
+			t.Errorf("grpc-timeout %q: %d %v", zero, resp.StatusCode, resp.Header)
+		}
+	}
+	if n := hits.Load(); n != before {
+		t.Errorf("grpc-timeouts of 0 reached the upstream %d times", n-before)
+	}
 }
 
 // Protocol h2c and h2 to a target that speaks HTTP/1.1 alone: 502 (a gRPC

@@ -406,3 +406,150 @@ func TestGRPCCodeIndex(t *testing.T) {
 		}
 	}
 }
+
+// A request stream that fails on the client's side under the answer (a
+// client silent past server.body_timeout, a stream over
+// server.max_body_bytes) is the client's fault, not the upstream's: the
+// call ends with the status the gateway answers that with (the request
+// stream's, not "upstream broke off"), and the breaker, passive ejection
+// and the upstream failure log count nothing.
+func TestGRPCClientStreamFault(t *testing.T) {
+	for _, tc := range []struct {
+		name, server, kind string
+		code               codes.Code
+		says               string
+	}{
+		{"silent", "body_timeout: 300ms", "request_timeout", codes.DeadlineExceeded, "the request stream was silent for server.body_timeout"},
+		{"too_large", "max_body_bytes: 1000", "body_too_large", codes.ResourceExhausted, "the request stream went over server.max_body_bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := startGRPC(t, newTestService(), nil)
+			file := filepath.Join(t.TempDir(), "access.log")
+			h := newH2Harness(t, `
+admin: {listen: ""}
+server: {access_log: "`+file+`", `+tc.server+`}
+routes:
+  - id: grpc
+    match: {path: /grpc.testing.TestService/**}
+    upstream: {targets: ["{{UP}}"], protocol: h2c, eject: {consecutive_5xx: 2}}
+    breaker: {enabled: true, min_calls: 2}
+`, "http://"+addr, nil)
+			c := h.grpcClient()
+			for i := 0; i < 2; i++ {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				stream, err := c.FullDuplexCall(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				msg := &testpb.StreamingOutputCallRequest{
+					ResponseParameters: []*testpb.ResponseParameters{{Size: 3}},
+					Payload:            &testpb.Payload{Body: bytes.Repeat([]byte{'p'}, 600)},
+				}
+				if err := stream.Send(msg); err != nil {
+					t.Fatal(err)
+				}
+				if m, err := stream.Recv(); err != nil || len(m.GetPayload().GetBody()) != 3 {
+					t.Fatalf("call %d: first reply %v, %v", i, m, err)
+				}
+				if tc.name == "too_large" {
+					// The second message takes the stream past 1000 bytes.
+					_ = stream.Send(msg)
+				}
+				_, err = stream.Recv()
+				cancel()
+				if st, _ := status.FromError(err); st.Code() != tc.code || st.Message() != tc.says {
+					t.Fatalf("call %d ended with %v; want %v, %q", i, err, tc.code, tc.says)
+				}
+			}
+			if b := breakerOf(t, h, "grpc"); b.Failures != 0 || b.State != "CLOSED" {
+				t.Errorf("the breaker counted %d failures and is %s", b.Failures, b.State)
+			}
+			for _, r := range h.gw.Routes() {
+				if r.Route == "grpc" && (r.Targets[0].State != stateHealthy || r.Targets[0].ConsecutiveFailures != 0) {
+					t.Errorf("target %+v", r.Targets[0])
+				}
+			}
+			for i, l := range readAccess(t, file, 2) {
+				if l.GRPCStatus == nil || *l.GRPCStatus != int(tc.code) || l.Error != tc.kind {
+					t.Errorf("line %d: grpc_status %v, error %q; want %d, %s", i, l.GRPCStatus, l.Error, tc.code, tc.kind)
+				}
+			}
+			if strings.Contains(h.log.String(), `"msg":"upstream failed"`) {
+				t.Errorf("the client's fault was logged as the upstream's:\n%s", h.log.String())
+			}
+		})
+	}
+}
+
+// A gRPC call the client cancels is logged as HTTP requests whose
+// client went away are, 499, with grpc_status 1 CANCELLED: whether it
+// went before the answer's head or in the middle of a stream.
+func TestGRPCClientCancelled(t *testing.T) {
+	svc := newTestService()
+	svc.slow = true
+	addr := startGRPC(t, svc, nil)
+	file := filepath.Join(t.TempDir(), "access.log")
+	h := newH2Harness(t, `
+admin: {listen: ""}
+server: {access_log: "`+file+`"}
+routes:
+  - id: grpc
+    match: {path: /grpc.testing.TestService/**}
+    upstream: {targets: ["{{UP}}"], protocol: h2c, timeout: 1h}
+    breaker: {enabled: true, min_calls: 1}
+`, "http://"+addr, nil)
+	c := h.grpcClient()
+
+	// Before the head: the upstream holds the unary call until it is
+	// cancelled.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{})
+		done <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for svc.calls.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the call did not reach the upstream")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; status.Code(err) != codes.Canceled {
+		t.Fatalf("unary call: %v", err)
+	}
+	select {
+	case <-svc.cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream's call was not cancelled")
+	}
+	l := readAccess(t, file, 1)[0]
+	if l.Status != statusClientClosed || l.GRPCStatus == nil || *l.GRPCStatus != 1 || l.Error != "" {
+		t.Errorf("before the head: status %d, grpc_status %v, error %q; want 499, 1, none", l.Status, l.GRPCStatus, l.Error)
+	}
+
+	// In the middle of a stream.
+	ctx, cancel = context.WithCancel(context.Background())
+	stream, err := c.FullDuplexCall(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&testpb.StreamingOutputCallRequest{ResponseParameters: []*testpb.ResponseParameters{{Size: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	l = readAccess(t, file, 2)[1]
+	if l.Status != statusClientClosed || l.GRPCStatus == nil || *l.GRPCStatus != 1 || l.Error != "" {
+		t.Errorf("mid-stream: status %d, grpc_status %v, error %q; want 499, 1, none", l.Status, l.GRPCStatus, l.Error)
+	}
+	if b := breakerOf(t, h, "grpc"); b.Failures != 0 {
+		t.Errorf("the breaker counted %d failures", b.Failures)
+	}
+	if n := counterValue(t, h, "gateway_grpc_responses_total", map[string]string{"route": "grpc", "grpc_status": "CANCELLED"}); n != 2 {
+		t.Errorf("%v calls counted CANCELLED, want 2", n)
+	}
+}

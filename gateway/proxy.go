@@ -118,6 +118,13 @@ func (o outcome) cancelled() bool {
 	return !o.exchanged || o.status == statusClientClosed || o.client || o.aborted && !o.failed || o.deadline
 }
 
+// clientGone reports an exchange the client went away from (it reset
+// the stream, closed the connection, cancelled its call): the status
+// logged, 499, says it all.
+func (o *outcome) clientGone() bool {
+	return o.status == statusClientClosed && !o.failed && !errors.Is(o.err, errSendTimeout)
+}
+
 // Hop-by-hop headers, removed in both directions (RFC 9110 §7.6.1).
 var hopHeaders = []string{
 	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
@@ -341,6 +348,9 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		if o.failed && !isDial(err) {
 			u.failed(i)
 		}
+		if o.status == statusClientClosed && answer.IsGRPC(r) {
+			clientCancelled(w.Header(), false)
+		}
 		o.err, o.exchanged, o.took, o.target = err, true, u.now().Sub(start), u.names[i]
 		return o
 	}
@@ -417,9 +427,26 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 		// DEADLINE_EXCEEDED when the call's grpc-timeout ran out, which
 		// is the client's deadline and no failure of the upstream's.
 		o.aborted = true
+		var c outcome
+		if body != nil {
+			if berr := body.err(); berr != nil {
+				c = classifyBody(berr, c)
+			}
+		}
 		if errors.Is(err, errSendTimeout) {
 			// The client's doing: it stopped reading.
 			o.status, o.err = statusClientClosed, err
+		} else if c.client && r.Context().Err() == nil {
+			// The client's request stream failed under the answer (it fell
+			// silent past server.body_timeout, went over
+			// server.max_body_bytes), and the upstream's stream with it:
+			// the client's fault, whatever error the upstream's side
+			// reports.
+			o.client, o.err = true, body.err()
+			if grpc {
+				endGRPCClient(h, c.status)
+				o.ended = true
+			}
 		} else if r.Context().Err() == nil {
 			o.failed, o.err = true, err
 			o.timeout = errors.Is(err, h1.ErrIdle)
@@ -430,6 +457,11 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 					o.failed, o.deadline = false, true
 				}
 			}
+		} else if grpc {
+			// The client cancelled the call (or its deadline did): the
+			// HTTP status sent, 200, says nothing of how it went.
+			o.status = statusClientClosed
+			clientCancelled(h, true)
 		}
 		if later && o.failed {
 			u.answered(i, http.StatusServiceUnavailable) // the status the client got
