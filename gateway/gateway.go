@@ -171,10 +171,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// HTTP/1.1 refuses but HTTP/2 lets through is refused on HTTP/2
 		// too (malformed).
 		x.reply(w, gen.badRequest, "")
-		gen.noRoute.count(gen.badRequest.Status)
-		if x.grpc {
-			gen.noRoute.countGRPC(grpcStatusOf(w.Header()))
-		}
+		x.count(w, gen.noRoute, gen.badRequest.Status)
 		if gen.accessLog {
 			x.path = r.URL.EscapedPath()
 			g.logAccess(w, &x, &outcome{status: gen.badRequest.Status, result: resultBadRequest})
@@ -185,10 +182,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x.route = gen.match(r.Method, x.host, x.path)
 	if x.route == nil {
 		x.reply(w, gen.notFound, "")
-		gen.noRoute.count(gen.notFound.Status)
-		if x.grpc {
-			gen.noRoute.countGRPC(grpcStatusOf(w.Header()))
-		}
+		x.count(w, gen.noRoute, gen.notFound.Status)
 		if gen.accessLog {
 			g.logAccess(w, &x, &outcome{status: gen.notFound.Status, result: resultNotFound})
 		}
@@ -207,10 +201,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		o = g.serveRoute(w, &x)
 	}
-	x.route.metrics.count(o.status)
-	if x.grpc {
-		x.route.metrics.countGRPC(grpcStatusOf(w.Header()))
-	}
+	x.count(w, x.route.metrics, o.status)
 	// A connection joined after a switch of protocols counts until the
 	// switch, not for its life.
 	x.route.metrics.duration.Observe((g.now().Sub(x.start) - o.joined).Seconds())

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"net/http"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -169,6 +170,15 @@ func (rm *routeMetrics) count(status int) {
 		c = &cc
 	}
 	(*c).Inc()
+}
+
+// count counts the answer of x, sent on w with status, in rm: by its
+// status, and a gRPC request's by its grpc-status too.
+func (x *exchange) count(w http.ResponseWriter, rm *routeMetrics, status int) {
+	rm.count(status)
+	if x.grpc {
+		rm.countGRPC(grpcStatusOf(w.Header()))
+	}
 }
 
 // countGRPC counts a gRPC request's answer by the grpc-status v it was
