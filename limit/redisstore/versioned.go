@@ -7,8 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -126,10 +129,18 @@ func (s *Store) change(ctx context.Context, kind, op, name string, value []byte,
 	}
 	ctx, cancel := context.WithTimeout(ctx, max(s.timeout, changeTimeout))
 	defer cancel()
-	vs, err := versionedScript.Exec(ctx, c, []string{s.setKey(kind)}, []string{
+	args := []string{
 		op, name, string(value), strconv.FormatInt(ms, 10), hex.EncodeToString(e[:]),
 		s.prefix + kind, strconv.Itoa(MaxEntries),
-	}).ToArray()
+	}
+	vs, err := versionedScript.Exec(ctx, c, []string{s.setKey(kind)}, args).ToArray()
+	// A connection Redis closed while idle (a restart) fails the first
+	// call on it, which rueidis does not send again as it does a read;
+	// the client holds a few such connections. A put sent twice puts the
+	// same entry: it goes again while connections fail so, a few times.
+	for try := 0; op == "put" && brokenConn(err) && try < maxPutRetries; try++ {
+		vs, err = versionedScript.Exec(ctx, c, []string{s.setKey(kind)}, args).ToArray()
+	}
 	if err != nil {
 		msg := err.Error()
 		switch {
@@ -272,4 +283,14 @@ func parseEntry(name, v string) (Entry, bool) {
 		e.Expires = time.UnixMilli(ms)
 	}
 	return e, true
+}
+
+// maxPutRetries bounds how many times a put goes again on a connection
+// that broke under it: more than the connections a client holds.
+const maxPutRetries = 8
+
+// brokenConn reports an error of the connection itself, not of Redis's
+// answer: the connection was closed or reset under the call.
+func brokenConn(err error) bool {
+	return err != nil && (errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET))
 }

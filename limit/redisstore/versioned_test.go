@@ -194,3 +194,24 @@ func TestVersionedSetBounds(t *testing.T) {
 		t.Fatalf("version with Redis stopped: %v", err)
 	}
 }
+
+// A Redis restarted under an idle connection does not fail the next put:
+// the operator's first change after the restart is made.
+func TestVersionedSetPutAfterRestart(t *testing.T) {
+	srv := testredis.Start(t)
+	s := open(t, srv)
+	ctx := context.Background()
+	for i := range 5 {
+		if _, err := s.Put(ctx, "overrides", "a", []byte("1"), 0); err != nil {
+			t.Fatal(err)
+		}
+		srv.Restart()
+		set, err := s.Put(ctx, "overrides", "a", []byte("2"), 0)
+		if err != nil {
+			t.Fatalf("restart %d: the first put after it: %v", i, err)
+		}
+		if set.Version != 1 {
+			t.Fatalf("restart %d: a set made again holds version %d", i, set.Version)
+		}
+	}
+}
