@@ -1,0 +1,216 @@
+// Package topk keeps the most frequent keys of a stream in bounded memory:
+// the space-saving sketch (Metwally, Agrawal, El Abbadi, "Efficient
+// computation of frequent and top-k elements in data streams", 2005), over
+// two epochs so that what it answers is recent.
+package topk
+
+import (
+	"sort"
+	"sync"
+	"time"
+)
+
+// MaxKey is the length a key is cut to, so that a huge header cannot
+// bloat the sketch; a cut key is marked Truncated.
+const MaxKey = 256
+
+// DefaultSize is the number of keys a sketch counts per epoch.
+const DefaultSize = 256
+
+// Entry is one key's count: the true count is at most Count and at least
+// Count-Error.
+type Entry struct {
+	Key       string
+	Count     uint64
+	Error     uint64
+	Truncated bool
+}
+
+// table is one epoch's space-saving summary: entries kept as a min-heap
+// by count, index their positions.
+type table struct {
+	index   map[string]int
+	entries []Entry
+}
+
+func newTable(size int) *table {
+	return &table{index: make(map[string]int, size), entries: make([]Entry, 0, size)}
+}
+
+func (t *table) reset() {
+	clear(t.index)
+	t.entries = t.entries[:0]
+}
+
+func (t *table) swap(i, j int) {
+	t.entries[i], t.entries[j] = t.entries[j], t.entries[i]
+	t.index[t.entries[i].Key] = i
+	t.index[t.entries[j].Key] = j
+}
+
+func (t *table) down(i int) {
+	n := len(t.entries)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && t.entries[r].Count < t.entries[l].Count {
+			m = r
+		}
+		if t.entries[m].Count >= t.entries[i].Count {
+			return
+		}
+		t.swap(i, m)
+		i = m
+	}
+}
+
+func (t *table) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if t.entries[p].Count <= t.entries[i].Count {
+			return
+		}
+		t.swap(i, p)
+		i = p
+	}
+}
+
+// min is the smallest count of a full table, the most a key it lacks
+// can have been seen; 0 when the table is not full.
+func (t *table) min(size int) uint64 {
+	if len(t.entries) < size {
+		return 0
+	}
+	return t.entries[0].Count
+}
+
+// Sketch counts keys. Its methods are safe for concurrent use.
+type Sketch struct {
+	mu    sync.Mutex
+	size  int
+	epoch time.Duration
+	start time.Time // of the current epoch
+	cur   *table
+	prev  *table
+}
+
+// New returns a sketch of size keys per epoch (DefaultSize if size <= 0)
+// that answers from the current and the previous epoch.
+func New(size int, epoch time.Duration) *Sketch {
+	if size <= 0 {
+		size = DefaultSize
+	}
+	return &Sketch{size: size, epoch: epoch, cur: newTable(size), prev: newTable(size)}
+}
+
+func (s *Sketch) rotate(now time.Time) {
+	if s.start.IsZero() {
+		s.start = now
+		return
+	}
+	switch d := now.Sub(s.start); {
+	case d < s.epoch:
+	case d < 2*s.epoch:
+		s.prev.reset()
+		s.prev, s.cur = s.cur, s.prev
+		s.start = s.start.Add(s.epoch)
+	default:
+		s.prev.reset()
+		s.cur.reset()
+		s.start = now
+	}
+}
+
+// Add counts key once at now. A key already counted costs no allocation.
+func (s *Sketch) Add(now time.Time, key []byte) {
+	truncated := len(key) > MaxKey
+	if truncated {
+		key = key[:MaxKey]
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rotate(now)
+	t := s.cur
+	if i, ok := t.index[string(key)]; ok {
+		t.entries[i].Count++
+		t.down(i)
+		return
+	}
+	k := string(key)
+	if len(t.entries) < s.size {
+		t.entries = append(t.entries, Entry{Key: k, Count: 1, Truncated: truncated})
+		t.index[k] = len(t.entries) - 1
+		t.up(len(t.entries) - 1)
+		return
+	}
+	old := t.entries[0]
+	delete(t.index, old.Key)
+	t.entries[0] = Entry{Key: k, Count: old.Count + 1, Error: old.Count, Truncated: truncated}
+	t.index[k] = 0
+	t.down(0)
+}
+
+// AddString is Add of a string key.
+func (s *Sketch) AddString(now time.Time, key string) {
+	k := key
+	if len(k) > MaxKey {
+		k = k[:MaxKey]
+	}
+	s.mu.Lock()
+	s.rotate(now)
+	t := s.cur
+	if i, ok := t.index[k]; ok {
+		t.entries[i].Count++
+		t.down(i)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	s.Add(now, []byte(key))
+}
+
+// Top returns the n most counted keys of the current and previous epochs
+// at now, most counted first, and the start of the time they cover.
+func (s *Sketch) Top(now time.Time, n int) ([]Entry, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rotate(now)
+	since := s.start
+	if len(s.prev.entries) > 0 {
+		since = s.start.Add(-s.epoch)
+	}
+	mc, mp := s.cur.min(s.size), s.prev.min(s.size)
+	out := make([]Entry, 0, len(s.cur.entries)+len(s.prev.entries))
+	for _, e := range s.cur.entries {
+		if i, ok := s.prev.index[e.Key]; ok {
+			p := s.prev.entries[i]
+			e.Count += p.Count
+			e.Error += p.Error
+		} else {
+			e.Count += mp
+			e.Error += mp
+		}
+		out = append(out, e)
+	}
+	for _, e := range s.prev.entries {
+		if _, ok := s.cur.index[e.Key]; ok {
+			continue
+		}
+		e.Count += mc
+		e.Error += mc
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Count != out[j].Count {
+			return out[i].Count > out[j].Count
+		}
+		return out[i].Key < out[j].Key
+	})
+	if n >= 0 && len(out) > n {
+		out = out[:n]
+	}
+	return out, since
+}

@@ -1,0 +1,104 @@
+package topk
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func TestHeavyKeysExactAndBound(t *testing.T) {
+	s := New(16, time.Minute)
+	truth := map[string]uint64{}
+	for i := range 10000 {
+		k := fmt.Sprint("u", i) // unique noise
+		if i%4 == 0 {
+			k = "heavy"
+		} else if i%10 == 1 {
+			k = "second"
+		}
+		truth[k]++
+		s.AddString(t0, k)
+	}
+	top, _ := s.Top(t0, 16)
+	if top[0].Key != "heavy" || top[1].Key != "second" {
+		t.Fatalf("top = %+v", top[:2])
+	}
+	for _, e := range top {
+		if tr := truth[e.Key]; tr > e.Count || e.Count-e.Error > tr {
+			t.Errorf("%s: true %d outside [%d, %d]", e.Key, tr, e.Count-e.Error, e.Count)
+		}
+		if e.Error > 10000/16 {
+			t.Errorf("%s: error %d above N/k", e.Key, e.Error)
+		}
+	}
+}
+
+func TestEpochsForget(t *testing.T) {
+	s := New(8, 5*time.Minute)
+	s.AddString(t0, "old")
+	s.AddString(t0.Add(6*time.Minute), "new")
+	if top, _ := s.Top(t0.Add(6*time.Minute), 10); len(top) != 2 {
+		t.Fatalf("top = %+v", top)
+	}
+	if top, _ := s.Top(t0.Add(11*time.Minute), 10); len(top) != 1 || top[0].Key != "new" {
+		t.Fatalf("top = %+v", top)
+	}
+	if top, _ := s.Top(t0.Add(time.Hour), 10); len(top) != 0 {
+		t.Fatalf("top = %+v", top)
+	}
+}
+
+func TestTruncated(t *testing.T) {
+	s := New(8, time.Minute)
+	s.AddString(t0, strings.Repeat("x", 1<<20))
+	top, _ := s.Top(t0, 1)
+	if len(top[0].Key) != MaxKey || !top[0].Truncated {
+		t.Fatalf("len %d truncated %v", len(top[0].Key), top[0].Truncated)
+	}
+}
+
+func TestConcurrent(t *testing.T) {
+	s := New(32, time.Minute)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 2000 {
+				s.AddString(t0, fmt.Sprint(g, "-", i%50))
+				s.AddString(t0, "hot")
+			}
+		})
+	}
+	wg.Wait()
+	top, _ := s.Top(t0, 1)
+	if top[0].Key != "hot" || top[0].Count-top[0].Error > 16000 || top[0].Count < 16000 {
+		t.Fatalf("top = %+v", top[0])
+	}
+}
+
+func BenchmarkAddHit(b *testing.B) {
+	s := New(DefaultSize, time.Minute)
+	k := []byte("user-42")
+	s.Add(t0, k)
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Add(t0, k)
+	}
+}
+
+func BenchmarkAddMiss(b *testing.B) {
+	s := New(DefaultSize, time.Minute)
+	keys := make([][]byte, 4096)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "user-%d", i)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		s.Add(t0, keys[i%len(keys)])
+		i++
+	}
+}
