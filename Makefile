@@ -9,7 +9,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: check fmt-check vet staticcheck race-check test build bench
+.PHONY: check fmt-check vet staticcheck race-check test build bench image
 
 # check: gofmt, go vet, staticcheck and the race-enabled tests
 check: fmt-check vet staticcheck race-check
@@ -48,3 +48,15 @@ build:
 # bench: every benchmark, with allocations, and no tests
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# image: the container image floodgate:$(VERSION), FROM scratch. The static
+# binary and the CA certificates are put in build/image/ first, so docker
+# build pulls nothing.
+IMAGE ?= floodgate:$(VERSION)
+CA_CERTS ?= /etc/ssl/certs/ca-certificates.crt
+image:
+	rm -rf build/image && mkdir -p build/image
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o build/image/floodgate ./cmd/floodgate
+	cp $(CA_CERTS) build/image/ca-certificates.crt
+	cp deploy/docker/floodgate.yaml build/image/floodgate.yaml
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) -f Dockerfile build/image
