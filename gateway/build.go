@@ -20,6 +20,7 @@ import (
 	"github.com/floodgate-gw/floodgate/internal/answer"
 	"github.com/floodgate-gw/floodgate/internal/h1"
 	"github.com/floodgate-gw/floodgate/internal/keycache"
+	"github.com/floodgate-gw/floodgate/internal/topk"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
 	"github.com/floodgate-gw/floodgate/limit/redisstore"
@@ -82,6 +83,7 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 		storeErrLog: newSampler(1),
 		framingLog:  newSampler(5),
 		samplers:    map[string]*sampler{},
+		tops:        map[string]*topk.Sketch{},
 		failLogs:    map[string]*sampler{},
 		clients:     map[string]upstreamClient{},
 		breakers:    map[string]*routeBreaker{},
@@ -204,10 +206,14 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 			now:         g.now,
 		}
 		for _, lc := range cfg.GlobalLimits {
-			r.limits = append(r.limits, g.limitSpec(cfg, rc.ID, lc))
+			l := g.limitSpec(cfg, rc.ID, lc)
+			l.top = g.topSketch("global/" + lc.Name)
+			r.limits = append(r.limits, l)
 		}
 		for _, lc := range rc.Limits {
-			r.limits = append(r.limits, g.limitSpec(cfg, rc.ID, lc))
+			l := g.limitSpec(cfg, rc.ID, lc)
+			l.top = g.topSketch(rc.ID + "/" + lc.Name)
+			r.limits = append(r.limits, l)
 		}
 		for _, l := range r.limits {
 			if l.usesIP && gen.ipKeys == nil {
@@ -468,6 +474,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	gen.file = cfg
 	g.gen.Store(gen)
 	g.health.apply(g, gen)
+	g.dropUnusedTops(gen)
 	g.dropUnusedClients(gen, prev.cfg.Server.ShutdownTimeout+time.Second)
 	if g.ov.set != nil {
 		before := g.ov.skipped

@@ -23,6 +23,7 @@ import (
 	"github.com/floodgate-gw/floodgate/gateway/clientip"
 	"github.com/floodgate-gw/floodgate/internal/answer"
 	"github.com/floodgate-gw/floodgate/internal/pathclean"
+	"github.com/floodgate-gw/floodgate/internal/topk"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
 )
@@ -57,8 +58,9 @@ type Gateway struct {
 	started   time.Time
 
 	mu       sync.Mutex
-	samplers map[string]*sampler // by route and limit, kept across reloads
-	failLogs map[string]*sampler // upstream failures by route, kept across reloads
+	samplers map[string]*sampler     // by route and limit, kept across reloads
+	tops     map[string]*topk.Sketch // rejected keys by route and limit (topkeys.go)
+	failLogs map[string]*sampler     // upstream failures by route, kept across reloads
 	clients  map[string]upstreamClient
 	breakers map[string]*routeBreaker // by route, kept across reloads
 	reg      prometheus.Registerer

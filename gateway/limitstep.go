@@ -13,6 +13,7 @@ import (
 	"github.com/floodgate-gw/floodgate/internal/answer"
 	"github.com/floodgate-gw/floodgate/internal/keycache"
 	"github.com/floodgate-gw/floodgate/internal/ruledata"
+	"github.com/floodgate-gw/floodgate/internal/topk"
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
@@ -46,6 +47,7 @@ type limitSpec struct {
 	overrides    []override
 	metrics      *limitMetrics
 	sampler      *sampler
+	top          *topk.Sketch // its most rejected keys; nil in a replay
 }
 
 func (l *limitSpec) reportable() bool {
@@ -248,6 +250,7 @@ func (g *Gateway) decide(ctx context.Context, x *exchange) (verdict, error) {
 			if d.Local {
 				l.metrics.local.Inc()
 			}
+			l.countRejected(req.Now, v.values[i])
 			if v.reason < 0 {
 				v.reason = i
 				v.reject = l.reject
