@@ -132,6 +132,7 @@ func NewHandler(b Backend, gatherer prometheus.Gatherer, log *slog.Logger) http.
 		"/admin/fleet":     {http.MethodGet: h.fleet},
 		"/admin/routes":    {http.MethodGet: h.listRoutes},
 		"/admin/overrides": {http.MethodGet: h.listOverrides},
+		"/admin/top":       {http.MethodGet: h.top},
 	}
 	return h
 }

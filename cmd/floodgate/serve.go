@@ -371,6 +371,7 @@ var (
 	_ admin.Auditor      = adminBackend{}
 	_ admin.FleetViewer  = adminBackend{}
 	_ admin.Overrider    = adminBackend{}
+	_ admin.TopKeyser    = adminBackend{}
 )
 
 func (b adminBackend) Config() *config.Config { return b.s.gw.Config() }
@@ -414,6 +415,10 @@ func (b adminBackend) RemoveOverride(ctx context.Context, route, name string) (g
 }
 
 func (b adminBackend) AuditAdmin(a gateway.AdminAction) { b.s.gw.AuditAdmin(a) }
+
+func (b adminBackend) TopRejected(route, name string, n int) (gateway.TopKeys, error) {
+	return b.s.gw.TopRejected(route, name, n)
+}
 
 // Degraded says, besides what the gateway says, that the file on disk was
 // refused while the previous config serves, and that the rate-limit rules
