@@ -692,7 +692,7 @@ func TestNoStore(t *testing.T) {
 		"/admin/limits?route=api&limit=user&key=u1",
 	}
 	_, probe := newTest(t, "")
-	for p := range probe.(*handler).routes {
+	for p := range probe.(*Handler).h.routes {
 		targets = append(targets, p)
 	}
 	methods := []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
