@@ -128,7 +128,7 @@ routes:
 
 // parseConfig builds a real config, so that /admin/config is tested on
 // what Redacted really returns.
-func parseConfig(t *testing.T, token string) *config.Config {
+func parseConfig(t testing.TB, token string) *config.Config {
 	t.Helper()
 	if token == "" {
 		token = `""`
