@@ -128,7 +128,7 @@ routes:
 
 // parseConfig builds a real config, so that /admin/config is tested on
 // what Redacted really returns.
-func parseConfig(t *testing.T, token string) *config.Config {
+func parseConfig(t testing.TB, token string) *config.Config {
 	t.Helper()
 	if token == "" {
 		token = `""`
@@ -692,7 +692,7 @@ func TestNoStore(t *testing.T) {
 		"/admin/limits?route=api&limit=user&key=u1",
 	}
 	_, probe := newTest(t, "")
-	for p := range probe.(*handler).routes {
+	for p := range probe.(*Handler).h.routes {
 		targets = append(targets, p)
 	}
 	methods := []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}

@@ -36,7 +36,23 @@ type dashboardData struct {
 	// Overrides are the runtime overrides in force, without who set them
 	// or why: the page is open to whoever reaches the listener.
 	Overrides []dashboardOverride `json:"overrides"`
+	// History holds the last 10 minutes at 2 s: the gateway-wide series,
+	// and those of the routes asked with route= (at most maxSeries), newer
+	// than since= (Unix ms).
+	History historyJSON `json:"history"`
+	// Reload is the last load or reload of the config.
+	Reload *dashboardReload `json:"reload,omitempty"`
 }
+
+type dashboardReload struct {
+	OK     bool    `json:"ok"`
+	Time   float64 `json:"time"`             // Unix seconds
+	Detail string  `json:"detail,omitempty"` // what /readyz says besides ok
+}
+
+// maxSeries bounds the routes whose series one answer carries: the page
+// asks for those it shows, and 1,000 routes' series would be megabytes.
+const maxSeries = 50
 
 type dashboardOverride struct {
 	Route    string  `json:"route"`
@@ -57,15 +73,37 @@ type dashboardRoute struct {
 	Requests map[string]float64 `json:"requests"` // HTTP status -> count
 	Rejected map[string]float64 `json:"rejected"` // limit -> count
 	Breaker  *breakerView       `json:"breaker,omitempty"`
+	// Now is the route's newest 2 s interval.
+	Now *summaryJSON `json:"now,omitempty"`
 }
 
 type breakerView struct {
 	State      string  `json:"state"`
 	Forced     bool    `json:"forced"`
 	RetryAfter float64 `json:"retry_after,omitempty"`
+	// FailureRate and SlowRate are the shares of the window's calls that
+	// failed or were slow; absent without calls.
+	FailureRate *float64 `json:"failure_rate,omitempty"`
+	SlowRate    *float64 `json:"slow_rate,omitempty"`
+	Calls       int64    `json:"calls"`
+	Scope       string   `json:"scope,omitempty"`
 }
 
 func (h *handler) dashboardJSON(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var since int64
+	if v := q.Get("since"); v != "" {
+		var err error
+		if since, err = strconv.ParseInt(v, 10, 64); err != nil {
+			writeError(w, http.StatusBadRequest, "bad_request", `parameter "since": want Unix milliseconds`)
+			return
+		}
+	}
+	series := q["route"]
+	if len(series) > maxSeries {
+		writeError(w, http.StatusBadRequest, "bad_request", "at most "+strconv.Itoa(maxSeries)+" route parameters")
+		return
+	}
 	d := dashboardData{
 		Time:    time.Now().UnixMilli(),
 		Reloads: map[string]float64{},
@@ -88,7 +126,12 @@ func (h *handler) dashboardJSON(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	for _, b := range h.b.Breakers() {
-		route(b.Route).Breaker = &breakerView{State: b.State, Forced: b.Forced, RetryAfter: b.RetryAfter}
+		bv := &breakerView{State: b.State, Forced: b.Forced, RetryAfter: b.RetryAfter, Calls: b.Calls, Scope: b.Scope}
+		if b.Calls > 0 {
+			f, sl := float64(b.Failures)/float64(b.Calls), float64(b.Slow)/float64(b.Calls)
+			bv.FailureRate, bv.SlowRate = &f, &sl
+		}
+		route(b.Route).Breaker = bv
 	}
 	if v, ok := h.b.(FleetViewer); ok {
 		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
@@ -135,6 +178,19 @@ func (h *handler) dashboardJSON(w http.ResponseWriter, r *http.Request) {
 				}
 				d.RLS[l["domain"]][l["code"]] += m.GetCounter().GetValue()
 			}
+		}
+	}
+	d.History = h.hist.snapshot(since, series)
+	for id, sum := range h.hist.summaries() {
+		sum := sum
+		if rt := byRoute[id]; rt != nil {
+			rt.Now = &sum
+		}
+	}
+	if ok, at, known := h.hist.reloadInfo(); known {
+		d.Reload = &dashboardReload{OK: ok, Time: at}
+		if dg, ok := h.b.(interface{ Degraded() string }); ok {
+			d.Reload.Detail = dg.Degraded()
 		}
 	}
 	// An empty list, not null, for a gateway without routes (one that

@@ -272,7 +272,9 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 	gwSrv := &http.Server{Handler: stamp, MaxHeaderBytes: cfg.Server.MaxHeaderBytes, ReadHeaderTimeout: 10 * time.Second, ErrorLog: quiet}
 	go gwSrv.Serve(gw.Listener(gwSrv, gwL))
 	defer gwSrv.Close()
-	adSrv := &http.Server{Handler: admin.NewHandler(demoBackend{gw}, reg, logger), ReadHeaderTimeout: 10 * time.Second, ErrorLog: quiet}
+	ah := admin.NewHandler(demoBackend{gw}, reg, logger)
+	defer ah.Close()
+	adSrv := &http.Server{Handler: ah, ReadHeaderTimeout: 10 * time.Second, ErrorLog: quiet}
 	go adSrv.Serve(adL)
 	defer adSrv.Close()
 

@@ -206,8 +206,10 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 			s.log.Error("cannot listen", "listener", "admin", "error", err.Error())
 			return exitFailure
 		}
+		ah := admin.NewHandler(adminBackend{s}, reg, s.log)
+		defer ah.Close()
 		adminSrv = &http.Server{
-			Handler:           admin.NewHandler(adminBackend{s}, reg, s.log),
+			Handler:           ah,
 			ReadHeaderTimeout: readHeaderTimeout,
 			IdleTimeout:       idleTimeout,
 			ErrorLog:          slog.NewLogLogger(s.log.With("listener", "admin").Handler(), slog.LevelWarn),

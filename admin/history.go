@@ -1,0 +1,452 @@
+package admin
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// The dashboard's history: every sampleEvery the sampler reads the same
+// gatherer /metrics exposes and keeps, per route, the rates and latency
+// quantiles of the interval since the previous sample, for the last
+// historyLen samples (10 minutes), so that the page draws charts the
+// moment it opens. Values are float32: a chart needs three digits, and it
+// halves the memory. With 1,000 routes of two limits each a sample is
+// 1,000 × (9 + 2×1) × 4 B = 44 KB, and the ring of 300 samples 13 MB;
+// a route that leaves the config leaves the ring at the next sample.
+const (
+	sampleEvery = 2 * time.Second
+	historyLen  = 300
+)
+
+// routePoint is one route's interval between two samples.
+type routePoint struct {
+	Admitted, Limited, Breaker, Upstream, Client4xx, Other float32 // requests/s
+	P50, P99                                               float32 // seconds; NaN without requests
+	BreakerState                                           float32 // 0 closed, 1 open, 2 half-open, NaN without a breaker
+}
+
+// globalPoint is the interval's gateway-wide numbers.
+type globalPoint struct {
+	StoreP99, StoreErrors, LocalShare      float32
+	EventsRecorded, EventsDropped, Spooled float32
+}
+
+// sample is what one reading of the gatherer keeps: the counters, to
+// difference with the next one.
+type sample struct {
+	at                         time.Time
+	codes                      map[string]map[string]float64 // route -> code -> count
+	rejected                   map[string]map[string]float64 // route -> limit -> count
+	buckets                    map[string][]bucket           // route -> cumulative buckets
+	store                      []bucket
+	storeErr, decisions, local float64
+	recorded, dropped, spooled float64
+	reloadOK, reloadTime       float64
+	haveReload                 bool
+}
+
+type bucket struct{ le, n float64 }
+
+type routeRing struct {
+	points []routePoint // ring, aligned with history.times
+	limits map[string][]float32
+}
+
+type history struct {
+	gatherer prometheus.Gatherer
+	mu       sync.Mutex
+	last     *sample
+	times    []int64 // Unix ms of each point's end; ring of historyLen
+	next     int     // where the next point goes
+	n        int     // points held
+	global   []globalPoint
+	routes   map[string]*routeRing
+	// latest are the rates of the newest interval, for the summary.
+	latest map[string]routePoint
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+func newHistory(g prometheus.Gatherer) *history {
+	h := &history{
+		gatherer: g, times: make([]int64, historyLen), global: make([]globalPoint, historyLen),
+		routes: map[string]*routeRing{}, latest: map[string]routePoint{},
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	h.take(time.Now())
+	go h.run()
+	return h
+}
+
+func (h *history) run() {
+	defer close(h.done)
+	t := time.NewTicker(sampleEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case now := <-t.C:
+			h.take(now)
+		}
+	}
+}
+
+func (h *history) close() {
+	select {
+	case <-h.stop:
+	default:
+		close(h.stop)
+	}
+	<-h.done
+}
+
+// read gathers one sample.
+func read(g prometheus.Gatherer, now time.Time) *sample {
+	s := &sample{at: now, codes: map[string]map[string]float64{}, rejected: map[string]map[string]float64{}, buckets: map[string][]bucket{}}
+	families, _ := g.Gather() // what it could: a failing collector costs its own numbers
+	for _, f := range families {
+		name := f.GetName()
+		for _, m := range f.GetMetric() {
+			switch name {
+			case "gateway_http_requests_total":
+				route, code := label(m, "route"), label(m, "code")
+				if s.codes[route] == nil {
+					s.codes[route] = map[string]float64{}
+				}
+				s.codes[route][code] += m.GetCounter().GetValue()
+			case "gateway_rate_limited_total":
+				route := label(m, "route")
+				if s.rejected[route] == nil {
+					s.rejected[route] = map[string]float64{}
+				}
+				s.rejected[route][label(m, "limit")] += m.GetCounter().GetValue()
+			case "gateway_request_duration_seconds":
+				s.buckets[label(m, "route")] = buckets(m.GetHistogram())
+			case "gateway_ratelimit_store_duration_seconds":
+				s.store = buckets(m.GetHistogram())
+			case "gateway_ratelimit_store_errors_total":
+				s.storeErr += m.GetCounter().GetValue()
+			case "gateway_ratelimit_decisions_total":
+				s.decisions += m.GetCounter().GetValue()
+			case "gateway_ratelimit_local_answers_total":
+				s.local += m.GetCounter().GetValue()
+			case "gateway_events_total":
+				switch label(m, "result") {
+				case "recorded":
+					s.recorded += m.GetCounter().GetValue()
+				case "dropped":
+					s.dropped += m.GetCounter().GetValue()
+				}
+			case "gateway_events_spooled":
+				s.spooled += m.GetGauge().GetValue()
+			case "gateway_config_last_reload_success":
+				s.reloadOK, s.haveReload = m.GetGauge().GetValue(), true
+			case "gateway_config_last_reload_timestamp_seconds":
+				s.reloadTime = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return s
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, p := range m.GetLabel() {
+		if p.GetName() == name {
+			return p.GetValue()
+		}
+	}
+	return ""
+}
+
+func buckets(hg *dto.Histogram) []bucket {
+	bs := make([]bucket, 0, len(hg.GetBucket())+1)
+	for _, b := range hg.GetBucket() {
+		bs = append(bs, bucket{b.GetUpperBound(), float64(b.GetCumulativeCount())})
+	}
+	return append(bs, bucket{math.Inf(1), float64(hg.GetSampleCount())})
+}
+
+// quantile interpolates q linearly within the bucket of the interval's
+// deltas (cur - prev) that holds it, as Prometheus' histogram_quantile
+// does; NaN without observations. A quantile in the +Inf bucket is the
+// highest finite bound.
+func quantile(q float64, cur, prev []bucket) float64 {
+	if len(cur) == 0 {
+		return math.NaN()
+	}
+	delta := func(i int) float64 {
+		d := cur[i].n
+		if len(prev) == len(cur) {
+			d -= prev[i].n
+		}
+		return max(d, 0)
+	}
+	total := delta(len(cur) - 1)
+	if total == 0 {
+		return math.NaN()
+	}
+	rank := q * total
+	lo, below := 0.0, 0.0
+	for i := range cur {
+		n := delta(i)
+		if n >= rank {
+			if math.IsInf(cur[i].le, 1) {
+				return lo
+			}
+			if n == below {
+				return cur[i].le
+			}
+			return lo + (cur[i].le-lo)*(rank-below)/(n-below)
+		}
+		lo, below = cur[i].le, n
+	}
+	return lo
+}
+
+func diff(cur, prev float64, secs float64) float32 {
+	return float32(max(cur-prev, 0) / secs)
+}
+
+// classify sorts an HTTP status into the page's outcomes.
+func classify(code string, p *routePoint, rate float32) {
+	switch {
+	case code == "429":
+		p.Limited += rate
+	case code == "503":
+		p.Breaker += rate
+	case code == "502" || code == "504":
+		p.Upstream += rate
+	case strings.HasPrefix(code, "2") || strings.HasPrefix(code, "3"):
+		p.Admitted += rate
+	case strings.HasPrefix(code, "4"):
+		p.Client4xx += rate
+	default:
+		p.Other += rate
+	}
+}
+
+// take reads the gatherer at now and adds the interval since the last
+// sample to the ring. breakers are read by the caller of points, not here:
+// a breaker's state is the backend's, and its series is 0/1/2 on /metrics.
+func (h *history) take(now time.Time) {
+	s := read(h.gatherer, now)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	prev := h.last
+	h.last = s
+	if prev == nil {
+		return
+	}
+	secs := s.at.Sub(prev.at).Seconds()
+	if secs <= 0 {
+		return
+	}
+	i := h.next
+	h.times[i] = now.UnixMilli()
+	h.next = (i + 1) % historyLen
+	h.n = min(h.n+1, historyLen)
+	g := globalPoint{
+		StoreP99:       float32(quantile(.99, s.store, prev.store)),
+		StoreErrors:    diff(s.storeErr, prev.storeErr, secs),
+		LocalShare:     float32(math.NaN()),
+		EventsRecorded: diff(s.recorded, prev.recorded, secs),
+		EventsDropped:  diff(s.dropped, prev.dropped, secs),
+		Spooled:        float32(s.spooled),
+	}
+	if d := s.decisions - prev.decisions; d > 0 {
+		g.LocalShare = float32(max(s.local-prev.local, 0) / d)
+	}
+	h.global[i] = g
+	seen := map[string]bool{}
+	for route := range s.codes {
+		seen[route] = true
+	}
+	for route := range s.buckets {
+		seen[route] = true
+	}
+	latest := make(map[string]routePoint, len(seen))
+	for route := range seen {
+		var p routePoint
+		for code, n := range s.codes[route] {
+			classify(code, &p, diff(n, prev.codes[route][code], secs))
+		}
+		p.P50 = float32(quantile(.5, s.buckets[route], prev.buckets[route]))
+		p.P99 = float32(quantile(.99, s.buckets[route], prev.buckets[route]))
+		p.BreakerState = float32(math.NaN())
+		rr := h.routes[route]
+		if rr == nil {
+			rr = &routeRing{points: make([]routePoint, historyLen), limits: map[string][]float32{}}
+			nan := routePoint{Admitted: nan32, Limited: nan32, Breaker: nan32, Upstream: nan32, Client4xx: nan32, Other: nan32, P50: nan32, P99: nan32, BreakerState: nan32}
+			for j := range rr.points {
+				rr.points[j] = nan
+			}
+			h.routes[route] = rr
+		}
+		rr.points[i] = p
+		for lim, n := range s.rejected[route] {
+			ring := rr.limits[lim]
+			if ring == nil {
+				ring = nanRing()
+				rr.limits[lim] = ring
+			}
+			ring[i] = diff(n, prev.rejected[route][lim], secs)
+		}
+		latest[route] = p
+	}
+	for route := range h.routes {
+		if !seen[route] {
+			delete(h.routes, route)
+		}
+	}
+	h.latest = latest
+}
+
+var nan32 = float32(math.NaN())
+
+func nanRing() []float32 {
+	r := make([]float32, historyLen)
+	for i := range r {
+		r[i] = nan32
+	}
+	return r
+}
+
+// order is the ring's indexes from oldest to newest, newer than since
+// (Unix ms).
+func (h *history) order(since int64) []int {
+	idx := make([]int, 0, h.n)
+	for k := range h.n {
+		i := (h.next - h.n + k + historyLen) % historyLen
+		if h.times[i] > since {
+			idx = append(idx, i)
+		}
+	}
+	return idx
+}
+
+// seriesJSON is one route's history as the page reads it: one array per
+// line, aligned with the times of the answer; null where nothing was
+// measured.
+type seriesJSON struct {
+	Admitted  []jf            `json:"admitted"`
+	Limited   []jf            `json:"limited"`
+	Breaker   []jf            `json:"breaker"`
+	Upstream  []jf            `json:"upstream"`
+	Client4xx []jf            `json:"client_4xx"`
+	Other     []jf            `json:"other"`
+	P50       []jf            `json:"p50"`
+	P99       []jf            `json:"p99"`
+	Rejected  map[string][]jf `json:"rejected"` // limit -> 429/s
+}
+
+type globalJSON struct {
+	StoreP99       []jf `json:"store_p99"`
+	StoreErrors    []jf `json:"store_errors"`
+	LocalShare     []jf `json:"local_share"`
+	EventsRecorded []jf `json:"events_recorded"`
+	EventsDropped  []jf `json:"events_dropped"`
+	Spooled        []jf `json:"spooled"`
+}
+
+// jf is a float32 that marshals as a short number, or null for NaN.
+type jf float32
+
+func (f jf) MarshalJSON() ([]byte, error) {
+	if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+		return []byte("null"), nil
+	}
+	return strconv.AppendFloat(nil, float64(f), 'g', 4, 32), nil
+}
+
+type historyJSON struct {
+	Interval float64                `json:"interval"` // seconds between samples
+	Times    []int64                `json:"times"`    // Unix ms
+	Global   globalJSON             `json:"global"`
+	Series   map[string]*seriesJSON `json:"series"`
+}
+
+// snapshot returns the points newer than since for the routes asked.
+func (h *history) snapshot(since int64, routes []string) historyJSON {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	idx := h.order(since)
+	out := historyJSON{Interval: sampleEvery.Seconds(), Times: make([]int64, len(idx)), Series: map[string]*seriesJSON{}}
+	g := &out.Global
+	for k, i := range idx {
+		out.Times[k] = h.times[i]
+		p := h.global[i]
+		g.StoreP99 = append(g.StoreP99, jf(p.StoreP99))
+		g.StoreErrors = append(g.StoreErrors, jf(p.StoreErrors))
+		g.LocalShare = append(g.LocalShare, jf(p.LocalShare))
+		g.EventsRecorded = append(g.EventsRecorded, jf(p.EventsRecorded))
+		g.EventsDropped = append(g.EventsDropped, jf(p.EventsDropped))
+		g.Spooled = append(g.Spooled, jf(p.Spooled))
+	}
+	for _, route := range routes {
+		rr := h.routes[route]
+		if rr == nil {
+			continue
+		}
+		s := &seriesJSON{Rejected: map[string][]jf{}}
+		for _, i := range idx {
+			p := rr.points[i]
+			s.Admitted = append(s.Admitted, jf(p.Admitted))
+			s.Limited = append(s.Limited, jf(p.Limited))
+			s.Breaker = append(s.Breaker, jf(p.Breaker))
+			s.Upstream = append(s.Upstream, jf(p.Upstream))
+			s.Client4xx = append(s.Client4xx, jf(p.Client4xx))
+			s.Other = append(s.Other, jf(p.Other))
+			s.P50 = append(s.P50, jf(p.P50))
+			s.P99 = append(s.P99, jf(p.P99))
+		}
+		for lim, ring := range rr.limits {
+			vs := make([]jf, len(idx))
+			for k, i := range idx {
+				vs[k] = jf(ring[i])
+			}
+			s.Rejected[lim] = vs
+		}
+		out.Series[route] = s
+	}
+	return out
+}
+
+// summaryJSON is a route's newest interval, for the table of all routes.
+type summaryJSON struct {
+	Rate     jf `json:"rate"` // every answer, per second
+	Admitted jf `json:"admitted"`
+	Limited  jf `json:"limited"`
+	Breaker  jf `json:"breaker"`
+	Upstream jf `json:"upstream"`
+	P99      jf `json:"p99"`
+}
+
+func (h *history) summaries() map[string]summaryJSON {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[string]summaryJSON, len(h.latest))
+	for route, p := range h.latest {
+		out[route] = summaryJSON{
+			Rate:     jf(p.Admitted + p.Limited + p.Breaker + p.Upstream + p.Client4xx + p.Other),
+			Admitted: jf(p.Admitted), Limited: jf(p.Limited), Breaker: jf(p.Breaker), Upstream: jf(p.Upstream), P99: jf(p.P99),
+		}
+	}
+	return out
+}
+
+// reloadInfo is the last load or reload of the config, from its gauges.
+func (h *history) reloadInfo() (ok bool, at float64, known bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.last == nil {
+		return false, 0, false
+	}
+	return h.last.reloadOK == 1, h.last.reloadTime, h.last.haveReload
+}
