@@ -335,34 +335,52 @@ func (h *history) order(since int64) []int {
 // line, aligned with the times of the answer; null where nothing was
 // measured.
 type seriesJSON struct {
-	Admitted  []jf            `json:"admitted"`
-	Limited   []jf            `json:"limited"`
-	Breaker   []jf            `json:"breaker"`
-	Upstream  []jf            `json:"upstream"`
-	Client4xx []jf            `json:"client_4xx"`
-	Other     []jf            `json:"other"`
-	P50       []jf            `json:"p50"`
-	P99       []jf            `json:"p99"`
-	Rejected  map[string][]jf `json:"rejected"` // limit -> 429/s
+	Admitted  series            `json:"admitted"`
+	Limited   series            `json:"limited"`
+	Breaker   series            `json:"breaker"`
+	Upstream  series            `json:"upstream"`
+	Client4xx series            `json:"client_4xx"`
+	Other     series            `json:"other"`
+	P50       series            `json:"p50"`
+	P99       series            `json:"p99"`
+	Rejected  map[string]series `json:"rejected"` // limit -> 429/s
 }
 
 type globalJSON struct {
-	StoreP99       []jf `json:"store_p99"`
-	StoreErrors    []jf `json:"store_errors"`
-	LocalShare     []jf `json:"local_share"`
-	EventsRecorded []jf `json:"events_recorded"`
-	EventsDropped  []jf `json:"events_dropped"`
-	Spooled        []jf `json:"spooled"`
+	StoreP99       series `json:"store_p99"`
+	StoreErrors    series `json:"store_errors"`
+	LocalShare     series `json:"local_share"`
+	EventsRecorded series `json:"events_recorded"`
+	EventsDropped  series `json:"events_dropped"`
+	Spooled        series `json:"spooled"`
 }
 
 // jf is a float32 that marshals as a short number, or null for NaN.
 type jf float32
 
-func (f jf) MarshalJSON() ([]byte, error) {
+func (f jf) MarshalJSON() ([]byte, error) { return f.append(nil), nil }
+
+func (f jf) append(b []byte) []byte {
 	if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
-		return []byte("null"), nil
+		return append(b, "null"...)
 	}
-	return strconv.AppendFloat(nil, float64(f), 'g', 4, 32), nil
+	return strconv.AppendFloat(b, float64(f), 'g', 4, 32)
+}
+
+// series is one line of a chart. It marshals into one buffer: a value at
+// a time through jf's MarshalJSON costs an allocation per point.
+type series []jf
+
+func (s series) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 2+8*len(s))
+	b = append(b, '[')
+	for i, f := range s {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = f.append(b)
+	}
+	return append(b, ']'), nil
 }
 
 type historyJSON struct {
@@ -394,7 +412,7 @@ func (h *history) snapshot(since int64, routes []string) historyJSON {
 		if rr == nil {
 			continue
 		}
-		s := &seriesJSON{Rejected: map[string][]jf{}}
+		s := &seriesJSON{Rejected: map[string]series{}}
 		for _, i := range idx {
 			p := rr.points[i]
 			s.Admitted = append(s.Admitted, jf(p.Admitted))
@@ -407,7 +425,7 @@ func (h *history) snapshot(since int64, routes []string) historyJSON {
 			s.P99 = append(s.P99, jf(p.P99))
 		}
 		for lim, ring := range rr.limits {
-			vs := make([]jf, len(idx))
+			vs := make(series, len(idx))
 			for k, i := range idx {
 				vs[k] = jf(ring[i])
 			}
