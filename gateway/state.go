@@ -21,7 +21,20 @@ var ErrNoLimit = errors.New("no such route or limit")
 // the first override by key value the values match, whose counters are
 // its own (an override by header cannot be told from values alone).
 func (gen *generation) lookup(route, name string, values []string, fallback bool) (*limit.Rule, limit.Key, error) {
-	var spec *limitSpec
+	spec, err := gen.findLimit(route, name)
+	if err != nil {
+		return nil, "", err
+	}
+	key, vs, err := gen.keyOf(route, spec, values, fallback)
+	if err != nil {
+		return nil, "", err
+	}
+	return spec.ruleFor(vs, nil), key, nil
+}
+
+// findLimit returns the limit name of route, or of the global limits
+// for route "global"; the error wraps ErrNoLimit.
+func (gen *generation) findLimit(route, name string) (*limitSpec, error) {
 	for _, r := range gen.routes {
 		if route != "global" && r.id != route {
 			continue
@@ -29,22 +42,11 @@ func (gen *generation) lookup(route, name string, values []string, fallback bool
 		for i, l := range r.limits {
 			isGlobal := i < len(gen.cfg.GlobalLimits)
 			if l.name == name && isGlobal == (route == "global") {
-				spec = l
-				break
+				return l, nil
 			}
 		}
-		if spec != nil {
-			break
-		}
 	}
-	if spec == nil {
-		return nil, "", fmt.Errorf("%w: route %q, limit %q", ErrNoLimit, route, name)
-	}
-	key, vs, err := gen.keyOf(route, spec, values, fallback)
-	if err != nil {
-		return nil, "", err
-	}
-	return spec.ruleFor(vs, nil), key, nil
+	return nil, fmt.Errorf("%w: route %q, limit %q", ErrNoLimit, route, name)
 }
 
 // keyOf builds the key of spec from values, one per key part (or fallback

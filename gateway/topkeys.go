@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"encoding/binary"
-	"fmt"
 	"time"
 
 	"github.com/floodgate-gw/floodgate/internal/topk"
@@ -115,24 +114,9 @@ func decodeTopKey(s string) (vs []string, cut bool) {
 // most MaxTopKeys). route is a route id, or "global" for a global limit.
 // The error wraps ErrNoLimit for an unknown route or limit.
 func (g *Gateway) TopRejected(route, name string, n int) (TopKeys, error) {
-	gen := g.gen.Load()
-	var spec *limitSpec
-	for _, r := range gen.routes {
-		if route != "global" && r.id != route {
-			continue
-		}
-		for i, l := range r.limits {
-			if l.name == name && (i < len(gen.cfg.GlobalLimits)) == (route == "global") {
-				spec = l
-				break
-			}
-		}
-		if spec != nil {
-			break
-		}
-	}
-	if spec == nil || spec.top == nil {
-		return TopKeys{}, fmt.Errorf("%w: route %q, limit %q", ErrNoLimit, route, name)
+	spec, err := g.gen.Load().findLimit(route, name)
+	if err != nil {
+		return TopKeys{}, err
 	}
 	n = min(max(n, 0), MaxTopKeys)
 	entries, since := spec.top.Top(g.now(), n)
