@@ -122,11 +122,11 @@ func TestTopKeyEncoding(t *testing.T) {
 		l.countRejected(time.Now(), vs)
 		es, _ := l.top.Top(time.Now(), 1)
 		got, cut := decodeTopKey(es[0].Key)
-		long := len(strings.Join(vs, "")) > 200
-		if !long && (cut || !slices.Equal(got, vs)) {
+		isLong := len(strings.Join(vs, "")) > 200
+		if !isLong && (cut || !slices.Equal(got, vs)) {
 			t.Errorf("%q read back as %q (cut %v)", vs, got, cut)
 		}
-		if long && !cut && !es[0].Truncated {
+		if isLong && !cut && !es[0].Truncated {
 			t.Errorf("a long key %d bytes is not marked cut", len(strings.Join(vs, "")))
 		}
 		if len(es[0].Key) > 257 {
