@@ -224,7 +224,7 @@ func TestUpstreamTLSHealthChecks(t *testing.T) {
 		t.Run(p.proto, func(t *testing.T) {
 			up := newTLSUpstream(t, ca.ServerFor(t, "upstream", "api.internal"), p.proto == "h2", clients)
 			yaml := tlsRoute(up.URL, p.proto, `{ca: "`+caFile+`", server_name: api.internal, cert: "`+certFile+`", key: "`+keyFile+`"}`) +
-				"      health: {path: /healthz, interval: 50ms, timeout: 40ms, unhealthy_after: 1}\n"
+				"      health: {path: /healthz, interval: 300ms, timeout: 250ms, unhealthy_after: 1}\n"
 			h := newHarness(t, yaml, nil)
 			waitFor(t, "three passed checks", func() bool { return up.healthHits() >= 3 })
 			target := strings.TrimPrefix(up.URL, "https://")
