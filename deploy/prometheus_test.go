@@ -116,7 +116,8 @@ descriptors:
 // TestPrometheus runs floodgate and a real Prometheus that scrapes it
 // and evaluates alerts.yaml, puts load on the gateway, and asks
 // Prometheus every query of the dashboard and every alert's expression:
-// each must parse and return series. It then forces a breaker open and
+// each must parse and return series. It stalls Redis until the store
+// alerts' expressions select the outage, then forces a breaker open and
 // waits for FloodgateCircuitBreakerOpen to fire.
 func TestPrometheus(t *testing.T) {
 	promBin, err := exec.LookPath("prometheus")
@@ -143,6 +144,8 @@ func TestPrometheus(t *testing.T) {
 	// fails at once.
 	prom.waitQueries(t, queries)
 	prom.waitRulesHealthy(t)
+
+	fg.storeOutage(t, prom)
 
 	// The api breaker is closed: no alert yet. Forced open, it fires
 	// once its for: (shortened to 2s in the rules Prometheus loads) has
@@ -565,6 +568,7 @@ var client = &http.Client{Timeout: 10 * time.Second}
 
 type gateway struct {
 	proc               *process
+	redis              *testredis.Server
 	listen, admin, rls string
 	file, config       string
 	upstreamCalls      atomic.Int64
@@ -606,7 +610,7 @@ func startFloodgate(t *testing.T) *gateway {
 	go gs.Serve(grpcLn)
 	t.Cleanup(gs.Stop)
 
-	redis := testredis.Start(t)
+	g.redis = testredis.Start(t)
 	dead := strings.TrimPrefix(testnet.RefusedURL(t), "http://")
 	if err := os.Mkdir(filepath.Join(dir, "rls"), 0o755); err != nil {
 		t.Fatal(err)
@@ -615,7 +619,7 @@ func startFloodgate(t *testing.T) *gateway {
 		t.Fatal(err)
 	}
 	g.config = strings.NewReplacer("{{LISTEN}}", g.listen, "{{ADMIN}}", g.admin, "{{RLS}}", g.rls,
-		"{{TOKEN}}", adminToken, "{{DIR}}", dir, "{{REDIS}}", redis.Addr(), "{{DEAD}}", dead,
+		"{{TOKEN}}", adminToken, "{{DIR}}", dir, "{{REDIS}}", g.redis.Addr(), "{{DEAD}}", dead,
 		"{{UPSTREAM}}", up.URL, "{{GRPC}}", grpcLn.Addr().String()).Replace(floodgateConfig)
 	g.write(t, g.config)
 
@@ -719,6 +723,42 @@ func (g *gateway) refuseReload(t *testing.T, prom *prometheus) {
 	g.adminOK(t, "POST", "/admin/reload")
 	prom.waitFor(t, "the reload to succeed again", func() bool {
 		n, err := prom.query(t, "gateway_config_last_reload_success == 1")
+		return err == nil && n > 0
+	})
+}
+
+// outageAlerts are the alerts whose whole expression a store that does
+// not answer makes true.
+var outageAlerts = []string{"FloodgateStoreErrors", "FloodgateLimitsDecidedByOnError", "FloodgateFleetBreakerFallback"}
+
+// storeOutage stops Redis (SIGSTOP: connections stay open and nothing
+// answers, a stalled host) until the whole expressions of outageAlerts
+// select the outage, with the labels their annotations name, then lets
+// it run again and waits until the fleet breaker follows the fleet.
+func (g *gateway) storeOutage(t *testing.T, prom *prometheus) {
+	t.Helper()
+	rules := map[string]alertRule{}
+	for _, r := range readAlerts(t) {
+		rules[r.Alert] = r
+	}
+	g.redis.Pause()
+	for _, name := range outageAlerts {
+		r, ok := rules[name]
+		if !ok {
+			t.Fatalf("alerts.yaml has no %s", name)
+		}
+		labels := namedLabels(alertLabel, r.Annotations["summary"], r.Annotations["description"])
+		prom.waitFor(t, name+"'s expression to select the stalled Redis", func() bool {
+			n, err := prom.query(t, r.Expr, labels...)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			return n > 0
+		})
+	}
+	g.redis.Resume()
+	prom.waitFor(t, "the fleet breaker to follow the fleet again", func() bool {
+		n, err := prom.query(t, `gateway_breaker_fleet_fallback{route="flaky"} == 0`)
 		return err == nil && n > 0
 	})
 }
