@@ -38,8 +38,10 @@ const (
 	adminToken = "prom-test-token"
 	// waitTimeout bounds each wait on floodgate or Prometheus.
 	waitTimeout = 45 * time.Second
-	// rateInterval stands for Grafana's $__rate_interval: four scrapes
-	// of 1 s would do, 15 s is what Grafana's minimum interval gives.
+	// rateInterval stands for Grafana's $__rate_interval, which is at
+	// least four scrape intervals: 15 s is well over four of the test's
+	// 1 s scrapes, and short enough that a series must have been
+	// scraped lately to count.
 	rateInterval = "15s"
 )
 
@@ -130,7 +132,7 @@ func TestPrometheus(t *testing.T) {
 	prom := startPrometheus(t, promBin, fg.admin)
 
 	ctx, stop := context.WithCancel(context.Background())
-	load := fg.startLoad(ctx, t)
+	load := fg.startLoad(ctx)
 	defer func() {
 		stop()
 		load.wait()
@@ -470,16 +472,25 @@ func rulesForTest(t *testing.T) string {
 	return file
 }
 
-// freeAddr returns a loopback address nothing listens on.
+// freeAddr returns a loopback address nothing listens on, and that it
+// did not give before: the kernel may hand a port it just freed out
+// again, and the test writes each into a config before anything binds it.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		if _, taken := handedOut.LoadOrStore(addr, true); !taken {
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
 }
+
+var handedOut sync.Map
 
 // A process is a child the test started: stopped at the end of the test,
 // its output logged if the test failed.
@@ -793,7 +804,7 @@ func (l *load) wait() { l.wg.Wait() }
 // then the open breaker's 503s, each recorded as an event), gRPC health
 // checks through the gateway, and ShouldRateLimit calls: within and over
 // the limit, and malformed ones (no descriptors: InvalidArgument).
-func (g *gateway) startLoad(ctx context.Context, t *testing.T) *load {
+func (g *gateway) startLoad(ctx context.Context) *load {
 	l := &load{n: map[string]int{}}
 	every := func(d time.Duration, f func()) {
 		l.wg.Add(1)
