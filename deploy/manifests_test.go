@@ -202,8 +202,8 @@ type composeService struct {
 type bindMount struct{ src, dst string }
 
 // mounts are the service's bind mounts, their sources relative to this
-// folder (compose.yaml's); rw says which are writable. Named volumes, with
-// no path as source, are not bind mounts and are left out.
+// folder (compose.yaml's), and the targets the container may write: the
+// mounts without :ro, named volumes among them, and the tmpfs mounts.
 func (s composeService) mounts(t *testing.T) (binds []bindMount, writable []string) {
 	t.Helper()
 	for _, v := range s.Volumes {
