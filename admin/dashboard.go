@@ -9,6 +9,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/floodgate-gw/floodgate/config"
 )
 
 // The dashboard, at /, is one static page that polls /dashboard.json
@@ -39,9 +41,15 @@ type dashboardData struct {
 	// History holds the last 10 minutes at 2 s: the gateway-wide series,
 	// and those of the routes asked with route= (at most maxSeries), newer
 	// than since= (Unix ms).
-	History historyJSON `json:"history"`
+	History historyJSON `json:"-"` // written by its appendJSON, after the rest
 	// Reload is the last load or reload of the config.
 	Reload *dashboardReload `json:"reload,omitempty"`
+	// TokenNeeded says /admin/* needs the admin token: the page asks for
+	// it before it reads the top rejected keys.
+	TokenNeeded bool `json:"token_needed"`
+	// GlobalLimits apply to every route; their history is in
+	// History.Global.Limits.
+	GlobalLimits []limitView `json:"global_limits"`
 }
 
 type dashboardReload struct {
@@ -75,6 +83,45 @@ type dashboardRoute struct {
 	Breaker  *breakerView       `json:"breaker,omitempty"`
 	// Now is the route's newest 2 s interval.
 	Now *summaryJSON `json:"now,omitempty"`
+	// Limits are the route's own limits, in file order.
+	Limits []limitView `json:"limits"`
+}
+
+// limitView is a limit as the page draws its use: the threshold the
+// requests it let through run against.
+type limitView struct {
+	Name      string   `json:"name"`
+	Algorithm string   `json:"algorithm"`
+	Rate      string   `json:"rate"` // as a file writes it: "500/s", "1/10s"; the count for concurrency
+	PerSecond float64  `json:"per_second,omitempty"`
+	Key       []string `json:"key"`
+	// Keyed says the limit counts per key (user, IP, path…): its
+	// threshold is each key's, and the busiest keys tell its use. A
+	// limit keyed by route or global alone is one counter, which the
+	// requests its routes' limit steps let through (History's "passed")
+	// consume against PerSecond.
+	Keyed  bool `json:"keyed"`
+	Shadow bool `json:"shadow,omitempty"`
+}
+
+func viewLimits(ls []*config.Limit) []limitView {
+	out := make([]limitView, 0, len(ls))
+	for _, l := range ls {
+		v := limitView{Name: l.Name, Algorithm: l.Algorithm.String(), Rate: l.Rate.String(), Shadow: l.Shadow, Key: make([]string, 0, len(l.Key))}
+		if l.Rate.Period > 0 {
+			v.PerSecond = float64(l.Rate.Count) / l.Rate.Period.Seconds()
+		} else {
+			v.Rate = strconv.FormatInt(l.Rate.Count, 10)
+		}
+		for _, p := range l.Key {
+			v.Key = append(v.Key, p.String())
+			if p.Source != config.SourceGlobal && p.Source != config.SourceRoute {
+				v.Keyed = true
+			}
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 type breakerView struct {
@@ -114,15 +161,22 @@ func (h *handler) dashboardJSON(w http.ResponseWriter, r *http.Request) {
 	route := func(id string) *dashboardRoute {
 		rt := byRoute[id]
 		if rt == nil {
-			rt = &dashboardRoute{Route: id, Requests: map[string]float64{}, Rejected: map[string]float64{}}
+			rt = &dashboardRoute{Route: id, Requests: map[string]float64{}, Rejected: map[string]float64{}, Limits: []limitView{}}
 			byRoute[id] = rt
 		}
 		return rt
 	}
 	// Every configured route shows, also before its first request.
+	d.GlobalLimits = []limitView{}
+	var globals []string
 	if cfg := h.b.Config(); cfg != nil {
 		for _, rc := range cfg.Routes {
-			route(rc.ID)
+			route(rc.ID).Limits = viewLimits(rc.Limits)
+		}
+		d.GlobalLimits = viewLimits(cfg.GlobalLimits)
+		d.TokenNeeded = cfg.Admin.Token != "" || len(cfg.Admin.Tokens) > 0
+		for _, l := range cfg.GlobalLimits {
+			globals = append(globals, l.Name)
 		}
 	}
 	for _, b := range h.b.Breakers() {
@@ -180,7 +234,7 @@ func (h *handler) dashboardJSON(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	d.History = h.hist.snapshot(since, series)
+	d.History = h.hist.snapshot(since, series, globals)
 	for id, sum := range h.hist.summaries() {
 		sum := sum
 		if rt := byRoute[id]; rt != nil {
@@ -209,6 +263,11 @@ func (h *handler) dashboardJSON(w http.ResponseWriter, r *http.Request) {
 		return 0
 	})
 	body, _ := json.Marshal(d)
+	// The history, most of the answer, is written by hand after the
+	// rest: json.Marshal would check and compact the output of every
+	// series' MarshalJSON again, which took half of a poll's time.
+	body = append(body[:len(body)-1], `,"history":`...)
+	body = append(d.History.appendJSON(body), '}')
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.Write(body)

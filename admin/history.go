@@ -1,7 +1,10 @@
 package admin
 
 import (
+	"encoding/json"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,12 +32,17 @@ type routePoint struct {
 	Admitted, Limited, Breaker, Upstream, Client4xx, Other float32 // requests/s
 	P50, P99                                               float32 // seconds; NaN without requests
 	BreakerState                                           float32 // 0 closed, 1 open, 2 half-open, NaN without a breaker
+	// Passed are the requests/s the limit step let through, NaN for a
+	// route without limits: what each limit of the route consumed, since
+	// a rejected request consumes nothing from any limit.
+	Passed float32
 }
 
 // globalPoint is the interval's gateway-wide numbers.
 type globalPoint struct {
 	StoreP99, StoreErrors, LocalShare      float32
 	EventsRecorded, EventsDropped, Spooled float32
+	Passed                                 float32 // summed over the routes: what a global limit consumed
 }
 
 // sample is what one reading of the gatherer keeps: the counters, to
@@ -43,6 +51,7 @@ type sample struct {
 	at                         time.Time
 	codes                      map[string]map[string]float64 // route -> code -> count
 	rejected                   map[string]map[string]float64 // route -> limit -> count
+	decided                    map[string]map[string]float64 // route -> limit -> decisions, whatever the result
 	buckets                    map[string][]bucket           // route -> cumulative buckets
 	store                      []bucket
 	storeErr, decisions, local float64
@@ -55,8 +64,14 @@ type bucket struct{ le, n float64 }
 
 type routeRing struct {
 	points []routePoint // ring, aligned with history.times
-	limits map[string][]float32
+	limits map[string]*limitRing
 }
+
+// limitRing is the requests/s a limit rejected (that it gave the answer
+// to).
+type limitRing struct{ rejected []float32 }
+
+func newLimitRing() *limitRing { return &limitRing{nanRing()} }
 
 type history struct {
 	gatherer prometheus.Gatherer
@@ -67,6 +82,9 @@ type history struct {
 	n        int     // points held
 	global   []globalPoint
 	routes   map[string]*routeRing
+	// named sums each limit name over the routes: a global limit's
+	// rates, whichever route the requests took.
+	named map[string]*limitRing
 	// latest are the rates of the newest interval, for the summary.
 	latest map[string]routePoint
 	stop   chan struct{}
@@ -76,7 +94,7 @@ type history struct {
 func newHistory(g prometheus.Gatherer) *history {
 	h := &history{
 		gatherer: g, times: make([]int64, historyLen), global: make([]globalPoint, historyLen),
-		routes: map[string]*routeRing{}, latest: map[string]routePoint{},
+		routes: map[string]*routeRing{}, named: map[string]*limitRing{}, latest: map[string]routePoint{},
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	h.take(time.Now())
@@ -109,7 +127,10 @@ func (h *history) close() {
 
 // read gathers one sample.
 func read(g prometheus.Gatherer, now time.Time) *sample {
-	s := &sample{at: now, codes: map[string]map[string]float64{}, rejected: map[string]map[string]float64{}, buckets: map[string][]bucket{}}
+	s := &sample{
+		at: now, codes: map[string]map[string]float64{}, rejected: map[string]map[string]float64{},
+		decided: map[string]map[string]float64{}, buckets: map[string][]bucket{},
+	}
 	families, _ := g.Gather() // what it could: a failing collector costs its own numbers
 	for _, f := range families {
 		name := f.GetName()
@@ -135,6 +156,11 @@ func read(g prometheus.Gatherer, now time.Time) *sample {
 				s.storeErr += m.GetCounter().GetValue()
 			case "gateway_ratelimit_decisions_total":
 				s.decisions += m.GetCounter().GetValue()
+				route := label(m, "route")
+				if s.decided[route] == nil {
+					s.decided[route] = map[string]float64{}
+				}
+				s.decided[route][label(m, "limit")] += m.GetCounter().GetValue()
 			case "gateway_ratelimit_local_answers_total":
 				s.local += m.GetCounter().GetValue()
 			case "gateway_events_total":
@@ -263,7 +289,6 @@ func (h *history) take(now time.Time) {
 	if d := s.decisions - prev.decisions; d > 0 {
 		g.LocalShare = float32(max(s.local-prev.local, 0) / d)
 	}
-	h.global[i] = g
 	seen := map[string]bool{}
 	for route := range s.codes {
 		seen[route] = true
@@ -272,6 +297,7 @@ func (h *history) take(now time.Time) {
 		seen[route] = true
 	}
 	latest := make(map[string]routePoint, len(seen))
+	named := map[string]float32{}
 	for route := range seen {
 		var p routePoint
 		for code, n := range s.codes[route] {
@@ -282,22 +308,38 @@ func (h *history) take(now time.Time) {
 		p.BreakerState = float32(math.NaN())
 		rr := h.routes[route]
 		if rr == nil {
-			rr = &routeRing{points: make([]routePoint, historyLen), limits: map[string][]float32{}}
-			nan := routePoint{Admitted: nan32, Limited: nan32, Breaker: nan32, Upstream: nan32, Client4xx: nan32, Other: nan32, P50: nan32, P99: nan32, BreakerState: nan32}
+			rr = &routeRing{points: make([]routePoint, historyLen), limits: map[string]*limitRing{}}
+			nan := routePoint{Admitted: nan32, Limited: nan32, Breaker: nan32, Upstream: nan32, Client4xx: nan32, Other: nan32, P50: nan32, P99: nan32, BreakerState: nan32, Passed: nan32}
 			for j := range rr.points {
 				rr.points[j] = nan
 			}
 			h.routes[route] = rr
 		}
-		rr.points[i] = p
-		for lim, n := range s.rejected[route] {
-			ring := rr.limits[lim]
-			if ring == nil {
-				ring = nanRing()
-				rr.limits[lim] = ring
-			}
-			ring[i] = diff(n, prev.rejected[route][lim], secs)
+		for lim := range rr.limits {
+			rr.limits[lim].rejected[i] = nan32
 		}
+		var stopped float32
+		for lim, n := range s.rejected[route] {
+			r := diff(n, prev.rejected[route][lim], secs)
+			rr.limit(lim).rejected[i] = r
+			named[lim] += r
+			stopped += r
+		}
+		// Every limit of a request that reaches the limit step is
+		// decided, so any one limit's decisions count the requests that
+		// reached it; the most decided one stands for them, in case a
+		// Cluster's slot-by-slot calls skipped some.
+		p.Passed = nan32
+		for lim, n := range s.decided[route] {
+			if d := diff(n, prev.decided[route][lim], secs); isNaN32(p.Passed) || d > p.Passed {
+				p.Passed = d
+			}
+		}
+		if !isNaN32(p.Passed) {
+			p.Passed = max(p.Passed-stopped, 0)
+			g.Passed += p.Passed
+		}
+		rr.points[i] = p
 		latest[route] = p
 	}
 	for route := range h.routes {
@@ -305,8 +347,33 @@ func (h *history) take(now time.Time) {
 			delete(h.routes, route)
 		}
 	}
+	h.global[i] = g
+	for lim, sum := range named {
+		l := h.named[lim]
+		if l == nil {
+			l = newLimitRing()
+			h.named[lim] = l
+		}
+		l.rejected[i] = sum
+	}
+	for lim := range h.named {
+		if _, ok := named[lim]; !ok {
+			delete(h.named, lim)
+		}
+	}
 	h.latest = latest
 }
+
+func (rr *routeRing) limit(name string) *limitRing {
+	l := rr.limits[name]
+	if l == nil {
+		l = newLimitRing()
+		rr.limits[name] = l
+	}
+	return l
+}
+
+func isNaN32(f float32) bool { return f != f }
 
 var nan32 = float32(math.NaN())
 
@@ -343,7 +410,8 @@ type seriesJSON struct {
 	Other     series            `json:"other"`
 	P50       series            `json:"p50"`
 	P99       series            `json:"p99"`
-	Rejected  map[string]series `json:"rejected"` // limit -> 429/s
+	Rejected  map[string]series `json:"rejected"` // limit -> 429/s it answered
+	Passed    series            `json:"passed"`   // what the route's limits consumed
 }
 
 type globalJSON struct {
@@ -353,6 +421,9 @@ type globalJSON struct {
 	EventsRecorded series `json:"events_recorded"`
 	EventsDropped  series `json:"events_dropped"`
 	Spooled        series `json:"spooled"`
+	Passed         series `json:"passed"` // what a global limit consumed
+	// Limits are the global limits' 429/s, summed over the routes.
+	Limits map[string]series `json:"limits"`
 }
 
 // jf is a float32 that marshals as a short number, or null for NaN.
@@ -371,8 +442,12 @@ func (f jf) append(b []byte) []byte {
 // a time through jf's MarshalJSON costs an allocation per point.
 type series []jf
 
-func (s series) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, 2+8*len(s))
+func (s series) MarshalJSON() ([]byte, error) { return s.appendJSON(make([]byte, 0, 2+8*len(s))), nil }
+
+func (s series) appendJSON(b []byte) []byte {
+	if s == nil {
+		return append(b, "null"...)
+	}
 	b = append(b, '[')
 	for i, f := range s {
 		if i > 0 {
@@ -380,7 +455,86 @@ func (s series) MarshalJSON() ([]byte, error) {
 		}
 		b = f.append(b)
 	}
-	return append(b, ']'), nil
+	return append(b, ']')
+}
+
+// appendJSON writes h as encoding/json would, without its second pass
+// over the output.
+func (h *historyJSON) appendJSON(b []byte) []byte {
+	b = append(b, `{"interval":`...)
+	b = strconv.AppendFloat(b, h.Interval, 'g', -1, 64)
+	b = append(b, `,"times":[`...)
+	for i, t := range h.Times {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, t, 10)
+	}
+	g := &h.Global
+	b = append(b, `],"global":{`...)
+	b = field(b, "store_p99", g.StoreP99, false)
+	b = field(b, "store_errors", g.StoreErrors, true)
+	b = field(b, "local_share", g.LocalShare, true)
+	b = field(b, "events_recorded", g.EventsRecorded, true)
+	b = field(b, "events_dropped", g.EventsDropped, true)
+	b = field(b, "spooled", g.Spooled, true)
+	b = field(b, "passed", g.Passed, true)
+	b = append(b, `,"limits":`...)
+	b = appendSeriesMap(b, g.Limits)
+	b = append(b, `},"series":{`...)
+	first := true
+	for _, route := range slices.Sorted(maps.Keys(h.Series)) {
+		s := h.Series[route]
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = appendString(b, route)
+		b = append(b, ":{"...)
+		b = field(b, "admitted", s.Admitted, false)
+		b = field(b, "limited", s.Limited, true)
+		b = field(b, "breaker", s.Breaker, true)
+		b = field(b, "upstream", s.Upstream, true)
+		b = field(b, "client_4xx", s.Client4xx, true)
+		b = field(b, "other", s.Other, true)
+		b = field(b, "p50", s.P50, true)
+		b = field(b, "p99", s.P99, true)
+		b = field(b, "passed", s.Passed, true)
+		b = append(b, `,"rejected":`...)
+		b = appendSeriesMap(b, s.Rejected)
+		b = append(b, '}')
+	}
+	return append(b, "}}"...)
+}
+
+func field(b []byte, name string, s series, comma bool) []byte {
+	if comma {
+		b = append(b, ',')
+	}
+	b = append(b, '"')
+	b = append(b, name...)
+	b = append(b, `":`...)
+	return s.appendJSON(b)
+}
+
+func appendSeriesMap(b []byte, m map[string]series) []byte {
+	b = append(b, '{')
+	for i, k := range slices.Sorted(maps.Keys(m)) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, k)
+		b = append(b, ':')
+		b = m[k].appendJSON(b)
+	}
+	return append(b, '}')
+}
+
+// appendString writes s as a JSON string, escaped as encoding/json does:
+// a route id or a limit name is the config's, but the page is HTML.
+func appendString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s)
+	return append(b, q...)
 }
 
 type historyJSON struct {
@@ -390,13 +544,20 @@ type historyJSON struct {
 	Series   map[string]*seriesJSON `json:"series"`
 }
 
-// snapshot returns the points newer than since for the routes asked.
-func (h *history) snapshot(since int64, routes []string) historyJSON {
+// snapshot returns the points newer than since for the routes asked, and
+// for the global limits named.
+func (h *history) snapshot(since int64, routes, globals []string) historyJSON {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	idx := h.order(since)
 	out := historyJSON{Interval: sampleEvery.Seconds(), Times: make([]int64, len(idx)), Series: map[string]*seriesJSON{}}
 	g := &out.Global
+	g.Limits = map[string]series{}
+	for _, name := range globals {
+		if l := h.named[name]; l != nil {
+			g.Limits[name] = pick(l.rejected, idx)
+		}
+	}
 	for k, i := range idx {
 		out.Times[k] = h.times[i]
 		p := h.global[i]
@@ -406,6 +567,7 @@ func (h *history) snapshot(since int64, routes []string) historyJSON {
 		g.EventsRecorded = append(g.EventsRecorded, jf(p.EventsRecorded))
 		g.EventsDropped = append(g.EventsDropped, jf(p.EventsDropped))
 		g.Spooled = append(g.Spooled, jf(p.Spooled))
+		g.Passed = append(g.Passed, jf(p.Passed))
 	}
 	for _, route := range routes {
 		rr := h.routes[route]
@@ -423,17 +585,23 @@ func (h *history) snapshot(since int64, routes []string) historyJSON {
 			s.Other = append(s.Other, jf(p.Other))
 			s.P50 = append(s.P50, jf(p.P50))
 			s.P99 = append(s.P99, jf(p.P99))
+			s.Passed = append(s.Passed, jf(p.Passed))
 		}
-		for lim, ring := range rr.limits {
-			vs := make(series, len(idx))
-			for k, i := range idx {
-				vs[k] = jf(ring[i])
-			}
-			s.Rejected[lim] = vs
+		for lim, l := range rr.limits {
+			s.Rejected[lim] = pick(l.rejected, idx)
 		}
 		out.Series[route] = s
 	}
 	return out
+}
+
+// pick is the ring's points at idx.
+func pick(ring []float32, idx []int) series {
+	vs := make(series, len(idx))
+	for k, i := range idx {
+		vs[k] = jf(ring[i])
+	}
+	return vs
 }
 
 // summaryJSON is a route's newest interval, for the table of all routes.
