@@ -130,6 +130,11 @@ func TestBreakerCycle(t *testing.T) {
 	if n := counterValue(t, h, "gateway_circuit_breaker_transitions_total", map[string]string{"route": "coupon", "from": "HALF_OPEN", "to": "CLOSED"}); n != 1 {
 		t.Errorf("HALF_OPEN→CLOSED counted %v times", n)
 	}
+	// The open breaker's answer and the one while the trials ran, not
+	// the upstream's own 500s.
+	if n := counterValue(t, h, "gateway_circuit_breaker_refused_total", map[string]string{"route": "coupon"}); n != 2 {
+		t.Errorf("gateway_circuit_breaker_refused_total = %v, want 2", n)
+	}
 	if !strings.Contains(h.log.String(), `"msg":"circuit breaker OPEN"`) {
 		t.Errorf("no WARN line for the transition: %s", h.log.String())
 	}

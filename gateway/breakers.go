@@ -113,6 +113,7 @@ func (g *Gateway) refuse(w http.ResponseWriter, x *exchange, err error) outcome 
 	if errors.As(err, &oe) && !oe.Forced && oe.RetryAfter > 0 {
 		answer.SetRetryAfter(w.Header(), oe.RetryAfter)
 	}
+	x.route.metrics.countRefused()
 	fallback := x.route.fallback
 	if !x.route.record {
 		o := answerWith(w, x, fallback)

@@ -29,6 +29,7 @@ type Metrics struct {
 	breakerChanges *prometheus.CounterVec
 	// breakerFallback is 1 for a fleet breaker deciding on this
 	// instance's window.
+	breakerRefused  *prometheus.CounterVec
 	breakerFallback *prometheus.GaugeVec
 	jwtFailures     map[jwtverify.Reason]prometheus.Counter
 	framingRefused  *prometheus.CounterVec
@@ -83,6 +84,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		breakerChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_circuit_breaker_transitions_total", Help: "Circuit breaker transitions.",
 		}, []string{"route", "from", "to"}),
+		breakerRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_circuit_breaker_refused_total", Help: "Requests the route's open breaker answered with its fallback instead of the upstream.",
+		}, []string{"route"}),
 		breakerFallback: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "gateway_breaker_fleet_fallback", Help: "1 while a breaker of scope fleet decides on this instance's own window because the fleet's, in Redis, is out of reach; 0 while it follows the fleet.",
 		}, []string{"route"}),
@@ -109,7 +113,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "gateway_jwt_failures_total", Help: "Bearer tokens not accepted for jwt: key parts and claim overrides, by reason; their parts are missing.",
 	}, []string{"reason"})
 	reg.MustRegister(m.requests, m.grpcResponses, m.duration, m.rateLimited, m.decisions, m.storeDuration,
-		m.storeErrors, m.reloads, m.reloadSuccess, m.reloadTime, m.logsSuppressed, m.breakerState, m.breakerChanges, m.breakerFallback, jwtFailures, m.framingRefused, m.localAnswers, m.accessDropped, m.fleetIgnored, m.overrides, m.overridesVersion)
+		m.storeErrors, m.reloads, m.reloadSuccess, m.reloadTime, m.logsSuppressed, m.breakerState, m.breakerChanges, m.breakerRefused, m.breakerFallback, jwtFailures, m.framingRefused, m.localAnswers, m.accessDropped, m.fleetIgnored, m.overrides, m.overridesVersion)
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
 	for _, r := range []string{"too_large", "malformed", "unknown_kind"} {
@@ -152,7 +156,9 @@ type routeMetrics struct {
 	route    string
 	duration prometheus.Observer
 	codes    [600]atomic.Pointer[prometheus.Counter]
-	grpc     [grpcOther + 1]atomic.Pointer[prometheus.Counter] // by grpcCodeIndex
+	refused  atomic.Pointer[prometheus.Counter] // by the breaker; made with the first
+
+	grpc [grpcOther + 1]atomic.Pointer[prometheus.Counter] // by grpcCodeIndex
 }
 
 func (m *Metrics) forRoute(route string) *routeMetrics {
@@ -167,6 +173,17 @@ func (rm *routeMetrics) count(status int) {
 	if c == nil {
 		cc := rm.m.requests.WithLabelValues(rm.route, strconv.Itoa(status))
 		rm.codes[status].Store(&cc)
+		c = &cc
+	}
+	(*c).Inc()
+}
+
+// countRefused counts a request the open breaker answered.
+func (rm *routeMetrics) countRefused() {
+	c := rm.refused.Load()
+	if c == nil {
+		cc := rm.m.breakerRefused.WithLabelValues(rm.route)
+		rm.refused.Store(&cc)
 		c = &cc
 	}
 	(*c).Inc()
