@@ -133,7 +133,18 @@ func NewHandler(b Backend, gatherer prometheus.Gatherer, log *slog.Logger) *Hand
 	if log == nil {
 		log = slog.Default()
 	}
-	h := &handler{b: b, log: log, gatherer: gatherer, hist: newHistory(gatherer)}
+	h := &handler{b: b, log: log, gatherer: gatherer}
+	h.hist = newHistory(gatherer, func() map[string]int {
+		cfg := b.Config()
+		if cfg == nil {
+			return nil
+		}
+		out := make(map[string]int, len(cfg.Routes))
+		for _, rc := range cfg.Routes {
+			out[rc.ID] = rc.Fallback.Status
+		}
+		return out
+	})
 	metrics := promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
 		ErrorLog: promLogger{log},
 		// A collector that fails should cost its own series, not the

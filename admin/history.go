@@ -52,6 +52,7 @@ type sample struct {
 	codes                      map[string]map[string]float64 // route -> code -> count
 	rejected                   map[string]map[string]float64 // route -> limit -> count
 	decided                    map[string]map[string]float64 // route -> limit -> decisions, whatever the result
+	refused                    map[string]float64            // route -> requests the open breaker answered
 	buckets                    map[string][]bucket           // route -> cumulative buckets
 	store                      []bucket
 	storeErr, decisions, local float64
@@ -75,6 +76,10 @@ func newLimitRing() *limitRing { return &limitRing{nanRing()} }
 
 type history struct {
 	gatherer prometheus.Gatherer
+	// fallback gives each route's breaker fallback status, under which
+	// the breaker's answers are counted in gateway_http_requests_total;
+	// nil: 503.
+	fallback func() map[string]int
 	mu       sync.Mutex
 	last     *sample
 	times    []int64 // Unix ms of each point's end; ring of historyLen
@@ -91,9 +96,9 @@ type history struct {
 	done   chan struct{}
 }
 
-func newHistory(g prometheus.Gatherer) *history {
+func newHistory(g prometheus.Gatherer, fallback func() map[string]int) *history {
 	h := &history{
-		gatherer: g, times: make([]int64, historyLen), global: make([]globalPoint, historyLen),
+		gatherer: g, fallback: fallback, times: make([]int64, historyLen), global: make([]globalPoint, historyLen),
 		routes: map[string]*routeRing{}, named: map[string]*limitRing{}, latest: map[string]routePoint{},
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -129,7 +134,7 @@ func (h *history) close() {
 func read(g prometheus.Gatherer, now time.Time) *sample {
 	s := &sample{
 		at: now, codes: map[string]map[string]float64{}, rejected: map[string]map[string]float64{},
-		decided: map[string]map[string]float64{}, buckets: map[string][]bucket{},
+		decided: map[string]map[string]float64{}, refused: map[string]float64{}, buckets: map[string][]bucket{},
 	}
 	families, _ := g.Gather() // what it could: a failing collector costs its own numbers
 	for _, f := range families {
@@ -152,6 +157,8 @@ func read(g prometheus.Gatherer, now time.Time) *sample {
 				s.buckets[label(m, "route")] = buckets(m.GetHistogram())
 			case "gateway_ratelimit_store_duration_seconds":
 				s.store = buckets(m.GetHistogram())
+			case "gateway_circuit_breaker_refused_total":
+				s.refused[label(m, "route")] += m.GetCounter().GetValue()
 			case "gateway_ratelimit_store_errors_total":
 				s.storeErr += m.GetCounter().GetValue()
 			case "gateway_ratelimit_decisions_total":
@@ -240,22 +247,23 @@ func diff(cur, prev float64, secs float64) float32 {
 	return float32(max(cur-prev, 0) / secs)
 }
 
-// classify sorts an HTTP status into the page's outcomes.
-func classify(code string, p *routePoint, rate float32) {
+// class is the outcome an HTTP status counts under: Upstream holds the
+// 5xx, the upstream's own and those the gateway sends for it (502, 504)
+// or for its store (503 under on_error: deny). The breaker's
+// answers are not told by their status, which an upstream may send too:
+// take moves them from their status's outcome to Breaker.
+func (p *routePoint) class(code string) *float32 {
 	switch {
 	case code == "429":
-		p.Limited += rate
-	case code == "503":
-		p.Breaker += rate
-	case code == "502" || code == "504":
-		p.Upstream += rate
+		return &p.Limited
+	case strings.HasPrefix(code, "5"):
+		return &p.Upstream
 	case strings.HasPrefix(code, "2") || strings.HasPrefix(code, "3"):
-		p.Admitted += rate
+		return &p.Admitted
 	case strings.HasPrefix(code, "4"):
-		p.Client4xx += rate
-	default:
-		p.Other += rate
+		return &p.Client4xx
 	}
+	return &p.Other
 }
 
 // take reads the gatherer at now and adds the interval since the last
@@ -296,12 +304,28 @@ func (h *history) take(now time.Time) {
 	for route := range s.buckets {
 		seen[route] = true
 	}
+	var fallbacks map[string]int
+	if h.fallback != nil {
+		fallbacks = h.fallback()
+	}
 	latest := make(map[string]routePoint, len(seen))
 	named := map[string]float32{}
 	for route := range seen {
 		var p routePoint
 		for code, n := range s.codes[route] {
-			classify(code, &p, diff(n, prev.codes[route][code], secs))
+			*p.class(code) += diff(n, prev.codes[route][code], secs)
+		}
+		if b := diff(s.refused[route], prev.refused[route], secs); b > 0 {
+			status := "503"
+			if h.fallback != nil {
+				if st, ok := fallbacks[route]; ok {
+					status = strconv.Itoa(st)
+				}
+			}
+			c := p.class(status)
+			b = min(b, *c)
+			*c -= b
+			p.Breaker = b
 		}
 		p.P50 = float32(quantile(.5, s.buckets[route], prev.buckets[route]))
 		p.P99 = float32(quantile(.99, s.buckets[route], prev.buckets[route]))

@@ -8,7 +8,7 @@ const pageSize = 25;      // routes per page of the table
 const maxOpen = 6;        // routes whose charts show at once
 const keepPoints = 300;   // 10 minutes at 2 s
 const colors = {
-  admitted: "#2e7d32", limited: "#ef6c00", breaker: "#c62828", upstream: "#6a1b9a",
+  admitted: "#2e7d32", limited: "#ef6c00", breaker: "#c62828", "5xx": "#6a1b9a",
   client_4xx: "#1565c0", other: "#777", p50: "#1565c0", p99: "#c62828",
 };
 const palette = ["#ef6c00", "#1565c0", "#6a1b9a", "#00838f", "#ad1457", "#558b2f", "#4e342e"];
@@ -288,17 +288,18 @@ function drawRoute(host, r) {
   const t = secs();
   if (s) {
     const outcomes = ["admitted", "limited", "breaker", "upstream", "client_4xx", "other"];
-    chart(id + "/req", box.querySelector(".c-req"), outcomes, [t, ...outcomes.map(k => s[k] || [])]);
+    const labels = ["admitted", "limited", "breaker", "5xx", "client_4xx", "other"];
+    chart(id + "/req", box.querySelector(".c-req"), labels, [t, ...outcomes.map(k => s[k] || [])]);
     chart(id + "/lat", box.querySelector(".c-lat"), ["p50", "p99"], [t, scaled(s.p50, 1000), scaled(s.p99, 1000)]);
-    const labels = [], data = [t];
+    const ll = [], data = [t];
     for (const l of r.limits) {
-      labels.push(l.name + " 429/s"); data.push((s.rejected || {})[l.name] || t.map(() => null));
-      if (!l.keyed && l.per_second) { labels.push(l.name + " use %"); data.push(scaled(s.passed, 100 / l.per_second)); }
+      ll.push(l.name + " 429/s"); data.push((s.rejected || {})[l.name] || t.map(() => null));
+      if (!l.keyed && l.per_second) { ll.push(l.name + " use %"); data.push(scaled(s.passed, 100 / l.per_second)); }
     }
     for (const name of Object.keys(s.rejected || {})) {
-      if (!r.limits.some(l => l.name === name)) { labels.push(name + " 429/s"); data.push(s.rejected[name]); }
+      if (!r.limits.some(l => l.name === name)) { ll.push(name + " 429/s"); data.push(s.rejected[name]); }
     }
-    if (labels.length) chart(id + "/lim", box.querySelector(".c-lim"), labels, data);
+    if (ll.length) chart(id + "/lim", box.querySelector(".c-lim"), ll, data);
   }
   drawBreaker(box.querySelector(".breakerline"), r);
   drawTops(box.querySelector(".tops"), r);
