@@ -472,25 +472,9 @@ func rulesForTest(t *testing.T) string {
 	return file
 }
 
-// freeAddr returns a loopback address nothing listens on, and that it
-// did not give before: the kernel may hand a port it just freed out
-// again, and the test writes each into a config before anything binds it.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		if _, taken := handedOut.LoadOrStore(addr, true); !taken {
-			return addr
-		}
-	}
-}
-
-var handedOut sync.Map
+// freeAddr returns a loopback address nothing listens on, and that no
+// test of this process was given before.
+func freeAddr(t *testing.T) string { return testnet.FreeAddr(t) }
 
 // A process is a child the test started: stopped at the end of the test,
 // its output logged if the test failed.

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/floodgate-gw/floodgate/internal/testnet"
 )
 
 // The serve tests start the real binary on free ports, in front of an
@@ -34,28 +36,9 @@ const (
 
 var client = &http.Client{Timeout: waitTimeout}
 
-// freeAddr returns a loopback address nothing listens on. The port is
-// free when returned; the tests write it into the config, because a config
-// with port 0 would not tell them where floodgate ended up.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		// The kernel may hand a port it just freed out again: to a test
-		// running in parallel, or to the next listener of the same one.
-		if _, taken := handedOut.LoadOrStore(addr, true); !taken {
-			return addr
-		}
-	}
-}
-
-// handedOut holds every address freeAddr gave.
-var handedOut sync.Map
+// freeAddr returns a loopback address nothing listens on, and that no
+// test of this process was given before.
+func freeAddr(t *testing.T) string { return testnet.FreeAddr(t) }
 
 // syncBuffer collects the process's stderr while the test reads it.
 type syncBuffer struct {
