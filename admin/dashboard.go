@@ -102,12 +102,15 @@ type limitView struct {
 	// consume against PerSecond.
 	Keyed  bool `json:"keyed"`
 	Shadow bool `json:"shadow,omitempty"`
+	// Lease says the instances share the limit in leased slices of its
+	// window (sync: lease) rather than decide each request in the store.
+	Lease bool `json:"lease,omitempty"`
 }
 
 func viewLimits(ls []*config.Limit) []limitView {
 	out := make([]limitView, 0, len(ls))
 	for _, l := range ls {
-		v := limitView{Name: l.Name, Algorithm: l.Algorithm.String(), Rate: l.Rate.String(), Shadow: l.Shadow, Key: make([]string, 0, len(l.Key))}
+		v := limitView{Name: l.Name, Algorithm: l.Algorithm.String(), Rate: l.Rate.String(), Shadow: l.Shadow, Lease: l.Sync == config.SyncLease, Key: make([]string, 0, len(l.Key))}
 		if l.Rate.Period > 0 {
 			v.PerSecond = float64(l.Rate.Count) / l.Rate.Period.Seconds()
 		} else {

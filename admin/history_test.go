@@ -27,7 +27,7 @@ type historyFixture struct {
 const historyConfig = `
 admin: {listen: 127.0.0.1:9090, token: tok}
 global_limits:
-  - {name: everyone, key: [global], rate: 100/s}
+  - {name: everyone, key: [global], rate: 100/s, sync: lease}
 routes:
   - id: api
     match: {path: /api/**}
@@ -187,7 +187,7 @@ func TestHistoryRatesOfAnInterval(t *testing.T) {
 	}
 
 	// The limits as the page draws their use.
-	if len(d.GlobalLimits) != 1 || d.GlobalLimits[0].Keyed || d.GlobalLimits[0].PerSecond != 100 {
+	if len(d.GlobalLimits) != 1 || d.GlobalLimits[0].Keyed || d.GlobalLimits[0].PerSecond != 100 || !d.GlobalLimits[0].Lease {
 		t.Errorf("global_limits = %+v, want everyone, one counter of 100/s", d.GlobalLimits)
 	}
 	var lims []limitView
@@ -197,7 +197,7 @@ func TestHistoryRatesOfAnInterval(t *testing.T) {
 		}
 	}
 	if len(lims) != 2 || lims[0].Name != "user" || !lims[0].Keyed || lims[0].Rate != "1/10s" ||
-		lims[1].Name != "whole" || lims[1].Keyed || lims[1].PerSecond != 50 || lims[1].Key[0] != "route" {
+		lims[0].Lease || lims[1].Name != "whole" || lims[1].Keyed || lims[1].PerSecond != 50 || lims[1].Key[0] != "route" {
 		t.Errorf("api's limits = %+v", lims)
 	}
 }

@@ -173,6 +173,7 @@ function drawGateway(d) {
   }
   $("storeerr").textContent = fmt(lastOf(g.store_errors));
   $("localshare").textContent = pct(lastOf(g.local_share));
+  $("leases").textContent = d.global_limits.concat(...d.routes.map(r => r.limits)).filter(l => l.lease).length;
   $("evrec").textContent = fmt(lastOf(g.events_recorded));
   $("evdrop").textContent = fmt(lastOf(g.events_dropped));
   $("spooled").textContent = fmt(lastOf(g.spooled));
@@ -226,7 +227,7 @@ function drawTable() {
   for (const r of vis.slice(page * pageSize, (page + 1) * pageSize)) {
     const n = r.now || {};
     const limits = el("td", { className: "limits" });
-    for (const l of r.limits) limits.append(el("span", { textContent: `${l.name} ${l.rate}` }));
+    for (const l of r.limits) limits.append(el("span", { textContent: `${l.name} ${l.rate}${l.lease ? " (leased)" : ""}${l.shadow ? " (shadow)" : ""}` }));
     const tr = el("tr", { className: "route" + (open.has(r.route) ? " open" : "") },
       el("td", {}, el("button", { type: "button", className: "link", textContent: (open.has(r.route) ? "▾ " : "▸ ") + routeName(r.route), onclick: () => toggle(r.route) })),
       el("td", { className: "num", textContent: fmt(n.rate) }),
