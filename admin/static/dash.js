@@ -83,6 +83,8 @@ async function act(what, f) {
 
 // --- charts ---
 
+const clock = v => new Date(v * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+
 function chart(id, host, labels, data, opts) {
   const sig = labels.join("\u0000");
   let c = charts.get(id);
@@ -102,7 +104,7 @@ function chart(id, host, labels, data, opts) {
       width, height: 150, series, legend: { show: true, live: false },
       cursor: { drag: { x: false, y: false } },
       scales: { x: { time: true }, y: { range: (u, lo, hi) => [0, Math.max(hi || 0, (opts && opts.min) || 1)] } },
-      axes: [{ size: 28 }, { size: 46 }],
+      axes: [{ size: 28, space: 90, values: (u, vs) => vs.map(clock) }, { size: 46 }],
     }, data, host);
     c = { plot, sig, host };
     charts.set(id, c);
