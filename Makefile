@@ -8,6 +8,12 @@ GOFMT ?= $(shell $(GO) env GOROOT)/bin/gofmt
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+# grpcnotrace leaves out gRPC's request tracing (golang.org/x/net/trace),
+# which floodgate never turns on. It imports text/template, and a binary
+# that links text/template keeps every exported method of every type, in
+# case a template calls it by name: floodgate is 18 MB without it, 33 MB
+# with it. A plain go build works the same, only larger.
+TAGS ?= grpcnotrace
 
 .PHONY: check fmt-check vet staticcheck race-check test build bench image
 
@@ -41,9 +47,10 @@ race-check:
 test:
 	$(GO) test -race ./...
 
-# build: bin/floodgate, stamped with the git version and commit
+# build: bin/floodgate, stamped with the git version and commit, built
+# with the build tags of TAGS
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o bin/floodgate ./cmd/floodgate
+	$(GO) build -tags "$(TAGS)" -ldflags "$(LDFLAGS)" -o bin/floodgate ./cmd/floodgate
 
 # bench: every benchmark, with allocations, and no tests
 bench:
@@ -56,7 +63,7 @@ IMAGE ?= floodgate:$(VERSION)
 CA_CERTS ?= /etc/ssl/certs/ca-certificates.crt
 image:
 	rm -rf build/image && mkdir -p build/image
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o build/image/floodgate ./cmd/floodgate
+	CGO_ENABLED=0 $(GO) build -trimpath -tags "$(TAGS)" -ldflags "-s -w $(LDFLAGS)" -o build/image/floodgate ./cmd/floodgate
 	cp $(CA_CERTS) build/image/ca-certificates.crt
 	cp deploy/docker/floodgate.yaml build/image/floodgate.yaml
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) -f Dockerfile build/image

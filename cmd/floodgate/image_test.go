@@ -29,7 +29,7 @@ func TestImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctxDir := t.TempDir()
-	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(ctxDir, "floodgate"), "./cmd/floodgate")
+	build := exec.Command("go", "build", "-trimpath", "-tags", makeTags(t), "-ldflags", "-s -w", "-o", filepath.Join(ctxDir, "floodgate"), "./cmd/floodgate")
 	build.Dir = repo
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
