@@ -346,10 +346,12 @@ func endLimits(s trace.Span, v *verdict, err error) {
 }
 
 // traceStore records the store call of the limit step, made from start
-// to end, if it asked a store across the network: a Redis store that
+// until now, if it asked a store across the network: a Redis store that
 // answered from its memory (local rejects) made no call, and the memory
 // store never does. The span is made once the call returned, with the
-// call's times, as only then is it known whether there was one.
+// call's times, as only then is it known whether there was one. An
+// admission from a leased slice (sync: lease) cannot be told from one
+// Redis made: the store does not say, and it has a span too.
 func (x *exchange) traceStore(v *verdict, res *limit.Result, err error, start time.Time) {
 	gen := x.gen
 	if gen.store == limit.Store(gen.local) || err == nil && answeredLocally(res) {
@@ -358,7 +360,7 @@ func (x *exchange) traceStore(v *verdict, res *limit.Result, err error, start ti
 	v.remote = err == nil
 	_, s := gen.trace.tracer.Start(x.limitCtx, "store",
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(start))
-	s.SetAttributes(attrStore.String(string(gen.cfg.Store.Type)))
+	s.SetAttributes(attrStore.String(string(gen.cfg.Store.Type)), semconv.DBSystemNameRedis)
 	if err != nil {
 		s.SetStatus(codes.Error, err.Error())
 	}

@@ -294,8 +294,8 @@ routes:
 	if got := str(lim, "floodgate.limit.outcome"); got != "allowed" || boolAttr(t, lim, "floodgate.limit.local") {
 		t.Errorf("limit span: outcome %q, local %v; want allowed, false", got, boolAttr(t, lim, "floodgate.limit.local"))
 	}
-	if got := str(store, "floodgate.store"); got != "redis" {
-		t.Errorf("store span floodgate.store = %q, want redis", got)
+	if got, sys := str(store, "floodgate.store"), str(store, "db.system.name"); got != "redis" || sys != "redis" {
+		t.Errorf("store span floodgate.store = %q, db.system.name = %q, want redis", got, sys)
 	}
 
 	// The key is spent: Redis rejects it, and the store remembers, so
