@@ -1,6 +1,9 @@
 package config
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestTracing(t *testing.T) {
 	c := mustParse(t, okRoute)
@@ -13,8 +16,12 @@ func TestTracing(t *testing.T) {
 			t.Errorf("tracing = %+v, want %s at 1", c.Tracing, otlp)
 		}
 	}
-	if c := mustParse(t, "tracing: {sample: 0}\n"+okRoute); c.Tracing.Sample != 0 {
-		t.Errorf("sample = %v, want 0", c.Tracing.Sample)
+	if c := mustParse(t, "tracing: {sample: 0}\n"+okRoute); c.Tracing.Sample != 0 || strings.Contains(c.Summary(), "tracing") {
+		t.Errorf("sample = %v, summary %q; want 0, and no tracing", c.Tracing.Sample, c.Summary())
+	}
+	c = mustParse(t, "tracing: {otlp: \"grpc://collector:4317\", sample: 0.25}\n"+okRoute)
+	if got := c.Summary(); !strings.HasSuffix(got, ", tracing grpc://collector:4317 (sample 0.25)") {
+		t.Errorf("summary %q, want it to end with the tracing endpoint and sample", got)
 	}
 }
 
