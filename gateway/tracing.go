@@ -71,8 +71,7 @@ func (g *Gateway) tracingFor(cfg config.Tracing, prev *generation) (*tracing, er
 		return nil, fmt.Errorf("tracing.otlp: %w", err)
 	}
 	q := &boundedQueue{max: traceQueue, dropped: g.metrics.spansDropped}
-	q.exporter = countingExporter{SpanExporter: exp, q: q}
-	q.SpanProcessor = sdktrace.NewBatchSpanProcessor(q.exporter,
+	q.SpanProcessor = sdktrace.NewBatchSpanProcessor(countingExporter{SpanExporter: exp, q: q},
 		// Never more in the batch processor's queue than it holds:
 		// boundedQueue keeps count, and drops (and counts) the rest.
 		sdktrace.WithMaxQueueSize(traceQueue),
@@ -177,11 +176,10 @@ func prevTracing(prev *generation) *tracing {
 // without a word; kept below its size, it drops none.
 type boundedQueue struct {
 	sdktrace.SpanProcessor
-	exporter sdktrace.SpanExporter
-	max      int64
-	pending  atomic.Int64
-	closed   atomic.Bool
-	dropped  prometheus.Counter
+	max     int64
+	pending atomic.Int64
+	closed  atomic.Bool
+	dropped prometheus.Counter
 }
 
 func (q *boundedQueue) OnEnd(s sdktrace.ReadOnlySpan) {

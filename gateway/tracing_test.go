@@ -555,6 +555,12 @@ routes:
 		}
 	}
 	get("a", nil)
+	kept := h.gw.gen.Load().trace
+	reload(`tracing: {otlp: "` + first + `", sample: 1}
+responses: {route_not_found: "nothing here"}`)
+	if h.gw.gen.Load().trace != kept {
+		t.Error("a reload that left tracing alone made a new provider")
+	}
 	reload(`tracing: {otlp: "` + second + `", sample: 1}`)
 	get("b", nil)
 	sinkA.trace(t, "a", 2)
