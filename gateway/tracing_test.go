@@ -30,6 +30,7 @@ import (
 type spanSink struct {
 	mu    sync.Mutex
 	spans []*tracepb.Span
+	auth  string // the Authorization of the last OTLP/HTTP export
 }
 
 func (s *spanSink) add(req *coltracepb.ExportTraceServiceRequest) {
@@ -182,6 +183,9 @@ func startHTTPReceiver(t *testing.T) (string, *spanSink) {
 			http.Error(w, "bad body", http.StatusBadRequest)
 			return
 		}
+		sink.mu.Lock()
+		sink.auth = r.Header.Get("Authorization")
+		sink.mu.Unlock()
 		sink.add(req)
 		out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
 		w.Header().Set("Content-Type", "application/x-protobuf")
@@ -330,10 +334,11 @@ routes:
 	}
 }
 
-// An OTLP/HTTP endpoint gets the same spans. With the memory store no
-// request makes a store call: the limit step says local, and has no store
-// span.
+// An OTLP/HTTP endpoint gets the same spans, with the headers
+// OTEL_EXPORTER_OTLP_HEADERS names. With the memory store no request
+// makes a store call: the limit step says local, and has no store span.
 func TestTracingHTTPExporter(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Bearer%20collector-token")
 	endpoint, sink := startHTTPReceiver(t)
 	up := newBackend(t, nil)
 	h := newHarness(t, `
@@ -373,6 +378,12 @@ routes:
 	}
 	if got := str(ups, "http.request.method"); got != "POST" {
 		t.Errorf("upstream span http.request.method = %q", got)
+	}
+	sink.mu.Lock()
+	auth := sink.auth
+	sink.mu.Unlock()
+	if auth != "Bearer collector-token" {
+		t.Errorf("the export carried Authorization %q, want the one OTEL_EXPORTER_OTLP_HEADERS names", auth)
 	}
 
 	// An open breaker answers before the limits: no limit span, and none
