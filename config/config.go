@@ -50,6 +50,9 @@ type Config struct {
 	// Events is where recorded requests go; by default nowhere.
 	Events Events `yaml:"events"`
 
+	// Tracing is the export of request traces; by default off.
+	Tracing Tracing `yaml:"tracing"`
+
 	// messages resolves every code the gateway may answer with; see Message.
 	messages map[string]string
 	// lines holds the line of each value the file gives; see Line.

@@ -34,7 +34,7 @@ type Changes struct {
 	Breakers []string
 
 	// Settings are the other top-level blocks that changed: server,
-	// admin, rls, store, responses, events.
+	// admin, rls, store, responses, events, tracing.
 	Settings []string
 }
 
@@ -83,6 +83,7 @@ func Diff(old, new *Config) Changes {
 		{"store", old.Store, new.Store},
 		{"responses", old.Responses, new.Responses},
 		{"events", old.Events, new.Events},
+		{"tracing", old.Tracing, new.Tracing},
 	}
 	for _, s := range settings {
 		// DeepEqual, not the fingerprint: that shows secrets as "***",

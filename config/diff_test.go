@@ -65,6 +65,8 @@ func TestDiff(t *testing.T) {
 			return strings.Replace(s, `targets: ["http://127.0.0.1:9001"]}`, `targets: ["http://127.0.0.1:9001"]}`+"\n    breaker: {enabled: true}", 1)
 		}, "breakers: orders enabled"},
 		{"the store", func(s string) string { return "store: {memory: {max_keys: 10}}\n" + s }, "settings: store"},
+		{"tracing", func(s string) string { return "tracing: {otlp: \"grpc://127.0.0.1:4317\"}\n" + s }, "settings: tracing"},
+		{"the sample rate", func(s string) string { return "tracing: {sample: 0.5}\n" + s }, "settings: tracing"},
 		{"the server and responses", func(s string) string {
 			return "server: {max_body_bytes: 10}\nresponses: {rate_limited: slow down}\n" + s
 		}, "settings: server, responses"},

@@ -130,3 +130,18 @@ func (s LocalShare) MarshalText() ([]byte, error) {
 
 // Auto reports whether the share is "auto".
 func (s LocalShare) Auto() bool { return s == 0 }
+
+// Tracing is the export of request traces over OTLP (docs/configuration.md,
+// tracing).
+type Tracing struct {
+	// OTLP is where spans go: grpc://HOST:PORT for OTLP over gRPC
+	// (plaintext), http://HOST:PORT/PATH or https://HOST:PORT/PATH for
+	// OTLP over HTTP with protobuf bodies (PATH empty: /v1/traces).
+	// Empty: no tracing, and requests pay nothing for it (the default).
+	OTLP string `yaml:"otlp"`
+
+	// Sample is the fraction of root requests (those without a sampled
+	// traceparent) that are traced, in [0, 1]. A request whose
+	// traceparent says sampled is traced whatever it is. Default 0.01.
+	Sample float64 `yaml:"sample"`
+}

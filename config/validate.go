@@ -168,6 +168,7 @@ func (v *validator) config(c *Config) {
 	}
 	v.unreachable(c.Routes)
 	v.events(c)
+	v.tracing(&c.Tracing)
 	v.codes(c)
 }
 

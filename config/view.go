@@ -48,6 +48,9 @@ func (c *Config) Summary() string {
 	if c.RLS.Listen != "" {
 		s += ", rls " + c.RLS.Listen
 	}
+	if c.Tracing.OTLP != "" {
+		s += fmt.Sprintf(", tracing %s (sample %g)", redactURL(c.Tracing.OTLP), c.Tracing.Sample)
+	}
 	return s
 }
 

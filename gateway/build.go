@@ -229,12 +229,17 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 		r.record = rc.Fallback.Record
 		gen.routes = append(gen.routes, r)
 	}
+	if gen.trace, err = g.tracingFor(cfg.Tracing, prev); err != nil {
+		return nil, err
+	}
 	if gen.jwt, err = g.tokensFor(cfg, prev); err != nil {
+		gen.trace.closeUnless(prevTracing(prev))
 		return nil, err
 	}
 	// Last, because a new recorder may have to close the running one.
 	if gen.recorder, err = g.recorderFor(cfg); err != nil {
 		gen.jwt.closeUnless(prevTokens(prev))
+		gen.trace.closeUnless(prevTracing(prev))
 		return nil, err
 	}
 	return gen, nil
@@ -487,6 +492,18 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	// Requests still on the old generation may verify with its verifier
 	// after this: a closed one still verifies, with the keys it has.
 	prev.jwt.closeUnless(gen.jwt)
+	if prev.trace != nil && prev.trace != gen.trace {
+		// Its requests still running end their spans into it until grace
+		// has passed; then it exports what it holds, within a bound.
+		old, grace := prev.trace, prev.cfg.Server.ShutdownTimeout+time.Second
+		g.bg.Go(func() {
+			select {
+			case <-time.After(grace):
+			case <-g.stop:
+			}
+			old.shutdown(traceShutdownWait)
+		})
+	}
 	if prev.store != gen.store && prev.store != limit.Store(g.local) {
 		old, grace := prev.store, prev.cfg.Server.ShutdownTimeout+time.Second
 		g.bg.Go(func() {
@@ -522,6 +539,7 @@ func (g *Gateway) Close() error {
 		gen.store.Close()
 	}
 	gen.jwt.closeUnless(nil)
+	gen.trace.shutdown(traceShutdownWait)
 	for _, c := range g.clients {
 		c.CloseIdle()
 	}

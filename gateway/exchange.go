@@ -1,10 +1,13 @@
 package gateway
 
 import (
+	"context"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/floodgate-gw/floodgate/internal/jwtverify"
 )
@@ -32,6 +35,16 @@ type exchange struct {
 	// trial says the request is a trial call of the route's half-open
 	// breaker, judged when the answer's head arrives.
 	trial bool
+
+	// The request's trace, when its generation traces (tracing.go): the
+	// server span and the context that carries it, the parent of the
+	// steps' spans; limitCtx carries the limit step's, the store's
+	// parent. rec says the server span records (it was sampled); the
+	// steps make spans only then.
+	span     trace.Span
+	spanCtx  context.Context
+	limitCtx context.Context
+	rec      bool
 
 	// What the key parts read, made when first needed.
 	clientIP    string // the ip key part

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/floodgate-gw/floodgate/breaker"
 	"github.com/floodgate-gw/floodgate/config"
@@ -97,8 +98,9 @@ type generation struct {
 	local    *memory.Store    // decides on_error: local
 	share    func() float64
 	ips      *clientip.Resolver
-	ipKeys   *ipKeys // the ip key parts of recent clients; nil: no limit has one
-	jwt      *tokens // nil: no server.jwt
+	ipKeys   *ipKeys  // the ip key parts of recent clients; nil: no limit has one
+	jwt      *tokens  // nil: no server.jwt
+	trace    *tracing // nil: tracing.otlp is empty, and requests make no spans
 
 	accessLog   bool   // server.access_log is not off
 	ridHeader   string // canonical
@@ -162,6 +164,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	x.rid = g.ids.Use(r, w, gen.ridHeader)
 	x.grpc = answer.IsGRPC(r)
+	if gen.trace != nil {
+		x.startTrace()
+	}
 
 	path, err := pathclean.Clean(r.URL.EscapedPath())
 	if err != nil || strings.IndexByte(r.RequestURI, '#') >= 0 || r.Method == http.MethodConnect || malformed(r) {
@@ -178,6 +183,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			x.path = r.URL.EscapedPath()
 			g.logAccess(w, &x, &outcome{status: gen.badRequest.Status, result: resultBadRequest})
 		}
+		if x.span != nil {
+			x.endTrace(gen.badRequest.Status, resultBadRequest)
+		}
 		return
 	}
 	x.path, x.host = path, hostOf(r)
@@ -187,6 +195,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		x.count(w, gen.noRoute, gen.notFound.Status)
 		if gen.accessLog {
 			g.logAccess(w, &x, &outcome{status: gen.notFound.Status, result: resultNotFound})
+		}
+		if x.span != nil {
+			x.endTrace(gen.notFound.Status, resultNotFound)
 		}
 		return
 	}
@@ -210,6 +221,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if gen.accessLog {
 		g.logAccess(w, &x, &o)
 	}
+	if x.span != nil {
+		x.endTrace(o.status, o.result)
+	}
 	if o.aborted && !o.ended || o.status == statusClientClosed && !o.written {
 		// Closing the connection is the only way left to tell the client
 		// that the body it is reading is incomplete; and a client that
@@ -232,7 +246,12 @@ func (g *Gateway) serveRoute(w http.ResponseWriter, x *exchange) outcome {
 	rb := x.route.breaker
 	if rb != nil {
 		var err error
-		if done, err = rb.b.Allow(g.now()); err != nil {
+		bs := x.startStep("breaker", trace.SpanKindInternal)
+		done, err = rb.b.Allow(g.now())
+		if bs != nil {
+			endBreaker(bs, rb.b, err)
+		}
+		if err != nil {
 			return g.refuse(w, x, err)
 		}
 		// A trial call is judged when its answer's head arrives, by its
@@ -321,8 +340,15 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report fun
 	}
 
 	ctx := r.Context()
+	var ls trace.Span
+	if len(x.route.limits) > 0 {
+		ls = x.startLimits()
+	}
 	v, err := g.decide(ctx, x)
 	defer v.free()
+	if ls != nil {
+		endLimits(ls, &v, err)
+	}
 	if err != nil {
 		if !errors.Is(err, errStoreDenied) {
 			g.log.Error("limit step failed", "request_id", x.rid, "route", x.route.id, "error", err.Error())
@@ -392,7 +418,14 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report fun
 		// clients have it anyway.
 		_ = http.NewResponseController(w).EnableFullDuplex()
 	}
+	var us trace.Span
+	if x.span != nil {
+		us = x.startUpstream(r.Header)
+	}
 	o := x.route.upstream.forward(w, r, x.path, v.setHeaders, answered)
+	if us != nil {
+		endUpstream(us, &o)
+	}
 	if o.join != nil {
 		report(o)
 		start := g.now()

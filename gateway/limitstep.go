@@ -110,6 +110,7 @@ type verdict struct {
 	lease    string      // the id the leases are held under
 	missing  bool
 	shadowed bool // a shadow limit would have rejected the request
+	remote   bool // a store across the network answered (set when traced)
 
 	buf *stepBuffers // what specs, limits, values and res.Decisions are in, to free
 }
@@ -202,9 +203,16 @@ func (g *Gateway) decide(ctx context.Context, x *exchange) (verdict, error) {
 			break
 		}
 	}
+	var traced time.Time
+	if x.rec {
+		traced = time.Now() // the span's clock, not the gateway's
+	}
 	start := g.now()
 	res, err := gen.store.Decide(ctx, req)
 	g.metrics.storeDuration.Observe(g.now().Sub(start).Seconds())
+	if x.rec {
+		x.traceStore(&v, &res, err, traced)
+	}
 	v.store = gen.store
 	// Each limit's decision is counted once: by its result below, or,
 	// when the store failed, as an error (decideLocally counts it).

@@ -35,6 +35,7 @@ type Metrics struct {
 	framingRefused  *prometheus.CounterVec
 	localAnswers    *prometheus.CounterVec
 	accessDropped   prometheus.Counter
+	spansDropped    prometheus.Counter
 	fleetIgnored    *prometheus.CounterVec
 
 	overrides, overridesVersion prometheus.Gauge
@@ -100,6 +101,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.accessDropped = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "gateway_access_log_dropped_total", Help: "Access log lines dropped because the queue to the writer was full (a file that could not keep up).",
 	})
+	m.spansDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gateway_trace_spans_dropped_total", Help: "Trace spans not exported: the export queue was full, the OTLP endpoint failed or refused them, or shutdown left them queued.",
+	})
 	m.fleetIgnored = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gateway_fleet_messages_ignored_total", Help: "Messages on the store's control channel not carried out because they were not floodgate's fleet actions, by reason: too_large, malformed, unknown_kind.",
 	}, []string{"reason"})
@@ -113,7 +117,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "gateway_jwt_failures_total", Help: "Bearer tokens not accepted for jwt: key parts and claim overrides, by reason; their parts are missing.",
 	}, []string{"reason"})
 	reg.MustRegister(m.requests, m.grpcResponses, m.duration, m.rateLimited, m.decisions, m.storeDuration,
-		m.storeErrors, m.reloads, m.reloadSuccess, m.reloadTime, m.logsSuppressed, m.breakerState, m.breakerChanges, m.breakerRefused, m.breakerFallback, jwtFailures, m.framingRefused, m.localAnswers, m.accessDropped, m.fleetIgnored, m.overrides, m.overridesVersion)
+		m.storeErrors, m.reloads, m.reloadSuccess, m.reloadTime, m.logsSuppressed, m.breakerState, m.breakerChanges, m.breakerRefused, m.breakerFallback, jwtFailures, m.framingRefused, m.localAnswers, m.accessDropped, m.spansDropped, m.fleetIgnored, m.overrides, m.overridesVersion)
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
 	for _, r := range []string{"too_large", "malformed", "unknown_kind"} {

@@ -260,7 +260,7 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	// the request, to strip them from it: an upstream would then see the
 	// gateway's own address as the client's, and no request id.
 	trailers := hasToken(out.Header["Te"], "trailers")
-	removeHopHeaders(out.Header, "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", u.ridHeader)
+	removeHopHeaders(out.Header, "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", u.ridHeader, "Traceparent", "Tracestate")
 	if trailers {
 		out.Header["Te"] = []string{"trailers"}
 	}
