@@ -9,10 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -205,6 +208,10 @@ type handler struct {
 	gatherer prometheus.Gatherer
 	routes   map[string]endpoint
 	hist     *history
+	// crossOrigin refuses the state-changing calls a browser sends from
+	// another site's page (CSRF): without a token, such a page could
+	// force breakers and reload through the operator's browser.
+	crossOrigin http.CrossOriginProtection
 }
 
 // ServeHTTP routes by exact path, then method. It does not use
@@ -216,7 +223,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// keep an admin answer for the next client. Set here, before any
 	// handler writes, so that no answer of this listener goes without it.
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if r.URL.Path != "/healthz" && r.URL.Path != "/readyz" && !h.hostAllowed(r) {
+		writeError(w, http.StatusMisdirectedRequest, "misdirected",
+			"this admin listener is on a loopback address and answers Host localhost or a loopback address only, not "+strconv.Quote(r.Host))
+		return
+	}
 	if isAdminPath(r.URL.Path) {
+		if err := h.crossOrigin.Check(r); err != nil {
+			writeError(w, http.StatusForbidden, "cross_origin",
+				"a browser sent this "+r.Method+" from another site's page: refused; the dashboard and floodgate ctl send theirs from the listener's own origin")
+			return
+		}
 		var ok bool
 		if r, ok = h.authorized(w, r); !ok {
 			return
@@ -244,6 +262,36 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f(w, r)
+}
+
+// hostAllowed refuses, on a listener bound to a loopback address, a
+// request whose Host is a name other than localhost: a page of another
+// site whose name an attacker points at 127.0.0.1 (DNS rebinding) would
+// otherwise read the listener as its own origin. A listener bound to
+// other addresses answers any Host: it is reached by the names and
+// addresses the deployment gives it.
+func (h *handler) hostAllowed(r *http.Request) bool {
+	cfg := h.b.Config()
+	if cfg == nil || !isLoopback(hostOnly(cfg.Admin.Listen)) {
+		return true
+	}
+	host := hostOnly(r.Host)
+	return host == "" || strings.EqualFold(host, "localhost") || isLoopback(host)
+}
+
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	return strings.Trim(hostport, "[]")
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // isAdminPath reports whether p is under /admin, the token-protected part.

@@ -153,11 +153,17 @@ type response struct {
 	body   string
 }
 
-// do serves one request; header holds name-value pairs.
+// do serves one request, to the test config's listener address unless
+// header names another Host; header holds name-value pairs.
 func do(t *testing.T, h http.Handler, method, target string, header ...string) response {
 	t.Helper()
 	r := httptest.NewRequest(method, target, nil)
+	r.Host = "127.0.0.1:9090"
 	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" {
+			r.Host = header[i+1]
+			continue
+		}
 		r.Header.Set(header[i], header[i+1])
 	}
 	w := httptest.NewRecorder()

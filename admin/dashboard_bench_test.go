@@ -44,7 +44,7 @@ func BenchmarkDashboardJSON(b *testing.B) {
 			b.ResetTimer()
 			for b.Loop() {
 				w := httptest.NewRecorder()
-				h.ServeHTTP(w, httptest.NewRequest("GET", q, nil))
+				h.ServeHTTP(w, httptest.NewRequest("GET", "http://127.0.0.1:9090"+q, nil))
 				if w.Code != 200 {
 					b.Fatal(w.Code, w.Body.String())
 				}

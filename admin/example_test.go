@@ -50,12 +50,12 @@ routes:
 	h := admin.NewHandler(backend{gw, "floodgate.yaml"}, reg, nil)
 
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest("GET", "/healthz", nil))
+	h.ServeHTTP(w, httptest.NewRequest("GET", "http://127.0.0.1:9090/healthz", nil))
 	fmt.Print(w.Code, " ", w.Body)
 
 	// The state of user u1's key, read without consuming it.
 	w = httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest("GET", "/admin/limits?route=api&limit=user&key=u1", nil))
+	h.ServeHTTP(w, httptest.NewRequest("GET", "http://127.0.0.1:9090/admin/limits?route=api&limit=user&key=u1", nil))
 	var s struct {
 		Algorithm string
 		Limit     int64

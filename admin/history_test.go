@@ -74,7 +74,7 @@ func (f *historyFixture) step() {
 func (f *historyFixture) poll(query string) dashboardJSONForTest {
 	f.t.Helper()
 	w := httptest.NewRecorder()
-	f.h.ServeHTTP(w, httptest.NewRequest("GET", "/dashboard.json"+query, nil))
+	f.h.ServeHTTP(w, httptest.NewRequest("GET", "http://127.0.0.1:9090/dashboard.json"+query, nil))
 	if w.Code != 200 {
 		f.t.Fatalf("dashboard.json%s: %d %s", query, w.Code, w.Body)
 	}

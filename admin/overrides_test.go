@@ -31,7 +31,7 @@ func newGatewayTest(t *testing.T) (*gateway.Gateway, *strings.Builder, func(meth
 	var logs strings.Builder
 	h := NewHandler(gatewayBackend{gw}, prometheus.NewRegistry(), slog.New(slog.NewJSONHandler(&logs, nil)))
 	return gw, &logs, func(method, target, body string, header ...string) response {
-		r := httptest.NewRequest(method, target, strings.NewReader(body))
+		r := httptest.NewRequest(method, "http://127.0.0.1:9090"+target, strings.NewReader(body))
 		for i := 0; i+1 < len(header); i += 2 {
 			r.Header.Set(header[i], header[i+1])
 		}
@@ -146,7 +146,7 @@ func TestNamedTokens(t *testing.T) {
 	var logs strings.Builder
 	h := NewHandler(gatewayBackend{gw}, prometheus.NewRegistry(), slog.New(slog.NewJSONHandler(&logs, nil)))
 	call := func(token, method, target, body string) response {
-		r := httptest.NewRequest(method, target, strings.NewReader(body))
+		r := httptest.NewRequest(method, "http://127.0.0.1:9090"+target, strings.NewReader(body))
 		r.Header.Set("Authorization", "Bearer "+token)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
