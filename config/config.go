@@ -92,6 +92,12 @@ type Server struct {
 	// requests. Default 10s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 
+	// ShutdownDelay is how long a stopping gateway goes on accepting and
+	// serving, with /readyz answering 503, before it drains: the time a
+	// load balancer or Kubernetes needs to stop sending it requests.
+	// Default 0.
+	ShutdownDelay time.Duration `yaml:"shutdown_delay"`
+
 	// RequestIDHeader carries the request id to the upstream and back.
 	// Default "X-Request-Id".
 	RequestIDHeader string `yaml:"request_id_header"`

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/floodgate-gw/floodgate/internal/filekind"
 )
@@ -29,6 +30,9 @@ func (v *validator) server(c *Config) {
 		v.errorf("server.ipv6_prefix", "%d is outside 0..128", s.IPv6Prefix)
 	}
 	v.positive("server.shutdown_timeout", s.ShutdownTimeout)
+	if s.ShutdownDelay < 0 || s.ShutdownDelay > 5*time.Minute {
+		v.errorf("server.shutdown_delay", "%s is outside 0..5m", s.ShutdownDelay)
+	}
 	if !isToken(s.RequestIDHeader) {
 		v.errorf("server.request_id_header", "%q is not a valid header name", s.RequestIDHeader)
 	}

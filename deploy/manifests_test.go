@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -521,7 +522,8 @@ type deploymentSpec struct {
 }
 
 type podSpec struct {
-	SecurityContext struct {
+	TerminationGracePeriodSeconds *int `yaml:"terminationGracePeriodSeconds"`
+	SecurityContext               struct {
 		RunAsNonRoot *bool `yaml:"runAsNonRoot"`
 		RunAsUser    *int  `yaml:"runAsUser"`
 	} `yaml:"securityContext"`
@@ -806,6 +808,19 @@ func TestKubernetes(t *testing.T) {
 	}
 	server := listenPort(t, "server.listen", cfg.Server.Listen)
 	admin := listenPort(t, "admin.listen", cfg.Admin.Listen)
+
+	// A rolling update: the pod serves on while the endpoints forget
+	// it, then drains, and all of that before the kubelet kills it.
+	if cfg.Server.ShutdownDelay == 0 {
+		t.Error("server.shutdown_delay is 0: connections that arrive while the Service's endpoints forget a stopping pod are refused")
+	}
+	grace := 30 * time.Second // Kubernetes' default
+	if g := pod.TerminationGracePeriodSeconds; g != nil {
+		grace = time.Duration(*g) * time.Second
+	}
+	if need := cfg.Server.ShutdownDelay + cfg.Server.ShutdownTimeout; need >= grace {
+		t.Errorf("shutdown_delay + shutdown_timeout = %v, not within terminationGracePeriodSeconds %v", need, grace)
+	}
 
 	// Probes and scrapes meet the admin listener.
 	for _, p := range []struct {

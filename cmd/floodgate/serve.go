@@ -320,13 +320,21 @@ wait:
 	}
 }
 
-// shutdown stops accepting, drains the gateway's in-flight requests for
+// shutdown serves on for server.shutdown_delay with /readyz answering
+// 503, then stops accepting, drains the gateway's in-flight requests for
 // up to server.shutdown_timeout of the running config, then stops the
 // admin listener, which kept answering meanwhile so that /readyz could
 // tell a load balancer to send no more.
 func (s *server) shutdown(es *edge.Server, adminSrv *http.Server, rlsSrv *rlsServer) {
 	s.draining.Store(true)
 	s.reloader.stop()
+	if d := s.gw.Config().Server.ShutdownDelay; d > 0 {
+		// Still accepting and serving, while /readyz says 503: the load
+		// balancer, or Kubernetes' endpoints, take this long to stop
+		// sending new requests here.
+		s.log.Info("shutting down: serving on until the load balancer stops sending", "shutdown_delay", d.String())
+		time.Sleep(d)
+	}
 	timeout := s.gw.Config().Server.ShutdownTimeout
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

@@ -790,6 +790,44 @@ func TestServeGracefulShutdown(t *testing.T) {
 	}
 }
 
+// With server.shutdown_delay, a stopping gateway says it is not ready at
+// once, and goes on accepting new connections and serving them until the
+// delay is over: the time Kubernetes takes to stop sending.
+func TestServeShutdownDelay(t *testing.T) {
+	skipWithoutSignals(t)
+	t.Parallel()
+	f := newFixture(t, nil)
+	f.write(strings.Replace(baseConfig, "shutdown_timeout: 5s", "shutdown_timeout: 5s\n  shutdown_delay: 6s", 1) + `
+  - id: open
+    match: {path: /open}
+    upstream: {targets: ["{{UPSTREAM}}"]}
+`)
+	p := f.serve()
+	p.signal(syscall.SIGTERM)
+	p.waitLog(`"msg":"shutting down: serving on until the load balancer stops sending","shutdown_delay":"6s"`)
+	resp, err := client.Get("http://" + f.admin + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/readyz while stopping: %d, want 503", resp.StatusCode)
+	}
+	// A new connection, as a load balancer that has not heard yet opens.
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	resp, err = fresh.Get("http://" + f.listen + "/open")
+	if err != nil {
+		t.Fatalf("a request during shutdown_delay: %v, want it served", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("a request during shutdown_delay: %d, want 200", resp.StatusCode)
+	}
+	if code := p.wait(); code != exitOK {
+		t.Errorf("exit %d, want %d", code, exitOK)
+	}
+}
+
 func TestServeSecondSignal(t *testing.T) {
 	skipWithoutSignals(t)
 	t.Parallel()
