@@ -3,26 +3,28 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/floodgate-gw/floodgate/config"
 )
 
 // The dashboard, at /, is one static page that polls /dashboard.json
-// every second and draws rates from the differences. The numbers are the
-// ones /metrics exposes, read from the same gatherer, so the page and a
-// Prometheus server never disagree; like /metrics, both are open to
-// whoever reaches the admin listener.
+// every 2 s and draws the history the sampler keeps (history.go). The
+// numbers are the ones /metrics exposes, read from the same gatherer, so
+// the page and a Prometheus server never disagree; like /metrics, both
+// are open to whoever reaches the admin listener.
 
 // dashboardData is what the page draws from: counters since the process
 // started, and the breakers' states now.
 type dashboardData struct {
-	Time        int64              `json:"time"` // Unix ms
+	Time int64 `json:"time"` // Unix ms
+	// CountedAt is when the counters below were read (Unix ms): the
+	// dashboard's sampler reads them every 2 s.
+	CountedAt   int64              `json:"counted_at"`
 	Routes      []*dashboardRoute  `json:"routes"`
 	StoreErrors float64            `json:"store_errors"`
 	Reloads     map[string]float64 `json:"reloads"`
@@ -207,36 +209,30 @@ func (h *handler) dashboardJSON(w http.ResponseWriter, r *http.Request) {
 			})
 		}
 	}
-	families, err := h.gatherer.Gather()
-	if err != nil {
-		// Gather returns what it could; a failing collector costs only
-		// its own numbers, as on /metrics.
-		h.log.Warn("gathering metrics for the dashboard", "error", err.Error())
-	}
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			l := labels(m)
-			switch f.GetName() {
-			case "gateway_http_requests_total":
-				route(l["route"]).Requests[l["code"]] += m.GetCounter().GetValue()
-			case "gateway_rate_limited_total":
-				route(l["route"]).Rejected[l["limit"]] += m.GetCounter().GetValue()
-			case "gateway_ratelimit_store_errors_total":
-				d.StoreErrors += m.GetCounter().GetValue()
-			case "gateway_config_reloads_total":
-				d.Reloads[l["result"]] += m.GetCounter().GetValue()
-			case "gateway_events_total":
-				d.Events[l["type"]+"/"+l["result"]] += m.GetCounter().GetValue()
-			case "gateway_events_spooled":
-				d.Spooled += m.GetGauge().GetValue()
-			case "gateway_rls_requests_total":
-				if d.RLS[l["domain"]] == nil {
-					d.RLS[l["domain"]] = map[string]float64{}
-				}
-				d.RLS[l["domain"]][l["code"]] += m.GetCounter().GetValue()
+	// The counters are the sampler's newest reading, at most 2 s old: a
+	// poll of its own would gather every series of a gateway of 1,000
+	// routes again, most of a poll's time.
+	h.hist.counted(func(s *sample) {
+		d.CountedAt = s.at.UnixMilli()
+		for id, codes := range s.codes {
+			rt := route(id)
+			for code, n := range codes {
+				rt.Requests[code] = n
 			}
 		}
-	}
+		for id, lims := range s.rejected {
+			rt := route(id)
+			for lim, n := range lims {
+				rt.Rejected[lim] = n
+			}
+		}
+		d.StoreErrors, d.Spooled = s.storeErr, s.spooled
+		maps.Copy(d.Reloads, s.reloads)
+		maps.Copy(d.Events, s.events)
+		for domain, codes := range s.rls {
+			d.RLS[domain] = maps.Clone(codes)
+		}
+	})
 	d.History = h.hist.snapshot(since, series, globals)
 	for id, sum := range h.hist.summaries() {
 		sum := sum
@@ -246,7 +242,10 @@ func (h *handler) dashboardJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	if ok, at, known := h.hist.reloadInfo(); known {
 		d.Reload = &dashboardReload{OK: ok, Time: at}
-		if dg, ok := h.b.(interface{ Degraded() string }); ok {
+		// The detail is read now, the result with the counters: only a
+		// refused reload's, so that the two never tell different
+		// reloads in the 2 s between samples.
+		if dg, isDg := h.b.(interface{ Degraded() string }); isDg && !ok {
 			d.Reload.Detail = dg.Degraded()
 		}
 	}
@@ -274,12 +273,4 @@ func (h *handler) dashboardJSON(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.Write(body)
-}
-
-func labels(m *dto.Metric) map[string]string {
-	l := make(map[string]string, len(m.GetLabel()))
-	for _, p := range m.GetLabel() {
-		l[p.GetName()] = p.GetValue()
-	}
-	return l
 }

@@ -59,6 +59,10 @@ type sample struct {
 	recorded, dropped, spooled float64
 	reloadOK, reloadTime       float64
 	haveReload                 bool
+	// What the dashboard's answer shows as counted, besides.
+	reloads map[string]float64            // result -> count
+	events  map[string]float64            // type/result -> count
+	rls     map[string]map[string]float64 // domain -> code -> count
 }
 
 type bucket struct{ le, n float64 }
@@ -135,6 +139,7 @@ func read(g prometheus.Gatherer, now time.Time) *sample {
 	s := &sample{
 		at: now, codes: map[string]map[string]float64{}, rejected: map[string]map[string]float64{},
 		decided: map[string]map[string]float64{}, refused: map[string]float64{}, buckets: map[string][]bucket{},
+		reloads: map[string]float64{}, events: map[string]float64{}, rls: map[string]map[string]float64{},
 	}
 	families, _ := g.Gather() // what it could: a failing collector costs its own numbers
 	for _, f := range families {
@@ -170,7 +175,16 @@ func read(g prometheus.Gatherer, now time.Time) *sample {
 				s.decided[route][label(m, "limit")] += m.GetCounter().GetValue()
 			case "gateway_ratelimit_local_answers_total":
 				s.local += m.GetCounter().GetValue()
+			case "gateway_config_reloads_total":
+				s.reloads[label(m, "result")] += m.GetCounter().GetValue()
+			case "gateway_rls_requests_total":
+				d := label(m, "domain")
+				if s.rls[d] == nil {
+					s.rls[d] = map[string]float64{}
+				}
+				s.rls[d][label(m, "code")] += m.GetCounter().GetValue()
 			case "gateway_events_total":
+				s.events[label(m, "type")+"/"+label(m, "result")] += m.GetCounter().GetValue()
 				switch label(m, "result") {
 				case "recorded":
 					s.recorded += m.GetCounter().GetValue()
@@ -649,6 +663,16 @@ func (h *history) summaries() map[string]summaryJSON {
 		}
 	}
 	return out
+}
+
+// counted calls f with the newest sample, under the history's lock: f
+// must copy what it keeps.
+func (h *history) counted(f func(s *sample)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.last != nil {
+		f(h.last)
+	}
 }
 
 // reloadInfo is the last load or reload of the config, from its gauges.

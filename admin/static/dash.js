@@ -101,7 +101,7 @@ function chart(id, host, labels, data, opts) {
       value: (u, v) => (v === null || v === undefined ? "–" : fmt(v)),
     }));
     const plot = new uPlot({
-      width, height: 150, series, legend: { show: true, live: false },
+      width, height: 150, series, legend: { show: true, live: false }, padding: [8, 28, 0, 0],
       cursor: { drag: { x: false, y: false } },
       scales: { x: { time: true }, y: { range: (u, lo, hi) => [0, Math.max(hi || 0, (opts && opts.min) || 1)] } },
       axes: [{ size: 28, space: 90, values: (u, vs) => vs.map(clock) }, { size: 46 }],
@@ -203,9 +203,22 @@ function drawGateway(d) {
 // The requests no route took are counted under the route "".
 const routeName = id => id || "(no route)";
 
+// The table's order: by id, or the busiest first by what the select
+// names, so that the hot route of 1,000 is on the first page.
+let order = "route";
+const sortKeys = {
+  rate: r => (r.now && r.now.rate) || 0,
+  limited: r => (r.now && r.now.limited) || 0,
+  errors: r => ((r.now && r.now.breaker) || 0) + ((r.now && r.now.upstream) || 0),
+  breaker: r => (r.breaker && r.breaker.state !== "CLOSED" ? 1 : 0),
+};
+
 function visibleRoutes() {
   const f = filter.toLowerCase();
-  return routes.filter(r => !f || r.route.toLowerCase().includes(f));
+  const vis = routes.filter(r => !f || r.route.toLowerCase().includes(f));
+  const key = sortKeys[order];
+  if (key) vis.sort((a, b) => key(b) - key(a) || (a.route < b.route ? -1 : 1));
+  return vis;
 }
 
 function breakerBadge(b) {
@@ -383,7 +396,7 @@ function drawTops(box, r) {
     }
     box.append(el("table", { className: "topkeys" },
       el("thead", {}, el("tr", {}, el("th", { textContent: "key" }), el("th", { className: "num", textContent: "rejections" }),
-        el("th", { className: "num", textContent: "share" }), el("th", { className: "num", textContent: "used now" }), el("th"))),
+        el("th", { className: "num", textContent: "share of these" }), el("th", { className: "num", textContent: "used now" }), el("th"))),
       tb));
   }
 }
@@ -438,7 +451,8 @@ let prevRLS = null;
 function drawRLS(d) {
   const rls = $("rls");
   rls.replaceChildren();
-  const dt = prevRLS ? Math.max(0.001, (d.time - prevRLS.time) / 1000) : 0;
+  if (prevRLS && prevRLS.counted_at === d.counted_at) return; // the same reading
+  const dt = prevRLS ? Math.max(0.001, (d.counted_at - prevRLS.counted_at) / 1000) : 0;
   const sum = (o, p) => Object.entries(o || {}).reduce((n, [k, v]) => n + (p(k) ? v : 0), 0);
   for (const [domain, codes] of Object.entries(d.rls || {})) {
     const p = prevRLS ? prevRLS.rls[domain] || {} : codes;
@@ -465,7 +479,7 @@ function limitsOf(route) {
 
 function fillLookup() {
   const sel = $("lk-route");
-  const want = (last.global_limits.length ? ["global"] : []).concat(routes.filter(r => r.limits.length).slice(0, 500).map(r => r.route));
+  const want = (last.global_limits.length ? ["global"] : []).concat(routes.filter(r => r.limits.length).map(r => r.route));
   const have = [...sel.options].map(o => o.value);
   if (want.join("\n") !== have.join("\n")) {
     const cur = sel.value;
@@ -519,7 +533,7 @@ async function tick() {
     if (!openedOnce && routes.length) {
       openedOnce = true;
       // A small gateway opens its first routes; a big one waits to be asked.
-      if (routes.length <= 10) { for (const r of routes.slice(0, 2)) open.add(r.route); tick(); return; }
+      if (routes.length <= 10) { for (const r of routes.filter(x => x.route).slice(0, 2)) open.add(r.route); tick(); return; }
     }
     drawHeader(d);
     drawGateway(d);
@@ -556,6 +570,7 @@ $("reload").addEventListener("click", () => act("reload", async () => {
   return r.status;
 }));
 $("filter").addEventListener("input", ev => { filter = ev.target.value; page = 0; drawTable(); });
+$("order").addEventListener("change", ev => { order = ev.target.value; page = 0; drawTable(); });
 $("prev").addEventListener("click", () => { page = Math.max(0, page - 1); drawTable(); });
 $("next").addEventListener("click", () => { page++; drawTable(); });
 $("lk-route").addEventListener("change", fillLimits);
@@ -586,6 +601,10 @@ $("ovform").addEventListener("submit", ev => {
   if ($("ov-rate").value.trim()) body.rate = $("ov-rate").value.trim();
   if ($("ov-ttl").value.trim()) body.ttl = $("ov-ttl").value.trim();
   const route = $("ov-route").value.trim(), lim = $("ov-limit").value.trim();
+  if (!/^[a-z0-9_-]+$/.test(route) || !/^[a-z0-9_-]+$/.test(lim)) {
+    say("override: give a route id (or global) and a limit name, as the config writes them", true);
+    return;
+  }
   act(`override of ${route}/${lim}`, async () => {
     const r = await api("PUT", `admin/overrides/${encodeURIComponent(route)}/${encodeURIComponent(lim)}`, body);
     tick();

@@ -359,6 +359,21 @@ rls:
 	if n := eval[int](t, b, `document.querySelectorAll(".detail").length`); n != 0 {
 		t.Errorf("a gateway of 1,000 routes opened %d of them by itself", n)
 	}
+	// The busiest route of 1,000 comes first when asked.
+	ctx, stop := context.WithCancel(context.Background())
+	busy := make(chan struct{})
+	go func() {
+		defer close(busy)
+		for ctx.Err() == nil {
+			p.status("/r0777")
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() { stop(); <-busy })
+	b.do(t, "ordering busiest first", chromedp.SetValue(chromedp.ID("order"), "rate"), js(`document.getElementById("order").dispatchEvent(new Event("change")), undefined`))
+	b.wait(t, "the busy route first", `document.querySelector("#routes tr.route").dataset.route === "r0777"`)
+	b.do(t, "ordering by id", chromedp.SetValue(chromedp.ID("order"), "route"), js(`document.getElementById("order").dispatchEvent(new Event("change")), undefined`))
+
 	b.do(t, "filtering", chromedp.SendKeys(chromedp.ID("filter"), "r0777"))
 	b.wait(t, "the one route", `document.querySelectorAll("#routes tr.route").length === 1 && document.querySelector("#routes tr.route").dataset.route === "r0777"`)
 	b.do(t, "opening it", chromedp.Click(chromedp.CSS(`#routes tr.route button`)))
