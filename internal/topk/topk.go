@@ -6,8 +6,10 @@ package topk
 
 import (
 	"sort"
+	"strings"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // MaxKey is the length a key is cut to, so that a huge header cannot
@@ -28,10 +30,24 @@ type Entry struct {
 
 // table is one epoch's space-saving summary: entries kept as a min-heap
 // by count, index their positions.
+//
+// The keys' bytes live in arena, which is only appended to: a key is a
+// string over its bytes, and a new key costs no allocation while the
+// arena has room. A full arena is replaced by a new one holding the keys
+// still counted, so that a stream of ever new keys (the usual flood:
+// thousands of users over their limit, each one a new key once the
+// table is full) allocates once per arenaMin bytes of keys or so, not
+// once per key. An arena is never written over: the strings made from
+// it stay what they were.
 type table struct {
 	index   map[string]int
 	entries []Entry
+	arena   []byte
+	live    int // bytes of the keys in entries
 }
+
+// arenaMin is the least room a new arena has.
+const arenaMin = 4 << 10
 
 func newTable(size int) *table {
 	return &table{index: make(map[string]int, size), entries: make([]Entry, 0, size)}
@@ -40,6 +56,35 @@ func newTable(size int) *table {
 func (t *table) reset() {
 	clear(t.index)
 	t.entries = t.entries[:0]
+	// The next key starts a new arena: strings of this one may still
+	// be held by whoever read them.
+	t.arena, t.live = nil, 0
+}
+
+// keep copies key into the arena and returns it as a string.
+func (t *table) keep(key []byte) string {
+	if len(key) == 0 {
+		return ""
+	}
+	if len(t.arena)+len(key) > cap(t.arena) {
+		fresh := make([]byte, 0, max(arenaMin, 2*(t.live+len(key))))
+		for i := range t.entries {
+			k := t.entries[i].Key
+			if k == "" {
+				continue
+			}
+			off := len(fresh)
+			fresh = append(fresh, k...)
+			nk := unsafe.String(&fresh[off], len(k))
+			t.entries[i].Key = nk
+			t.index[nk] = i // the same key: the map keeps its slot, now over the new bytes
+		}
+		t.arena = fresh
+	}
+	off := len(t.arena)
+	t.arena = append(t.arena, key...)
+	t.live += len(key)
+	return unsafe.String(&t.arena[off], len(key))
 }
 
 func (t *table) swap(i, j int) {
@@ -139,7 +184,7 @@ func (s *Sketch) Add(now time.Time, key []byte) {
 		t.down(i)
 		return
 	}
-	k := string(key)
+	k := t.keep(key)
 	if len(t.entries) < s.size {
 		t.entries = append(t.entries, Entry{Key: k, Count: 1, Truncated: truncated})
 		t.index[k] = len(t.entries) - 1
@@ -148,6 +193,7 @@ func (s *Sketch) Add(now time.Time, key []byte) {
 	}
 	old := t.entries[0]
 	delete(t.index, old.Key)
+	t.live -= len(old.Key)
 	t.entries[0] = Entry{Key: k, Count: old.Count + 1, Error: old.Count, Truncated: truncated}
 	t.index[k] = 0
 	t.down(0)
@@ -169,7 +215,8 @@ func (s *Sketch) AddString(now time.Time, key string) {
 		return
 	}
 	s.mu.Unlock()
-	s.Add(now, []byte(key))
+	// Read only: Add copies the key into the sketch.
+	s.Add(now, unsafe.Slice(unsafe.StringData(key), len(key)))
 }
 
 // Top returns the n most counted keys of the current and previous epochs
@@ -202,6 +249,10 @@ func (s *Sketch) Top(now time.Time, n int) ([]Entry, time.Time) {
 		e.Count += mc
 		e.Error += mc
 		out = append(out, e)
+	}
+	// The keys are the arenas' bytes; the caller keeps copies.
+	for i := range out {
+		out[i].Key = strings.Clone(out[i].Key)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Count != out[j].Count {

@@ -2,6 +2,7 @@ package topk
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -100,5 +101,53 @@ func BenchmarkAddMiss(b *testing.B) {
 	for b.Loop() {
 		s.Add(t0, keys[i%len(keys)])
 		i++
+	}
+}
+
+// A flood of ever new keys, far more bytes of them than an arena holds:
+// the counts stay right, the keys read back as they were added, a Top
+// read before more keys came stays what it was, and a new key costs no
+// allocation but the arena's now and then.
+func TestNewKeysReuseTheArena(t *testing.T) {
+	s := New(64, time.Minute)
+	var first []Entry
+	for i := range 200_000 {
+		s.AddString(t0, fmt.Sprintf("user-%07d", i))
+		if i%5 == 0 {
+			s.AddString(t0, "hot")
+		}
+		if i == 1000 {
+			first, _ = s.Top(t0, 64)
+		}
+	}
+	copied := make([]Entry, len(first))
+	copy(copied, first)
+	for i := range 100_000 {
+		s.AddString(t0, fmt.Sprintf("later-%07d", i))
+	}
+	for i := range first {
+		if first[i] != copied[i] {
+			t.Fatalf("a Top read earlier changed: %+v, was %+v", first[i], copied[i])
+		}
+	}
+	top, _ := s.Top(t0, 64)
+	if top[0].Key != "hot" || top[0].Count < 40_000 {
+		t.Errorf("top %+v, want hot, counted 40,000 times", top[0])
+	}
+	for _, e := range top[1:] {
+		if !strings.HasPrefix(e.Key, "later-") && !strings.HasPrefix(e.Key, "user-") || len(e.Key) != len("later-0000000") && len(e.Key) != len("user-0000000") {
+			t.Errorf("key %q is not one that was added", e.Key)
+		}
+	}
+
+	key := make([]byte, 2, 16)
+	copy(key, "k-")
+	i := 0
+	allocs := testing.AllocsPerRun(20_000, func() {
+		i++
+		s.Add(t0, strconv.AppendInt(key[:2], int64(i), 10))
+	})
+	if allocs > 0.05 {
+		t.Errorf("%.3f allocations per new key, want at most an arena's now and then", allocs)
 	}
 }
