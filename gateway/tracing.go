@@ -46,9 +46,17 @@ type tracing struct {
 // full is dropped, and counted. An export that fails (the collector is
 // down or refuses the spans) drops its batch after the exporter's retries
 // end, traceExportTimeout at most.
+//
+// A client decides much of what a span holds (its path, its method, the
+// tracestate it sends) and can ask for every request to be traced: no
+// attribute is longer than traceValueMax, a tracestate longer than
+// traceStateMax is not followed, and a batch of traceBatch spans stays
+// far under the 4 MiB a gRPC collector takes by default.
 const (
 	traceQueue         = 2048
-	traceBatch         = 512
+	traceBatch         = 256
+	traceValueMax      = 256
+	traceStateMax      = 512
 	traceBatchTimeout  = time.Second
 	traceExportTimeout = 5 * time.Second
 	// traceShutdownWait bounds how long closing the gateway, or a
@@ -83,8 +91,11 @@ func (g *Gateway) tracingFor(cfg config.Tracing, prev *generation) (*tracing, er
 	if g.version != "" {
 		attrs = append(attrs, semconv.ServiceVersion(g.version))
 	}
+	limits := sdktrace.NewSpanLimits()
+	limits.AttributeValueLengthLimit = traceValueMax
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithSpanProcessor(q),
+		sdktrace.WithRawSpanLimits(limits),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.Sample))),
 		sdktrace.WithResource(resource.NewWithAttributes(semconv.SchemaURL, attrs...)),
 	)
@@ -123,7 +134,7 @@ func newExporter(endpoint string) (sdktrace.SpanExporter, error) {
 			}))
 	case "http", "https":
 		path := u.EscapedPath()
-		if path == "" {
+		if path == "" || path == "/" {
 			path = "/v1/traces"
 		}
 		opts := []otlptracehttp.Option{
@@ -240,15 +251,39 @@ const (
 func (x *exchange) startTrace() {
 	t, r := x.gen.trace, x.r
 	parent := propagation.TraceContext{}.Extract(context.Background(), propagation.HeaderCarrier(r.Header))
-	ctx, span := t.tracer.Start(parent, r.Method, trace.WithSpanKind(trace.SpanKindServer))
+	if sc := trace.SpanContextFromContext(parent); sc.TraceState().Len() > 0 && len(sc.TraceState().String()) > traceStateMax {
+		// Followed, but not carried on every span and to the upstream.
+		parent = trace.ContextWithRemoteSpanContext(parent, sc.WithTraceState(trace.TraceState{}))
+	}
+	ctx, span := t.tracer.Start(parent, spanMethod(r.Method), trace.WithSpanKind(trace.SpanKindServer))
 	x.span, x.spanCtx, x.rec = span, ctx, span.IsRecording()
 	if x.rec {
 		span.SetAttributes(
-			semconv.HTTPRequestMethodKey.String(r.Method),
+			semconv.HTTPRequestMethodKey.String(methodAttr(r.Method)),
 			semconv.NetworkProtocolVersion(protoVersion(r)),
 			attrRequestID.String(x.rid),
 		)
 	}
+}
+
+// methodAttr is the method as the HTTP conventions name it: a method
+// other than HTTP's own is "_OTHER", so that a client cannot make up as
+// many span names and attribute values as it likes.
+func methodAttr(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return m
+	}
+	return "_OTHER"
+}
+
+// spanMethod is the method in a span's name: "HTTP" for one not HTTP's.
+func spanMethod(m string) string {
+	if m = methodAttr(m); m == "_OTHER" {
+		return "HTTP"
+	}
+	return m
 }
 
 func protoVersion(r *http.Request) string {
@@ -266,7 +301,7 @@ func (x *exchange) endTrace(status int, result accessResult) {
 	if x.rec {
 		span := x.span
 		if x.route != nil {
-			span.SetName(x.r.Method + " " + x.route.id)
+			span.SetName(spanMethod(x.r.Method) + " " + x.route.id)
 			span.SetAttributes(attrRoute.String(x.route.id))
 		}
 		span.SetAttributes(semconv.HTTPResponseStatusCode(status), attrResult.String(accessResults[result]))
@@ -386,7 +421,7 @@ func (x *exchange) startUpstream(h http.Header) trace.Span {
 	ctx, s := x.spanCtx, trace.Span(nil)
 	if x.rec {
 		ctx, s = x.gen.trace.tracer.Start(x.spanCtx, "upstream", trace.WithSpanKind(trace.SpanKindClient))
-		s.SetAttributes(semconv.HTTPRequestMethodKey.String(x.r.Method))
+		s.SetAttributes(semconv.HTTPRequestMethodKey.String(methodAttr(x.r.Method)))
 	}
 	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(h))
 	return s

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -640,5 +641,63 @@ routes:
 			b.StopTimer()
 			b.ReportMetric(testutil.ToFloat64(gw.metrics.spansDropped)/float64(b.N), "dropped/op")
 		})
+	}
+}
+
+// What a client sends cannot make spans as big or as many-named as it
+// likes: a method of its own is "_OTHER" in a span named HTTP, a long
+// path is cut, and a huge tracestate is not carried, though the
+// client's trace is still followed.
+func TestTracingBoundsWhatClientsSend(t *testing.T) {
+	endpoint, sink := startHTTPReceiver(t)
+	up := newBackend(t, nil)
+	h := newHarness(t, `
+admin: {listen: ""}
+tracing: {otlp: "`+endpoint+`", sample: 0}
+routes:
+  - id: api
+    match: {path: /api/**}
+    upstream: {targets: ["{{UP}}"]}
+`, up)
+	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	var members []string
+	for i := range 30 {
+		members = append(members, fmt.Sprintf("m%d=%s", i, strings.Repeat("v", 200)))
+	}
+	method := "PURGE" + strings.Repeat("X", 2000)
+	resp := h.do(method, "/api/"+strings.Repeat("p", 4000), map[string]string{
+		"X-Request-Id": "hostile", "Traceparent": parent, "Tracestate": strings.Join(members, ","),
+	}, nil)
+	resp.Body.Close()
+	spans := sink.trace(t, "hostile", 2)
+	server := spans["HTTP api"]
+	if server == nil {
+		t.Fatalf("spans %v, want the server span named HTTP api", names(spans))
+	}
+	if hexID(server.GetTraceId()) != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Errorf("trace %x, want the client's", server.GetTraceId())
+	}
+	if got := str(server, "http.request.method"); got != "_OTHER" {
+		t.Errorf("http.request.method = %.40q, want _OTHER", got)
+	}
+	if got := str(server, "url.path"); len(got) > traceValueMax || !strings.HasPrefix(got, "/api/ppp") {
+		t.Errorf("url.path of %d bytes, want the path cut to %d", len(got), traceValueMax)
+	}
+	if ts := server.GetTraceState(); ts != "" {
+		t.Errorf("the span carries a tracestate of %d bytes, want none", len(ts))
+	}
+	if r := up.lastRequest(); r.Header.Get("Tracestate") != "" {
+		t.Errorf("the upstream got a tracestate of %d bytes, want none", len(r.Header.Get("Tracestate")))
+	}
+
+	// A short one goes along.
+	other := "00-5bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	resp = h.do("GET", "/api/x", map[string]string{"X-Request-Id": "short", "Traceparent": other, "Tracestate": "vendor=abc"}, nil)
+	resp.Body.Close()
+	if sp := sink.trace(t, "short", 2)["GET api"]; sp == nil || sp.GetTraceState() != "vendor=abc" {
+		t.Errorf("a short tracestate was not carried: %v", sp)
+	}
+	if got := up.lastRequest().Header.Get("Tracestate"); got != "vendor=abc" {
+		t.Errorf("the upstream got tracestate %q, want vendor=abc", got)
 	}
 }
