@@ -287,8 +287,14 @@ wait:
 				go s.reloader.reload("SIGHUP")
 				continue
 			}
-			s.log.Info("shutting down: draining in-flight requests",
-				"signal", sig.String(), "timeout", s.gw.Config().Server.ShutdownTimeout.String())
+			srv := s.gw.Config().Server
+			if srv.ShutdownDelay > 0 {
+				s.log.Info("shutting down: serving on until the load balancer stops sending",
+					"signal", sig.String(), "shutdown_delay", srv.ShutdownDelay.String())
+			} else {
+				s.log.Info("shutting down: draining in-flight requests",
+					"signal", sig.String(), "timeout", srv.ShutdownTimeout.String())
+			}
 			break wait
 		case err := <-serveErr:
 			// A listener died under us; stop the rest cleanly and say so
@@ -332,8 +338,8 @@ func (s *server) shutdown(es *edge.Server, adminSrv *http.Server, rlsSrv *rlsSer
 		// Still accepting and serving, while /readyz says 503: the load
 		// balancer, or Kubernetes' endpoints, take this long to stop
 		// sending new requests here.
-		s.log.Info("shutting down: serving on until the load balancer stops sending", "shutdown_delay", d.String())
 		time.Sleep(d)
+		s.log.Info("shutting down: draining in-flight requests", "timeout", s.gw.Config().Server.ShutdownTimeout.String())
 	}
 	timeout := s.gw.Config().Server.ShutdownTimeout
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)

@@ -804,7 +804,7 @@ func TestServeShutdownDelay(t *testing.T) {
 `)
 	p := f.serve()
 	p.signal(syscall.SIGTERM)
-	p.waitLog(`"msg":"shutting down: serving on until the load balancer stops sending","shutdown_delay":"6s"`)
+	p.waitLog(`"msg":"shutting down: serving on until the load balancer stops sending","signal":"terminated","shutdown_delay":"6s"`)
 	resp, err := client.Get("http://" + f.admin + "/readyz")
 	if err != nil {
 		t.Fatal(err)
@@ -826,6 +826,7 @@ func TestServeShutdownDelay(t *testing.T) {
 	if code := p.wait(); code != exitOK {
 		t.Errorf("exit %d, want %d", code, exitOK)
 	}
+	p.waitLog(`"msg":"shutting down: draining in-flight requests","timeout":"5s"`)
 }
 
 func TestServeSecondSignal(t *testing.T) {
