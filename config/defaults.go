@@ -87,7 +87,7 @@ func defaultConfig() *Config {
 			MaxBody:       65536,
 			Headers:       []string{"Content-Type", "X-User-Id", "Authorization"},
 		},
-		Tracing: Tracing{Sample: 0.01},
+		Tracing: Tracing{Sample: defaultTraceSample},
 	}
 }
 

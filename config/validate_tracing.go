@@ -11,6 +11,9 @@ func (v *validator) tracing(t *Tracing) {
 	if !(t.Sample >= 0 && t.Sample <= 1) && !v.failed("tracing.sample") {
 		v.errorf("tracing.sample", "%v is outside [0,1]", t.Sample)
 	}
+	if t.OTLP == "" && t.Sample != defaultTraceSample && !v.failed("tracing.sample") {
+		v.warnf("tracing.sample", "set, but tracing.otlp is empty: nothing is traced")
+	}
 	if t.OTLP == "" || v.failed("tracing.otlp") {
 		return
 	}
@@ -46,3 +49,6 @@ func validPort(s string) bool {
 	n, err := strconv.Atoi(s)
 	return err == nil && n >= 1 && n <= 65535
 }
+
+// defaultTraceSample is tracing.sample's default.
+const defaultTraceSample = 0.01

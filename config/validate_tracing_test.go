@@ -16,8 +16,16 @@ func TestTracing(t *testing.T) {
 			t.Errorf("tracing = %+v, want %s at 1", c.Tracing, otlp)
 		}
 	}
-	if c := mustParse(t, "tracing: {sample: 0}\n"+okRoute); c.Tracing.Sample != 0 || strings.Contains(c.Summary(), "tracing") {
+	c = mustParse(t, "tracing: {sample: 0}\n"+okRoute)
+	if c.Tracing.Sample != 0 || strings.Contains(c.Summary(), "tracing") {
 		t.Errorf("sample = %v, summary %q; want 0, and no tracing", c.Tracing.Sample, c.Summary())
+	}
+	// A sample without an endpoint traces nothing, which check says.
+	if len(c.Warnings) != 1 || c.Warnings[0].Error() != "test.yaml:1: tracing.sample: set, but tracing.otlp is empty: nothing is traced" {
+		t.Errorf("warnings %v, want one on tracing.sample", c.Warnings)
+	}
+	if c := mustParse(t, okRoute); len(c.Warnings) != 0 {
+		t.Errorf("warnings %v without a tracing block", c.Warnings)
 	}
 	c = mustParse(t, "tracing: {otlp: \"grpc://collector:4317\", sample: 0.25}\n"+okRoute)
 	if got := c.Summary(); !strings.HasSuffix(got, ", tracing grpc://collector:4317 (sample 0.25)") {
