@@ -30,6 +30,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/floodgate-gw/floodgate/internal/syncbuf"
 	"github.com/floodgate-gw/floodgate/internal/testnet"
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 )
@@ -526,22 +527,8 @@ func (p *process) exited() bool {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is written by one goroutine while the test reads it.
+type syncBuffer = syncbuf.Buffer
 
 // waitFor polls cond until it holds, failing the test at the deadline or
 // when p has exited.

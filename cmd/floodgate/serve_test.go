@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,11 +15,11 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/floodgate-gw/floodgate/internal/syncbuf"
 	"github.com/floodgate-gw/floodgate/internal/testnet"
 )
 
@@ -40,23 +39,8 @@ var client = &http.Client{Timeout: waitTimeout}
 // test of this process was given before.
 func freeAddr(t *testing.T) string { return testnet.FreeAddr(t) }
 
-// syncBuffer collects the process's stderr while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is written by one goroutine while the test reads it.
+type syncBuffer = syncbuf.Buffer
 
 // A fixture is a config directory, the addresses written into its config
 // and an upstream.

@@ -6,28 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/floodgate-gw/floodgate/internal/syncbuf"
 )
 
-// syncBuffer is a log destination that tests read while a watch writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is written by one goroutine while the test reads it.
+type syncBuffer = syncbuf.Buffer
 
 func TestFileMissingOrBad(t *testing.T) {
 	if _, err := New(Options{File: filepath.Join(t.TempDir(), "absent.json")}); err == nil || !strings.Contains(err.Error(), "no such file") {
