@@ -623,21 +623,7 @@ routes:
 				b.Fatal(err)
 			}
 			defer gw.Close()
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				i := 0
-				for pb.Next() {
-					i++
-					req := httptest.NewRequest("GET", "/api/activities/lucky-meal/receive", nil)
-					req.Header.Set("X-User-Id", strconv.Itoa(i%100000))
-					w := httptest.NewRecorder()
-					gw.ServeHTTP(w, req)
-					if w.Code != 200 {
-						b.Fatalf("status %d: %s", w.Code, w.Body)
-					}
-				}
-			})
+			serveUsers(b, gw)
 			b.StopTimer()
 			b.ReportMetric(testutil.ToFloat64(gw.metrics.spansDropped)/float64(b.N), "dropped/op")
 		})
