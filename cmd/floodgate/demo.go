@@ -145,7 +145,7 @@ type demoResult struct {
 	// first one it started in included.
 	states []string
 	// probes are the answers to requests sent while the breaker was
-	// open, one every 100 ms (20 at most); none when it never opened.
+	// open, one every 50 ms of it (40 at most); none when it never opened.
 	probes   []probeAnswer
 	recorded int64 // breaker_rejected events the gateway recorded
 	// replayCode and replayOut are the replay's exit code and output.
@@ -357,9 +357,13 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 		}
 		// A fallback says "recorded": true only once its event is
 		// durable, which a busy disk may not make it within the answer's
-		// budget: probe every 50 ms while the breaker is open.
-		for i := 0; i < 40 && watch.current() == "OPEN" && ctx.Err() == nil; i++ {
-			res.probes = append(res.probes, probe(ctx, res.gatewayURL+route.Match.Path, tokens(fmt.Sprintf("demo-probe-%d", i))))
+		// budget: probe every 50 ms while the breaker is open, each time
+		// it opens (a failed trial opens it again), until the load ends.
+		for i := 0; i < 40 && watchCtx.Err() == nil; {
+			if watch.current() == "OPEN" {
+				res.probes = append(res.probes, probe(ctx, res.gatewayURL+route.Match.Path, tokens(fmt.Sprintf("demo-probe-%d", i))))
+				i++
+			}
 			time.Sleep(50 * time.Millisecond)
 		}
 	}()
