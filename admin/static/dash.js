@@ -242,7 +242,15 @@ function drawTable() {
   for (const r of vis.slice(page * pageSize, (page + 1) * pageSize)) {
     const n = r.now || {};
     const limits = el("td", { className: "limits" });
-    for (const l of r.limits) limits.append(el("span", { textContent: `${l.name} ${l.rate}${l.lease ? " (leased)" : ""}${l.shadow ? " (shadow)" : ""}` }));
+    for (const l of r.limits) {
+      // An override in force changes the rate: the use charts are the
+      // file's rate's, and say so here.
+      const ov = (last.overrides || []).find(o => o.applied && o.route === r.route && o.limit === l.name);
+      limits.append(el("span", {
+        className: ov ? "limited" : "",
+        textContent: `${l.name} ${l.rate}${l.lease ? " (leased)" : ""}${l.shadow ? " (shadow)" : ""}${ov ? " (now " + ov.override + ")" : ""}`,
+      }));
+    }
     const tr = el("tr", { className: "route" + (open.has(r.route) ? " open" : "") },
       el("td", {}, el("button", { type: "button", className: "link", textContent: (open.has(r.route) ? "▾ " : "▸ ") + routeName(r.route), onclick: () => toggle(r.route) })),
       el("td", { className: "num", textContent: fmt(n.rate) }),

@@ -289,6 +289,20 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("message after resetting an unknown limit: %q, want it to name the limit", msg)
 	}
 
+	// Set a runtime override from the page, see it in force, remove it.
+	b.do(t, "setting an override",
+		chromedp.SendKeys(chromedp.ID("ov-route"), "coupon"),
+		chromedp.SendKeys(chromedp.ID("ov-limit"), "route"),
+		chromedp.SendKeys(chromedp.ID("ov-rate"), "20/s"),
+		chromedp.SendKeys(chromedp.ID("ov-ttl"), "10m"),
+		chromedp.Click(chromedp.CSS(`#ovform button[type=submit]`)))
+	b.wait(t, "the override in force", `document.getElementById("overrides").textContent.includes("rate=20/s") && document.querySelector("#routes tr.route .limits").textContent.includes("(now rate=20/s)")`)
+	if r := p.admin("GET", "/admin/overrides/coupon/route"); r.code != 200 || !strings.Contains(r.body, `"20/s"`) {
+		t.Errorf("the override the page set: %d %s", r.code, r.body)
+	}
+	b.do(t, "removing it", chromedp.Click(chromedp.CSS(`#overrides button`)))
+	b.wait(t, "no override", `document.getElementById("overrides").textContent === "none"`)
+
 	// Force the coupon breaker open: the table and the detail show it.
 	b.do(t, "forcing the breaker open", chromedp.Click(chromedp.CSS(`#d-0 .force-open`)))
 	b.wait(t, "the forced breaker", `document.querySelector("#routes tr.route .badge.open") !== null && document.querySelector("#routes tr.route .badge.open").textContent === "open (forced)"`)
