@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -213,6 +214,8 @@ func (q *boundedQueue) close() {
 	}
 }
 
+var errTracingClosed = errors.New("tracing: the exporter was retired; its spans were counted as dropped")
+
 // countingExporter tells its queue of each batch exported or failed.
 type countingExporter struct {
 	sdktrace.SpanExporter
@@ -220,6 +223,12 @@ type countingExporter struct {
 }
 
 func (e countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	if e.q.closed.Load() {
+		// The wait of shutdown is over, and close counted what was
+		// left: the batch processor's drain of its queue must not go on
+		// trying a collector that does not answer, 5 s a batch.
+		return errTracingClosed
+	}
 	err := e.SpanExporter.ExportSpans(ctx, spans)
 	if e.q.closed.Load() {
 		return err // close counted them
