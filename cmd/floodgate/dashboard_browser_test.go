@@ -335,18 +335,10 @@ func TestDashboardInBrowserRouteCounts(t *testing.T) {
 	if err := os.Mkdir(rules, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(rules, "edge.yaml"), []byte("domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: second, requests_per_unit: 5}\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(rules, "edge.yaml"), []byte(rlsRules(1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f.write(strings.NewReplacer("{{RLS}}", freeAddr(t), "{{RULES}}", rules).Replace(`
-server:
-  listen: "{{LISTEN}}"
-admin:
-  listen: "{{ADMIN}}"
-rls:
-  listen: "{{RLS}}"
-  config_dir: "{{RULES}}"
-`))
+	f.write(strings.NewReplacer("{{RLS}}", freeAddr(t), "{{RULES}}", rules).Replace(rlsConfig))
 	p := f.serve()
 	b.do(t, "opening the dashboard of no routes", chromedp.Navigate("http://"+f.admin+"/"))
 	b.wait(t, "the empty table", `document.getElementById("routes").textContent.includes("No routes")`)
