@@ -68,15 +68,9 @@ type sample struct {
 type bucket struct{ le, n float64 }
 
 type routeRing struct {
-	points []routePoint // ring, aligned with history.times
-	limits map[string]*limitRing
+	points []routePoint         // ring, aligned with history.times
+	limits map[string][]float32 // limit -> 429/s it answered
 }
-
-// limitRing is the requests/s a limit rejected (that it gave the answer
-// to).
-type limitRing struct{ rejected []float32 }
-
-func newLimitRing() *limitRing { return &limitRing{nanRing()} }
 
 type history struct {
 	gatherer prometheus.Gatherer
@@ -93,7 +87,7 @@ type history struct {
 	routes   map[string]*routeRing
 	// named sums each limit name over the routes: a global limit's
 	// rates, whichever route the requests took.
-	named map[string]*limitRing
+	named map[string][]float32
 	// latest are the rates of the newest interval, for the summary.
 	latest map[string]routePoint
 	stop   chan struct{}
@@ -103,7 +97,7 @@ type history struct {
 func newHistory(g prometheus.Gatherer, fallback func() map[string]int) *history {
 	h := &history{
 		gatherer: g, fallback: fallback, times: make([]int64, historyLen), global: make([]globalPoint, historyLen),
-		routes: map[string]*routeRing{}, named: map[string]*limitRing{}, latest: map[string]routePoint{},
+		routes: map[string]*routeRing{}, named: map[string][]float32{}, latest: map[string]routePoint{},
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	h.take(time.Now())
@@ -331,10 +325,8 @@ func (h *history) take(now time.Time) {
 		}
 		if b := diff(s.refused[route], prev.refused[route], secs); b > 0 {
 			status := "503"
-			if h.fallback != nil {
-				if st, ok := fallbacks[route]; ok {
-					status = strconv.Itoa(st)
-				}
+			if st, ok := fallbacks[route]; ok {
+				status = strconv.Itoa(st)
 			}
 			c := p.class(status)
 			b = min(b, *c)
@@ -346,20 +338,20 @@ func (h *history) take(now time.Time) {
 		p.BreakerState = float32(math.NaN())
 		rr := h.routes[route]
 		if rr == nil {
-			rr = &routeRing{points: make([]routePoint, historyLen), limits: map[string]*limitRing{}}
+			rr = &routeRing{points: make([]routePoint, historyLen), limits: map[string][]float32{}}
 			nan := routePoint{Admitted: nan32, Limited: nan32, Breaker: nan32, Upstream: nan32, Client4xx: nan32, Other: nan32, P50: nan32, P99: nan32, BreakerState: nan32, Passed: nan32}
 			for j := range rr.points {
 				rr.points[j] = nan
 			}
 			h.routes[route] = rr
 		}
-		for lim := range rr.limits {
-			rr.limits[lim].rejected[i] = nan32
+		for _, ring := range rr.limits {
+			ring[i] = nan32
 		}
 		var stopped float32
 		for lim, n := range s.rejected[route] {
 			r := diff(n, prev.rejected[route][lim], secs)
-			rr.limit(lim).rejected[i] = r
+			rr.limit(lim)[i] = r
 			named[lim] += r
 			stopped += r
 		}
@@ -387,12 +379,12 @@ func (h *history) take(now time.Time) {
 	}
 	h.global[i] = g
 	for lim, sum := range named {
-		l := h.named[lim]
-		if l == nil {
-			l = newLimitRing()
-			h.named[lim] = l
+		ring := h.named[lim]
+		if ring == nil {
+			ring = nanRing()
+			h.named[lim] = ring
 		}
-		l.rejected[i] = sum
+		ring[i] = sum
 	}
 	for lim := range h.named {
 		if _, ok := named[lim]; !ok {
@@ -402,13 +394,14 @@ func (h *history) take(now time.Time) {
 	h.latest = latest
 }
 
-func (rr *routeRing) limit(name string) *limitRing {
-	l := rr.limits[name]
-	if l == nil {
-		l = newLimitRing()
-		rr.limits[name] = l
+// limit is the ring of the limit name, made when first needed.
+func (rr *routeRing) limit(name string) []float32 {
+	ring := rr.limits[name]
+	if ring == nil {
+		ring = nanRing()
+		rr.limits[name] = ring
 	}
-	return l
+	return ring
 }
 
 func isNaN32(f float32) bool { return f != f }
@@ -448,8 +441,8 @@ type seriesJSON struct {
 	Other     series            `json:"other"`
 	P50       series            `json:"p50"`
 	P99       series            `json:"p99"`
-	Rejected  map[string]series `json:"rejected"` // limit -> 429/s it answered
 	Passed    series            `json:"passed"`   // what the route's limits consumed
+	Rejected  map[string]series `json:"rejected"` // limit -> 429/s it answered
 }
 
 type globalJSON struct {
@@ -496,8 +489,8 @@ func (s series) appendJSON(b []byte) []byte {
 	return append(b, ']')
 }
 
-// appendJSON writes h as encoding/json would, without its second pass
-// over the output.
+// appendJSON writes h as encoding/json would, field for field in the
+// order of the structs' tags, without its second pass over the output.
 func (h *historyJSON) appendJSON(b []byte) []byte {
 	b = append(b, `{"interval":`...)
 	b = strconv.AppendFloat(b, h.Interval, 'g', -1, 64)
@@ -592,8 +585,8 @@ func (h *history) snapshot(since int64, routes, globals []string) historyJSON {
 	g := &out.Global
 	g.Limits = map[string]series{}
 	for _, name := range globals {
-		if l := h.named[name]; l != nil {
-			g.Limits[name] = pick(l.rejected, idx)
+		if ring := h.named[name]; ring != nil {
+			g.Limits[name] = pick(ring, idx)
 		}
 	}
 	for k, i := range idx {
@@ -625,8 +618,8 @@ func (h *history) snapshot(since int64, routes, globals []string) historyJSON {
 			s.P99 = append(s.P99, jf(p.P99))
 			s.Passed = append(s.Passed, jf(p.Passed))
 		}
-		for lim, l := range rr.limits {
-			s.Rejected[lim] = pick(l.rejected, idx)
+		for lim, ring := range rr.limits {
+			s.Rejected[lim] = pick(ring, idx)
 		}
 		out.Series[route] = s
 	}

@@ -232,3 +232,30 @@ func TestHistoryRingAndSince(t *testing.T) {
 		t.Error("a route gone from the metrics still has a history")
 	}
 }
+
+// The history written by hand is what encoding/json writes of the same
+// value (the struct tags and MarshalJSON methods are its reference),
+// escapes included: a route id reaches the page.
+func TestHistoryJSONByHand(t *testing.T) {
+	f := newHistoryFixture(t)
+	for k := range 5 {
+		f.requests.WithLabelValues("api", "200").Add(float64(k))
+		f.requests.WithLabelValues("a<b>&\"c\"", "503").Add(1)
+		f.limited.WithLabelValues("api", "user").Add(float64(k))
+		f.limited.WithLabelValues("api", "everyone").Add(1)
+		f.step()
+	}
+	h := f.h.h.hist.snapshot(0, []string{"api", "a<b>&\"c\"", "gone"}, []string{"everyone", "missing"})
+	want, err := json.Marshal(&h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.appendJSON(nil); string(got) != string(want) {
+		t.Errorf("by hand:\n%s\nencoding/json:\n%s", got, want)
+	}
+	empty := f.h.h.hist.snapshot(math.MaxInt64, nil, nil)
+	want, _ = json.Marshal(&empty)
+	if got := empty.appendJSON(nil); string(got) != string(want) {
+		t.Errorf("nothing newer than since, by hand:\n%s\nencoding/json:\n%s", got, want)
+	}
+}
