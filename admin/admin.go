@@ -276,7 +276,7 @@ func (h *handler) hostAllowed(r *http.Request) bool {
 		return true
 	}
 	host := hostOnly(r.Host)
-	return host == "" || strings.EqualFold(host, "localhost") || isLoopback(host)
+	return host == "" || isLoopback(host)
 }
 
 func hostOnly(hostport string) string {

@@ -396,7 +396,7 @@ func endLimits(s trace.Span, v *verdict, err error) {
 // Redis made: the store does not say, and it has a span too.
 func (x *exchange) traceStore(v *verdict, res *limit.Result, err error, start time.Time) {
 	gen := x.gen
-	if gen.store == limit.Store(gen.local) || err == nil && answeredLocally(res) {
+	if gen.store == limit.Store(gen.local) || err == nil && res.AnsweredLocally() {
 		return
 	}
 	v.remote = err == nil
@@ -407,17 +407,6 @@ func (x *exchange) traceStore(v *verdict, res *limit.Result, err error, start ti
 		s.SetStatus(codes.Error, err.Error())
 	}
 	s.End()
-}
-
-// answeredLocally reports whether a store answered res from its memory
-// of exhausted keys, without asking where the counters live.
-func answeredLocally(res *limit.Result) bool {
-	for i := range res.Decisions {
-		if res.Decisions[i].Local {
-			return true
-		}
-	}
-	return false
 }
 
 // startUpstream sets the traceparent the upstream gets, that of the

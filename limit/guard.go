@@ -109,7 +109,7 @@ func (g *guarded) Decide(ctx context.Context, req *Request) (Result, error) {
 		return Result{}, errTripped
 	}
 	res, err := g.Store.Decide(ctx, req)
-	if err == nil && answeredLocally(res) {
+	if err == nil && res.AnsweredLocally() {
 		// The store answered from its memory of exhausted keys without
 		// asking its server: no news of whether the server answers.
 		g.mu.Lock()
@@ -121,17 +121,6 @@ func (g *guarded) Decide(ctx context.Context, req *Request) (Result, error) {
 	}
 	g.leave(probe, err)
 	return res, err
-}
-
-// answeredLocally reports whether res came from a store's memory
-// (Decision.Local) rather than from where its counters live.
-func answeredLocally(res Result) bool {
-	for i := range res.Decisions {
-		if res.Decisions[i].Local {
-			return true
-		}
-	}
-	return false
 }
 
 // Peek implements Store.

@@ -98,6 +98,17 @@ type Result struct {
 	Delay time.Duration
 }
 
+// AnsweredLocally reports whether the store answered from its memory
+// (a Decision marked Local) rather than from where its counters live.
+func (r *Result) AnsweredLocally() bool {
+	for i := range r.Decisions {
+		if r.Decisions[i].Local {
+			return true
+		}
+	}
+	return false
+}
+
 // Decision is one limit's judgement of a request.
 type Decision struct {
 	Rule *Rule
