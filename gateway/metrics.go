@@ -27,9 +27,10 @@ type Metrics struct {
 	logsSuppressed prometheus.Counter
 	breakerState   *prometheus.GaugeVec
 	breakerChanges *prometheus.CounterVec
+	// breakerRefused counts the requests an open breaker answered.
+	breakerRefused *prometheus.CounterVec
 	// breakerFallback is 1 for a fleet breaker deciding on this
 	// instance's window.
-	breakerRefused  *prometheus.CounterVec
 	breakerFallback *prometheus.GaugeVec
 	jwtFailures     map[jwtverify.Reason]prometheus.Counter
 	framingRefused  *prometheus.CounterVec
@@ -160,9 +161,8 @@ type routeMetrics struct {
 	route    string
 	duration prometheus.Observer
 	codes    [600]atomic.Pointer[prometheus.Counter]
-	refused  atomic.Pointer[prometheus.Counter] // by the breaker; made with the first
-
-	grpc [grpcOther + 1]atomic.Pointer[prometheus.Counter] // by grpcCodeIndex
+	grpc     [grpcOther + 1]atomic.Pointer[prometheus.Counter] // by grpcCodeIndex
+	refused  atomic.Pointer[prometheus.Counter]                // by the open breaker; made with the first
 }
 
 func (m *Metrics) forRoute(route string) *routeMetrics {

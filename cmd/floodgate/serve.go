@@ -334,14 +334,15 @@ wait:
 func (s *server) shutdown(es *edge.Server, adminSrv *http.Server, rlsSrv *rlsServer) {
 	s.draining.Store(true)
 	s.reloader.stop()
-	if d := s.gw.Config().Server.ShutdownDelay; d > 0 {
+	srv := s.gw.Config().Server
+	timeout := srv.ShutdownTimeout
+	if srv.ShutdownDelay > 0 {
 		// Still accepting and serving, while /readyz says 503: the load
 		// balancer, or Kubernetes' endpoints, take this long to stop
 		// sending new requests here.
-		time.Sleep(d)
-		s.log.Info("shutting down: draining in-flight requests", "timeout", s.gw.Config().Server.ShutdownTimeout.String())
+		time.Sleep(srv.ShutdownDelay)
+		s.log.Info("shutting down: draining in-flight requests", "timeout", timeout.String())
 	}
-	timeout := s.gw.Config().Server.ShutdownTimeout
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var rlsDone chan struct{}
