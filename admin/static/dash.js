@@ -159,8 +159,8 @@ function drawHeader(d) {
   $("total").textContent = fmt(T);
   $("admitted").textContent = fmt(A);
   $("limited").textContent = fmt(L);
-  $("breaker503").textContent = fmt(B);
-  $("upstreamerr").textContent = fmt(U);
+  $("breakerfallback").textContent = fmt(B);
+  $("errors5xx").textContent = fmt(U);
 }
 
 const lastOf = s => { for (let i = (s || []).length - 1; i >= 0; i--) if (s[i] !== null) return s[i]; return null; };
