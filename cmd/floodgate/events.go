@@ -103,6 +103,8 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 			"    marked done too; Forwarded and X-Forwarded-* are never replayed;\n"+
 			"  - an upstream that does not answer at all, or a store that fails, stops the replay with\n"+
 			"    exit 1, leaving that event (and any sent after it) for the next run.\n"+
+			"  - an event the sink holds twice (delivery to it is at least once) is handled once, and\n"+
+			"    the run says how many it saw twice.\n"+
 			"The last line is: succeeded N, failed N, skipped N, collapsed N, limited N, remaining N\n"+
 			"(remaining: not handled). Ctrl-C lets the requests in flight finish, then stops.")
 	file := fs.String("c", "floodgate.yaml", "the configuration `FILE`")
@@ -214,8 +216,10 @@ type replayer struct {
 	collapse *collapser               // nil: --all
 	live     *decider                 // nil: --all
 	waited   map[string]time.Duration // by limit: how long events waited for shared limits
+	seen     recentIDs                // the events handled lately, to tell a duplicate
 
 	succeeded, failed, skipped, collapsed, limited int
+	duplicates                                     int // not in the summary: the same events again
 }
 
 // handling is what replay does with an event besides sending it.
@@ -224,10 +228,11 @@ type handling uint8
 const (
 	send handling = iota
 	truncated
-	bad      // the request cannot be built from the event: failed, not sent
-	skip     // a limit needs a key the event does not hold, or the gateway cannot have recorded it: skipped
-	collapse // the limits would have refused it when it was recorded
-	limited  // a client-keyed limit refuses it now
+	bad       // the request cannot be built from the event: failed, not sent
+	skip      // a limit needs a key the event does not hold, or the gateway cannot have recorded it: skipped
+	collapse  // the limits would have refused it when it was recorded
+	limited   // a client-keyed limit refuses it now
+	duplicate // an event this run already took: the sink holds it twice
 )
 
 // job is one event on its way: sent by a goroutine of its own, and marked
@@ -311,6 +316,10 @@ func (rp *replayer) dryRun(ctx context.Context, src events.Source, stderr io.Wri
 	var would [limited + 1]int
 	var perr error
 	err := src.Pending(ctx, func(e *events.Event) bool {
+		if !rp.seen.add(e.ID) {
+			fmt.Fprintf(rp.stdout, "would skip a second copy of event %s\n", e.ID)
+			return true
+		}
 		n++
 		ls := rp.limits.Limits(e)
 		how, why, err := rp.classify(e, ls)
@@ -436,6 +445,9 @@ func (rp *replayer) run(ctx context.Context, src events.Source, stderr io.Writer
 			case limited:
 				rp.limited++
 				fmt.Fprintf(rp.stdout, "limited event %s: limit %s has no quota left for its key now\n", j.e.ID, j.why)
+			case duplicate:
+				rp.duplicates++
+				fmt.Fprintf(rp.stdout, "skipped a second copy of event %s\n", j.e.ID)
 			case send:
 				if j.status/100 == 2 {
 					rp.succeeded++
@@ -468,6 +480,11 @@ loop:
 		}
 		j := &job{e: e, done: make(chan struct{})}
 		line = append(line, j)
+		if !rp.seen.add(e.ID) {
+			j.how = duplicate
+			close(j.done) // marked done in its turn, after the first copy
+			continue
+		}
 		ls := rp.limits.Limits(e)
 		if j.how, j.why, err = rp.classify(e, ls); err != nil {
 			fail("event %s: %v (the event is left for the next run)", e.ID, err)
@@ -548,10 +565,21 @@ loop:
 		fmt.Fprintf(rp.stdout, "paced: events waited for global, route or concurrency limits: %s\n", describe(rp.waited))
 	}
 	rp.sayFull()
+	if rp.duplicates > 0 {
+		// Delivery to the sink is at least once: a batch it took after
+		// the recorder gave up waiting was spooled and delivered again.
+		fmt.Fprintf(rp.stdout, "duplicates: the sink held %d events twice; each was handled once\n", rp.duplicates)
+	}
 	remaining := 0
 	if !finished || !ok {
 		cctx, cancel := context.WithTimeout(bg, 30*time.Second)
-		err := src.Pending(cctx, func(*events.Event) bool { remaining++; return true })
+		var left recentIDs
+		err := src.Pending(cctx, func(e *events.Event) bool {
+			if left.add(e.ID) {
+				remaining++
+			}
+			return true
+		})
 		cancel()
 		if err != nil {
 			fail("counting the events left: %v", err)

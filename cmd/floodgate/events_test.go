@@ -575,3 +575,85 @@ func eventsBlock(sink config.Sink) config.Events {
 	e.Sink = sink
 	return e
 }
+
+// Delivery to a sink is at least once: a batch the sink took after the
+// recorder stopped waiting for it is delivered again, so a sink can hold
+// an event twice. Replay handles each event once, whatever the sink holds.
+func TestEventsReplayDuplicates(t *testing.T) {
+	t.Parallel()
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		srv := testredis.Start(t)
+		c := eventsBlock(config.SinkRedis)
+		c.Redis.Addrs = []string{srv.Addr()}
+		c.SpoolDir = t.TempDir()
+		want := recordEvents(t, c, events.Options{}, 20)
+		// A second copy of a truncated event and of a sendable one, after
+		// the events recorded since.
+		srv.Do(t, "EVAL", `
+for _, e in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do
+  local f = e[2]
+  for i = 1, #f, 2 do
+    if f[i] == 'id' and (f[i+1] == ARGV[1] or f[i+1] == ARGV[2]) then
+      redis.call('XADD', KEYS[1], '*', unpack(f))
+    end
+  end
+end
+return 1`, "1", "fg:events", want[0].ID, want[3].ID)
+		testDuplicatesReplayed(t, want, fmt.Sprintf("  sink: redis\n  redis: {stream: \"fg:events\", addrs: [\"%s\"]}\n  spool_dir: %q", srv.Addr(), c.SpoolDir))
+	})
+	t.Run("file", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(t.TempDir(), "events.jsonl")
+		c := eventsBlock(config.SinkFile)
+		c.File.Path = path
+		want := recordEvents(t, c, events.Options{}, 20)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var copies []string
+		for _, l := range strings.SplitAfter(string(data), "\n") {
+			if strings.Contains(l, want[0].ID) || strings.Contains(l, want[3].ID) {
+				copies = append(copies, l)
+			}
+		}
+		if len(copies) != 2 {
+			t.Fatalf("%d lines hold events 0 and 3, want 2", len(copies))
+		}
+		if err := os.WriteFile(path, []byte(string(data)+strings.Join(copies, "")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		testDuplicatesReplayed(t, want, fmt.Sprintf("  sink: file\n  file: {path: %q}", path))
+	})
+}
+
+// testDuplicatesReplayed replays the events of eventsYAML, which holds
+// want with events 0 (truncated) and 3 twice, and checks each was handled
+// once, in its first place.
+func testDuplicatesReplayed(t *testing.T, want []*events.Event, eventsYAML string) {
+	t.Helper()
+	up := newReplayUpstream(t, http.StatusOK)
+	file := replayConfig(t, up.URL, eventsYAML)
+	stdout, stderr, code := floodgate(t, "events", "replay", "-c", file, "--route", "lucky-meal", "--rate", "1000/s", "--dry-run")
+	if code != exitOK || strings.Count(stdout, "would skip a second copy of event ") != 2 ||
+		!strings.Contains(stdout, "dry run: of 20 events pending, would send 18, fail 0, skip 2,") {
+		t.Errorf("dry run: exit %d; stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
+	}
+	stdout, stderr, code = floodgate(t, "events", "replay", "-c", file, "--route", "lucky-meal", "--rate", "1000/s")
+	if code != exitOK {
+		t.Fatalf("replay: exit %d; stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
+	}
+	if m := summaryLine.FindString(stdout); m != "succeeded 18, failed 0, skipped 2, collapsed 0, limited 0, remaining 0" {
+		t.Errorf("summary %q; stdout:\n%s", m, stdout)
+	}
+	for _, e := range []*events.Event{want[0], want[3]} {
+		if !strings.Contains(stdout, "skipped a second copy of event "+e.ID+"\n") {
+			t.Errorf("replay did not say it skipped the second copy of %s:\n%s", e.ID, stdout)
+		}
+	}
+	if !strings.Contains(stdout, "duplicates: the sink held 2 events twice; each was handled once\n") {
+		t.Errorf("no line on the duplicates:\n%s", stdout)
+	}
+	checkReplayed(t, up.received(), want, time.Millisecond)
+}
