@@ -254,6 +254,19 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	if out.Body != nil && out.Body != http.NoBody {
 		body = &watchedBody{ReadCloser: out.Body}
 		out.Body = body
+		if r.ProtoMajor == 1 {
+			// net/http's HTTP/1 server reads what is left of a request
+			// body, and closes it, when the handler first writes its
+			// answer, unless told that the handler reads and writes at
+			// once. The upstream client may still be sending the body
+			// then: an upstream that streams its answer while it reads
+			// the request would lose the rest of it, and http.Transport,
+			// whose last read of the body (for bytes past its length)
+			// can come after the answer's head, fails that read on the
+			// closed body and closes the upstream connection under the
+			// answer it is copying.
+			_ = http.NewResponseController(w).EnableFullDuplex()
+		}
 	}
 	upgrade := upgradeType(out.Header)
 	// A client's Connection field may name the fields the gateway set on
