@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -37,6 +38,18 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// crashWorkers is how many goroutines of the child record at once, as a
+// gateway's requests do: each waits for its event to be durable, and the
+// recorder commits what they queued meanwhile in one batch, so the child
+// records thousands a second even where an fsync takes milliseconds (a
+// busy machine). Worker w records events w, w+crashWorkers, … in order.
+const crashWorkers = 16
+
+// crashStall is how long the child may take to acknowledge the events the
+// test waits for before it is taken for stuck: 2 to 6 s with both cores
+// busy, a few hundred milliseconds on an idle machine.
+const crashStall = time.Minute
+
 // crashChild records test events forever, printing "ack I ID" for every
 // one Record acknowledged, until it is killed.
 func crashChild(spoolDir, redisAddr string, small bool) {
@@ -53,16 +66,25 @@ func crashChild(spoolDir, redisAddr string, small bool) {
 		fmt.Fprintln(os.Stderr, "NewRecorder:", err)
 		os.Exit(1)
 	}
-	for i := 0; ; i++ {
-		e := testEvent(i)
-		if r.Record(context.Background(), e) {
-			// Unbuffered: what the parent reads was acknowledged.
-			fmt.Fprintf(os.Stdout, "ack %d %s\n", i, e.ID)
-		}
-		if i > 1_000_000 {
-			time.Sleep(time.Hour)
-		}
+	var out sync.Mutex
+	for w := range crashWorkers {
+		go func() {
+			for i := w; ; i += crashWorkers {
+				e := testEvent(i)
+				if r.Record(context.Background(), e) {
+					// Unbuffered, one write a line: what the parent reads
+					// was acknowledged.
+					out.Lock()
+					fmt.Fprintf(os.Stdout, "ack %d %s\n", i, e.ID)
+					out.Unlock()
+				}
+				if i > 1_000_000 {
+					time.Sleep(time.Hour)
+				}
+			}
+		}()
 	}
+	select {}
 }
 
 // TestCrashRecovery kills a recording process and starts a new recorder on
@@ -107,8 +129,10 @@ func testCrashRecovery(t *testing.T, sinkUp, small bool) {
 
 	// Lines are read whole: a line without its newline was cut by the
 	// kill (it cannot be, a pipe write this small is atomic, but a test
-	// must not count on that to pass).
+	// must not count on that to pass). want holds each worker's events
+	// in the order it recorded them, which the sink must keep.
 	var want []stored
+	var byWorker [crashWorkers][]stored
 	out := bufio.NewReader(stdout)
 	readAck := func() bool {
 		line, err := out.ReadString('\n')
@@ -122,13 +146,15 @@ func testCrashRecovery(t *testing.T, sinkUp, small bool) {
 		i, _ := strconv.Atoi(f[1])
 		e := testEvent(i)
 		e.ID = f[2]
-		want = append(want, stored{id: e.ID, data: encoded(t, e)})
+		st := stored{id: e.ID, data: encoded(t, e)}
+		want = append(want, st)
+		byWorker[i%crashWorkers] = append(byWorker[i%crashWorkers], st)
 		return true
 	}
 	// A child that stops acknowledging would leave readAck waiting for a
-	// line forever: at the deadline it is killed, and the count below
+	// line forever: after crashStall it is killed, and the count below
 	// fails.
-	stalled := time.AfterFunc(waitTimeout, func() { cmd.Process.Kill() })
+	stalled := time.AfterFunc(crashStall, func() { cmd.Process.Kill() })
 	for len(want) < 2000 && readAck() {
 	}
 	stalled.Stop()
@@ -143,7 +169,7 @@ func testCrashRecovery(t *testing.T, sinkUp, small bool) {
 	killed = true
 	cmd.Wait()
 	if len(want) < 2000 {
-		t.Fatalf("the child acknowledged only %d events of the 2000 wanted within %v; stderr:\n%s", len(want), waitTimeout, stderr.String())
+		t.Fatalf("the child acknowledged only %d events of the 2000 wanted within %v; stderr:\n%s", len(want), crashStall, stderr.String())
 	}
 	before := len(redisStream(t, srv.Addr(), "fg:events"))
 	if small {
@@ -167,7 +193,10 @@ func testCrashRecovery(t *testing.T, sinkUp, small bool) {
 	waitFor(t, "every acknowledged event delivered", func() bool { return len(read()) >= len(want) })
 	waitFor(t, "an empty spool", func() bool { return r.spooledGauge() == 0 })
 	got := read()
-	dups := checkDelivered(t, got, want)
+	var dups int
+	for _, w := range byWorker {
+		dups = checkDelivered(t, got, w)
+	}
 	t.Logf("child acknowledged %d; %d were delivered before the kill; %d in the stream now, %d duplicates",
 		len(want), before, len(got), dups)
 	// The forwarder persists its position after every batch, so only the
