@@ -98,6 +98,14 @@ type LoadConfig struct {
 	// OnSecond, when not nil, is called with each row of the series as it
 	// becomes final, in order, from one goroutine.
 	OnSecond func(Second)
+	// Stop, when not nil, ends the run when it is closed, as though the
+	// profile's Duration ended then: no request is sent after it, those
+	// under way finish, and the run is not interrupted; the Result's
+	// Profile.Duration is then how long the run was. A run that lasts
+	// until what it causes has happened (a demo that goes on until a
+	// circuit breaker has closed) sets Duration to the longest it may
+	// take and closes Stop.
+	Stop <-chan struct{}
 }
 
 // maxIPs is how many addresses 10.0.0.0/8 holds for IPs.
@@ -333,20 +341,23 @@ func (l *loader) run() *Result {
 		}
 	}()
 
-	stoppedAt := l.pace()
+	end, interrupted := l.pace()
 	l.wg.Wait()
 	elapsed := l.since()
 	close(stop)
 	<-reported
-	minRows := int((l.c.Profile.Duration + time.Second - 1) / time.Second)
-	interrupted := stoppedAt >= 0
+	minRows := int((end + time.Second - 1) / time.Second)
 	if interrupted {
 		minRows = 0
 	}
 	emit(l.rec.flush(minRows))
 
+	profile := l.c.Profile
+	if !interrupted {
+		profile.Duration = end // earlier, when Stop ended it
+	}
 	r := &Result{
-		Profile:     l.c.Profile,
+		Profile:     profile,
 		Seconds:     rows,
 		Scheduled:   l.scheduled,
 		Elapsed:     elapsed,
@@ -363,18 +374,15 @@ func (l *loader) run() *Result {
 	h := &l.rec.total
 	r.Total.P50, r.Total.P99 = h.Quantile(0.5), h.Quantile(0.99)
 	r.P90, r.P999, r.Max = h.Quantile(0.9), h.Quantile(0.999), h.Max()
-	r.Span = max(l.rec.lastSend, l.c.Profile.Duration)
-	if interrupted {
-		r.Span = max(l.rec.lastSend, min(stoppedAt, l.c.Profile.Duration))
-	}
+	r.Span = max(l.rec.lastSend, min(end, l.c.Profile.Duration))
 	return r
 }
 
 // pace sends the schedule's requests at their times: it sleeps until the
 // next one is due and then sends every request due by the time it wakes.
-// It returns when the schedule is done, or the time the context ended it
-// (negative when it did not).
-func (l *loader) pace() time.Duration {
+// It returns when the schedule ended: its Duration, or the time Stop or
+// the context (interrupted) ended it.
+func (l *loader) pace() (end time.Duration, interrupted bool) {
 	sched := l.c.Profile.Schedule()
 	at, ok := sched.Next()
 	timer := time.NewTimer(time.Hour)
@@ -385,12 +393,19 @@ func (l *loader) pace() time.Duration {
 			select {
 			case <-timer.C:
 			case <-l.ctx.Done():
+			case <-l.c.Stop:
 			}
 		}
 		now := l.since()
 		if l.ctx.Err() != nil {
 			l.rec.advance(math.MaxInt64)
-			return now
+			return now, true
+		}
+		select {
+		case <-l.c.Stop:
+			l.rec.advance(math.MaxInt64)
+			return now, false
+		default:
 		}
 		for ok && at <= now {
 			l.dispatch(at, now)
@@ -401,7 +416,7 @@ func (l *loader) pace() time.Duration {
 		}
 		l.rec.advance(at)
 	}
-	return -1
+	return l.c.Profile.Duration, false
 }
 
 // dispatch sends the first attempt of a request scheduled at, or drops it

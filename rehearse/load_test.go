@@ -312,6 +312,36 @@ func TestRunInterrupted(t *testing.T) {
 	}
 }
 
+// Stop ends a run as its Duration would have: what was sent is answered,
+// the run is not interrupted, and its rows and Duration end there.
+func TestRunStop(t *testing.T) {
+	t.Parallel()
+	stop := make(chan struct{})
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 3 {
+			close(stop)
+		}
+	}))
+	defer srv.Close()
+	res, err := Run(context.Background(), LoadConfig{
+		URL:     srv.URL,
+		Profile: Profile{Shape: Const, Rate: 20, Duration: time.Hour},
+		Stop:    stop,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Interrupted || res.Total.Sent < 3 || res.Total.OK != res.Total.Sent || res.Total.OK != n.Load() {
+		t.Errorf("interrupted %v, sent %d, answered 2xx %d, served %d; want all sent answered, not interrupted",
+			res.Interrupted, res.Total.Sent, res.Total.OK, n.Load())
+	}
+	d := res.Profile.Duration
+	if d <= 0 || d >= time.Hour || len(res.Seconds) != int((d+time.Second-1)/time.Second) {
+		t.Errorf("duration %v with %d rows; want the run's own length, a row for each of its seconds", d, len(res.Seconds))
+	}
+}
+
 func TestLoadConfigValidate(t *testing.T) {
 	t.Parallel()
 	_, err := Run(context.Background(), LoadConfig{

@@ -111,6 +111,7 @@ type Upstream struct {
 	start time.Time
 
 	mu       sync.Mutex
+	down     bool // an outage turned on by Outage
 	rng      *rand.Rand
 	window   int64 // the current window, in seconds from start
 	count    int   // arrivals in window
@@ -159,8 +160,22 @@ func (u *Upstream) roll(since time.Duration) {
 	u.window, u.count = w, 0
 }
 
+// Outage turns an outage on or off now, besides the one FailAfter and
+// RecoverAfter script: while it is on, every request is answered 503 at
+// once. A script whose outage ends on what it caused (once a breaker in
+// front has opened) uses it.
+func (u *Upstream) Outage(on bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.down = on
+}
+
+// inOutage reports whether an outage is on; the caller holds u.mu.
 func (u *Upstream) inOutage(since time.Duration) bool {
 	c := &u.cfg
+	if u.down {
+		return true
+	}
 	if c.FailAfter == 0 || since < c.FailAfter {
 		return false
 	}

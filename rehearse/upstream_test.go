@@ -93,6 +93,28 @@ func TestUpstreamOutage(t *testing.T) {
 	}
 }
 
+// Outage turns an outage on and off whenever the caller says, scripted
+// or not.
+func TestUpstreamOutageSwitch(t *testing.T) {
+	t.Parallel()
+	u := newTestUpstream(t, UpstreamConfig{Latency: 50 * time.Millisecond})
+	ok := Answer{200, 50 * time.Millisecond, ReasonOK}
+	for _, tt := range []struct {
+		on   bool
+		want Answer
+	}{{true, Answer{503, 0, ReasonOutage}}, {false, ok}} {
+		u.Outage(tt.on)
+		for _, at := range []time.Duration{0, time.Hour} {
+			if a := u.Decide(t0.Add(at)); a != tt.want {
+				t.Errorf("outage %v, at %v: %+v, want %+v", tt.on, at, a, tt.want)
+			}
+			if s := u.Stats(t0.Add(at)); s.Outage != tt.on {
+				t.Errorf("outage %v, at %v: stats outage %v", tt.on, at, s.Outage)
+			}
+		}
+	}
+}
+
 func TestUpstreamErrorsAndJitter(t *testing.T) {
 	t.Parallel()
 	all := newTestUpstream(t, UpstreamConfig{ErrorRate: 1, Status: 201})
