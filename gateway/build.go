@@ -52,6 +52,11 @@ type Options struct {
 	// announced to the fleet so that instances running another file
 	// show; SetConfigDigest changes it on reload. Empty: none.
 	ConfigDigest string
+
+	// RecordWait is the longest a request that is recorded (an open
+	// breaker's fallback with fallback.record) waits for its event to be
+	// durable before it is answered "recorded": false. Zero: 100 ms.
+	RecordWait time.Duration
 }
 
 // New builds a gateway for cfg.
@@ -92,6 +97,7 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 		stdout:      o.Stdout,
 		stderr:      o.Stderr,
 		version:     o.Version,
+		recordWait:  o.RecordWait,
 		started:     o.Now(),
 		ovNotify:    make(chan struct{}, 1),
 		announceNow: make(chan struct{}, 1),

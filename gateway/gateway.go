@@ -45,6 +45,7 @@ type Gateway struct {
 	ovWarned    atomic.Int64          // Unix seconds of the last warning that the overrides could not be read
 	metrics     *Metrics
 	log         *slog.Logger
+	recordWait  time.Duration // Options.RecordWait
 	ids         *answer.IDSource
 	storeErrLog *sampler
 	framingLog  *sampler    // requests refused for their framing

@@ -84,6 +84,19 @@ func (w *syncWriter) String() string {
 // newHarness parses yaml, with every {{UP}} replaced by the backend's URL.
 func newHarness(t *testing.T, yaml string, up *backend) *harness {
 	t.Helper()
+	return newHarnessWith(t, yaml, up, nil)
+}
+
+// harnessRecordWait is how long a recorded request waits for its event to
+// be durable in the harness, in place of a request's 100 ms: a busy
+// machine's fsync may take longer, and the tests check what is recorded,
+// not how fast the disk is.
+const harnessRecordWait = 10 * time.Second
+
+// newHarnessWith is newHarness with the gateway's options changed by
+// options, when not nil.
+func newHarnessWith(t *testing.T, yaml string, up *backend, options func(*Options)) *harness {
+	t.Helper()
 	if up != nil {
 		yaml = strings.ReplaceAll(yaml, "{{UP}}", up.URL)
 	}
@@ -93,7 +106,11 @@ func newHarness(t *testing.T, yaml string, up *backend) *harness {
 	}
 	h := &harness{t: t, reg: prometheus.NewRegistry(), log: &syncWriter{b: &strings.Builder{}}, clock: &testClock{}}
 	logger := slog.New(slog.NewJSONHandler(h.log, nil))
-	h.gw, err = New(cfg, Options{Logger: logger, Registerer: h.reg, Now: h.clock.Now})
+	o := Options{Logger: logger, Registerer: h.reg, Now: h.clock.Now, RecordWait: harnessRecordWait}
+	if options != nil {
+		options(&o)
+	}
+	h.gw, err = New(cfg, o)
 	if err != nil {
 		t.Fatal(err)
 	}

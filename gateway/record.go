@@ -30,7 +30,7 @@ func (g *Gateway) recorderFor(cfg *config.Config) (*events.Recorder, error) {
 	if cfg.Events.Sink == config.SinkNone || cfg.Events.Sink == "" {
 		return nil, nil
 	}
-	r, err := events.NewRecorder(EventSink(cfg), events.Options{Logger: g.log, Registerer: g.reg})
+	r, err := events.NewRecorder(EventSink(cfg), events.Options{Logger: g.log, Registerer: g.reg, RecordWait: g.recordWait})
 	if err != nil {
 		return nil, err
 	}
@@ -90,9 +90,8 @@ func (g *Gateway) recordRefused(x *exchange) bool {
 	if r.Body != nil && r.Body != http.NoBody {
 		ev.Body, ev.Truncated, _ = events.CaptureBody(r.Body, gen.cfg.Events.MaxBody)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 200*time.Millisecond)
-	defer cancel()
-	return gen.recorder.Record(ctx, ev)
+	// Record bounds the wait itself (Options.RecordWait).
+	return gen.recorder.Record(r.Context(), ev)
 }
 
 // audit records a rate-limit decision when events.audit asks for it. It
