@@ -74,6 +74,15 @@ var defaultScript = demoScript{
 // passed.
 func (s demoScript) minDuration() time.Duration { return s.outage + s.outageFor + s.openFor }
 
+// demoOvertime bounds how much longer than planned the outage, and then
+// the traffic, may last while the demo waits for the breaker to open in
+// the outage, and then to close after it. A machine that keeps up never
+// waits; one too busy to (the crowd, the gateway and the API share its
+// cores) takes longer to send the calls the breaker judges by, and to
+// turn a call around within slow_call_duration, so that the story is the
+// same on it, only slower.
+const demoOvertime = 30 * time.Second
+
 // demoOptions are what the command line chooses.
 type demoOptions struct {
 	redis    string        // "": the memory store
@@ -81,6 +90,9 @@ type demoOptions struct {
 	peak     float64       // the surge's peak, requests per second
 	duration time.Duration // how long the traffic runs
 	script   demoScript
+	// recordWait replaces the gateway's 100 ms wait for a recorded
+	// request's event to be durable (zero keeps it).
+	recordWait time.Duration
 }
 
 func runDemo(args []string, stdout, stderr io.Writer) int {
@@ -91,7 +103,9 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 			"The script, each phase announced: a warm-up at 200 requests/s; the sale opens at 3s with\n"+
 			"a surge to --rate that settles at 250/s; the coupon API fails from 8s to 12s, the circuit\n"+
 			"breaker opens and records every request it turns away; the API recovers and the breaker's\n"+
-			"trial calls close it; at the end, the recorded requests are replayed to the API.\n"+
+			"trial calls close it; at the end, the recorded requests are replayed to the API. On a machine\n"+
+			"too busy to keep up, the outage lasts until the breaker has opened, and the traffic until it\n"+
+			"has closed again (up to 30s longer each).\n"+
 			"A line per second shows what was sent (retries included), the users new that second,\n"+
 			"what was admitted, refused by each limit (429), 503, the latency, what reached the\n"+
 			"coupon API and the breaker's state. It takes about 30 seconds.\n\n"+
@@ -220,7 +234,7 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 
 	reg := prometheus.NewRegistry()
 	logger := slog.New(slog.DiscardHandler)
-	gw, err := gateway.New(cfg, gateway.Options{Logger: logger, Registerer: reg})
+	gw, err := gateway.New(cfg, gateway.Options{Logger: logger, Registerer: reg, RecordWait: o.recordWait})
 	if err != nil {
 		return nil, err
 	}
@@ -311,14 +325,23 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 	var seen sync.Map
 	table := newDemoTable(out, limits)
 	table.header()
+	// The phases announced, by the second whose row they come before: the
+	// script adds the API's recovery when it happens.
+	var phaseMu sync.Mutex
 	phases := map[int]string{
 		0: fmt.Sprintf("warm-up: %.0f requests/s", s.warmup),
 		int(s.opens / time.Second): fmt.Sprintf("the sale opens at %v: %.0f requests/s for a second, settling at %.0f/s; refused users retry at once",
 			s.opens, o.peak, s.plateau),
 		int(s.outage / time.Second): fmt.Sprintf("the coupon API fails at %v, for %v: the breaker opens, answers 503 and records who it turns away",
 			s.outage, s.outageFor),
-		int((s.outage + s.outageFor) / time.Second): fmt.Sprintf("the coupon API is back at %v: after open_for, %d trial calls (HALF_OPEN) close the breaker",
-			s.outage+s.outageFor, b.HalfOpenCalls),
+	}
+	announce := func(at time.Duration, text string) {
+		phaseMu.Lock()
+		defer phaseMu.Unlock()
+		if prev := phases[int(at/time.Second)]; prev != "" {
+			text = prev + "\n" + text
+		}
+		phases[int(at/time.Second)] = text
 	}
 
 	// Everything counts from here, the start of the traffic.
@@ -326,7 +349,6 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 	up, err := rehearse.NewUpstream(rehearse.UpstreamConfig{
 		Latency: 200 * time.Millisecond, Jitter: 50 * time.Millisecond,
 		Capacity: demoCapacity, OverloadLatency: 3 * time.Second,
-		FailAfter: s.outage, RecoverAfter: s.outageFor,
 		Body: `{"coupon":"granted"}`, Seed: 1,
 	}, start)
 	if err != nil {
@@ -368,11 +390,37 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 		}
 	}()
 
+	// The script's outage and end. The API fails from s.outage until
+	// s.outageFor has passed and the breaker has opened; the traffic ends
+	// once o.duration has passed and the breaker has closed again. On a
+	// machine that keeps up, that is when planned; a busy one takes
+	// longer (demoOvertime at most, each).
+	stopLoad := make(chan struct{})
+	scripted := make(chan struct{})
+	go func() {
+		defer close(scripted)
+		defer close(stopLoad)
+		if !demoWait(ctx, start.Add(s.outage), 0, nil) {
+			return
+		}
+		up.Outage(true)
+		failed := time.Since(start)
+		opened := func() bool { return watch.wasSince(failed, "OPEN") }
+		if !demoWait(ctx, start.Add(s.outage+s.outageFor), demoOvertime, opened) {
+			return
+		}
+		up.Outage(false)
+		back := time.Since(start).Round(100 * time.Millisecond)
+		announce(back, fmt.Sprintf("the coupon API is back at %v: after open_for, %d trial calls (HALF_OPEN) close the breaker", back, b.HalfOpenCalls))
+		demoWait(ctx, start.Add(o.duration), demoOvertime, func() bool { return watch.current() == "CLOSED" })
+	}()
+
 	load, err := rehearse.Run(ctx, rehearse.LoadConfig{
 		URL:    res.gatewayURL + route.Match.Path,
 		Method: http.MethodPost,
 		Profile: rehearse.Profile{Shape: rehearse.Surge, From: s.warmup, Rate: o.peak, StepAt: s.opens,
-			Plateau: s.plateau, Duration: o.duration, Seed: 1},
+			Plateau: s.plateau, Duration: o.duration + 2*demoOvertime, Seed: 1},
+		Stop:  stopLoad,
 		Users: demoUsers,
 		UserToken: func(user string) string {
 			if _, dup := seen.LoadOrStore(user, true); !dup {
@@ -388,7 +436,10 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 		// drops (and counts) instead of exhausting file descriptors.
 		ConcurrencyCap: 3000,
 		OnSecond: func(sec rehearse.Second) {
-			if p, ok := phases[sec.T]; ok {
+			phaseMu.Lock()
+			p, ok := phases[sec.T]
+			phaseMu.Unlock()
+			if ok {
 				fmt.Fprintln(out, p)
 			}
 			row := demoRow{Second: sec, newUsers: newUsers.get(sec.T), reached: reached.get(sec.T),
@@ -399,9 +450,11 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 	})
 	if err != nil {
 		stopWatch()
+		<-scripted
 		return nil, err
 	}
 	stopWatch()
+	<-scripted
 	<-watched
 	<-probed
 	watch.sample(time.Now())
@@ -410,6 +463,10 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 	counts := watch.last
 	res.recorded = int64(counts.recorded)
 
+	if ran := load.Profile.Duration; !load.Interrupted && ran > o.duration+time.Second {
+		fmt.Fprintf(out, "\nthe traffic ran %v, not %v: this machine was too busy for the breaker to open or close when planned\n",
+			ran.Round(time.Second), o.duration)
+	}
 	t := load.Total
 	fmt.Fprintf(out, "\nsent %d requests (%d of them retries) for %d users; dropped by the generator: %d\n",
 		t.Sent, t.Retries, newUsers.total(), t.Dropped)
@@ -484,6 +541,28 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 		userTokens(key, jwt.Issuer, jwt.Audience, exp)("you"), res.gatewayURL, route.Match.Path)
 	<-ctx.Done()
 	return res, nil
+}
+
+// demoWait waits until at, then, when done is not nil, until done reports
+// true, asking it every 50 ms, for at most overtime more. It reports false
+// when ctx ended first.
+func demoWait(ctx context.Context, at time.Time, overtime time.Duration, done func() bool) bool {
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return false
+	}
+	for end := time.Now().Add(overtime); done != nil && !done() && time.Now().Before(end); {
+		t.Reset(50 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 // demoRouteOf returns the demo's route in cfg and the limits its requests

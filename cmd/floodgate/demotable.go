@@ -271,6 +271,19 @@ func (w *breakerWatch) breakerIn(s int) string {
 	return state
 }
 
+// wasSince reports whether the breaker was in state at any time from
+// since (since the start) on, the state it was in then included.
+func (w *breakerWatch) wasSince(since time.Duration, state string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, c := range w.changes {
+		if c.state == state && (c.at >= since || i+1 == len(w.changes) || w.changes[i+1].at > since) {
+			return true
+		}
+	}
+	return false
+}
+
 // states returns the breaker's states in the order it took them.
 func (w *breakerWatch) states() []string {
 	w.mu.Lock()
