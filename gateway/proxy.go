@@ -252,21 +252,8 @@ func (u *upstream) forward(w http.ResponseWriter, r *http.Request, path string, 
 	// fault: 400, and nothing the breaker learns of the upstream.
 	var body *watchedBody
 	if out.Body != nil && out.Body != http.NoBody {
-		body = &watchedBody{ReadCloser: out.Body}
+		body = &watchedBody{ReadCloser: out.Body, length: r.ContentLength}
 		out.Body = body
-		if r.ProtoMajor == 1 {
-			// net/http's HTTP/1 server reads what is left of a request
-			// body, and closes it, when the handler first writes its
-			// answer, unless told that the handler reads and writes at
-			// once. The upstream client may still be sending the body
-			// then: an upstream that streams its answer while it reads
-			// the request would lose the rest of it, and http.Transport,
-			// whose last read of the body (for bytes past its length)
-			// can come after the answer's head, fails that read on the
-			// closed body and closes the upstream connection under the
-			// answer it is copying.
-			_ = http.NewResponseController(w).EnableFullDuplex()
-		}
 	}
 	upgrade := upgradeType(out.Header)
 	// A client's Connection field may name the fields the gateway set on
@@ -750,6 +737,7 @@ func classify(ctx context.Context, err error) outcome {
 // its writer has under way.
 type watchedBody struct {
 	io.ReadCloser
+	length int64 // the request's Content-Length; -1: unknown
 	failed atomic.Pointer[error]
 	closed atomic.Bool
 	read   atomic.Int64 // bytes read so far
@@ -758,7 +746,19 @@ type watchedBody struct {
 
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	b.read.Add(int64(n))
+	read := b.read.Add(int64(n))
+	if errors.Is(err, http.ErrBodyReadAfterClose) && b.length >= 0 && read == b.length {
+		// net/http's HTTP/1 server closes a request body once it has
+		// read it to its end, when the handler first writes its answer.
+		// http.Transport reads a body of known length once more after
+		// its last byte, to look for bytes past the length; that read
+		// can come after the answer's head (a busy machine), and the
+		// closed body is at its end: it is read whole, not broken. Taken
+		// for an error, it would fail the request's write, and the
+		// Transport would close the upstream connection under the answer
+		// it is copying.
+		err = io.EOF
+	}
 	if err == io.EOF {
 		b.eof.Store(true)
 	} else if err != nil && !b.closed.Load() {

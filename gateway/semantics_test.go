@@ -172,72 +172,6 @@ routes:
 	}
 }
 
-// An HTTP/1.1 upstream may answer while it still reads the request (a
-// streaming echo): the client's body goes on reaching it after the
-// answer's head has gone back through the gateway. net/http's server
-// would otherwise read (and drop) what is left of a body of known length
-// as the head goes out, and the upstream would wait for it forever.
-func TestFullDuplexHTTP1(t *testing.T) {
-	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
-		rc := http.NewResponseController(w)
-		if err := rc.EnableFullDuplex(); err != nil {
-			t.Error(err)
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-		rc.Flush()
-		buf := make([]byte, 4096)
-		for {
-			n, err := r.Body.Read(buf)
-			if n > 0 {
-				w.Write(buf[:n])
-				rc.Flush()
-			}
-			if err != nil {
-				return
-			}
-		}
-	})
-	h := newHarness(t, basic, up)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	// Pieces over twice the client's 4 KiB buffer, so that none waits
-	// in it for the next.
-	const pieces, size = 4, 10000
-	pr, pw := io.Pipe()
-	defer pw.Close()
-	// The client's writer waits on the pipe: at the deadline it must end
-	// too, or a failure would hang rather than fail.
-	context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) })
-	req, _ := http.NewRequestWithContext(ctx, "POST", h.srv.URL+"/api/echo", pr)
-	req.ContentLength = pieces * size
-	go func() {
-		// The first piece goes before the head can come back: the
-		// client sends the request's head with it.
-		io.WriteString(pw, strings.Repeat("a", size))
-	}()
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("the head did not come back before the body was sent: %v", err)
-	}
-	defer resp.Body.Close()
-	for i := range pieces {
-		piece := strings.Repeat(string(rune('a'+i)), size)
-		if i > 0 {
-			if _, err := io.WriteString(pw, piece); err != nil {
-				t.Fatal(err)
-			}
-		}
-		got := make([]byte, len(piece))
-		if _, err := io.ReadFull(resp.Body, got); err != nil || string(got) != piece {
-			t.Fatalf("piece %d: echoed %q… (%v), want %q…", i, got[:8], err, piece[:8])
-		}
-	}
-	if rest, err := io.ReadAll(resp.Body); err != nil || len(rest) != 0 {
-		t.Errorf("after the body ended: %q, %v; want the answer's end", rest, err)
-	}
-}
-
 // An upstream's 103 Early Hints reach the client before the answer, on
 // either client path, without the upstream's hop-by-hop fields and without
 // mixing with the answer's fields; an HTTP/1.0 client gets none.
@@ -563,6 +497,51 @@ func TestNoInterimAnswersBesideAContinue(t *testing.T) {
 		got := rawExchange(t, h, "POST /api/x HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n2\r\nhi\r\n0\r\n\r\n", false)
 		if !strings.HasPrefix(got, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n") || !strings.HasSuffix(got, "ok") {
 			t.Fatalf("%q, want the 100 and the answer", got)
+		}
+	}
+}
+
+// closedAtEnd is a request body of n bytes that net/http's server has
+// closed: reads past what it held fail with http.ErrBodyReadAfterClose.
+type closedAtEnd struct{ r *strings.Reader }
+
+func (c closedAtEnd) Read(p []byte) (int, error) {
+	if c.r.Len() == 0 {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	return c.r.Read(p)
+}
+
+func (closedAtEnd) Close() error { return nil }
+
+// A body that net/http closed once it had read it to its declared end
+// (it does so when the handler first writes its answer) reads as ended,
+// not as broken, to the upstream client's last read after its length:
+// otherwise http.Transport fails the request's write and closes the
+// upstream connection under the answer it copies. A body closed before
+// its end is broken.
+func TestBodyClosedAtItsEnd(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		held   int   // bytes the body yields before it is closed
+		length int64 // its Content-Length
+		want   error
+	}{
+		{"read whole", 5, 5, io.EOF},
+		{"cut short", 3, 5, http.ErrBodyReadAfterClose},
+		{"length unknown", 5, -1, http.ErrBodyReadAfterClose},
+	} {
+		b := &watchedBody{ReadCloser: closedAtEnd{strings.NewReader(strings.Repeat("x", tc.held))}, length: tc.length}
+		n, err := io.ReadFull(b, make([]byte, tc.held))
+		if n != tc.held || err != nil {
+			t.Fatalf("%s: read %d (%v), want the %d bytes held", tc.name, n, err, tc.held)
+		}
+		if _, err := b.Read(make([]byte, 1)); err != tc.want {
+			t.Errorf("%s: the read past them: %v, want %v", tc.name, err, tc.want)
+		}
+		if got := b.err(); (got != nil) != (tc.want != io.EOF) {
+			t.Errorf("%s: the body's error %v", tc.name, got)
 		}
 	}
 }
