@@ -73,6 +73,7 @@ func readAccess(t *testing.T, file string, n int) []accessLine {
 }
 
 func TestAccessLog(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") })
 	deadURL := testnet.RefusedURL(t)
 	file := filepath.Join(t.TempDir(), "access.log")
@@ -176,6 +177,7 @@ routes:
 // and SIGHUP (which reloads an unchanged file) moves the log to a new
 // file; a reload to a file that cannot be opened is refused at its line.
 func TestAccessLogReopen(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "access.log")
@@ -252,6 +254,7 @@ routes:
 // "stderr" writes to the gateway's Stderr, one whole line per request
 // beside the log's own lines.
 func TestAccessLogStderr(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	cfg := mustParseT(t, `
 admin: {listen: ""}
@@ -332,6 +335,7 @@ routes:
 
 // Every line's path is cut at maxLoggedPath, an admitted request's too.
 func TestAccessLogLongPath(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	file := filepath.Join(t.TempDir(), "access.log")
 	h := newHarness(t, `
@@ -370,6 +374,7 @@ func (w *blockedWriter) Write(p []byte) (int, error) {
 // A writer that cannot keep up costs lines, counted, not the requests'
 // time: put never waits.
 func TestAccessLogQueueFull(t *testing.T) {
+	t.Parallel()
 	dropped := prometheus.NewCounter(prometheus.CounterOpts{Name: "dropped"})
 	a := newAccessLog(dropped, discardLogger(), time.Now)
 	w := &blockedWriter{release: make(chan struct{})}
@@ -395,6 +400,7 @@ func TestAccessLogQueueFull(t *testing.T) {
 }
 
 func TestAppendJSONString(t *testing.T) {
+	t.Parallel()
 	for _, s := range []string{"", "plain", `q"uote\back`, "new\nline\ttab\x00nul\x7f", "ünï©ødé", "bad\xff\xfeutf8", "\u2028"} {
 		b := appendJSONString(nil, s)
 		var got string

@@ -17,6 +17,7 @@ import (
 // and by a reload of an unchanged file: opening a pipe for writing would
 // wait for a reader, and every reload after it would wait too.
 func TestAccessLogNamedPipe(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "access.log")
@@ -103,6 +104,7 @@ routes:
 // A character device is refused as a pipe is: the process's own streams
 // are written as stdout and stderr.
 func TestAccessLogDevice(t *testing.T) {
+	t.Parallel()
 	cfg := mustParseT(t, `
 admin: {listen: ""}
 server: {access_log: stdout}

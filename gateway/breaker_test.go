@@ -60,6 +60,7 @@ func newFlaky(t *testing.T) *flakyUpstream {
 }
 
 func TestBreakerCycle(t *testing.T) {
+	t.Parallel()
 	up := newFlaky(t)
 	// The trials below wait for each other at the upstream; on a busy
 	// machine that takes longer than breakerConfig's 300 ms timeout,
@@ -141,6 +142,7 @@ func TestBreakerCycle(t *testing.T) {
 }
 
 func TestBreakerSlowCalls(t *testing.T) {
+	t.Parallel()
 	up := newFlaky(t)
 	h := newHarness(t, breakerConfig, up.backend)
 	up.mode.Store("slow")
@@ -151,6 +153,7 @@ func TestBreakerSlowCalls(t *testing.T) {
 }
 
 func TestBreakerIgnoresRejectedAndCancelled(t *testing.T) {
+	t.Parallel()
 	up := newFlaky(t)
 	h := newHarness(t, strings.Replace(breakerConfig, "rate: 1000/min", "rate: 1/min", 1), up.backend)
 	up.mode.Store("fail")
@@ -192,6 +195,7 @@ func TestBreakerIgnoresRejectedAndCancelled(t *testing.T) {
 }
 
 func TestBreakerForcedAndReload(t *testing.T) {
+	t.Parallel()
 	up := newFlaky(t)
 	h := newHarness(t, breakerConfig, up.backend)
 	if err := h.gw.ForceBreaker("coupon", "open", 0); err != nil {
@@ -221,6 +225,7 @@ func TestBreakerForcedAndReload(t *testing.T) {
 // A force with a ttl lasts that long and no longer, across a reload; a
 // later force replaces it, ttl and all.
 func TestBreakerForcedForAWhile(t *testing.T) {
+	t.Parallel()
 	up := newFlaky(t)
 	h := newHarness(t, breakerConfig, up.backend)
 	state := func() string {
@@ -300,6 +305,7 @@ func TestBreakerForcedForAWhile(t *testing.T) {
 // during an outage must not let the traffic through), and a forced one
 // stays forced.
 func TestBreakerStateSurvivesNewSettings(t *testing.T) {
+	t.Parallel()
 	up := newFlaky(t)
 	h := newHarness(t, breakerConfig, up.backend)
 	user := map[string]string{"X-User-Id": "u1"}
@@ -349,6 +355,7 @@ func TestBreakerStateSurvivesNewSettings(t *testing.T) {
 // A trial whose answer's head comes in time is judged by it, however long
 // its body then streams: the upstream timeout counts to the head.
 func TestBreakerTrialStreamsPastTimeout(t *testing.T) {
+	t.Parallel()
 	up := newFlaky(t)
 	h := newHarness(t, strings.Replace(breakerConfig, "half_open_calls: 3", "half_open_calls: 1", 1), up.backend)
 	user := map[string]string{"X-User-Id": "u1"}
@@ -428,6 +435,7 @@ func histogramCount(t *testing.T, h *harness, name, route string) uint64 {
 // A client whose body is too long or breaks off says nothing about the
 // upstream: the breaker does not count it.
 func TestBreakerIgnoresClientBodyFailures(t *testing.T) {
+	t.Parallel()
 	up := newFlaky(t)
 	h := newHarness(t, strings.Replace(breakerConfig, "admin: {listen: \"\"}", "admin: {listen: \"\"}\nserver: {max_body_bytes: 64}", 1), up.backend)
 	user := map[string]string{"X-User-Id": "u1"}

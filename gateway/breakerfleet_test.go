@@ -35,6 +35,7 @@ routes:
 // their success closes the breaker of every instance. Once on a
 // 3-master Redis Cluster.
 func TestFleetBreaker(t *testing.T) {
+	t.Parallel()
 	for _, cluster := range []bool{false, true} {
 		t.Run(map[bool]string{false: "standalone", true: "cluster"}[cluster], func(t *testing.T) {
 			var store string
@@ -153,6 +154,7 @@ func fleetBreakerCycle(t *testing.T, store string) {
 // and says so (the gauge, Degraded for /readyz); when Redis is back, it
 // follows the fleet again.
 func TestFleetBreakerFallback(t *testing.T) {
+	t.Parallel()
 	srv := testredis.Start(t)
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusBadGateway) })
 	cfg := fmt.Sprintf(fleetBreakerConfig, fmt.Sprintf(`{type: redis, redis: {addrs: [%q], timeout: 200ms}}`, srv.Addr()))
@@ -219,6 +221,7 @@ func keys(t *testing.T, srv *testredis.Server) []string {
 // the fleet's window says, and auto starts the fleet afresh: closed, not
 // back in the opening the force overrode.
 func TestFleetBreakerForce(t *testing.T) {
+	t.Parallel()
 	srv := testredis.Start(t)
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
 	cfg := fmt.Sprintf(strings.Replace(fleetBreakerConfig, "open_for: 1s", "open_for: 1h", 1),
@@ -292,6 +295,7 @@ func TestFleetBreakerForce(t *testing.T) {
 // the script calls during 2,000 requests are the ticks' and the
 // announcements', however many requests there are.
 func TestFleetBreakerCallsRedisPerTick(t *testing.T) {
+	t.Parallel()
 	srv := testredis.Start(t)
 	up := newBackend(t, nil)
 	h := newHarness(t, fmt.Sprintf(fleetBreakerConfig, fmt.Sprintf(`{type: redis, redis: {addrs: [%q], timeout: 1s}}`, srv.Addr())), up)

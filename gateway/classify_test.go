@@ -13,6 +13,7 @@ import (
 // What the upstream client's errors are to the breaker and the client:
 // the request's own faults are 4xx and no failure of the upstream's.
 func TestClassify(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		err    error
 		status int

@@ -14,6 +14,7 @@ import (
 // (here in the instance's memory); those whose keys the other masters
 // serve are still decided by Redis, exactly, and count no store error.
 func TestClusterMasterFails(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		fail func(*testredis.Server)

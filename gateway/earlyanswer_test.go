@@ -18,6 +18,7 @@ import (
 // than it drains is left; what follows the answer must never be read as
 // requests: a body that holds one would pass unchecked and unlimited.
 func TestBodyLeftUnreadIsNoRequest(t *testing.T) {
+	t.Parallel()
 	var smuggled atomic.Int64
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		if strings.Contains(r.URL.Path, "smuggled") {

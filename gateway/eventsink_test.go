@@ -12,6 +12,7 @@ import (
 // own writes to the store's Redis (through its sentinels when the store
 // has them), and the store's credentials go with it either way.
 func TestEventSink(t *testing.T) {
+	t.Parallel()
 	cfg := config.Defaults()
 	cfg.Store.Type = config.StoreRedis
 	cfg.Store.Redis.Addrs = []string{"10.0.0.1:26379", "10.0.0.2:26379"}

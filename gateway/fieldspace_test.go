@@ -11,6 +11,7 @@ import (
 // upstream gets the value without it. HTTP/1.1's parser drops it; on
 // HTTP/2 a value arrives as the client framed it.
 func TestFieldValueSpaceIsNoPartOfTheKey(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var got []string
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {

@@ -27,6 +27,7 @@ routes:
 // With the memory store the instance is the fleet's only member: fleet is
 // refused, not taken for instance.
 func TestScopeOfTheMemoryStore(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "admin: {listen: \"\"}\n"+fleetRoutes, nil)
 	if s, err := h.gw.Scope(""); s != ScopeInstance || err != nil {
 		t.Fatalf(`Scope(""): %q, %v`, s, err)
@@ -47,6 +48,7 @@ func TestScopeOfTheMemoryStore(t *testing.T) {
 // An instance whose reload replaced its store listens on the old and the
 // new one until the old closes: a fleet action is still carried out once.
 func TestFleetActionOnceAcrossAStoreSwap(t *testing.T) {
+	t.Parallel()
 	srv := testredis.Start(t)
 	cfg := func(timeout string) string {
 		return fmt.Sprintf("admin: {listen: \"\"}\nserver: {shutdown_timeout: 5s}\nstore: {type: redis, redis: {addrs: [%q], timeout: %s}}\n", srv.Addr(), timeout) + fleetRoutes
@@ -141,6 +143,7 @@ func within(t *testing.T, d time.Duration, f func() error) {
 // the others when Redis runs again: the instance that took it forces its
 // own breaker too, and says it does not know of the others'.
 func TestFleetForceToAStalledRedis(t *testing.T) {
+	t.Parallel()
 	srv := testredis.Start(t)
 	cfg := fmt.Sprintf("admin: {listen: \"\"}\nstore: {type: redis, redis: {addrs: [%q], timeout: 100ms}}\n", srv.Addr()) + fleetRoutes
 	a, b := newHarness(t, cfg, nil), newHarness(t, cfg, nil)
@@ -174,6 +177,7 @@ func TestFleetForceToAStalledRedis(t *testing.T) {
 // what is left of its ttl; one that was not listening when the fleet gave
 // the breaker back is given it back; a force of its own stands.
 func TestFleetForceReachesLateInstances(t *testing.T) {
+	t.Parallel()
 	srv := testredis.Start(t)
 	cfg := fmt.Sprintf("admin: {listen: \"\"}\nstore: {type: redis, redis: {addrs: [%q], timeout: 500ms}}\n", srv.Addr()) + fleetRoutes
 	a := newHarness(t, cfg, nil)

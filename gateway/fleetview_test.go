@@ -36,6 +36,7 @@ func fleetIDs(f Fleet) []string {
 // is skipped and counted; an instance that stops announcing drops out
 // after its announcement's ttl.
 func TestFleetView(t *testing.T) {
+	t.Parallel()
 	srv := testredis.Start(t)
 	cfg := fmt.Sprintf("admin: {listen: \"\"}\nstore: {type: redis, redis: {addrs: [%q]}}\n", srv.Addr()) + fleetRoutes
 	gws := []*Gateway{
@@ -132,6 +133,7 @@ func TestFleetView(t *testing.T) {
 
 // With the memory store the fleet is the one instance.
 func TestFleetViewOfTheMemoryStore(t *testing.T) {
+	t.Parallel()
 	gw := fleetGateway(t, "admin: {listen: \"\"}\n"+fleetRoutes, "v1", "cafe")
 	f, err := gw.Fleet(context.Background())
 	if err != nil {
@@ -150,6 +152,7 @@ func TestFleetViewOfTheMemoryStore(t *testing.T) {
 }
 
 func TestMajority(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		configs     string
 		disagreeing string

@@ -532,6 +532,7 @@ func masked(b []byte) string {
 }
 
 func TestFramingCorpus(t *testing.T) {
+	t.Parallel()
 	corpus := framingCorpus()
 	if len(corpus) < 60 {
 		t.Fatalf("the corpus has %d cases", len(corpus))
@@ -633,6 +634,7 @@ func framingCaseRun(t *testing.T, path string, tc framingCase, golden *strings.B
 // with max_body_bytes, http.MaxBytesReader stands between the client's
 // body and both upstream client paths.
 func TestFramingBodyFailuresWithMaxBody(t *testing.T) {
+	t.Parallel()
 	for _, tc := range framingCorpus() {
 		if !tc.half && !strings.HasPrefix(tc.raw, chunk) {
 			continue
@@ -661,6 +663,7 @@ func TestFramingBodyFailuresWithMaxBody(t *testing.T) {
 // A joined connection carries the new protocol's bytes, whatever they
 // look like: a request line among them is no request.
 func TestFramingAfterUpgrade(t *testing.T) {
+	t.Parallel()
 	for _, useTLS := range []bool{false, true} {
 		rig := newFramingRig(t, useTLS)
 		conn, err := net.Dial("tcp", rig.addr)
@@ -758,6 +761,7 @@ func FuzzFraming(f *testing.F) {
 // A refusal is counted by its reason and logged, whether the head was
 // refused (net/http's answer, rewritten) or the body (the gateway's).
 func TestFramingRefusalsCounted(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 	})
@@ -792,6 +796,7 @@ var (
 // cases whose answers, closing or upstream requests differ. It runs only
 // with -framing.nginx, from bench/framing-nginx.sh.
 func TestFramingNginx(t *testing.T) {
+	t.Parallel()
 	if *nginxBin == "" {
 		t.Skip("needs -framing.nginx (bench/framing-nginx.sh)")
 	}
@@ -909,6 +914,7 @@ http {
 // one that keeps sending, however slowly, is not cut, nor is a long
 // answer once the body is in.
 func TestBodyTimeout(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		if r.URL.Path == "/api/stream" {

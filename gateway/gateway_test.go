@@ -104,7 +104,7 @@ func newHarnessWith(t *testing.T, yaml string, up *backend, options func(*Option
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	h := &harness{t: t, reg: prometheus.NewRegistry(), log: &syncWriter{b: &strings.Builder{}}, clock: &testClock{}}
+	h := &harness{t: t, reg: prometheus.NewRegistry(), log: &syncWriter{b: &strings.Builder{}}, clock: newTestClock()}
 	logger := slog.New(slog.NewJSONHandler(h.log, nil))
 	o := Options{Logger: logger, Registerer: h.reg, Now: h.clock.Now, RecordWait: harnessRecordWait}
 	if options != nil {
@@ -190,6 +190,7 @@ routes:
 // any other peer the gateway's own replace them, and a Forwarded header is
 // dropped. The upstream's own request id never replaces the gateway's.
 func TestForwardedHeaders(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Request-Id", "upstream-id")
 		io.WriteString(w, "ok")
@@ -245,6 +246,7 @@ func TestForwardedHeaders(t *testing.T) {
 // upstream, also when the list says close (which net/http's response
 // reader takes away).
 func TestProxyDropsTheUpstreamsHopFields(t *testing.T) {
+	t.Parallel()
 	for _, conn := range []string{"X-Secret", "X-Secret, close"} {
 		up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Connection", conn)
@@ -264,6 +266,7 @@ func TestProxyDropsTheUpstreamsHopFields(t *testing.T) {
 }
 
 func TestProxy(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	h := newHarness(t, basic, up)
 
@@ -318,6 +321,7 @@ func TestProxy(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	h := newHarness(t, basic, up)
 	for _, p := range []string{"/api/a%2Fb", "/api/%00", "/../etc/passwd", "/api/%2e%2e/%2e%2e/x", "/api/a%5Cb"} {
@@ -329,6 +333,7 @@ func TestBadRequests(t *testing.T) {
 }
 
 func TestUpstreamFailures(t *testing.T) {
+	t.Parallel()
 	slow := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-time.After(2 * time.Second):
@@ -362,6 +367,7 @@ routes:
 // (which may be spent) is answered 502; and round robin then passes over
 // the refusing target, so what follows reaches the live one at once.
 func TestDeadTarget(t *testing.T) {
+	t.Parallel()
 	live := newBackend(t, nil)
 	deadURL := testnet.RefusedURL(t)
 	cfg := `
@@ -396,6 +402,7 @@ routes:
 }
 
 func TestStreaming(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -423,6 +430,7 @@ func TestStreaming(t *testing.T) {
 // a client's "TE: trailers" reaches the upstream (gRPC over HTTP/1.1
 // proxies need it) while any other TE value, hop-by-hop, does not.
 func TestTrailers(t *testing.T) {
+	t.Parallel()
 	var te atomic.Value
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		te.Store(strings.Join(r.Header["Te"], ","))
@@ -453,6 +461,7 @@ func TestTrailers(t *testing.T) {
 }
 
 func TestIdleTimeout(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "partial")
 		w.(http.Flusher).Flush()
@@ -477,6 +486,7 @@ routes:
 }
 
 func TestMaxBody(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 	})
@@ -497,6 +507,7 @@ routes:
 }
 
 func TestBodyOnGet(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		fmt.Fprintf(w, "%s %d", r.Method, len(b))
@@ -512,6 +523,7 @@ func TestBodyOnGet(t *testing.T) {
 // rather than per request, counts per route where it has a route part and
 // is the key the admin API reads.
 func TestConstantKeys(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {})
 	h := newHarness(t, `
 global_limits:
@@ -558,6 +570,7 @@ routes:
 // request, and the lines not written are counted in "not logged" lines
 // that add up to the rest.
 func TestUpstreamFailuresSampled(t *testing.T) {
+	t.Parallel()
 	deadURL := testnet.RefusedURL(t)
 	failing := newBackend(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) })
 	h := newHarness(t, `

@@ -136,7 +136,7 @@ func newH2Harness(t *testing.T, yaml, up string, ca []byte) *harness {
 			}
 		}
 	}
-	h := &harness{t: t, reg: prometheus.NewRegistry(), log: &syncWriter{b: &strings.Builder{}}, clock: &testClock{}}
+	h := &harness{t: t, reg: prometheus.NewRegistry(), log: &syncWriter{b: &strings.Builder{}}, clock: newTestClock()}
 	logger := slog.New(slog.NewJSONHandler(h.log, nil))
 	h.gw, err = New(cfg, Options{Logger: logger, Registerer: h.reg, Now: h.clock.Now})
 	if err != nil {
@@ -219,6 +219,7 @@ routes:
 // h2, with the upstream's headers and trailers, and the upstream's own
 // statuses (trailers-only) as it sent them.
 func TestGRPCProxy(t *testing.T) {
+	t.Parallel()
 	ca := testcerts.NewCA(t, "grpc CA")
 	for _, tc := range []struct {
 		proto string
@@ -319,6 +320,7 @@ func ptr[T any](v T) *T { return &v }
 // unknown method UNIMPLEMENTED, an open breaker UNAVAILABLE. The key
 // reads the call's metadata and its method (the path).
 func TestGRPCAnswers(t *testing.T) {
+	t.Parallel()
 	svc := newTestService()
 	addr := startGRPC(t, svc, nil)
 	h := newH2Harness(t, `
@@ -410,6 +412,7 @@ func (h *harness) grpcConn() *grpc.ClientConn {
 
 // A store that fails a limit with on_error: deny answers UNAVAILABLE.
 func TestGRPCLimiterUnavailable(t *testing.T) {
+	t.Parallel()
 	srv := testredis.Start(t)
 	svc := newTestService()
 	addr := startGRPC(t, svc, nil)
@@ -438,6 +441,7 @@ routes:
 // UNIMPLEMENTED, naming the route, before its limits and without an
 // upstream call.
 func TestGRPCOnHTTP1Route(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	h := newH2Harness(t, `
 admin: {listen: ""}
@@ -468,6 +472,7 @@ routes:
 // A client's deadline bounds the upstream exchange: the call ends
 // DEADLINE_EXCEEDED and the upstream's call is cancelled.
 func TestGRPCClientDeadline(t *testing.T) {
+	t.Parallel()
 	svc := newTestService()
 	svc.slow = true
 	addr := startGRPC(t, svc, nil)
@@ -528,6 +533,7 @@ func waitCancelled(t *testing.T, cancelled chan struct{}) {
 // as a trailers-only answer, and the upstream's request is cancelled. A
 // malformed grpc-timeout is INVALID_ARGUMENT, before any upstream call.
 func TestGRPCTimeout(t *testing.T) {
+	t.Parallel()
 	up, cancelled, hits := slowH2C(t)
 	h := newH2Harness(t, `
 admin: {listen: ""}
@@ -607,6 +613,7 @@ routes:
 // Protocol h2c and h2 to a target that speaks HTTP/1.1 alone: 502 (a gRPC
 // client's UNAVAILABLE), and a log line that says so.
 func TestH2ToHTTP1Target(t *testing.T) {
+	t.Parallel()
 	plain := newBackend(t, nil)
 	tlsUp := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok")
@@ -632,6 +639,7 @@ func TestH2ToHTTP1Target(t *testing.T) {
 // and idle_timeout while the body streams, each cancelling the upstream's
 // request.
 func TestH2CProxyHTTP(t *testing.T) {
+	t.Parallel()
 	var te atomic.Value
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		te.Store(r.Header.Values("Te"))
@@ -691,6 +699,7 @@ routes:
 // The access log gives a gRPC request's status beside its HTTP one: the
 // gateway's own, or the upstream's trailer.
 func TestGRPCAccessLog(t *testing.T) {
+	t.Parallel()
 	svc := newTestService()
 	addr := startGRPC(t, svc, nil)
 	file := filepath.Join(t.TempDir(), "access.log")
@@ -742,6 +751,7 @@ routes:
 // An HTTP/1.1 client's request body streams to an HTTP/2 upstream while
 // the answer streams back: each piece is echoed before the next is sent.
 func TestH2CFullDuplexFromHTTP1(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
 		w.WriteHeader(200)
@@ -796,6 +806,7 @@ func TestH2CFullDuplexFromHTTP1(t *testing.T) {
 // A route of protocol h2c checks its targets over HTTP/2 too: a target
 // that speaks nothing else passes.
 func TestH2CHealthChecks(t *testing.T) {
+	t.Parallel()
 	var checks atomic.Int64
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/healthz" {
@@ -831,6 +842,7 @@ routes:
 }
 
 func TestParseGRPCTimeout(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want time.Duration

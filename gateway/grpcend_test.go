@@ -89,6 +89,7 @@ func breakerOf(t *testing.T, h *harness, route string) BreakerStatus {
 // breaker counts it as a failure and the access log gives the status
 // sent.
 func TestGRPCUpstreamBrokeOff(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, kind, says string
 	}{
@@ -154,6 +155,7 @@ routes:
 // The same break on a request that is not gRPC still resets the stream:
 // only a gRPC client reads a status from the trailers.
 func TestH2BrokeOffNotGRPC(t *testing.T) {
+	t.Parallel()
 	h := newH2Harness(t, strings.ReplaceAll(grpcRoute, "PROTO", "h2c"), resettingH2C(t), nil)
 	tr := h2cClient()
 	defer tr.CloseIdleConnections()
@@ -201,6 +203,7 @@ func grpcCall(t *testing.T, h *harness, path, timeout string) (*http.Response, [
 // is the client's deadline, not the upstream's failure: the breaker and
 // passive ejection count nothing.
 func TestGRPCDeadlineNotAFailure(t *testing.T) {
+	t.Parallel()
 	// An upstream that ignores the grpc-timeout: the gateway's own timer
 	// ends the call.
 	mid := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -293,6 +296,7 @@ func cmpOr(a, b string) string {
 // the breaker and counts as a 5xx for consecutive_5xx; the application's
 // own statuses (NOT_FOUND, RESOURCE_EXHAUSTED) do not.
 func TestGRPCStatusJudged(t *testing.T) {
+	t.Parallel()
 	svc := &streamService{testService: newTestService(), sent: make(chan struct{}, 1), fail: codes.DataLoss}
 	addr, _ := startStreamGRPC(t, svc)
 	h := newH2Harness(t, `
@@ -397,6 +401,7 @@ responses:
 }
 
 func TestGRPCCodeIndex(t *testing.T) {
+	t.Parallel()
 	for v, want := range map[string]int{
 		"0": 0, "4": 4, "14": 14, "16": 16,
 		"": grpcOther, "17": grpcOther, "01": grpcOther, "-1": grpcOther, "x": grpcOther, "100": grpcOther,
@@ -414,6 +419,7 @@ func TestGRPCCodeIndex(t *testing.T) {
 // stream's, not "upstream broke off"), and the breaker, passive ejection
 // and the upstream failure log count nothing.
 func TestGRPCClientStreamFault(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, server, kind string
 		code               codes.Code
@@ -485,6 +491,7 @@ routes:
 // client went away are, 499, with grpc_status 1 CANCELLED: whether it
 // went before the answer's head or in the middle of a stream.
 func TestGRPCClientCancelled(t *testing.T) {
+	t.Parallel()
 	svc := newTestService()
 	svc.slow = true
 	addr := startGRPC(t, svc, nil)

@@ -17,6 +17,7 @@ import (
 // grpc.health.v1.Health/Check: a target whose service is NOT_SERVING goes
 // out of rotation, and comes back when it is SERVING again.
 func TestGRPCHealthChecks(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +81,7 @@ routes:
 }
 
 func TestGRPCHealthRequest(t *testing.T) {
+	t.Parallel()
 	// Field 1 (service), length-delimited: 0x0a, the length, the bytes.
 	want := "\x00\x00\x00\x00\x05\x0a\x03abc"
 	if got := string(grpcHealthRequest("abc")); got != want {

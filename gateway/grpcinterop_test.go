@@ -632,6 +632,7 @@ var interopCases = []interopCase{
 // which checks the client's own balancing over several backends (the
 // interop test server does not even fill in the server id it reads).
 func TestGRPCInterop(t *testing.T) {
+	t.Parallel()
 	ca := testcerts.NewCA(t, "interop upstream CA")
 	caFile := testcerts.Write(t, t.TempDir(), "ca.pem", ca.PEM)
 	for _, up := range []string{"h2c", "h2"} {

@@ -148,6 +148,7 @@ func h2ExchangeOn(t *testing.T, c net.Conn, fields [][2]string, body []byte) h2A
 // upper-case or holds a control byte. A body short of its Content-Length
 // is the client's fault, answered 400 by the gateway.
 func TestH2ForbiddenRequests(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, echoBody)
 	h := newHarness(t, "server: {max_header_bytes: 4096}\n"+basic, up)
 	var p clientProtocol

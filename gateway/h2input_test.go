@@ -118,6 +118,7 @@ func (o *overProtocol) rawHTTP1(t *testing.T, raw string) (int, string) {
 // DELETE /admin/delete-all on a route and under limits made for
 // /public/x.
 func TestProtocolsRefuseWhatHTTP1Refuses(t *testing.T) {
+	t.Parallel()
 	up := newLenientUpstream(t)
 	cfg := `
 admin: {listen: ""}
@@ -236,6 +237,7 @@ routes:
 // comes (it resets the stream) or by the gateway, whichever reads it
 // first; the upstream never sees it.
 func TestH2ContentLengthWithABody(t *testing.T) {
+	t.Parallel()
 	up := newLenientUpstream(t)
 	h := newHarness(t, `
 admin: {listen: ""}
@@ -272,6 +274,7 @@ routes:
 // answers it 101 all the same gets the client no tunnel. Another
 // protocol asked for beside h2c goes on.
 func TestH2CUpgradeIsNotPassedOn(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var heads []http.Header
 	url := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {

@@ -17,6 +17,7 @@ import (
 // window in the gateway: the target's writes stop there, and another
 // stream on the same connection to the target goes on.
 func TestH2StalledStreamWindow(t *testing.T) {
+	t.Parallel()
 	var sent atomic.Int64
 	var mu sync.Mutex
 	peers := map[string]string{}
@@ -146,6 +147,7 @@ func rawTarget(t *testing.T, answer string) string {
 // exchange as not_http2, with what it answered, whether or not its
 // answer begins with a status line.
 func TestH2CTargetNotHTTP2(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, answer, says string }{
 		{"status line", "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
 			`it answered the HTTP/2 preface with \"HTTP/1.1 400 Bad Request\"`},
@@ -164,6 +166,7 @@ func TestH2CTargetNotHTTP2(t *testing.T) {
 }
 
 func TestSettingsHead(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		b    []byte
 		want bool

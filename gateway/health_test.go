@@ -186,6 +186,7 @@ func healthyGauge(t *testing.T, h *harness, route, target string) float64 {
 // requests go on to the other; started again on its port, it is back once
 // its checks pass.
 func TestHealthKilledTargetUnderLoad(t *testing.T) {
+	t.Parallel()
 	a, b := newTarget(t), newTarget(t)
 	h := newHarness(t, `
 admin: {listen: ""}
@@ -296,6 +297,7 @@ routes:
 // rotation for max_time after its last ejection starts again from
 // base_time. The gateway's clock alone decides.
 func TestEjectionGrows(t *testing.T) {
+	t.Parallel()
 	var failing atomic.Bool
 	var badHits atomic.Int64
 	bad := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
@@ -377,6 +379,7 @@ routes:
 // ejected they are asked all the same, so that the route learns of the
 // one that comes back.
 func TestEjectionRefused(t *testing.T) {
+	t.Parallel()
 	a, b := newTarget(t), newTarget(t)
 	h := newHarness(t, `
 admin: {listen: ""}
@@ -415,6 +418,7 @@ routes:
 // upstream_unavailable without asking any, and the breaker does not count
 // the answer: no exchange took place.
 func TestNoHealthyTarget(t *testing.T) {
+	t.Parallel()
 	a, b := newTarget(t), newTarget(t)
 	a.healthStatus.Store(503)
 	b.healthStatus.Store(500)
@@ -476,6 +480,7 @@ routes:
 // least_request sends a request to the target with the fewest in
 // flight, an answer whose body still streams included.
 func TestLeastRequest(t *testing.T) {
+	t.Parallel()
 	a, b := newTarget(t), newTarget(t)
 	h := newHarness(t, `
 admin: {listen: ""}
@@ -540,6 +545,7 @@ routes:
 // so that the routes' view shows in_flight whenever the balance is
 // least_request.
 func TestLeastRequestOneTarget(t *testing.T) {
+	t.Parallel()
 	a := newTarget(t)
 	h := newHarness(t, `
 admin: {listen: ""}
@@ -568,6 +574,7 @@ routes:
 // the targets it removes or whose checks it turns off; Close stops them
 // all.
 func TestHealthReload(t *testing.T) {
+	t.Parallel()
 	a, b := newTarget(t), newTarget(t)
 	a.healthStatus.Store(503)
 	tmpl := `
@@ -656,6 +663,7 @@ routes:
 
 // GET /admin/routes' answer, as the admin API encodes it.
 func TestRoutesJSON(t *testing.T) {
+	t.Parallel()
 	a := newTarget(t)
 	a.healthStatus.Store(503)
 	h := newHarness(t, `
@@ -697,6 +705,7 @@ routes:
 // A target starts in rotation, active checks or not: until its first
 // check ends, requests reach it.
 func TestHealthStartsHealthy(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	var checking atomic.Int64
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
@@ -734,6 +743,7 @@ routes:
 // Active checks end an ejection: early once healthy_after checks passed
 // since it began, and when it is over without waiting for a request.
 func TestEjectionEndedByChecks(t *testing.T) {
+	t.Parallel()
 	var failing atomic.Bool
 	bad := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/healthz" && failing.Load() {

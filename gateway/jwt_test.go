@@ -163,6 +163,7 @@ func (h *harness) jwtFailures(reason jwtverify.Reason) float64 {
 // A verified token's sub is the user's key, whatever algorithm signed it;
 // the fallback key is not touched.
 func TestJWTKeyEachAlgorithm(t *testing.T) {
+	t.Parallel()
 	var ks []*jwtsign.Key
 	for _, k := range jwtKeys {
 		ks = append(ks, k)
@@ -202,6 +203,7 @@ func TestJWTKeyEachAlgorithm(t *testing.T) {
 // key_required, and the failure is counted by its reason, once per
 // request, however many parts and overrides read the token.
 func TestJWTFailuresAreMissing(t *testing.T) {
+	t.Parallel()
 	rsa, ec := jwtKeys["RS256"], jwtKeys["ES256"]
 	h, _ := jwtFileHarness(t, rsa, ec)
 	stranger, err := jwtsign.Generate("ES256", "key-ES256") // a known kid, another key
@@ -289,6 +291,7 @@ func rsaPublicPEM(t *testing.T, k *jwtsign.Key) []byte {
 // one key however it is written; a route that reads no jwt: part never
 // looks at the token.
 func TestJWTClaims(t *testing.T) {
+	t.Parallel()
 	ed := jwtKeys["EdDSA"]
 	h, _ := jwtFileHarness(t, ed)
 	vip := bearer(token(t, ed, "victoria", map[string]any{"tier": "vip"}))
@@ -368,6 +371,7 @@ func signRawEdDSA(t *testing.T, k *jwtsign.Key, payload string) string {
 // case), or a cookie. Authorization with another scheme carries no token,
 // and no token is no failure.
 func TestJWTFrom(t *testing.T) {
+	t.Parallel()
 	ec := jwtKeys["ES256"]
 	tok := token(t, ec, "alice", nil)
 	up := newBackend(t, nil)
@@ -414,6 +418,7 @@ func TestJWTFrom(t *testing.T) {
 // headers and cookies may come as they like, and a token cookie beside
 // others in Cookie lines of their own (as HTTP/2 sends them) is read.
 func TestJWTAmbiguous(t *testing.T) {
+	t.Parallel()
 	ec := jwtKeys["ES256"]
 	alice, bob := token(t, ec, "alice", nil), token(t, ec, "bob", nil)
 	up := newBackend(t, nil)
@@ -469,6 +474,7 @@ func TestJWTAmbiguous(t *testing.T) {
 // The JWKS file is watched: a new key verifies once it is written, a
 // broken file keeps the keys before it and /readyz's detail says so.
 func TestJWTFileReload(t *testing.T) {
+	t.Parallel()
 	ec, ed := jwtKeys["ES256"], jwtKeys["EdDSA"]
 	h, file := jwtFileHarness(t, ec)
 	counted := func(sub string) bool { return h.remaining("user", "per-user-path", false, sub, "/user") < 100 }
@@ -553,6 +559,7 @@ func (e *jwksEndpoint) fetches() int {
 // lacks refreshes it at once (the issuer rotated its keys), but at most
 // once a minute.
 func TestJWTURL(t *testing.T) {
+	t.Parallel()
 	ec := jwtKeys["ES256"]
 	idp := newJWKSEndpoint(t, jwksOf(t, ec))
 	h := newHarness(t, jwtConfig(`jwks_url: "`+idp.URL+`"`), newBackend(t, nil))
@@ -592,6 +599,7 @@ func TestJWTURL(t *testing.T) {
 // are missing (the fallback applies), and Degraded, which /readyz shows
 // as its detail, says why.
 func TestJWTURLDownAtStart(t *testing.T) {
+	t.Parallel()
 	ec := jwtKeys["ES256"]
 	idp := newJWKSEndpoint(t, jwksOf(t, ec))
 	idp.mu.Lock()
@@ -633,6 +641,7 @@ func TestJWTURLDownAtStart(t *testing.T) {
 // A reload keeps the verifier, with its keys and its cache, while
 // server.jwt is the same; a changed server.jwt gets a new one.
 func TestJWTReload(t *testing.T) {
+	t.Parallel()
 	ec := jwtKeys["ES256"]
 	h, file := jwtFileHarness(t, ec)
 	verifier := func() *jwtverify.Verifier { return h.gw.gen.Load().jwt.v }
@@ -672,6 +681,7 @@ func TestJWTReload(t *testing.T) {
 }
 
 func TestCheckJWKSFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "jwks.json")
 	cfg := mustParseT(t, jwtConfig("jwks_file: "+file))

@@ -44,6 +44,7 @@ routes:
 `
 
 func TestRateLimitAnswers(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	h := newHarness(t, flashSale, up)
 	const path = "/api/activities/lucky-meal/receive"
@@ -117,6 +118,7 @@ func TestRateLimitAnswers(t *testing.T) {
 }
 
 func TestKeyRequired(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	h := newHarness(t, `
 admin: {listen: ""}
@@ -148,6 +150,7 @@ routes:
 }
 
 func TestTokenBucketHeadersAndQueue(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	h := newHarness(t, `
 admin: {listen: ""}
@@ -194,6 +197,7 @@ routes:
 }
 
 func TestShadowAndHiddenLimits(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	h := newHarness(t, `
 admin: {listen: ""}
@@ -236,6 +240,7 @@ routes:
 }
 
 func TestConcurrencyLimit(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	var inside atomic.Int64
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
@@ -277,6 +282,7 @@ routes:
 }
 
 func TestOverrides(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	h := newHarness(t, `
 admin: {listen: ""}
@@ -315,6 +321,7 @@ routes:
 }
 
 func TestTrustedProxies(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	h := newHarness(t, `
 admin: {listen: ""}
@@ -338,6 +345,7 @@ routes:
 }
 
 func TestXFFSpoofing(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	h := newHarness(t, `
 admin: {listen: ""}
@@ -354,6 +362,7 @@ routes:
 }
 
 func TestHeaderValueNewline(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	h := newHarness(t, basic, up)
 	// net/http refuses to send a newline in a header value, so use a raw
@@ -377,6 +386,7 @@ func TestHeaderValueNewline(t *testing.T) {
 // TestRejectionLogSampling: at most 20 WARN lines a second per route and
 // limit, then one line with the count of those not logged.
 func TestRejectionLogSampling(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	h := newHarness(t, `
 admin: {listen: ""}
@@ -416,6 +426,7 @@ routes:
 // the gateway answered on the same connection. An upstream's own
 // plain-text error passes as it is.
 func TestProtocolErrorsAnswered(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "upstream says no", http.StatusBadRequest) // plain text, as net/http's own
 	})
@@ -495,6 +506,7 @@ func TestProtocolErrorsAnswered(t *testing.T) {
 // value has its own counters, an IPv6 address is grouped by its prefix,
 // and a host is lowercased without its port.
 func TestLimitStateAsRequestsSeeIt(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	h := newHarness(t, `
 admin: {listen: ""}
@@ -541,6 +553,7 @@ routes:
 // An upstream's own rate-limit headers give way to the gateway's whole
 // family, not only to the names the gateway sets.
 func TestUpstreamRateLimitHeadersReplaced(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-RateLimit-Limit", "999")
 		w.Header().Set("X-RateLimit-Used", "5")

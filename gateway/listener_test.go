@@ -47,6 +47,7 @@ func exchangeWith(t *testing.T, addr, request string) string {
 // a body streamed to an HTTP/1.0 client (each flush one write to the
 // connection), and a body of known length whose pieces come apart.
 func TestListenerPassesBodiesAsTheyAre(t *testing.T) {
+	t.Parallel()
 	t.Run("HTTP/1.0 stream", func(t *testing.T) {
 		piece := plainError + "a line of the stream"
 		up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
@@ -99,6 +100,7 @@ func TestListenerPassesBodiesAsTheyAre(t *testing.T) {
 // The bytes of a connection joined to the upstream's after a switch of
 // protocols are the protocol's, whatever they look like.
 func TestListenerLeavesJoinedConnections(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, upgradeRoute(""), echoUpgrade(t, "", nil))
 	srv := behindListener(t, h)
 	conn, err := net.Dial("tcp", srv.Listener.Addr().String())

@@ -18,6 +18,7 @@ import (
 // memory with the store's own answer, counted as a local answer, and a
 // reset or a raised rate takes effect on the next request.
 func TestLocalRejects(t *testing.T) {
+	t.Parallel()
 	srv := testredis.Start(t)
 	up := newBackend(t, nil)
 	tmpl := `
@@ -130,6 +131,7 @@ func headerNames(h http.Header) string {
 // most what the slices held is left unused, and nothing rejected reaches
 // the upstream.
 func TestLeasedGlobalLimit(t *testing.T) {
+	t.Parallel()
 	srv := testredis.Start(t)
 	up := newBackend(t, nil)
 	cfg := `

@@ -63,6 +63,7 @@ func setOverride(t *testing.T, h *harness, route, name string, req OverrideReque
 // reload with another rate does; shadow and enabled: false stop it from
 // rejecting; removing it gives the file's limit back.
 func TestOverrideChangesTheRunningLimit(t *testing.T) {
+	t.Parallel()
 	h := overrideHarness(t, "{type: memory}", newBackend(t, nil))
 	if n := admits(h, "u1", 3); n != 2 {
 		t.Fatalf("the file's 2/1h admitted %d of 3", n)
@@ -112,6 +113,7 @@ func TestOverrideChangesTheRunningLimit(t *testing.T) {
 // and is kept otherwise; a concurrency limit takes a count; a global limit
 // is named under route global.
 func TestOverrideBurstAndKinds(t *testing.T) {
+	t.Parallel()
 	h := overrideHarness(t, "{type: memory}", newBackend(t, nil))
 	rule := func(route, name string) *limit.Rule {
 		for _, r := range h.gw.gen.Load().routes {
@@ -154,6 +156,7 @@ func TestOverrideBurstAndKinds(t *testing.T) {
 // Every value a limit cannot take is refused with its field, and nothing
 // changes.
 func TestOverrideRefusals(t *testing.T) {
+	t.Parallel()
 	h := overrideHarness(t, "{type: memory}", newBackend(t, nil))
 	for _, tc := range []struct {
 		route, name string
@@ -192,6 +195,7 @@ func TestOverrideRefusals(t *testing.T) {
 // A reload keeps the overrides; one whose limit the reload removes is
 // dropped and logged.
 func TestOverrideOutlivesReload(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	h := overrideHarness(t, "{type: memory}", up)
 	setOverride(t, h, "api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "5/h"}})
@@ -221,6 +225,7 @@ func TestOverrideOutlivesReload(t *testing.T) {
 }
 
 func TestOverrideTTLEnds(t *testing.T) {
+	t.Parallel()
 	h := overrideHarness(t, "{type: memory}", newBackend(t, nil))
 	setOverride(t, h, "api", "user", OverrideRequest{OverrideChange: OverrideChange{Shadow: bptr(true)}, TTL: time.Second})
 	if left := h.gw.Overrides().Overrides[0].TTLLeft; left <= 0 || left > 1 {
@@ -248,6 +253,7 @@ func TestOverrideTTLEnds(t *testing.T) {
 // freshRule copies every setting of a rule: a field added to limit.Rule
 // must be added there too.
 func TestFreshRuleCopiesEveryField(t *testing.T) {
+	t.Parallel()
 	r := &limit.Rule{Name: "n", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 3, Period: time.Second},
 		Burst: 4, Cost: 2, Queue: time.Second, Align: limit.AlignFirst, Location: time.UTC, Shadow: true,
 		Sliced: true, LeaseTTL: time.Minute}
@@ -310,6 +316,7 @@ func hasOverride(route, name, rate string) func(h *harness) error {
 // with it; removing it reaches all. Once on one Redis, once on a 3-master
 // cluster.
 func TestOverrideReachesTheFleet(t *testing.T) {
+	t.Parallel()
 	t.Run("standalone", func(t *testing.T) {
 		srv := testredis.Start(t)
 		overrideReachesTheFleet(t, fmt.Sprintf(`{type: redis, redis: {addrs: ["%s"], timeout: 500ms}}`, srv.Addr()))
@@ -382,6 +389,7 @@ func overrideReachesTheFleet(t *testing.T, store string) {
 // Redis stopped: the change fails with an error that says so, and no
 // instance changes; once Redis is back, a set it lost is the fleet's.
 func TestOverrideStoreDown(t *testing.T) {
+	t.Parallel()
 	srv := testredis.Start(t)
 	hs := redisOverrideFleet(t, srv, newBackend(t, nil))
 	setOverride(t, hs[0], "api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "4/h"}})
@@ -416,6 +424,7 @@ func TestOverrideStoreDown(t *testing.T) {
 // Two operators change one limit at once on two instances: every instance
 // ends on the last version Redis made, and holds what it says.
 func TestOverrideConcurrentOperators(t *testing.T) {
+	t.Parallel()
 	srv := testredis.Start(t)
 	hs := redisOverrideFleet(t, srv, newBackend(t, nil))
 	var wg sync.WaitGroup
@@ -451,6 +460,7 @@ func TestOverrideConcurrentOperators(t *testing.T) {
 
 // What others write to the channel or the hash is counted and skipped.
 func TestOverrideHostileStore(t *testing.T) {
+	t.Parallel()
 	srv := testredis.Start(t)
 	hs := redisOverrideFleet(t, srv, newBackend(t, nil))
 	h := hs[0]
@@ -474,6 +484,7 @@ func TestOverrideHostileStore(t *testing.T) {
 }
 
 func TestOverrideTTLEndsOnEveryInstance(t *testing.T) {
+	t.Parallel()
 	srv := testredis.Start(t)
 	hs := redisOverrideFleet(t, srv, newBackend(t, nil))
 	setOverride(t, hs[0], "api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "4/h"}, TTL: time.Second})
@@ -496,6 +507,7 @@ func TestOverrideTTLEndsOnEveryInstance(t *testing.T) {
 // (a canary, a rolling deploy) leaves the override to the fleet: the
 // instance says it cannot apply it, and the others keep it.
 func TestOverrideOfARemovedLimitStaysWithTheFleet(t *testing.T) {
+	t.Parallel()
 	srv := testredis.Start(t)
 	up := newBackend(t, nil)
 	store := fmt.Sprintf(`{type: redis, redis: {addrs: ["%s"], timeout: 500ms}}`, srv.Addr())
@@ -542,6 +554,7 @@ func TestOverrideOfARemovedLimitStaysWithTheFleet(t *testing.T) {
 // is two minutes ahead still applies a 60 s override, and ends it with the
 // others.
 func TestOverrideTTLByTheRedisClock(t *testing.T) {
+	t.Parallel()
 	srv := testredis.Start(t)
 	up := newBackend(t, nil)
 	store := fmt.Sprintf(`{type: redis, redis: {addrs: ["%s"], timeout: 500ms}}`, srv.Addr())
@@ -558,6 +571,7 @@ func TestOverrideTTLByTheRedisClock(t *testing.T) {
 // again: the call says it does not know, and the instances converge on
 // what Redis made.
 func TestOverrideToAStalledRedis(t *testing.T) {
+	t.Parallel()
 	srv := testredis.Start(t)
 	hs := redisOverrideFleet(t, srv, newBackend(t, nil))
 	srv.Pause()

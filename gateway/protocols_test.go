@@ -245,6 +245,7 @@ func withoutID(body, rid string) string {
 // id, with the same rate-limit fields, whichever protocol the client
 // speaks; and it counts in the same metrics.
 func TestProtocolsRateLimitAnswers(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	const path = "/api/activities/lucky-meal/receive"
 	user := map[string]string{"X-User-Id": "42"}
@@ -305,6 +306,7 @@ func TestProtocolsRateLimitAnswers(t *testing.T) {
 // request id, its own Host, an HTTP/1.1 request line, no
 // hop-by-hop fields; TE: trailers goes on.
 func TestProtocolsUpstreamRequest(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	eachProtocol(t, basic, up, func(t *testing.T, o *overProtocol) {
 		resp := o.do("GET", "/api//v1/./list?q=1", map[string]string{
@@ -353,6 +355,7 @@ func TestProtocolsUpstreamRequest(t *testing.T) {
 // request with the same key is limited, one with another is not, and a
 // request without its key is refused.
 func TestProtocolsKeys(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	const cfg = `
 admin: {listen: ""}
@@ -418,6 +421,7 @@ routes:
 
 // An open breaker's 503 is the same over every protocol.
 func TestProtocolsBreakerOpen(t *testing.T) {
+	t.Parallel()
 	for _, p := range clientProtocols {
 		t.Run(p.name, func(t *testing.T) {
 			up := newFlaky(t)
@@ -459,6 +463,7 @@ func echoBody(w http.ResponseWriter, r *http.Request) {
 // when the client said it and chunked when it did not (on HTTP/2 a body
 // may come without a Content-Length), small or large.
 func TestProtocolsRequestBodies(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, echoBody)
 	eachProtocol(t, basic, up, func(t *testing.T, o *overProtocol) {
 		for _, size := range []int{1, 100, h1.MaxInlineBody + 1, 1 << 20} {
@@ -496,6 +501,7 @@ func TestProtocolsRequestBodies(t *testing.T) {
 // max_body_bytes answers 413 for a body too long, said so or not;
 // body_timeout 408 for a client that falls silent mid-body.
 func TestProtocolsBodyLimits(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, echoBody)
 	eachProtocol(t, "server: {max_body_bytes: 10, body_timeout: 250ms}\n"+basic, up, func(t *testing.T, o *overProtocol) {
 		answerOf(t, o.do("POST", "/api/x", nil, strings.NewReader(strings.Repeat("x", 11))), 413, "body_too_large")
@@ -540,6 +546,7 @@ func (o *overProtocol) checkConnAfter(t *testing.T, what string, resp *http.Resp
 // with trailers, to HEAD without a body but with the length, 204 and 304
 // without a body; and a large header passes whole both ways.
 func TestProtocolsAnswers(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{}, 1)
 	big := strings.Repeat("v", 32<<10)
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
@@ -613,6 +620,7 @@ func TestProtocolsAnswers(t *testing.T) {
 // client that sends its body with Expect: 100-continue gets the 100 when
 // the gateway reads the body, and the answer.
 func TestProtocolsInterimAnswers(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		if r.URL.Path == "/api/hints" {
@@ -662,6 +670,7 @@ func TestProtocolsInterimAnswers(t *testing.T) {
 // every protocol, and nothing reaches the upstream, even on a route that
 // takes every path and method.
 func TestProtocolsConnectRefused(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	const cfg = `
 admin: {listen: ""}
@@ -685,6 +694,7 @@ routes:
 
 // The access log says which protocol the client spoke.
 func TestProtocolsAccessLog(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	for _, p := range clientProtocols {
 		t.Run(p.name, func(t *testing.T) {
@@ -705,6 +715,7 @@ func TestProtocolsAccessLog(t *testing.T) {
 // is cut, and the client sees it cut, not ended: on HTTP/1 by the
 // connection closing, on HTTP/2 by the stream's reset.
 func TestProtocolsBodyCut(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "partial")
 		w.(http.Flusher).Flush()
@@ -736,6 +747,7 @@ routes:
 // A client that gives up before the answer (an HTTP/2 client resets its
 // stream) is counted as 499, and the upstream's request is cancelled.
 func TestProtocolsClientGone(t *testing.T) {
+	t.Parallel()
 	arrived := make(chan struct{}, 1)
 	cancelled := make(chan struct{}, 1)
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
@@ -775,6 +787,7 @@ func TestProtocolsClientGone(t *testing.T) {
 // the server's SETTINGS, does not send it (what the server answers a
 // client that does is TestH2ForbiddenRequests').
 func TestProtocolsHeadTooLarge(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	eachProtocol(t, "server: {max_header_bytes: 4096}\n"+basic, up, func(t *testing.T, o *overProtocol) {
 		if resp := o.do("GET", "/api/x", map[string]string{"X-Big": strings.Repeat("b", 3000)}, nil); drain(resp) == "" || resp.StatusCode != 200 {
@@ -816,6 +829,7 @@ func TestProtocolsHeadTooLarge(t *testing.T) {
 // whole while its large body is still on its way, and the connection (or
 // on HTTP/2, its other streams) serves on.
 func TestProtocolsAnswerBeforeTheBody(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusUnauthorized)
 		io.WriteString(w, "no")

@@ -6,6 +6,7 @@ import (
 )
 
 func TestUpstreamPath(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ target, strip, path, decoded, escaped string }{
 		{"http://u", "", "/api/x", "/api/x", "/api/x"},
 		{"http://u/base", "", "/api/x", "/base/api/x", "/base/api/x"},
@@ -28,6 +29,7 @@ func TestUpstreamPath(t *testing.T) {
 // the request: the upstream still learns the client's address, scheme and
 // host, and the request id; a field of the client's own it names goes.
 func TestConnectionCannotStripTheGatewaysFields(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	h := newHarness(t, basic, up)
 	drain(h.do("GET", "/api/x", map[string]string{

@@ -10,6 +10,7 @@ import (
 )
 
 func TestRecordRefused(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "events.jsonl")
@@ -78,6 +79,7 @@ routes:
 // serving; events wait in the spool, "recorded" is still true (the spool is
 // durable), and Degraded says why.
 func TestRecordWhileSinkDown(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	h := newHarness(t, `
 admin: {listen: ""}

@@ -20,6 +20,7 @@ import (
 // user, ip), whose decisions the store batches when they queue, and once
 // on a 3-master Redis Cluster.
 func TestExactAcrossInstances(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, api, ip string
 		cluster       bool
@@ -114,6 +115,7 @@ routes:
 // TestStoreDown: with Redis gone, on_error: deny answers 503, allow admits
 // and local decides in memory (docs/configuration.md, When the store fails).
 func TestStoreDown(t *testing.T) {
+	t.Parallel()
 	srv := testredis.Start(t)
 	up := newBackend(t, nil)
 	h := newHarness(t, `
@@ -208,6 +210,7 @@ routes:
 // fails, each grants half of a limit on its own, so the fleet together
 // does not exceed it.
 func TestLocalShare(t *testing.T) {
+	t.Parallel()
 	srv := testredis.Start(t)
 	up := newBackend(t, nil)
 	cfg := `
@@ -245,6 +248,7 @@ routes:
 // TestLeaseReleasedAfterTimeout: a concurrency lease whose decision timed
 // out, but whose script ran later, is released all the same.
 func TestLeaseReleasedAfterTimeout(t *testing.T) {
+	t.Parallel()
 	srv := testredis.Start(t)
 	up := newBackend(t, nil)
 	h := newHarness(t, `
@@ -280,6 +284,7 @@ routes:
 // TestSentinelStore: with store.redis.mode sentinel the gateway finds the
 // master through the sentinels and keeps its counts through a failover.
 func TestSentinelStore(t *testing.T) {
+	t.Parallel()
 	sn := testredis.StartSentinel(t, 1, 1)
 	up := newBackend(t, nil)
 	h := newHarness(t, fmt.Sprintf(`
@@ -361,6 +366,7 @@ routes:
 // failures: the store is said to answer again once no decision failed for
 // a second, not between each two failures.
 func TestStoreAnswersAgainOnce(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "admin: {listen: \"\"}\n"+fleetRoutes, nil)
 	for range 100 {
 		h.gw.logStoreError(errors.New("decide on 127.0.0.1:7702: connection refused"))

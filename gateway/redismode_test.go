@@ -11,6 +11,7 @@ import (
 // converts one to the other as they are; config cannot import the store,
 // which would make the YAML schema depend on a Redis client.
 func TestRedisModesAgree(t *testing.T) {
+	t.Parallel()
 	for c, s := range map[config.RedisMode]redisstore.Mode{
 		config.RedisStandalone: redisstore.Standalone,
 		config.RedisCluster:    redisstore.Cluster,

@@ -24,6 +24,7 @@ func mustParse(t *testing.T, yaml string) *config.Config {
 // TestReloadKeepsCounters: a change of rate keeps the counters, a change of
 // window starts fresh ones.
 func TestReloadKeepsCounters(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	tmpl := `
 admin: {listen: ""}
@@ -58,6 +59,7 @@ routes:
 // run: no request fails, and every response comes whole from one
 // configuration (the upstream path and the limit name agree).
 func TestReloadUnderLoad(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	version := func(v int) string {
 		return fmt.Sprintf(`
@@ -116,6 +118,7 @@ routes:
 // of the settings before to close, rather than keep every client a reload
 // ever made; one that keeps them keeps the client and its connections.
 func TestReloadDropsUnusedClients(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {})
 	yaml := func(timeout string) string {
 		return `

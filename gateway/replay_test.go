@@ -18,6 +18,7 @@ import (
 // the gateway counted the request's client on, the fallback key included,
 // global limits first and shared ones marked.
 func TestRecordedKeys(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	file := filepath.Join(t.TempDir(), "events.jsonl")
 	h := newHarness(t, `
@@ -85,7 +86,7 @@ routes:
 	store := h.gw.Store()
 	remaining := func(l RecordedLimit) int64 {
 		t.Helper()
-		st, err := store.Peek(context.Background(), time.Time{}, l.Rule, l.Key)
+		st, err := store.Peek(context.Background(), h.clock.Now(), l.Rule, l.Key)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,6 +37,7 @@ func rawExchange(t *testing.T, h *harness, request string, halfClose bool) strin
 // A request body the client broke is the client's fault: 400, nothing the
 // breaker counts against the upstream.
 func TestBrokenRequestBody(t *testing.T) {
+	t.Parallel()
 	up := newFlaky(t)
 	up.mode.Store("ok")
 	h := newHarness(t, strings.Replace(breakerConfig, "min_calls: 10", "min_calls: 3", 1), up.backend)
@@ -54,6 +55,7 @@ func TestBrokenRequestBody(t *testing.T) {
 // A fragment in the request target is refused: the limits' keys and an
 // upstream that cuts it off would read different queries.
 func TestFragmentRefused(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	h := newHarness(t, basic, up)
 	got := rawExchange(t, h, "GET /api/x?user=alice#1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", false)
@@ -65,6 +67,7 @@ func TestFragmentRefused(t *testing.T) {
 // A client that sends its request and half-closes gets no made-up answer
 // when the gateway gives the exchange up: the connection just closes.
 func TestHalfClosedClientGetsNoFakeAnswer(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
@@ -84,6 +87,7 @@ func TestHalfClosedClientGetsNoFakeAnswer(t *testing.T) {
 // its body. And the head of a body of unknown length reaches the client
 // before the body's first bytes do.
 func TestResponseAsTheUpstreamSentIt(t *testing.T) {
+	t.Parallel()
 	headSeen := make(chan struct{})
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header()["Content-Type"] = nil // the test server would sniff too
@@ -126,6 +130,7 @@ func TestResponseAsTheUpstreamSentIt(t *testing.T) {
 // on, on either of the upstream client's paths (a small request sent
 // whole, or a large body streamed through http.Transport).
 func TestSlowClientIsNotIdleUpstream(t *testing.T) {
+	t.Parallel()
 	const size = 20 << 20
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
@@ -176,6 +181,7 @@ routes:
 // either client path, without the upstream's hop-by-hop fields and without
 // mixing with the answer's fields; an HTTP/1.0 client gets none.
 func TestEarlyHintsRelayed(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		h := w.Header()
@@ -273,6 +279,7 @@ var bothPaths = []struct{ name, request string }{
 // and the gateway's own client would read them up to its 1 MiB head
 // budget, relaying each.
 func TestEndlessInterimAnswers(t *testing.T) {
+	t.Parallel()
 	up := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {
 		r, err := http.ReadRequest(br)
 		if err != nil {
@@ -353,6 +360,7 @@ func (w *blockingWriter) Write(p []byte) (int, error) {
 // before the handler writes its 504, which has the gateway's fields and
 // none of the relayed answer's; and no relay follows the 504.
 func TestInterimRelayEndsWithTheExchange(t *testing.T) {
+	t.Parallel()
 	up := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {
 		r, err := http.ReadRequest(br)
 		if err != nil {
@@ -395,6 +403,7 @@ func TestInterimRelayEndsWithTheExchange(t *testing.T) {
 // id in place of the upstream's; the hop-by-hop fields its Connection
 // field names stay behind, also when it says close.
 func TestInterimAnswersCarryTheGatewaysFields(t *testing.T) {
+	t.Parallel()
 	up := rawUpstream(t, answering("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\nX-Request-Id: upstream-made\r\n"+
 		"RateLimit: \"up\";r=999\r\nRatelimit-Policy: \"up\";q=1000\r\nX-RateLimit-Remaining: 999\r\n\r\n"+
 		"HTTP/1.1 103 Early Hints\r\nLink: </b>\r\nConnection: close, X-Secret\r\nX-Secret: s\r\n\r\n"+
@@ -438,6 +447,7 @@ func TestInterimAnswersCarryTheGatewaysFields(t *testing.T) {
 // 502 upstream_unavailable on either client path, counted by the breaker
 // as the upstream's failure.
 func TestStatusUnder100(t *testing.T) {
+	t.Parallel()
 	up := rawUpstream(t, answering("HTTP/1.1 099 Odd\r\nContent-Length: 2\r\n\r\nok"))
 	h := routeTo(t, up, "", "    breaker: {enabled: true, min_calls: 10}\n")
 	for _, p := range bothPaths {
@@ -456,6 +466,7 @@ func TestStatusUnder100(t *testing.T) {
 // field is: folded over two lines, after 64 KiB of interim answers, after
 // 64 KiB of the head's own fields.
 func TestHopFieldsNamedByAClosingConnectionField(t *testing.T) {
+	t.Parallel()
 	const get = "GET /api/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
 	for _, tc := range []struct{ name, answer string }{
 		{"folded", "HTTP/1.1 200 OK\r\nConnection: close,\r\n X-Secret\r\nX-Secret: s\r\nContent-Length: 2\r\n\r\nok"},
@@ -480,6 +491,7 @@ func TestHopFieldsNamedByAClosingConnectionField(t *testing.T) {
 // http.Transport's path happens on the Transport's writing goroutine: no
 // informational answer is relayed to it meanwhile from the reading one.
 func TestNoInterimAnswersBesideAContinue(t *testing.T) {
+	t.Parallel()
 	up := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {
 		r, err := http.ReadRequest(br)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 // server.send_timeout: the concurrency lease it held frees, the answer
 // it was reading breaks off, and the request counts as 499.
 func TestProtocolsSendTimeout(t *testing.T) {
+	t.Parallel()
 	chunk := []byte(strings.Repeat("x", 64<<10))
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/api/big" {
@@ -104,6 +105,7 @@ routes:
 // connection that takes longer than send_timeout to come from the
 // upstream, and so has no body write of its own to bound, goes out.
 func TestProtocolsSendTimeoutPerWrite(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/api/late" {
 			// The upstream is slow; the client reads at once.

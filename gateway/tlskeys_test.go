@@ -14,6 +14,7 @@ import (
 // missing for one that did not (net/http hands it over when asked only
 // to request one) and without one.
 func TestTLSSubjectKeyPart(t *testing.T) {
+	t.Parallel()
 	ca := testcerts.NewCA(t, "test CA")
 	dir := t.TempDir()
 	srvPair := ca.Server(t, "gateway")

@@ -10,6 +10,7 @@ import (
 )
 
 func TestTopRejected(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	h := newHarness(t, flashSale, up)
 	const path = "/api/activities/lucky-meal/receive"
@@ -35,7 +36,7 @@ func TestTopRejected(t *testing.T) {
 			t.Errorf("top key %d: %+v, want %+v", i, top.Keys[i], want[i])
 		}
 	}
-	if top.Since.IsZero() || top.Since.After(time.Now()) {
+	if top.Since.IsZero() || top.Since.After(h.clock.Now()) {
 		t.Errorf("since %v", top.Since)
 	}
 	if top, _ := h.gw.TopRejected("lucky-meal", "user", 1); len(top.Keys) != 1 {
@@ -83,6 +84,7 @@ func TestTopRejected(t *testing.T) {
 // TestTopRejectedConcurrent counts every rejection of requests sent at
 // once from many goroutines.
 func TestTopRejectedConcurrent(t *testing.T) {
+	t.Parallel()
 	up := newBackend(t, nil)
 	h := newHarness(t, flashSale, up)
 	const path = "/api/activities/lucky-meal/receive"
@@ -115,6 +117,7 @@ func TestTopRejectedConcurrent(t *testing.T) {
 }
 
 func TestTopKeyEncoding(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("x", 1000)
 	for _, vs := range [][]string{{"a"}, {"a", "b"}, {"", "a|b"}, {"42", "/p"}, {long}, {"a", long}} {
 		l := &limitSpec{}

@@ -231,6 +231,7 @@ func hexID(b []byte) string { return hex.EncodeToString(b) }
 // request that the Redis store rejects from its memory makes no store
 // span and says local.
 func TestTracingSpanTree(t *testing.T) {
+	t.Parallel()
 	endpoint, sink := startGRPCReceiver(t, false)
 	srv := testredis.Start(t)
 	up := newBackend(t, nil)
@@ -426,6 +427,7 @@ routes:
 // gets a traceparent (unsampled); a request whose traceparent says
 // sampled is traced whatever sample says, in the client's trace.
 func TestTracingSampling(t *testing.T) {
+	t.Parallel()
 	endpoint, sink := startGRPCReceiver(t, false)
 	up := newBackend(t, nil)
 	h := newHarness(t, `
@@ -485,6 +487,7 @@ routes:
 // nothing: they are answered, and the spans that could not go are
 // counted as dropped.
 func TestTracingEndpointDown(t *testing.T) {
+	t.Parallel()
 	held, _ := startGRPCReceiver(t, true)
 	for _, tc := range []struct {
 		name, endpoint string
@@ -529,6 +532,7 @@ routes:
 // new endpoint, and flushes the old provider's; one that turns it off
 // leaves the client's traceparent as it came.
 func TestTracingReload(t *testing.T) {
+	t.Parallel()
 	first, sinkA := startGRPCReceiver(t, false)
 	second, sinkB := startHTTPReceiver(t)
 	up := newBackend(t, nil)
@@ -635,6 +639,7 @@ routes:
 // path is cut, and a huge tracestate is not carried, though the
 // client's trace is still followed.
 func TestTracingBoundsWhatClientsSend(t *testing.T) {
+	t.Parallel()
 	endpoint, sink := startHTTPReceiver(t)
 	up := newBackend(t, nil)
 	h := newHarness(t, `

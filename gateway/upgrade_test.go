@@ -88,6 +88,7 @@ routes:
 // then the two connections are one: bytes flow both ways until the client
 // closes, which closes the upstream's side too.
 func TestUpgrade(t *testing.T) {
+	t.Parallel()
 	closed := make(chan struct{}, 1)
 	h := newHarness(t, upgradeRoute(`
     limits: [{name: user, key: ["header:X-User-Id"], rate: 100/min}]
@@ -126,6 +127,7 @@ func TestUpgrade(t *testing.T) {
 // concurrency lease until it closes, so a concurrency limit bounds the
 // open connections.
 func TestUpgradeHeldByConcurrency(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, upgradeRoute(`
     limits: [{name: sockets, key: [route], algorithm: concurrency, limit: 1}]
 `), echoUpgrade(t, "", nil))
@@ -152,6 +154,7 @@ func TestUpgradeHeldByConcurrency(t *testing.T) {
 // the one asked for is a bad gateway; one that does not switch answers as
 // usual, without the hop-by-hop Upgrade.
 func TestUpgradeRefused(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, basic, echoUpgrade(t, "other", nil))
 	_, _, resp := dialUpgrade(t, h, "/api/ws", "echo")
 	if resp.StatusCode != http.StatusBadGateway {
@@ -168,6 +171,7 @@ func TestUpgradeRefused(t *testing.T) {
 // returns only once their handlers have finished (their leases released,
 // the exchange counted).
 func TestUpgradeEndsOnClose(t *testing.T) {
+	t.Parallel()
 	closed := make(chan struct{}, 1)
 	// Close twice (here and in the harness's cleanup) is harmless.
 	h := newHarness(t, upgradeRoute(`
@@ -196,6 +200,7 @@ func TestUpgradeEndsOnClose(t *testing.T) {
 // is an upgrade closes as soon as the upstream answers 101, while the
 // connection stays open.
 func TestUpgradeAsBreakerTrial(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, upgradeRoute(`
     breaker: {enabled: true, window: 10s, min_calls: 1, failure_rate: 0.5, open_for: 100ms, half_open_calls: 1, failure_statuses: [426]}
 `), echoUpgrade(t, "", nil))

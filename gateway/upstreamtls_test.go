@@ -79,6 +79,7 @@ var tlsProtocols = []struct{ proto, wire string }{{"http1", "HTTP/1.1"}, {"h2", 
 // A target whose certificate a private CA signed fails the exchange (502,
 // and a log line that says why) until upstream.tls.ca names that CA.
 func TestUpstreamTLSPrivateCA(t *testing.T) {
+	t.Parallel()
 	ca := testcerts.NewCA(t, "private CA")
 	caFile := testcerts.Write(t, t.TempDir(), "ca.pem", ca.PEM)
 	for _, p := range tlsProtocols {
@@ -107,6 +108,7 @@ func TestUpstreamTLSPrivateCA(t *testing.T) {
 // server_name is what an IP target's certificate is verified for, and the
 // SNI sent.
 func TestUpstreamTLSServerName(t *testing.T) {
+	t.Parallel()
 	ca := testcerts.NewCA(t, "private CA")
 	caFile := testcerts.Write(t, t.TempDir(), "ca.pem", ca.PEM)
 	for _, p := range tlsProtocols {
@@ -133,6 +135,7 @@ func TestUpstreamTLSServerName(t *testing.T) {
 // A target that requires a client certificate gets upstream.tls.cert,
 // and refuses the gateway without one.
 func TestUpstreamTLSClientCert(t *testing.T) {
+	t.Parallel()
 	ca := testcerts.NewCA(t, "private CA")
 	clients := testcerts.NewCA(t, "clients CA")
 	dir := t.TempDir()
@@ -172,6 +175,7 @@ func TestUpstreamTLSClientCert(t *testing.T) {
 // The files are read again on reload: a renewed client certificate is
 // the one presented after it, under the same paths.
 func TestUpstreamTLSReloadReadsFiles(t *testing.T) {
+	t.Parallel()
 	ca := testcerts.NewCA(t, "private CA")
 	dir := t.TempDir()
 	caFile := testcerts.Write(t, dir, "ca.pem", ca.PEM)
@@ -213,6 +217,7 @@ func TestUpstreamTLSReloadReadsFiles(t *testing.T) {
 // Active health checks speak the route's TLS: a private CA's target
 // passes them with ca.
 func TestUpstreamTLSHealthChecks(t *testing.T) {
+	t.Parallel()
 	ca := testcerts.NewCA(t, "private CA")
 	clients := testcerts.NewCA(t, "clients CA")
 	dir := t.TempDir()

@@ -55,6 +55,20 @@ func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 // a breaker's open_for.
 type testClock struct{ offset atomic.Int64 }
 
+// newTestClock returns a clock that runs from just after the wall clock's
+// next minute: a test's requests, seconds of them, then fall in one
+// window of every limit aligned to the epoch up to a minute long,
+// wherever the wall clock is when the test runs. On the wall clock, two
+// requests meant for one 10 s window fall either side of its end once in
+// a few hundred tries, more often on a busy machine. A minute ahead keeps
+// the tokens the tests sign (valid for an hour) valid.
+func newTestClock() *testClock {
+	c := &testClock{}
+	now := time.Now()
+	c.offset.Store(int64(now.Truncate(time.Minute).Add(time.Minute + time.Millisecond).Sub(now)))
+	return c
+}
+
 func (c *testClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
 
 // Step moves the clock d forward.
