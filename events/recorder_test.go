@@ -123,6 +123,7 @@ func TestRecordDelivered(t *testing.T) {
 }
 
 func TestCaptureBody(t *testing.T) {
+	t.Parallel()
 	errBroken := errors.New("connection reset")
 	tests := []struct {
 		name      string
@@ -162,6 +163,7 @@ func TestCaptureBody(t *testing.T) {
 // starts it again: every event Record acknowledged must end up in the
 // sink, in order, and a duplicate only ever with the same id.
 func TestSinkOutage(t *testing.T) {
+	t.Parallel()
 	type outage struct {
 		name     string
 		start    func(t *testing.T) (c Sink, o Options, read func() []stored, stop, restart func())
@@ -224,6 +226,7 @@ func TestSinkOutage(t *testing.T) {
 // recovery truncates the torn bytes, keeps every whole record, and the
 // recorder goes on.
 func TestTornTail(t *testing.T) {
+	t.Parallel()
 	tails := map[string]func(good []byte) []byte{
 		"header cut short": func([]byte) []byte { return []byte{0x30, 0x00, 0x00} },
 		"body cut short":   func(good []byte) []byte { return good[:len(good)-7] },
@@ -301,6 +304,7 @@ func lastSegment(t *testing.T, dir string) string {
 // TestSpoolFull fills a small spool while the sink is down: Record must
 // refuse at once, and every refusal is counted as dropped and logged.
 func TestSpoolFull(t *testing.T) {
+	t.Parallel()
 	c := baseSink(SinkRedis)
 	c.SpoolDir = t.TempDir()
 	c.SpoolMaxBytes = 32 << 10
@@ -455,6 +459,7 @@ func testSpoolFreed(t *testing.T, crash bool) {
 // lock the test holds), the queue fills and Record refuses at once
 // instead of waiting.
 func TestQueueFull(t *testing.T) {
+	t.Parallel()
 	c := baseSink(SinkFile)
 	c.File.Path = filepath.Join(t.TempDir(), "events.jsonl")
 	r := newTestRecorder(t, c, Options{})
@@ -499,6 +504,7 @@ func TestQueueFull(t *testing.T) {
 // nothing listens, does not keep the recorder from starting; events are
 // spooled and Ready says why.
 func TestUnreachableSink(t *testing.T) {
+	t.Parallel()
 	cases := map[string]func(t *testing.T) (Sink, Options){
 		"nats host does not resolve": func(t *testing.T) (Sink, Options) {
 			c := baseSink(SinkNATS)
@@ -544,6 +550,7 @@ func TestUnreachableSink(t *testing.T) {
 // TestSpoolLocked: two recorders on one spool_dir would corrupt it; the
 // second is refused.
 func TestSpoolLocked(t *testing.T) {
+	t.Parallel()
 	c := baseSink(SinkFile)
 	c.File.Path = filepath.Join(t.TempDir(), "events.jsonl")
 	c.SpoolDir = t.TempDir()
@@ -588,6 +595,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 // TestSinkNone: a recorder for sink none records nothing and is always
 // ready.
 func TestSinkNone(t *testing.T) {
+	t.Parallel()
 	r, err := NewRecorder(baseSink(SinkNone), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -604,6 +612,7 @@ func TestSinkNone(t *testing.T) {
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
 
 func TestIDs(t *testing.T) {
+	t.Parallel()
 	g := newIDGen()
 	now := time.Now()
 	seen := map[string]bool{}
@@ -627,6 +636,7 @@ func TestIDs(t *testing.T) {
 // them small) is delivered in order across them, and each delivered
 // segment is deleted.
 func TestSegments(t *testing.T) {
+	t.Parallel()
 	srv := startRedis(t)
 	srv.Stop()
 	c := baseSink(SinkRedis)
@@ -663,6 +673,7 @@ func TestSegments(t *testing.T) {
 // the spool from its start again — duplicates, which at-least-once allows,
 // but nothing lost.
 func TestOffsetCorrupt(t *testing.T) {
+	t.Parallel()
 	srv := startRedis(t)
 	c := baseSink(SinkRedis)
 	c.SpoolDir = t.TempDir()
@@ -698,6 +709,7 @@ func TestOffsetCorrupt(t *testing.T) {
 // TestIdleSinkDown: a sink that goes away while nothing is being recorded
 // shows in Ready within the idle probe interval.
 func TestIdleSinkDown(t *testing.T) {
+	t.Parallel()
 	srv := testredis.Start(t)
 	dir := t.TempDir()
 	r, err := NewRecorder(Sink{
@@ -729,6 +741,7 @@ func TestIdleSinkDown(t *testing.T) {
 // empty, events go straight to the sink, in order, and nothing is written
 // to the spool.
 func TestHealthySinkBypassesTheSpool(t *testing.T) {
+	t.Parallel()
 	srv := startRedis(t)
 	c := baseSink(SinkRedis)
 	c.SpoolDir = t.TempDir()

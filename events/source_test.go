@@ -13,6 +13,7 @@ import (
 // taken but not done comes back first; and Pending counts without
 // consuming.
 func TestSource(t *testing.T) {
+	t.Parallel()
 	for _, sc := range sinkCases {
 		if sc.name == "file+spool" {
 			continue // the same file as "file" once delivered
@@ -146,6 +147,7 @@ func TestSource(t *testing.T) {
 // TestSourceEmpty: replaying before anything was recorded finds nothing,
 // and is not an error.
 func TestSourceEmpty(t *testing.T) {
+	t.Parallel()
 	for _, sc := range sinkCases {
 		if sc.name == "file+spool" {
 			continue

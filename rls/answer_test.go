@@ -29,6 +29,7 @@ func serveWith(t *testing.T, store limit.Store, o Options) rlsv3.RateLimitServic
 // With rls.shadow, a request over a limit is answered OK; its status
 // still says OVER_LIMIT, and it is counted as one.
 func TestServiceShadow(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, s limit.Store) {
 		reg := prometheus.NewRegistry()
 		c := serveWith(t, s, Options{Shadow: true, Registerer: reg})
@@ -89,6 +90,7 @@ func headers(resp *rlsv3.RateLimitResponse) map[string]string {
 // The headers report the limit with the least left, or the one over its
 // limit, as envoyproxy/ratelimit picks it.
 func TestResponseHeaders(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []Headers{"", NoHeaders, EnvoyHeaders, IETFHeaders} {
 		t.Run("headers="+string(kind), func(t *testing.T) {
 			c := serveWith(t, memory.New(memory.Options{}), Options{Headers: kind})
@@ -147,6 +149,7 @@ descriptors:
 // Outcomes count hits as envoyproxy/ratelimit's stats do, with its
 // NEAR_LIMIT_RATIO of 0.8: near a limit of 10 is above 8.
 func TestOutcomes(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, s limit.Store) {
 		rules, err := Parse("edge.yaml", []byte(outcomeRules))
 		if err != nil {

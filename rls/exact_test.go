@@ -75,6 +75,7 @@ func exactCounters() []exactCounter {
 // Redis, and in a Redis Cluster of 3 masters, for more than every limit:
 // each counter admits exactly its limit, no more and no fewer.
 func TestExactUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	rules, err := Parse("exact.yaml", []byte(exactRules))
 	if err != nil {
 		t.Fatal(err)

@@ -98,6 +98,7 @@ func addend(d *rlsv3ext.RateLimitDescriptor, n uint64) *rlsv3ext.RateLimitDescri
 // by rule, by request value where detailed_metric or value_to_metric asks,
 // with near_limit counting only the hits past 80% of the limit.
 func TestDescriptorMetrics(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, s limit.Store) {
 		_, reg, call := serveMetrics(t, s)
 		// user a: 7 within; 3 within, crossing 8 by 2; 2 over a used-up
@@ -150,6 +151,7 @@ func TestDescriptorMetrics(t *testing.T) {
 // under the rule's label with OtherValues, and a reload does not lift the
 // bound.
 func TestDescriptorMetricsCap(t *testing.T) {
+	t.Parallel()
 	svc, reg, call := serveMetrics(t, memory.New(memory.Options{}))
 	const extra = 30
 	var batch []*rlsv3ext.RateLimitDescriptor
@@ -189,6 +191,7 @@ func TestDescriptorMetricsCap(t *testing.T) {
 // descriptors with their own limit in number, whatever their keys: a
 // client chooses both.
 func TestDescriptorMetricsBoundRequests(t *testing.T) {
+	t.Parallel()
 	_, reg, call := serveMetrics(t, memory.New(memory.Options{}))
 	long := strings.Repeat("é", 50_000) // two bytes a character: a cut may fall inside one
 	call(desc("tenant", long+"a"), desc("tenant", long+"b"))
@@ -222,6 +225,7 @@ func TestDescriptorMetricsBoundRequests(t *testing.T) {
 // On Redis Cluster, a limit another slot's limit rejected first was not
 // asked: its hits are in total_hits alone, neither within nor over.
 func TestDescriptorMetricsClusterNotAsked(t *testing.T) {
+	t.Parallel()
 	cl := testredis.StartCluster(t, 3)
 	s, err := redisstore.New(redisstore.Options{Mode: redisstore.Cluster, Addrs: cl.Addrs()[:1], Timeout: time.Second})
 	if err != nil {

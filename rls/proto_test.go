@@ -9,6 +9,7 @@ import (
 )
 
 func TestFromConfigs(t *testing.T) {
+	t.Parallel()
 	r, err := FromConfigs([]*rlsconfv3.RateLimitConfig{{
 		Name:   "edge",
 		Domain: "edge",
@@ -48,6 +49,7 @@ descriptors:
 }
 
 func TestFromConfigsRefuses(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		cfgs []*rlsconfv3.RateLimitConfig

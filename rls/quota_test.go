@@ -88,6 +88,7 @@ func violations(t *testing.T, resp *rlsv3.RateLimitResponse, enabled bool) []flo
 // left; the metadata names it; it counts against the request's other
 // limits, and one of those still rejects it, counting nothing.
 func TestQuotaMode(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, s limit.Store) {
 		c, obs := quotaService(t, s, Options{Metadata: true})
 		ok, over := rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
@@ -142,6 +143,7 @@ func TestQuotaMode(t *testing.T) {
 // rls.quota_mode makes every limit a quota, a descriptor's own limit
 // included; a quota blocked by its hits is named too.
 func TestServiceQuotaMode(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, s limit.Store) {
 		c, _ := quotaService(t, s, Options{QuotaMode: true, Metadata: true})
 		ok := rlsv3.RateLimitResponse_OK
@@ -166,6 +168,7 @@ func TestServiceQuotaMode(t *testing.T) {
 
 // The metadata has envoyproxy/ratelimit's fields, and only when asked for.
 func TestResponseMetadata(t *testing.T) {
+	t.Parallel()
 	s := redisStore(t)
 	c, _ := quotaService(t, s, Options{Metadata: true})
 	d := withLimit(desc("path", "/m", "method", "GET"), 9, typev3.RateLimitUnit_MINUTE)

@@ -90,6 +90,7 @@ func askN(t *testing.T, c rlsv3.RateLimitServiceClient, n int, want rlsv3.RateLi
 }
 
 func TestReadmeFilesLoad(t *testing.T) {
+	t.Parallel()
 	entries, err := os.ReadDir(filepath.Join("testdata", "envoy-readme"))
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +106,7 @@ func TestReadmeFilesLoad(t *testing.T) {
 // Example 1: two exact values of one key, 500 a second each; another value
 // has no limit.
 func TestReadmeExample1(t *testing.T) {
+	t.Parallel()
 	c := readmeClient(t, readmeMemory(), readmeRules(t, "example1"), nil)
 	askN(t, c, 500, rOK, "mongo_cps", "database", "users")
 	askN(t, c, 1, rOver, "mongo_cps", "database", "users")
@@ -116,6 +118,7 @@ func TestReadmeExample1(t *testing.T) {
 // Example 2: 5 marketing messages a day to a number, 100 messages a day to
 // a number, and both descriptors in one request: OVER_LIMIT when either is.
 func TestReadmeExample2(t *testing.T) {
+	t.Parallel()
 	readmeStores(t, func(t *testing.T, s limit.Store) {
 		c := readmeClient(t, s, readmeRules(t, "example2"), nil)
 		marketing := func(n string) []string { return []string{"message_type", "marketing", "to_number", n} }
@@ -151,6 +154,7 @@ func TestReadmeExample2(t *testing.T) {
 // Example 3: 10 a second per address, and an address blocked by a limit
 // of 0.
 func TestReadmeExample3(t *testing.T) {
+	t.Parallel()
 	c := readmeClient(t, readmeMemory(), readmeRules(t, "example3"), nil)
 	askN(t, c, 10, rOK, "edge_proxy_per_ip", "remote_address", "50.0.0.1")
 	askN(t, c, 1, rOver, "edge_proxy_per_ip", "remote_address", "50.0.0.1")
@@ -164,6 +168,7 @@ func TestReadmeExample3(t *testing.T) {
 // Example 4: a descriptor of two entries does not match a rule one level
 // deep, and matches the rule nested two levels deep.
 func TestReadmeExample4(t *testing.T) {
+	t.Parallel()
 	d := desc("key", "value", "subkey", "subvalue")
 	c := readmeClient(t, readmeMemory(), readmeRules(t, "example4-no-match"), nil)
 	expect(t, ask(t, c, "example4", d), rOK, []rlsv3.RateLimitResponse_Code{rOK}, []uint32{0})
@@ -177,6 +182,7 @@ func TestReadmeExample4(t *testing.T) {
 // Example 5: an unlimited descriptor is OK with math.MaxUint32 left; the
 // other is 100 a minute.
 func TestReadmeExample5(t *testing.T) {
+	t.Parallel()
 	readmeStores(t, func(t *testing.T, s limit.Store) {
 		c := readmeClient(t, s, readmeRules(t, "example5"), nil)
 		for range 200 {
@@ -193,6 +199,7 @@ func TestReadmeExample5(t *testing.T) {
 // Example 6: user-a's limit is in shadow mode and never rejects; user-b is
 // limited to 20 a second.
 func TestReadmeExample6(t *testing.T) {
+	t.Parallel()
 	c := readmeClient(t, readmeMemory(), readmeRules(t, "example6"), nil)
 	for i := range 30 {
 		resp := ask(t, c, "example6", desc("service", "auth-service", "user", "user-a"))
@@ -210,6 +217,7 @@ func TestReadmeExample6(t *testing.T) {
 // Example 7: with both descriptors, the 10 a second replaces the 5, whose
 // counter is left as it was.
 func TestReadmeExample7(t *testing.T) {
+	t.Parallel()
 	c := readmeClient(t, readmeMemory(), readmeRules(t, "example7"), nil)
 	one, two := desc("key_1", "value_1", "user", "bkthomps"), desc("key_2", "value_2", "user", "bkthomps")
 	for range 10 {
@@ -252,6 +260,7 @@ func readmeLabels(t *testing.T, name string) func(domain string, kv ...string) s
 // Example 8: detailed_metric names the statistics by the request's value;
 // the exact value keeps its own limit.
 func TestReadmeExample8(t *testing.T) {
+	t.Parallel()
 	c := readmeClient(t, readmeMemory(), readmeRules(t, "example8"), nil)
 	askN(t, c, 10, rOK, "example8", "key1", "unspecified_value")
 	askN(t, c, 1, rOver, "example8", "key1", "unspecified_value")
@@ -269,6 +278,7 @@ func TestReadmeExample8(t *testing.T) {
 
 // Example 9: value* matches value_1 and value_2, each with its own 20.
 func TestReadmeExample9(t *testing.T) {
+	t.Parallel()
 	readmeStores(t, func(t *testing.T, s limit.Store) {
 		c := readmeClient(t, s, readmeRules(t, "example9"), nil)
 		for _, v := range []string{"value_1", "value_2"} {
@@ -282,6 +292,7 @@ func TestReadmeExample9(t *testing.T) {
 // Example 10: value_to_metric names the statistics by the request's values,
 // the full value where a wildcard matched.
 func TestReadmeExample10(t *testing.T) {
+	t.Parallel()
 	label := readmeLabels(t, "example10")
 	for _, tc := range [][]string{
 		{"route_api.http_method_GET.subject_id", "route", "api", "http_method", "GET", "subject_id", "123"},
@@ -300,6 +311,7 @@ func TestReadmeExample10(t *testing.T) {
 // Example 11: the values of files/* share 10 an hour; those of
 // files_no_share/* have 10 each.
 func TestReadmeExample11(t *testing.T) {
+	t.Parallel()
 	readmeStores(t, func(t *testing.T, s limit.Store) {
 		c := readmeClient(t, s, readmeRules(t, "example11"), nil)
 		askN(t, c, 5, rOK, "example11", "files", "files/a.pdf")
@@ -318,6 +330,7 @@ func TestReadmeExample11(t *testing.T) {
 // pattern whole and names no method, which has no value_to_metric:
 // route_api/*.method. floodgate names it as the code does.
 func TestReadmeExample11Metrics(t *testing.T) {
+	t.Parallel()
 	c := readmeClient(t, readmeMemory(), readmeRules(t, "example11-metrics"), nil)
 	askN(t, c, 30, rOK, "example11_metrics", "route", "api/v1", "method", "GET")
 	askN(t, c, 30, rOK, "example11_metrics", "route", "api/v2", "method", "GET")

@@ -110,6 +110,7 @@ var nameRE = regexp.MustCompile(`^rls:[a-z0-9_.-]{1,40}:[0-9a-f]{16}$`)
 // The examples of envoyproxy/ratelimit's README, with the descriptors it
 // says they match.
 func TestReadmeExamples(t *testing.T) {
+	t.Parallel()
 	type match struct {
 		entries []Entry
 		want    *want
@@ -326,6 +327,7 @@ descriptors:
 }
 
 func TestMatchPrecedence(t *testing.T) {
+	t.Parallel()
 	r := mustParse(t, `
 domain: d
 descriptors:
@@ -401,6 +403,7 @@ descriptors:
 // A '*' anywhere in a rule value stands for any run of bytes, none
 // included.
 func TestWildcardValues(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		pattern string
 		match   []string
@@ -435,6 +438,7 @@ func TestWildcardValues(t *testing.T) {
 // wildcards in file order, wherever their '*' is, then the key alone; at
 // every level of nesting.
 func TestWildcardPrecedence(t *testing.T) {
+	t.Parallel()
 	r := mustParse(t, `
 domain: d
 descriptors:
@@ -481,6 +485,7 @@ descriptors:
 }
 
 func TestUnits(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		unit   string
 		want   rlsv3.RateLimitResponse_RateLimit_Unit
@@ -510,6 +515,7 @@ func TestUnits(t *testing.T) {
 // Rule names keep counters across a reload that changes a rate, and keep
 // different descriptors' counters apart.
 func TestRuleNames(t *testing.T) {
+	t.Parallel()
 	const src = `
 domain: Mongo CPS/%s
 descriptors:
@@ -627,6 +633,7 @@ func unjoin(err error) []string {
 }
 
 func TestValidationErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ name, src string }{
 		{"missing domain", `
 descriptors: #want: domain is missing
@@ -888,6 +895,7 @@ descriptors: &all
 // when the value is written on the lines below it; and a value of the
 // wrong kind is reported even where another problem of its descriptor is.
 func TestErrorLines(t *testing.T) {
+	t.Parallel()
 	checkErrors(t, `
 domain: d
 descriptors:
@@ -912,6 +920,7 @@ descriptors:
 // descriptor's own limit, not to nested ones), and replaces naming a limit
 // the domain does not have.
 func TestNoEffect(t *testing.T) {
+	t.Parallel()
 	r := mustParse(t, `
 domain: d
 descriptors:
@@ -939,6 +948,7 @@ descriptors:
 }
 
 func TestEmptyFile(t *testing.T) {
+	t.Parallel()
 	for _, src := range []string{"", "\n\n", "# only a comment\n", "---\n", "~\n"} {
 		_, err := Parse("rules.yaml", []byte(src))
 		if err == nil || !strings.HasPrefix(err.Error(), "rules.yaml:1: empty") || len(unjoin(err)) != 1 {
@@ -950,6 +960,7 @@ func TestEmptyFile(t *testing.T) {
 // Aliases and merge keys are YAML, which envoyproxy/ratelimit's parser
 // reads too; a rule file may use them to share a rate_limit.
 func TestAliases(t *testing.T) {
+	t.Parallel()
 	r := mustParse(t, `
 domain: d
 descriptors:
@@ -1006,6 +1017,7 @@ func rule(domain, key string, n int) string {
 }
 
 func TestLoadDir(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{
 		"a.yaml":           rule("alpha", "k", 1),
@@ -1045,6 +1057,7 @@ func TestLoadDir(t *testing.T) {
 }
 
 func TestLoadDirErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{
 		"1.yaml": rule("shared", "k", 1),

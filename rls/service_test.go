@@ -111,6 +111,7 @@ func ask(t *testing.T, c rlsv3.RateLimitServiceClient, domain string, ds ...*rls
 }
 
 func TestShouldRateLimit(t *testing.T) {
+	t.Parallel()
 	c := serve(t, memory.New(memory.Options{}))
 	over, ok := rlsv3.RateLimitResponse_OVER_LIMIT, rlsv3.RateLimitResponse_OK
 
@@ -159,6 +160,7 @@ func TestShouldRateLimit(t *testing.T) {
 // A request over one limit consumes nothing from the others, unlike
 // envoyproxy/ratelimit, which counts every descriptor it is sent.
 func TestOverOneLimitConsumesNoOther(t *testing.T) {
+	t.Parallel()
 	c := serve(t, memory.New(memory.Options{}))
 	login, addr := desc("path", "/login"), desc("remote_address", "10.9.9.9")
 	for range 2 {
@@ -193,6 +195,7 @@ func wantLeft(t *testing.T, c rlsv3.RateLimitServiceClient, d *rlsv3ext.RateLimi
 // Descriptors with their own hits_addend are decided together, each at
 // its own hits: all of them admit the request, or none takes anything.
 func TestMixedHitsAllOrNothing(t *testing.T) {
+	t.Parallel()
 	c := serve(t, memory.New(memory.Options{}))
 	login, addr := desc("path", "/login"), desc("remote_address", "10.9.9.9")
 	for range 2 {
@@ -228,6 +231,7 @@ func TestMixedHitsAllOrNothing(t *testing.T) {
 // another slot's limits not at all when it rejects: they are reported as
 // not asked, not as a limit with nothing left.
 func TestClusterNotAsked(t *testing.T) {
+	t.Parallel()
 	cl := testredis.StartCluster(t, 3)
 	s, err := redisstore.New(redisstore.Options{Mode: redisstore.Cluster, Addrs: cl.Addrs()[:1], Timeout: time.Second})
 	if err != nil {
@@ -248,6 +252,7 @@ func TestClusterNotAsked(t *testing.T) {
 }
 
 func TestShadowReplacesAndHits(t *testing.T) {
+	t.Parallel()
 	c := serve(t, memory.New(memory.Options{}))
 	// shadow_mode: decided and reported, never enforced.
 	for i := range 3 {
@@ -290,6 +295,7 @@ func TestShadowReplacesAndHits(t *testing.T) {
 // duration_until_reset is whole seconds, rounded up, as
 // envoyproxy/ratelimit sends it: 10.3s into an hour, 3590s.
 func TestResetInWholeSeconds(t *testing.T) {
+	t.Parallel()
 	rules, err := Parse("edge.yaml", []byte(testRules))
 	if err != nil {
 		t.Fatal(err)
@@ -310,6 +316,7 @@ func TestResetInWholeSeconds(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
+	t.Parallel()
 	c := serve(t, memory.New(memory.Options{}))
 	neg := desc("remote_address", "x")
 	neg.IsNegativeHits = true
@@ -353,6 +360,7 @@ func TestBadRequests(t *testing.T) {
 // Two services on one Redis, as two replicas of the rate-limit service
 // behind Envoy: 64 clients admit exactly the limit.
 func TestExactOnRedis(t *testing.T) {
+	t.Parallel()
 	srv := testredis.Start(t)
 	var clients []rlsv3.RateLimitServiceClient
 	for range 2 {
@@ -400,6 +408,7 @@ func TestExactOnRedis(t *testing.T) {
 }
 
 func TestStoreDown(t *testing.T) {
+	t.Parallel()
 	srv := testredis.Start(t)
 	s, err := redisstore.New(redisstore.Options{Addrs: []string{srv.Addr()}, Timeout: 100 * time.Millisecond})
 	if err != nil {
@@ -435,6 +444,7 @@ func TestStoreDown(t *testing.T) {
 
 // The shipped example's rules load.
 func TestExampleRules(t *testing.T) {
+	t.Parallel()
 	r, err := LoadDir("../examples/rls/rules")
 	if err != nil {
 		t.Fatal(err)
@@ -447,6 +457,7 @@ func TestExampleRules(t *testing.T) {
 // requests_per_unit 0 rejects every request, and the request's other
 // limits consume nothing for it.
 func TestBlocked(t *testing.T) {
+	t.Parallel()
 	c := serve(t, memory.New(memory.Options{}))
 	addr := desc("remote_address", "10.1.1.1")
 	for range 3 {
@@ -500,6 +511,7 @@ func reports(t *testing.T, st *rlsv3.RateLimitResponse_DescriptorStatus, code rl
 // reads it: OK while the limit has some left, OVER_LIMIT once it is used
 // up. The request's own hits_addend of 0 still means 1.
 func TestCheckOnly(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, s limit.Store) {
 		c := serve(t, s)
 		ok, over := rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
@@ -550,6 +562,7 @@ func TestCheckOnly(t *testing.T) {
 // a rejection by the store does: with what they have left and when they
 // reset. Nothing is consumed.
 func TestRejectedReportsEveryLimit(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, s limit.Store) {
 		c := serve(t, s)
 		ok, over := rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
@@ -597,6 +610,7 @@ func TestRejectedReportsEveryLimit(t *testing.T) {
 // An unlimited descriptor reports math.MaxUint32 remaining, as
 // envoyproxy/ratelimit does, and no limit.
 func TestUnlimitedRemaining(t *testing.T) {
+	t.Parallel()
 	c := serve(t, memory.New(memory.Options{}))
 	for _, ds := range [][]*rlsv3ext.RateLimitDescriptor{
 		{desc("path", "/health")},
@@ -614,6 +628,7 @@ func TestUnlimitedRemaining(t *testing.T) {
 // memory of exhausted keys: OVER_LIMIT every time, and Redis is asked
 // once for the admission that used the limit up, not once a request.
 func TestOverLimitFloodSkipsRedis(t *testing.T) {
+	t.Parallel()
 	srv := testredis.Start(t)
 	s, err := redisstore.New(redisstore.Options{Addrs: []string{srv.Addr()}, Timeout: time.Second})
 	if err != nil {
@@ -646,6 +661,7 @@ func withLimit(d *rlsv3ext.RateLimitDescriptor, n uint32, unit typev3.RateLimitU
 // A descriptor's own limit applies instead of the rule it matches, as in
 // envoyproxy/ratelimit, and counts apart from that rule.
 func TestLimitOverride(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, s limit.Store) {
 		c := serve(t, s)
 		ok, over := rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT

@@ -50,6 +50,7 @@ descriptors:
 `
 
 func TestShareThreshold(t *testing.T) {
+	t.Parallel()
 	rules := mustParse(t, shareRules)
 	eachStore(t, func(t *testing.T, s limit.Store) {
 		c := serveRules(t, s, rules)
@@ -83,6 +84,7 @@ func TestShareThreshold(t *testing.T) {
 // The keys that change only statistics or what a client is sent are kept
 // on the limit, level by level.
 func TestKeptKeys(t *testing.T) {
+	t.Parallel()
 	r := mustParse(t, shareRules)
 	l := r.Match("share", e("org", "acme-a-b", "user", "u"))
 	if l == nil {
@@ -114,6 +116,7 @@ func TestKeptKeys(t *testing.T) {
 // counter and on a user below a shared wildcard: exactly the limit is
 // admitted.
 func TestShareExactOnRedis(t *testing.T) {
+	t.Parallel()
 	srv := testredis.Start(t)
 	rules := mustParse(t, shareRules)
 	var clients []rlsv3.RateLimitServiceClient
@@ -160,6 +163,7 @@ func TestShareExactOnRedis(t *testing.T) {
 // The rule files docs/rls.md shows load, and its share_threshold example
 // shares as it says.
 func TestDocExamples(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../docs/rls.md")
 	if err != nil {
 		t.Fatal(err)

@@ -59,6 +59,7 @@ func readAll(t *testing.T, resp *http.Response) string {
 }
 
 func TestClientKeepsConnections(t *testing.T) {
+	t.Parallel()
 	s, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok "+r.URL.RequestURI())
 	})
@@ -145,6 +146,7 @@ func closesOnTheNextRequest(t *testing.T) (string, *atomic.Int64) {
 }
 
 func TestClientResendsWhenTheUpstreamClosesOnTheRequest(t *testing.T) {
+	t.Parallel()
 	base, conns := closesOnTheNextRequest(t)
 	cl := testClient(time.Second, time.Second)
 	defer cl.CloseIdle()
@@ -177,6 +179,7 @@ func TestClientResendsWhenTheUpstreamClosesOnTheRequest(t *testing.T) {
 }
 
 func TestClientTimeouts(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	s, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -234,6 +237,7 @@ func TestClientTimeouts(t *testing.T) {
 }
 
 func TestClientCancel(t *testing.T) {
+	t.Parallel()
 	closed := make(chan struct{})
 	base, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
 		if _, err := http.ReadRequest(br); err != nil {
@@ -277,6 +281,7 @@ func TestClientCancel(t *testing.T) {
 }
 
 func TestClientAnswers(t *testing.T) {
+	t.Parallel()
 	// Each case is one connection's whole answer; then the client asks
 	// again, to see whether the connection was kept.
 	for _, tc := range []struct {
@@ -338,6 +343,7 @@ func TestClientAnswers(t *testing.T) {
 // client puts it back as sent, so that a proxy can remove the hop-by-hop
 // fields it names.
 func TestClientKeepsTheConnectionFieldThatCloses(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, answer string
 		want         []string
@@ -375,6 +381,7 @@ func TestClientKeepsTheConnectionFieldThatCloses(t *testing.T) {
 }
 
 func TestClientPassesInterimAnswersOn(t *testing.T) {
+	t.Parallel()
 	base, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
 		for {
 			if _, err := http.ReadRequest(br); err != nil {
@@ -409,6 +416,7 @@ func TestClientPassesInterimAnswersOn(t *testing.T) {
 // ReadResponse removes as it does a final answer's, is put back too: the
 // caller drops the fields it names before passing the answer on.
 func TestClientKeepsAnInterimAnswersConnectionField(t *testing.T) {
+	t.Parallel()
 	base, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
 		if _, err := http.ReadRequest(br); err == nil {
 			io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nConnection: close, X-Secret\r\nX-Secret: s\r\nLink: </a>\r\n\r\n"+
@@ -452,6 +460,7 @@ func requestOn(t *testing.T, base string, streamed bool) *http.Request {
 // Transport reads them all once it passes them on: an error from the
 // interim callback ends the exchange on either path, and Do returns it.
 func TestClientInterimErrorEndsTheExchange(t *testing.T) {
+	t.Parallel()
 	base, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
 		r, err := http.ReadRequest(br)
 		if err != nil {
@@ -489,6 +498,7 @@ func TestClientInterimErrorEndsTheExchange(t *testing.T) {
 // A status under 100, which ReadResponse takes from "099", is neither
 // interim nor final: the exchange fails, on either path.
 func TestClientRefusesAStatusUnder100(t *testing.T) {
+	t.Parallel()
 	base, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
 		r, err := http.ReadRequest(br)
 		if err != nil {
@@ -510,6 +520,7 @@ func TestClientRefusesAStatusUnder100(t *testing.T) {
 
 // The record of a large head is not kept with a pooled connection.
 func TestClientDropsALargeHeadRecord(t *testing.T) {
+	t.Parallel()
 	base, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
 		for {
 			if _, err := http.ReadRequest(br); err != nil {
@@ -542,6 +553,7 @@ func TestClientDropsALargeHeadRecord(t *testing.T) {
 }
 
 func TestClientRefusesBadAnswers(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, answer string }{
 		{"garbage", "SSH-2.0-OpenSSH\r\n\r\n"},
 		{"huge head", "HTTP/1.1 200 OK\r\n" + strings.Repeat("X-Pad: "+strings.Repeat("a", 1000)+"\r\n", 1100) + "\r\n"},
@@ -566,6 +578,7 @@ func TestClientRefusesBadAnswers(t *testing.T) {
 }
 
 func TestClientUnreadBodyClosesTheConnection(t *testing.T) {
+	t.Parallel()
 	s, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, strings.Repeat("x", 100<<10))
 	})
@@ -585,6 +598,7 @@ func TestClientUnreadBodyClosesTheConnection(t *testing.T) {
 }
 
 func TestClientBodies(t *testing.T) {
+	t.Parallel()
 	s, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		// Whole, before answering: net/http's server may close a body
 		// not read by the time the answer is sent.
@@ -635,6 +649,7 @@ func TestClientBodies(t *testing.T) {
 }
 
 func TestClientResendsABodyOnlyWhenSafe(t *testing.T) {
+	t.Parallel()
 	base, conns := closesOnTheNextRequest(t)
 	cl := testClient(time.Second, time.Second)
 	defer cl.CloseIdle()
@@ -669,6 +684,7 @@ func TestClientResendsABodyOnlyWhenSafe(t *testing.T) {
 // shut for writing here, as one the upstream reset just after the peek
 // before use would be.
 func TestClientResendsARequestNoneOfWhichWasWritten(t *testing.T) {
+	t.Parallel()
 	done := make(chan struct{})
 	base, conns := rawServer(t, func(c net.Conn, br *bufio.Reader) {
 		for {
@@ -716,6 +732,7 @@ func TestClientResendsARequestNoneOfWhichWasWritten(t *testing.T) {
 // data (a slow client behind a gateway) is not cut off, and an upstream
 // that falls silent still is.
 func TestClientIdleBoundsTheUpstreamsSilence(t *testing.T) {
+	t.Parallel()
 	const sent = 2 << 20
 	base, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
 		if _, err := http.ReadRequest(br); err != nil {
@@ -769,6 +786,7 @@ func TestClientIdleBoundsTheUpstreamsSilence(t *testing.T) {
 // never read as the answer to the next request: the connection is out of
 // step and is closed.
 func TestClientDropsAConnectionTheUpstreamSpokeOn(t *testing.T) {
+	t.Parallel()
 	const unasked = "HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nunasked"
 	for _, tc := range []struct {
 		name  string
@@ -826,6 +844,7 @@ func TestClientDropsAConnectionTheUpstreamSpokeOn(t *testing.T) {
 // closes each connection shortly after answering (as in a rolling restart)
 // never gets a POST, which is not sent twice, on a connection it closed.
 func TestClientPostsAfterTheUpstreamClosedTheConnection(t *testing.T) {
+	t.Parallel()
 	closed := make(chan struct{}, 20)
 	base, conns := rawServer(t, func(c net.Conn, br *bufio.Reader) {
 		r, err := http.ReadRequest(br)
@@ -958,6 +977,7 @@ func BenchmarkPeek(b *testing.B) {
 // opened are closed once idle for longer than the limit, even while one
 // connection stays busy and the pool is never emptied.
 func TestClientPrunesIdleConnections(t *testing.T) {
+	t.Parallel()
 	var open atomic.Int64
 	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
@@ -1011,6 +1031,7 @@ func TestClientPrunesIdleConnections(t *testing.T) {
 // not meet a connection the server closed while it sat idle; one the
 // server kept is used again.
 func TestClientProbesIdleConnections(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name        string
 		serverIdle  time.Duration
@@ -1057,6 +1078,7 @@ func TestClientProbesIdleConnections(t *testing.T) {
 // TestClientHTTPSGoesThroughTheFallback: the client speaks plain HTTP/1.1
 // only; an https target is the fallback's.
 func TestClientHTTPSGoesThroughTheFallback(t *testing.T) {
+	t.Parallel()
 	s := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "secure "+r.URL.Path)
 	}))
@@ -1080,6 +1102,7 @@ func TestClientHTTPSGoesThroughTheFallback(t *testing.T) {
 // alike: written as it is, a method with a space moves the target the
 // upstream reads, and a CR or LF in a field ends it early.
 func TestClientRefusesRequestsItCannotWrite(t *testing.T) {
+	t.Parallel()
 	s, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, r.Method+" "+r.URL.RequestURI())
 	})

@@ -28,6 +28,7 @@ func (c *fakeClock) Set(t time.Time) {
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	limittest.Run(t, func(t *testing.T, realTime bool) *limittest.Harness {
 		clock := &fakeClock{t: time.Unix(0, 0)}
 		now, set := clock.Now, clock.Set

@@ -12,6 +12,7 @@ import (
 )
 
 func TestMaxKeys(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := memory.New(memory.Options{MaxKeys: 10, SweepEvery: -1})
 	defer s.Close()
@@ -57,6 +58,7 @@ func TestMaxKeys(t *testing.T) {
 }
 
 func TestSweep(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := memory.New(memory.Options{SweepEvery: -1})
 	defer s.Close()
@@ -86,6 +88,7 @@ func TestSweep(t *testing.T) {
 }
 
 func TestBackgroundSweep(t *testing.T) {
+	t.Parallel()
 	s := memory.New(memory.Options{SweepEvery: 10 * time.Millisecond})
 	defer s.Close()
 	r := &limit.Rule{Name: "t:bg", Algorithm: limit.FixedWindow, Align: limit.AlignFirst, Rate: limit.Rate{Count: 1, Period: 20 * time.Millisecond}}
@@ -106,6 +109,7 @@ func TestBackgroundSweep(t *testing.T) {
 // request judged: the key is added again, and needs room like a new one,
 // so the store never holds more than its bound.
 func TestMaxKeysSweepsALimitItJudged(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	later := now.Add(time.Second) // the short windows have ended
 	short := &limit.Rule{Name: "t:short", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 2, Period: time.Second}}

@@ -46,6 +46,7 @@ func (tb *table) check(t *testing.T) {
 // sweeps, with hashes chosen to collide: few homes and few tags, so
 // probes run long, wrap around the index and pass words of other keys.
 func TestTable(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	scopes := []*scope{{name: "a:fw.1000e"}, {name: "b:fw.1000e"}}
 	type id struct {
@@ -109,6 +110,7 @@ func TestTable(t *testing.T) {
 // TestTableShrinks: once a sweep leaves a quarter of the peak, the slots
 // and the index are reallocated at the survivors' size.
 func TestTableShrinks(t *testing.T) {
+	t.Parallel()
 	var tb table
 	sc := &scope{name: "a"}
 	for i := range 1000 {
@@ -137,6 +139,7 @@ func TestTableShrinks(t *testing.T) {
 
 // TestShardSize: the layout the shard's comment promises.
 func TestShardSize(t *testing.T) {
+	t.Parallel()
 	if n := unsafe.Sizeof(shard{}); n != 128 {
 		t.Fatalf("a shard is %d bytes, want 128", n)
 	}

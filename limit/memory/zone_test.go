@@ -17,6 +17,7 @@ import (
 // at the later time, and places the window there too: the next day's,
 // 24 hours long.
 func TestZoneWindowOfALateStamp(t *testing.T) {
+	t.Parallel()
 	ny, _ := time.LoadLocation("America/New_York")
 	s := memory.New(memory.Options{SweepEvery: -1})
 	defer s.Close()

@@ -9,6 +9,7 @@ import (
 )
 
 func TestStoredKey(t *testing.T) {
+	t.Parallel()
 	r := &limit.Rule{Name: "lucky-meal:user", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: 10 * time.Second}}
 	k := limit.NewKey(limit.Part{Kind: "header:x-user-id", Value: "u{1}\n"}, limit.Part{Kind: "path", Value: "/api/a b"}, limit.Part{Kind: "ip", Value: "10.0.0.1", Fallback: true})
 	got := StoredKey("fg:", r, k)

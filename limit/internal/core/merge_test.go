@@ -18,6 +18,7 @@ func validRule(t testing.TB, r *limit.Rule) *limit.Rule {
 }
 
 func TestMerge(t *testing.T) {
+	t.Parallel()
 	fixed := validRule(t, &limit.Rule{Name: "m:fixed", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 3, Period: time.Minute}})
 	costly := validRule(t, fixed.WithCost(3))
 	long := validRule(t, &limit.Rule{Name: "m:fixed", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 3, Period: time.Hour}})
@@ -79,6 +80,7 @@ func TestMerge(t *testing.T) {
 
 // TestMergeMany: past 16 limits, duplicates are found by a map.
 func TestMergeMany(t *testing.T) {
+	t.Parallel()
 	r := validRule(t, &limit.Rule{Name: "m:many", Algorithm: limit.SlidingWindow, Rate: limit.Rate{Count: 10, Period: time.Second}})
 	req := &limit.Request{Now: time.Unix(1e9, 0)}
 	for i := range 20 {
@@ -98,6 +100,7 @@ func TestMergeMany(t *testing.T) {
 // cost alone. Every other setting, including one that a later change to
 // Rule adds, makes the request a mistake.
 func TestMergeRefusesOtherSettings(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	base := func() *limit.Rule {
 		return &limit.Rule{Name: "m:set", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 10, Period: time.Second}, Burst: 20}

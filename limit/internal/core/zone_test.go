@@ -15,6 +15,7 @@ import (
 // midnight or hour (or at the change of offset that skipped it), and a
 // rule's cached window gives the same answer as placing it afresh.
 func TestZoneWindowsTile(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"America/New_York", "Europe/London", "Australia/Lord_Howe", "America/Santiago", "Asia/Shanghai", "UTC"} {
 		loc, err := time.LoadLocation(name)
 		if err != nil {
@@ -63,6 +64,7 @@ func TestZoneWindowsTile(t *testing.T) {
 // The days daylight saving time begins and ends in New York are 23 and 25
 // hours long, local midnight to local midnight.
 func TestZoneDaylightSavingDays(t *testing.T) {
+	t.Parallel()
 	ny, err := time.LoadLocation("America/New_York")
 	if err != nil {
 		t.Fatal(err)
