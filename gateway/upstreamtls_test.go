@@ -229,9 +229,12 @@ func TestUpstreamTLSHealthChecks(t *testing.T) {
 		t.Run(p.proto, func(t *testing.T) {
 			up := newTLSUpstream(t, ca.ServerFor(t, "upstream", "api.internal"), p.proto == "h2", clients)
 			yaml := tlsRoute(up.URL, p.proto, `{ca: "`+caFile+`", server_name: api.internal, cert: "`+certFile+`", key: "`+keyFile+`"}`) +
-				"      health: {path: /healthz, interval: 300ms, timeout: 250ms, unhealthy_after: 1}\n"
+				// The checks' bounds are a mutual-TLS handshake's, under
+				// -race, on cores that other tests keep busy: a timeout of
+				// 250 ms was too short for one now and then.
+				"      health: {path: /healthz, interval: 1s, timeout: 900ms, healthy_after: 1, unhealthy_after: 3}\n"
 			h := newHarness(t, yaml, nil)
-			waitFor(t, "three passed checks", func() bool { return up.healthHits() >= 3 })
+			waitFor(t, "two passed checks", func() bool { return up.healthHits() >= 2 })
 			target := strings.TrimPrefix(up.URL, "https://")
 			if st := targetStatus(t, h.gw, "r", "https://"+target); st.State != stateHealthy {
 				t.Errorf("target %+v, want healthy; log:\n%s", st, h.log)
