@@ -77,6 +77,7 @@ routes:
 // The certificate served is the one whose names match the client's SNI,
 // wildcards included; an unknown name, and none, get the first.
 func TestServeTLSCertificateBySNI(t *testing.T) {
+	t.Parallel()
 	f := newEdgeFixture(t, nil)
 	a := f.ca.ServerFor(t, "a", "a.example")
 	b := f.ca.ServerFor(t, "b", "b.example")
@@ -145,6 +146,7 @@ func getWith(t *testing.T, c *http.Client, url string, header ...string) (reply,
 // do not load leave the running certificate, and say so; a config that
 // names other files takes them.
 func TestServeTLSCertificateRotation(t *testing.T) {
+	t.Parallel()
 	f := newEdgeFixture(t, nil)
 	one := f.ca.ServerFor(t, "one", "api.example")
 	certPath, keyPath := f.file("tls.crt", one.CertPEM), f.file("tls.key", one.KeyPEM)
@@ -206,6 +208,7 @@ server:
 // subject. With request, a client without one is served, and its
 // tls:subject is missing: the fallback counts it.
 func TestServeTLSClientCertificates(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"require", "request"} {
 		t.Run(mode, func(t *testing.T) {
 			f := newEdgeFixture(t, nil)
@@ -312,6 +315,7 @@ func (f *edgeFixture) protoClients() map[string]struct {
 // with the same JSON and rate-limit headers; the upstream is told the
 // client's scheme.
 func TestServeProtocols(t *testing.T) {
+	t.Parallel()
 	f := newEdgeFixture(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "proto=%s", r.Header.Get("X-Forwarded-Proto"))
 	}))
@@ -383,6 +387,7 @@ server:
 // Without h2c, the HTTP/2 preface on the clear listener is an HTTP/1.1
 // request of a version the gateway does not speak: 505, in JSON.
 func TestServePrefaceWithoutH2C(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	f.write(baseConfig)
 	f.serve()
@@ -409,6 +414,7 @@ func TestServePrefaceWithoutH2C(t *testing.T) {
 // A graceful shutdown lets an HTTP/2 request in flight finish, and sends
 // its connection a GOAWAY.
 func TestServeShutdownDrainsHTTP2(t *testing.T) {
+	t.Parallel()
 	skipWithoutSignals(t)
 	arrived := make(chan struct{}, 1)
 	release := make(chan struct{})
@@ -488,6 +494,7 @@ routes:
 // serve; a reload that changes the TLS listener, h2c or the HTTP/2
 // limits says that they take a restart.
 func TestServeTLSWarnings(t *testing.T) {
+	t.Parallel()
 	f := newEdgeFixture(t, nil)
 	expiredAt := time.Now().Add(-time.Hour).Truncate(time.Second)
 	old := f.ca.ServerValid(t, "old", expiredAt.Add(-24*time.Hour), expiredAt)

@@ -198,6 +198,7 @@ routes:
 // server.http2.max_header_list_size) gets 431 on its stream, and the
 // connection goes on.
 func TestServeHTTP2HeadersTooLarge(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct{ name, block string }{
 		{"max_header_bytes", ""},
 		{"max_header_list_size", "  http2: {max_header_list_size: 4096}\n"},
@@ -232,6 +233,7 @@ func TestServeHTTP2HeadersTooLarge(t *testing.T) {
 // A stream beyond server.http2.max_concurrent_streams is refused, as a
 // stream error; the streams open are served.
 func TestServeHTTP2MaxConcurrentStreams(t *testing.T) {
+	t.Parallel()
 	f, _, seen, arrived, release := h2Fixture(t, "  http2: {max_concurrent_streams: 2}\n")
 	h := dialH2C(t, f.listen)
 	h.request(1, "/api/slow")
@@ -259,6 +261,7 @@ func TestServeHTTP2MaxConcurrentStreams(t *testing.T) {
 // waiting than four times max_concurrent_streams, the upstream sees only
 // some of them, and other clients are served meanwhile.
 func TestServeHTTP2RapidReset(t *testing.T) {
+	t.Parallel()
 	f, _, seen, _, _ := h2Fixture(t, "  http2: {max_concurrent_streams: 10}\n")
 	h := dialH2C(t, f.listen)
 	h.c.SetDeadline(time.Now().Add(4 * waitTimeout))
@@ -327,6 +330,7 @@ func TestServeHTTP2RapidReset(t *testing.T) {
 
 // The server announces the limits of server.http2.
 func TestServeHTTP2Settings(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name, block string
 		want        map[http2.SettingID]uint32

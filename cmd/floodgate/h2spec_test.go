@@ -59,6 +59,7 @@ const (
 //
 //	go test -run 'TestServeH2Spec/h2c/http2/6.5.3/' -v ./cmd/floodgate
 func TestServeH2Spec(t *testing.T) {
+	t.Parallel()
 	cases := h2specCases()
 	for id := range h2specFailures {
 		if _, ok := cases[id]; !ok {

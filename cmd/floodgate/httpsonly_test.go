@@ -11,6 +11,7 @@ import (
 // With server.listen empty beside server.listen_tls, the gateway serves
 // its routes over HTTPS alone.
 func TestServeHTTPSOnly(t *testing.T) {
+	t.Parallel()
 	f := newEdgeFixture(t, nil)
 	pair := f.ca.ServerFor(t, "api", "api.example")
 	f.write(fmt.Sprintf(`
@@ -34,6 +35,7 @@ server:
 // A certificate chain rewritten cut short (a rotation half written) is
 // refused, and the chain that served goes on serving whole.
 func TestServeTLSChainCutShortKept(t *testing.T) {
+	t.Parallel()
 	f := newEdgeFixture(t, nil)
 	one := f.ca.ServerFor(t, "one", "api.example")
 	chain := append(append([]byte{}, one.CertPEM...), f.ca.PEM...)

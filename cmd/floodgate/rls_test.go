@@ -33,6 +33,7 @@ func rlsRules(n int) string {
 // rules reload when their files change; a file that does not load is
 // refused and the running rules stay.
 func TestServeRLS(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	rlsAddr, rules := freeAddr(t), filepath.Join(f.dir, "rules")
 	if err := os.Mkdir(rules, 0o755); err != nil {
@@ -111,6 +112,7 @@ func TestServeRLS(t *testing.T) {
 // A config that serves only the rate-limit service, with server.listen
 // empty, opens no gateway listener.
 func TestServeRLSOnly(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	rlsAddr, rules := freeAddr(t), filepath.Join(f.dir, "rules")
 	if err := os.Mkdir(rules, 0o755); err != nil {

@@ -12,6 +12,7 @@ import (
 // rls.shadow, rls.quota_mode, rls.response_metadata and
 // rls.response_headers reach the running service.
 func TestServeRLSAnswers(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, settings string
 		quota          bool // every limit is a quota, named in the metadata

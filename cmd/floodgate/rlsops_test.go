@@ -57,6 +57,7 @@ func dialPlain(t *testing.T, addr string) *grpc.ClientConn {
 // answers, overall and by the service's name; NOT_SERVING once it drains)
 // and server reflection.
 func TestServeRLSHealthAndReflection(t *testing.T) {
+	t.Parallel()
 	p, addr := serveRLSWith(t, "")
 	conn := dialPlain(t, addr)
 	hc := healthpb.NewHealthClient(conn)

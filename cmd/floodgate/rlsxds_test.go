@@ -88,6 +88,7 @@ func edgeConfig(n uint32, unit rlsconfv3.RateLimitUnit) *rlsconfv3.RateLimitConf
 // and a server that goes away leaves them in place, says so on /readyz,
 // and is reconnected to when it is back.
 func TestServeRLSXDS(t *testing.T) {
+	t.Parallel()
 	cache := cachev3.NewSnapshotCache(false, cachev3.IDHash{}, nil)
 	cp := startControlPlane(t, "127.0.0.1:0", cache)
 	cp.push("1", edgeConfig(1, rlsconfv3.RateLimitUnit_HOUR))
@@ -212,6 +213,7 @@ rls:
 // A response that is not RateLimitConfigs is refused whole, naming the
 // resource at fault; a good one beside it does not make it through.
 func TestDecodeXDSRefusesGarbage(t *testing.T) {
+	t.Parallel()
 	good, err := anypb.New(edgeConfig(1, rlsconfv3.RateLimitUnit_HOUR))
 	if err != nil {
 		t.Fatal(err)

@@ -91,6 +91,7 @@ func (x *xdsTLSFixture) rulesHold(t *testing.T, addr string) {
 // verified by ca (and by server_name), a client certificate is presented
 // for mutual TLS, and a server signed by another CA is not trusted.
 func TestServeRLSXDSTLS(t *testing.T) {
+	t.Parallel()
 	ca := testcerts.NewCA(t, "xds CA")
 	serverPair := ca.Server(t, "cp")
 	serverCert := serverPair.TLS(t)
