@@ -103,8 +103,8 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 			"    marked done too; Forwarded and X-Forwarded-* are never replayed;\n"+
 			"  - an upstream that does not answer at all, or a store that fails, stops the replay with\n"+
 			"    exit 1, leaving that event (and any sent after it) for the next run.\n"+
-			"  - an event the sink holds twice (delivery to it is at least once) is handled once, and\n"+
-			"    the run says how many it saw twice.\n"+
+			"  - an event the sink holds more than once (delivery to it is at least once) is handled\n"+
+			"    once, and the run says how many copies it skipped.\n"+
 			"The last line is: succeeded N, failed N, skipped N, collapsed N, limited N, remaining N\n"+
 			"(remaining: not handled). Ctrl-C lets the requests in flight finish, then stops.")
 	file := fs.String("c", "floodgate.yaml", "the configuration `FILE`")
@@ -317,7 +317,7 @@ func (rp *replayer) dryRun(ctx context.Context, src events.Source, stderr io.Wri
 	var perr error
 	err := src.Pending(ctx, func(e *events.Event) bool {
 		if !rp.seen.add(e.ID) {
-			fmt.Fprintf(rp.stdout, "would skip a second copy of event %s\n", e.ID)
+			fmt.Fprintf(rp.stdout, "would skip another copy of event %s\n", e.ID)
 			return true
 		}
 		n++
@@ -447,7 +447,7 @@ func (rp *replayer) run(ctx context.Context, src events.Source, stderr io.Writer
 				fmt.Fprintf(rp.stdout, "limited event %s: limit %s has no quota left for its key now\n", j.e.ID, j.why)
 			case duplicate:
 				rp.duplicates++
-				fmt.Fprintf(rp.stdout, "skipped a second copy of event %s\n", j.e.ID)
+				fmt.Fprintf(rp.stdout, "skipped another copy of event %s\n", j.e.ID)
 			case send:
 				if j.status/100 == 2 {
 					rp.succeeded++
@@ -568,7 +568,7 @@ loop:
 	if rp.duplicates > 0 {
 		// Delivery to the sink is at least once: a batch it took after
 		// the recorder gave up waiting was spooled and delivered again.
-		fmt.Fprintf(rp.stdout, "duplicates: the sink held %d events twice; each was handled once\n", rp.duplicates)
+		fmt.Fprintf(rp.stdout, "duplicates: skipped %d copies of events already handled\n", rp.duplicates)
 	}
 	remaining := 0
 	if !finished || !ok {

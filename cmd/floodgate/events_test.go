@@ -629,15 +629,18 @@ return 1`, "1", "fg:events", want[0].ID, want[3].ID)
 }
 
 // testDuplicatesReplayed replays the events of eventsYAML, which holds
-// want with events 0 (truncated) and 3 twice, and checks each was handled
-// once, in its first place.
+// want with events 0 (truncated) and 3 at least twice, and checks each
+// was handled once, in its first place. The recorder may itself have
+// delivered an event twice (at least once: a batch the sink took after
+// the recorder stopped waiting is sent again), so the copies are counted,
+// not known.
 func testDuplicatesReplayed(t *testing.T, want []*events.Event, eventsYAML string) {
 	t.Helper()
 	up := newReplayUpstream(t, http.StatusOK)
 	file := replayConfig(t, up.URL, eventsYAML)
 	stdout, stderr, code := floodgate(t, "events", "replay", "-c", file, "--route", "lucky-meal", "--rate", "1000/s", "--dry-run")
-	if code != exitOK || strings.Count(stdout, "would skip a second copy of event ") != 2 ||
-		!strings.Contains(stdout, "dry run: of 20 events pending, would send 18, fail 0, skip 2,") {
+	dryCopies := strings.Count(stdout, "would skip another copy of event ")
+	if code != exitOK || dryCopies < 2 || !strings.Contains(stdout, "dry run: of 20 events pending, would send 18, fail 0, skip 2,") {
 		t.Errorf("dry run: exit %d; stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
 	}
 	stdout, stderr, code = floodgate(t, "events", "replay", "-c", file, "--route", "lucky-meal", "--rate", "1000/s")
@@ -648,12 +651,13 @@ func testDuplicatesReplayed(t *testing.T, want []*events.Event, eventsYAML strin
 		t.Errorf("summary %q; stdout:\n%s", m, stdout)
 	}
 	for _, e := range []*events.Event{want[0], want[3]} {
-		if !strings.Contains(stdout, "skipped a second copy of event "+e.ID+"\n") {
-			t.Errorf("replay did not say it skipped the second copy of %s:\n%s", e.ID, stdout)
+		if !strings.Contains(stdout, "skipped another copy of event "+e.ID+"\n") {
+			t.Errorf("replay did not say it skipped the copy of %s:\n%s", e.ID, stdout)
 		}
 	}
-	if !strings.Contains(stdout, "duplicates: the sink held 2 events twice; each was handled once\n") {
-		t.Errorf("no line on the duplicates:\n%s", stdout)
+	copies := strings.Count(stdout, "skipped another copy of event ")
+	if copies != dryCopies || !strings.Contains(stdout, fmt.Sprintf("duplicates: skipped %d copies of events already handled\n", copies)) {
+		t.Errorf("%d copies skipped, %d in the dry run; want them counted in a line:\n%s", copies, dryCopies, stdout)
 	}
 	checkReplayed(t, up.received(), want, time.Millisecond)
 }
