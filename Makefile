@@ -15,10 +15,31 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # with it. A plain go build works the same, only larger.
 TAGS ?= grpcnotrace
 
-.PHONY: check fmt-check vet staticcheck race-check test build bench image
+.PHONY: check deps quick fmt-check vet staticcheck race-check test build bench image
 
-# check: gofmt, go vet, staticcheck and the race-enabled tests
-check: fmt-check vet staticcheck race-check
+# check: what the tests need, then gofmt, go vet, staticcheck and the
+# race-enabled tests
+check: deps fmt-check vet staticcheck race-check
+
+# deps: install what the tests need and this machine lacks (Debian or
+# Ubuntu, as root or through sudo), and start a Docker daemon; DEPS=0
+# skips it. scripts/deps says what each piece is for.
+deps:
+	@scripts/deps
+
+# The tests wait far more than they compute (upstreams, timeouts, Redis,
+# processes): four packages at once, and four tests at once in each, keep
+# two cores busy without starving the tests that measure time.
+TESTFLAGS ?= -p 4 -parallel 4
+
+# quick: the edit loop: gofmt, vet and the tests without -race and with
+# -short, which leaves out the long end-to-end runs (the demo, the
+# README's walk-through, the browser, Prometheus, the image, Redis Cluster
+# and Sentinel); no staticcheck. It keeps go test's cache, so that it runs
+# again only the packages an edit touched.
+quick: fmt-check
+	$(GO) vet ./...
+	$(GO) test -short $(TESTFLAGS) ./...
 
 fmt-check:
 	@unformatted="$$($(GOFMT) -l .)"; \
@@ -41,7 +62,7 @@ race-check:
 		echo "go test -race needs cgo: install a C compiler (apt-get install gcc libc6-dev) or set CGO_ENABLED=1"; \
 		exit 1; \
 	fi
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 $(TESTFLAGS) ./...
 
 # test: the tests with the race detector, using the test cache
 test:

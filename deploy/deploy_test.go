@@ -12,15 +12,13 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/floodgate-gw/floodgate/internal/needs"
 )
 
 func promtool(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Skip("promtool is not installed (Debian's prometheus package): the rules are not checked")
-	}
-	return p
+	return needs.Program(t, "prometheus", "promtool")
 }
 
 func TestAlertRules(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/internal/needs"
 )
 
 // The checks below read the compose file and the Kubernetes manifests as
@@ -283,6 +284,9 @@ func gateways(f composeFile) []string {
 }
 
 func TestCompose(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three gateways, Redis and Prometheus of the compose file; make check runs it")
+	}
 	f := readCompose(t)
 	names := gateways(f)
 	if len(names) != 3 {
@@ -481,12 +485,7 @@ func composePrometheus(t *testing.T, f composeFile, gateways []string) {
 	if !slices.Equal(got, want) {
 		t.Errorf("job floodgate scrapes %v, want the gateways' admin listeners %v", got, want)
 	}
-	tool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Log("promtool is not installed: the scrape config is not checked by it")
-		return
-	}
-	if out, err := exec.Command(tool, "check", "config", conf).CombinedOutput(); err != nil {
+	if out, err := exec.Command(needs.Program(t, "prometheus", "promtool"), "check", "config", conf).CombinedOutput(); err != nil {
 		t.Fatalf("promtool check config: %v\n%s", err, out)
 	}
 }

@@ -30,6 +30,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/floodgate-gw/floodgate/internal/needs"
 	"github.com/floodgate-gw/floodgate/internal/syncbuf"
 	"github.com/floodgate-gw/floodgate/internal/testnet"
 	"github.com/floodgate-gw/floodgate/internal/testredis"
@@ -123,10 +124,10 @@ descriptors:
 // alerts' expressions select the outage, then forces a breaker open and
 // waits for FloodgateCircuitBreakerOpen to fire.
 func TestPrometheus(t *testing.T) {
-	promBin, err := exec.LookPath("prometheus")
-	if err != nil {
-		t.Skip("prometheus is not installed (Debian's prometheus package): the dashboard and alerts are not run against live series")
+	if testing.Short() {
+		t.Skip("a Prometheus scraping floodgate until its alerts fire; make check runs it")
 	}
+	promBin := needs.Program(t, "prometheus", "prometheus")
 	queries := append(dashboardQueries(t), alertQueries(t)...)
 
 	fg := startFloodgate(t)

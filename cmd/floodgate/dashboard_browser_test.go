@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/floodgate-gw/floodgate/internal/needs"
 )
 
 // -update-screenshot writes the dashboard's screenshot to docs/ as well.
@@ -58,16 +59,7 @@ type browser struct {
 
 func startBrowser(t *testing.T) *browser {
 	t.Helper()
-	path := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			path = p
-			break
-		}
-	}
-	if path == "" {
-		t.Skip("no chromium on this machine: .ci/run installs it (apt-get install chromium)")
-	}
+	path := needs.Program(t, "chromium", "chromium", "chromium-browser", "google-chrome")
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.Flag("headless", true),
@@ -197,6 +189,9 @@ func load(ctx context.Context, listen string) {
 // is looked up and reset, an action without the token is refused with a
 // message, and a forced breaker shows.
 func TestDashboardInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a browser over a loaded gateway for 15 s; make check runs it")
+	}
 	b := startBrowser(t)
 	f := newFixture(t, nil)
 	f.write(dashboardConfig)
@@ -328,6 +323,9 @@ func TestDashboardInBrowser(t *testing.T) {
 // A gateway without routes, and one with 1,000: the page works, and the
 // big one pages its table and finds a route by its id.
 func TestDashboardInBrowserRouteCounts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a browser over 1,000 routes; make check runs it")
+	}
 	b := startBrowser(t)
 	f := newFixture(t, nil)
 	// Only the Envoy rate-limit service: no HTTP routes at all.

@@ -267,6 +267,9 @@ func (s *demoBuffer) String() string {
 }
 
 func TestDemoScriptAndHold(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the demo's script takes 10 s or more; make check runs it")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out demoBuffer
@@ -337,6 +340,9 @@ func TestDemoScriptAndHold(t *testing.T) {
 }
 
 func TestDemoRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the demo's script takes 10 s or more; make check runs it")
+	}
 	srv := testredis.Start(t)
 	var out bytes.Buffer
 	res, err := demo(context.Background(), &out, demoOptions{redis: srv.Addr(), peak: testPeak, duration: 10 * time.Second, script: testScript, recordWait: testRecordWait})

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/floodgate-gw/floodgate/internal/needs"
 )
 
 // The README's walk-through, as a reader runs it: the fenced blocks that
@@ -122,11 +124,8 @@ func TestReadmeWalkthrough(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the README's 8-second load")
 	}
-	for _, tool := range []string{"bash", "curl"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("the README's walk-through needs %s on PATH: %v", tool, err)
-		}
-	}
+	needs.Program(t, "bash", "bash")
+	needs.Program(t, "curl", "curl")
 	raw, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)

@@ -37,9 +37,13 @@ func Replicas(n int) Option {
 // replicas that Replicas asks for and attaches them to their masters, and
 // waits until every node reports cluster_state:ok and sees all masters
 // healthy and every replica in sync. Options apply to every node. The nodes
-// are stopped when the test finishes.
+// are stopped when the test finishes. With -short (make quick) the test is
+// skipped: a cluster takes seconds to start, and make check runs it.
 func StartCluster(tb testing.TB, masters int, opts ...Option) *Cluster {
 	tb.Helper()
+	if testing.Short() {
+		tb.Skip("testredis: a Redis Cluster takes seconds to start; -short leaves it to make check")
+	}
 	if masters < 1 || masters > clusterSlots {
 		tb.Fatalf("testredis: StartCluster: masters must be in [1, %d], got %d", clusterSlots, masters)
 	}

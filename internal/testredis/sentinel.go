@@ -76,9 +76,12 @@ type Sentinel struct {
 // gave it last, as in a real deployment. A server that was down while the
 // sentinels changed its role (a crashed master) comes back as a master,
 // empty, and is turned into a replica of the current master within about
-// two seconds.
+// two seconds. With -short (make quick) the test is skipped.
 func StartSentinel(tb testing.TB, replicas, sentinels int, opts ...Option) *Sentinel {
 	tb.Helper()
+	if testing.Short() {
+		tb.Skip("testredis: Redis Sentinel takes seconds to start and to fail over; -short leaves it to make check")
+	}
 	if replicas < 0 || sentinels < 1 {
 		tb.Fatalf("testredis: StartSentinel: need replicas >= 0 and sentinels >= 1, got %d and %d", replicas, sentinels)
 	}

@@ -134,7 +134,7 @@ func start(tb testing.TB, o options) *Server {
 	tb.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		tb.Fatalf("testredis: redis-server not found on PATH (%v); these tests need a real Redis >= 7.0: install it, e.g. `apt-get install redis-server`", err)
+		tb.Fatalf("testredis: redis-server not found on PATH (%v); these tests need a real Redis >= 7.0: make deps installs it (on Debian or Ubuntu: apt-get install redis-server)", err)
 	}
 	// TempDir must be created before Cleanup is registered: cleanups run
 	// last-in first-out, so the server is gone before its directory is removed.
