@@ -78,7 +78,9 @@ func (s *Store) Instances(ctx context.Context) (as []Announcement, now time.Time
 	if err != nil {
 		return nil, time.Time{}, 0, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	// An operator's read (GET /admin/fleet), not a request's decision:
+	// it has the time a change has, not the decision budget.
+	ctx, cancel := context.WithTimeout(ctx, max(s.timeout, changeTimeout))
 	defer cancel()
 	vs, err := fleetScript.Exec(ctx, c, s.instanceKeys(),
 		[]string{strconv.Itoa(MaxInstances), strconv.Itoa(MaxInfo)}).ToArray()
