@@ -38,7 +38,7 @@ func fleetIDs(f Fleet) []string {
 func TestFleetView(t *testing.T) {
 	t.Parallel()
 	srv := testredis.Start(t)
-	cfg := fmt.Sprintf("admin: {listen: \"\"}\nstore: {type: redis, redis: {addrs: [%q]}}\n", srv.Addr()) + fleetRoutes
+	cfg := fmt.Sprintf("admin: {listen: \"\"}\nstore: {type: redis, redis: {addrs: [%q], timeout: 2s}}\n", srv.Addr()) + fleetRoutes
 	gws := []*Gateway{
 		fleetGateway(t, cfg, "v1.2.0", "aaaa"),
 		fleetGateway(t, cfg, "v1.2.0", "bbbb"),

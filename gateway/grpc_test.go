@@ -418,7 +418,7 @@ func TestGRPCLimiterUnavailable(t *testing.T) {
 	addr := startGRPC(t, svc, nil)
 	h := newH2Harness(t, `
 admin: {listen: ""}
-store: {type: redis, redis: {addrs: ["`+srv.Addr()+`"], timeout: 100ms}}
+store: {type: redis, redis: {addrs: ["`+srv.Addr()+`"], timeout: 2s}}
 routes:
   - id: grpc
     match: {path: /grpc.testing.TestService/**}

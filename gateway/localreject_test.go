@@ -23,7 +23,7 @@ func TestLocalRejects(t *testing.T) {
 	up := newBackend(t, nil)
 	tmpl := `
 admin: {listen: ""}
-store: {type: redis, redis: {addrs: ["` + srv.Addr() + `"]}}
+store: {type: redis, redis: {addrs: ["` + srv.Addr() + `"], timeout: 2s}}
 routes:
   - id: api
     match: {path: /api}

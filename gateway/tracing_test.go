@@ -238,7 +238,7 @@ func TestTracingSpanTree(t *testing.T) {
 	h := newHarness(t, `
 admin: {listen: ""}
 tracing: {otlp: "`+endpoint+`", sample: 1}
-store: {type: redis, redis: {addrs: ["`+srv.Addr()+`"]}}
+store: {type: redis, redis: {addrs: ["`+srv.Addr()+`"], timeout: 2s}}
 routes:
   - id: api
     match: {path: /api/**}

@@ -53,7 +53,10 @@ func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 // timeout of the HTTP client) still shows in the durations the gateway
 // measures; a step stands for a wait on the gateway's own clock, such as
 // a breaker's open_for.
-type testClock struct{ offset atomic.Int64 }
+type testClock struct {
+	offset atomic.Int64
+	frozen atomic.Int64 // Unix ns the clock stopped at; 0 while it runs
+}
 
 // newTestClock returns a clock that runs from just after the wall clock's
 // next minute: a test's requests, seconds of them, then fall in one
@@ -69,7 +72,17 @@ func newTestClock() *testClock {
 	return c
 }
 
-func (c *testClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *testClock) Now() time.Time {
+	if ns := c.frozen.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Now().Add(time.Duration(c.offset.Load()))
+}
+
+// Freeze stops the clock where it is, for a test whose requests must fall
+// in one second of the gateway's however long the machine takes to send
+// them.
+func (c *testClock) Freeze() { c.frozen.Store(c.Now().UnixNano()) }
 
 // Step moves the clock d forward.
 func (c *testClock) Step(d time.Duration) { c.offset.Add(int64(d)) }
