@@ -673,7 +673,7 @@ routes:
     match: {path: /api/**}
     upstream:
       targets: ["`+a.url+`"]
-      health: {path: /healthz, interval: 300ms, timeout: 250ms, unhealthy_after: 1}
+      health: {path: /healthz, interval: 1s, timeout: 900ms, unhealthy_after: 1}
 `, nil)
 	waitFor(t, "the target to fail its checks", func() bool {
 		return targetStatus(t, h.gw, "api", a.url).State == stateUnhealthy
@@ -763,7 +763,7 @@ routes:
 `
 	// A healthy_after no check reaches while the test runs: only the
 	// end of the ejection brings the target back.
-	h := newHarness(t, strings.Replace(tmpl, "HEALTH", `{path: /healthz, interval: 50ms, timeout: 40ms, healthy_after: 1000000}`, 1), nil)
+	h := newHarness(t, strings.Replace(tmpl, "HEALTH", `{path: /healthz, interval: 200ms, timeout: 190ms, healthy_after: 1000000}`, 1), nil)
 	failing.Store(true)
 	ejectBad := func() {
 		t.Helper()
@@ -784,7 +784,7 @@ routes:
 	}
 
 	// healthy_after 2: two checks that pass after the ejection end it.
-	if err := h.gw.Reload(mustParse(t, strings.Replace(tmpl, "HEALTH", `{path: /healthz, interval: 50ms, timeout: 40ms, healthy_after: 2}`, 1))); err != nil {
+	if err := h.gw.Reload(mustParse(t, strings.Replace(tmpl, "HEALTH", `{path: /healthz, interval: 200ms, timeout: 190ms, healthy_after: 2}`, 1))); err != nil {
 		t.Fatal(err)
 	}
 	ejectBad()
