@@ -104,7 +104,8 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 			"  - an upstream that does not answer at all, or a store that fails, stops the replay with\n"+
 			"    exit 1, leaving that event (and any sent after it) for the next run.\n"+
 			"  - an event the sink holds more than once (delivery to it is at least once) is handled\n"+
-			"    once, and the run says how many copies it skipped.\n"+
+			"    once in a run, which says how many copies it skipped; a copy of an id with other\n"+
+			"    contents than the first is failed, said so;\n"+
 			"The last line is: succeeded N, failed N, skipped N, collapsed N, limited N, remaining N\n"+
 			"(remaining: not handled). Ctrl-C lets the requests in flight finish, then stops.")
 	file := fs.String("c", "floodgate.yaml", "the configuration `FILE`")
@@ -222,6 +223,11 @@ type replayer struct {
 	duplicates                                     int // not in the summary: the same events again
 }
 
+// errOtherCopy is why an event is not sent whose id this run took
+// already, with other contents: one of the two is not what the gateway
+// recorded, and the one sent first cannot be taken back.
+const errOtherCopy = "an event of the same id with other contents came before it: one of them is not what the gateway recorded (who else writes to the sink?)"
+
 // handling is what replay does with an event besides sending it.
 type handling uint8
 
@@ -316,13 +322,17 @@ func (rp *replayer) dryRun(ctx context.Context, src events.Source, stderr io.Wri
 	var would [limited + 1]int
 	var perr error
 	err := src.Pending(ctx, func(e *events.Event) bool {
-		if !rp.seen.add(e.ID) {
+		c := rp.seen.add(e)
+		if c == sameCopy {
 			fmt.Fprintf(rp.stdout, "would skip another copy of event %s\n", e.ID)
 			return true
 		}
 		n++
 		ls := rp.limits.Limits(e)
 		how, why, err := rp.classify(e, ls)
+		if c == otherCopy {
+			how, why, err = bad, errOtherCopy, nil
+		}
 		if err != nil {
 			perr = fmt.Errorf("event %s: %w", e.ID, err)
 			return false
@@ -480,9 +490,14 @@ loop:
 		}
 		j := &job{e: e, done: make(chan struct{})}
 		line = append(line, j)
-		if !rp.seen.add(e.ID) {
+		switch rp.seen.add(e) {
+		case sameCopy:
 			j.how = duplicate
 			close(j.done) // marked done in its turn, after the first copy
+			continue
+		case otherCopy:
+			j.how, j.why = bad, errOtherCopy
+			close(j.done)
 			continue
 		}
 		ls := rp.limits.Limits(e)
@@ -575,7 +590,7 @@ loop:
 		cctx, cancel := context.WithTimeout(bg, 30*time.Second)
 		var left recentIDs
 		err := src.Pending(cctx, func(e *events.Event) bool {
-			if left.add(e.ID) {
+			if left.add(e) != sameCopy {
 				remaining++
 			}
 			return true

@@ -628,6 +628,48 @@ return 1`, "1", "fg:events", want[0].ID, want[3].ID)
 	})
 }
 
+// A copy of an event's id with other contents than the first is not the
+// event the first was: it is failed and said so, not sent, and not taken
+// for a copy.
+func TestEventsReplayOtherContents(t *testing.T) {
+	t.Parallel()
+	want, yaml := fileEvents(t, 20)
+	path := strings.TrimSuffix(strings.TrimPrefix(yaml, "  sink: file\n  file: {path: \""), "\"}")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var forged string
+	for _, l := range strings.SplitAfter(string(data), "\n") {
+		if strings.Contains(l, want[3].ID) {
+			forged = strings.Replace(l, `n=3`, `n=666`, 1)
+		}
+	}
+	if forged == "" || !strings.Contains(forged, "n=666") {
+		t.Fatalf("no line of event 3 to forge in:\n%s", data)
+	}
+	if err := os.WriteFile(path, []byte(string(data)+forged), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	up := newReplayUpstream(t, http.StatusOK)
+	stdout, stderr, code := floodgate(t, "events", "replay", "-c", replayConfig(t, up.URL, yaml), "--route", "lucky-meal", "--rate", "1000/s")
+	if code != exitOK {
+		t.Fatalf("replay: exit %d; stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
+	}
+	if m := summaryLine.FindString(stdout); m != "succeeded 18, failed 1, skipped 2, collapsed 0, limited 0, remaining 0" {
+		t.Errorf("summary %q; stdout:\n%s", m, stdout)
+	}
+	if !strings.Contains(stdout, "failed event "+want[3].ID+": an event of the same id with other contents came before it") {
+		t.Errorf("the forged copy was not said to fail:\n%s", stdout)
+	}
+	for _, r := range up.received() {
+		if strings.Contains(r.uri, "n=666") {
+			t.Errorf("the forged copy was sent: %s", r.uri)
+		}
+	}
+	checkReplayed(t, up.received(), want, time.Millisecond)
+}
+
 // testDuplicatesReplayed replays the events of eventsYAML, which holds
 // want with events 0 (truncated) and 3 at least twice, and checks each
 // was handled once, in its first place. The recorder may itself have
