@@ -381,13 +381,20 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 		// durable, which a busy disk may not make it within the answer's
 		// budget: probe every 50 ms while the breaker is open, each time
 		// it opens (a failed trial opens it again), until the load ends.
-		for i := 0; i < 40 && watchCtx.Err() == nil; {
+		// Each probe goes on its own, so that a slow answer (a busy
+		// machine's) does not hold back the next.
+		probes := make([]probeAnswer, 40)
+		var wg sync.WaitGroup
+		n := 0
+		for ; n < len(probes) && watchCtx.Err() == nil; time.Sleep(50 * time.Millisecond) {
 			if watch.current() == "OPEN" {
-				res.probes = append(res.probes, probe(ctx, res.gatewayURL+route.Match.Path, tokens(fmt.Sprintf("demo-probe-%d", i))))
-				i++
+				i := n
+				wg.Go(func() { probes[i] = probe(ctx, res.gatewayURL+route.Match.Path, tokens(fmt.Sprintf("demo-probe-%d", i))) })
+				n++
 			}
-			time.Sleep(50 * time.Millisecond)
 		}
+		wg.Wait()
+		res.probes = probes[:n]
 	}()
 
 	// The script's outage and end. The API fails from s.outage until
@@ -397,7 +404,10 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 	// longer (demoOvertime at most, each).
 	stopLoad := make(chan struct{})
 	scripted := make(chan struct{})
+	scriptCtx, stopScript := context.WithCancel(ctx)
+	defer stopScript()
 	go func() {
+		ctx := scriptCtx
 		defer close(scripted)
 		defer close(stopLoad)
 		if !demoWait(ctx, start.Add(s.outage), 0, nil) {
@@ -449,6 +459,7 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 		},
 	})
 	if err != nil {
+		stopScript()
 		stopWatch()
 		<-scripted
 		return nil, err
@@ -632,7 +643,7 @@ func (a probeAnswer) recorded() bool {
 // probe sends one request as a user and returns the answer (its body up
 // to 4 KiB).
 func probe(ctx context.Context, url, token string) probeAnswer {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
 	if err != nil {
@@ -752,8 +763,13 @@ func ms(d time.Duration) string {
 	if d == 0 {
 		return "-"
 	}
-	if d < 10*time.Millisecond {
+	switch {
+	case d < 10*time.Millisecond:
 		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	case d < 10*time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < 100*time.Second:
+		return fmt.Sprintf("%.1fs", d.Seconds()) // a busy machine's: 6 columns at most
 	}
-	return fmt.Sprintf("%dms", d.Milliseconds())
+	return fmt.Sprintf("%.0fs", d.Seconds())
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/internal/testredis"
+	"github.com/floodgate-gw/floodgate/rehearse"
 )
 
 // The copy the binary embeds is the example, byte for byte.
@@ -183,8 +184,8 @@ func checkDemo(t *testing.T, res *demoResult, out string, s demoScript) {
 		t.Errorf("breaker states %v, want OPEN, then HALF_OPEN, then CLOSED", res.states)
 	}
 	// A fallback says "recorded": false when its event was not durable
-	// within 200 ms (a slow fsync, here on a busy disk): one of the
-	// requests sent while the breaker was open must say true.
+	// within its wait (testRecordWait here): one of the requests sent
+	// while the breaker was open must say true.
 	if !slices.ContainsFunc(res.probes, probeAnswer.recorded) {
 		t.Errorf("while open: %v, want a 503 with \"recorded\": true", res.probes)
 	}
@@ -358,4 +359,32 @@ func TestDemoRedis(t *testing.T) {
 		t.Errorf("no ip limit key in redis: %s", n)
 	}
 	checkDemo(t, res, out.String(), testScript)
+}
+
+// A row stays within 100 columns on a machine so busy that the latency
+// runs to tens of seconds and the breaker changes state three times in a
+// second.
+func TestDemoRowFits(t *testing.T) {
+	t.Parallel()
+	example, err := config.Parse("flash-sale.yaml", flashSaleYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, limits := demoRouteOf(example)
+	w := &breakerWatch{changes: []stateChange{{0, "CLOSED"}, {5100 * time.Millisecond, "HALF_OPEN"}, {5400 * time.Millisecond, "OPEN"}, {5900 * time.Millisecond, "HALF_OPEN"}}}
+	if got := w.breakerIn(5); got != "..>HALF_OPEN" {
+		t.Errorf("three states in a second: %q, want ..>HALF_OPEN", got)
+	}
+	if got := w.breakerIn(4); got != "CLOSED" {
+		t.Errorf("no change in a second: %q, want the state it was in", got)
+	}
+	var out bytes.Buffer
+	table := newDemoTable(&out, limits)
+	table.row(demoRow{
+		Second:  rehearse.Second{T: 105, Sent: 999999, OK: 99999999, Unavailable: 99999, Other: 99999, P50: 10183 * time.Millisecond, P99: 125 * time.Second},
+		limited: []int64{999999, 9999, 9999, 9999}, newUsers: 99999, reached: 9999, breaker: w.breakerIn(5),
+	})
+	if l := strings.TrimSuffix(out.String(), "\n"); len(l) > 100 {
+		t.Errorf("a row of %d columns: %q", len(l), l)
+	}
 }

@@ -251,7 +251,9 @@ func (w *breakerWatch) limited(s int, limits []*config.Limit) []int64 {
 }
 
 // breakerIn says the states the breaker entered in second s, in order, or
-// the state it was in when it entered none.
+// the state it was in when it entered none. More than fit the table's last
+// column (a busy machine's trials fail fast) end in the last one:
+// "..>OPEN".
 func (w *breakerWatch) breakerIn(s int) string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -266,10 +268,17 @@ func (w *breakerWatch) breakerIn(s int) string {
 		}
 	}
 	if len(entered) > 0 {
-		return strings.Join(entered, ">")
+		if s := strings.Join(entered, ">"); len(s) <= maxBreakerCell {
+			return s
+		}
+		return "..>" + entered[len(entered)-1]
 	}
 	return state
 }
+
+// maxBreakerCell is the widest the table's breaker column gets, which
+// keeps a row within 100 columns: "HALF_OPEN>CLOSED".
+const maxBreakerCell = 16
 
 // wasSince reports whether the breaker was in state at any time from
 // since (since the start) on, the state it was in then included.
