@@ -28,8 +28,7 @@ deps:
 	@scripts/deps
 
 # The tests wait far more than they compute (upstreams, timeouts, Redis,
-# processes): four packages at once, and four tests at once in each, keep
-# two cores busy without starving the tests that measure time.
+# processes): four packages at once, and four tests at once in each.
 TESTFLAGS ?= -p 4 -parallel 4
 
 # quick: the edit loop: gofmt, vet and the tests without -race and with
