@@ -389,7 +389,9 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 		for ; n < len(probes) && watchCtx.Err() == nil; time.Sleep(50 * time.Millisecond) {
 			if watch.current() == "OPEN" {
 				i := n
-				wg.Go(func() { probes[i] = probe(ctx, res.gatewayURL+route.Match.Path, tokens(fmt.Sprintf("demo-probe-%d", i))) })
+				wg.Go(func() {
+					probes[i] = probe(ctx, res.gatewayURL+route.Match.Path, tokens(fmt.Sprintf("demo-probe-%d", i)))
+				})
 				n++
 			}
 		}
