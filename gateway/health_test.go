@@ -629,7 +629,21 @@ routes:
 	if n := hr.n.Load(); n != 1 {
 		t.Errorf("%d checkers after removing a target, want 1", n)
 	}
+	// A check the stopped checker had sent may still reach the target,
+	// which counts it on arrival: the count is taken once it has stood
+	// still for three intervals.
 	stopped := b.checks.Load()
+	for still, tries := 0, 0; still < 3; tries++ {
+		if tries == 30 {
+			t.Fatalf("the removed target is still checked 3 s after its checker stopped")
+		}
+		time.Sleep(100 * time.Millisecond)
+		if n := b.checks.Load(); n != stopped {
+			stopped, still = n, 0
+		} else {
+			still++
+		}
+	}
 	// Checks turned off: the target they took out is back.
 	reload(conf(`"`+a.url+`"`, `{interval: 0s}`))
 	if n := hr.n.Load(); n != 0 {
