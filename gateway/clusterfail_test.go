@@ -35,7 +35,7 @@ func clusterMasterFails(t *testing.T, fail func(*testredis.Server)) {
 admin: {listen: ""}
 store:
   type: redis
-  redis: {mode: cluster, addrs: ["`+strings.Join(cl.Addrs(), `", "`)+`"], timeout: 200ms}
+  redis: {mode: cluster, addrs: ["`+strings.Join(cl.Addrs(), `", "`)+`"], timeout: 1s}
   on_error: local
   local_share: 1
   local_rejects: false

@@ -114,13 +114,15 @@ routes:
 
 // TestStoreDown: with Redis gone, on_error: deny answers 503, allow admits
 // and local decides in memory (docs/configuration.md, When the store fails).
+// A stopped Redis refuses connections at once: the timeout bounds only the
+// calls made while it runs, which a loaded machine may slow past 100ms.
 func TestStoreDown(t *testing.T) {
 	t.Parallel()
 	srv := testredis.Start(t)
 	up := newBackend(t, nil)
 	h := newHarness(t, `
 admin: {listen: ""}
-store: {type: redis, redis: {addrs: ["`+srv.Addr()+`"], timeout: 100ms}, local_share: 1}
+store: {type: redis, redis: {addrs: ["`+srv.Addr()+`"], timeout: 2s}, local_share: 1}
 routes:
   - id: deny
     match: {path: /deny}
@@ -215,7 +217,7 @@ func TestLocalShare(t *testing.T) {
 	up := newBackend(t, nil)
 	cfg := `
 admin: {listen: ""}
-store: {type: redis, redis: {addrs: ["` + srv.Addr() + `"], timeout: 100ms}}
+store: {type: redis, redis: {addrs: ["` + srv.Addr() + `"], timeout: 2s}}
 routes:
   - id: api
     match: {path: /api}
@@ -289,7 +291,7 @@ func TestSentinelStore(t *testing.T) {
 	up := newBackend(t, nil)
 	h := newHarness(t, fmt.Sprintf(`
 admin: {listen: ""}
-store: {type: redis, on_error: deny, redis: {mode: sentinel, master_name: %s, addrs: ["%s"], timeout: 200ms}}
+store: {type: redis, on_error: deny, redis: {mode: sentinel, master_name: %s, addrs: ["%s"], timeout: 1s}}
 routes:
   - id: sale
     match: {path: /sale}
