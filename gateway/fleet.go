@@ -119,12 +119,14 @@ func (g *Gateway) FleetForceBreaker(ctx context.Context, by, route, mode string,
 		if ferr := g.forceBreaker(route, mode, ttl); ferr != nil {
 			return ferr
 		}
+		g.keptForces.claim(route, m.Nonce)
 		g.keptForces.mark(route, m.Nonce, m.State)
 		return fmt.Errorf("breaker of %s forced on this instance; Redis did not answer in time, so the other instances may or may not have the force (GET /admin/breakers on each shows): %w", route, err)
 	}
 	if err := g.forceBreaker(route, mode, ttl); err != nil {
 		return err
 	}
+	g.keptForces.claim(route, m.Nonce)
 	g.keptForces.mark(route, m.Nonce, m.State)
 	g.keepForce(ctx, m, ttl)
 	if m.State == "auto" {
@@ -211,6 +213,9 @@ func (g *Gateway) onControl(b []byte) {
 		ttl := time.Duration(m.TTL)
 		if ttl > 0 {
 			args = append(args, "ttl", ttl.String())
+		}
+		if !g.keptForces.claim(m.Route, m.Nonce) {
+			return // carried out from the fleet's set of forces already
 		}
 		if err := g.forceBreaker(m.Route, m.State, ttl); err != nil {
 			g.log.Warn("fleet breaker force not applied", append(args, "asked", m.State, "error", err.Error())...)

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/redisstore"
 )
 
 const fleetRoutes = `
@@ -237,5 +239,46 @@ func TestFleetForceReachesLateInstances(t *testing.T) {
 	}
 	if n := srv.Do(t, "HEXISTS", "{fg:forces}:set", "e:cart"); n != "0" {
 		t.Fatal("a fleet auto left the force in the store")
+	}
+}
+
+// A force heard by its message before the sender kept it in the fleet's
+// set: a set read in that gap does not give it back, nor force it again;
+// once the force has had the time to reach the set, the set steers again.
+func TestFleetForceHeardBeforeTheSetHoldsIt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "admin: {listen: \"\"}\n"+fleetRoutes, nil)
+	msg := `{"floodgate":1,"kind":"breaker","from":"elsewhere","nonce":"n1","by":"ops","route":"cart","state":"open"}`
+	h.gw.onControl([]byte(msg))
+	if !forced(h.gw, "cart") {
+		t.Fatal("the message did not force cart")
+	}
+	// The set as it was before the sender kept the force: without cart.
+	stale := redisstore.Set{Epoch: "e", Version: 1, Entries: map[string]redisstore.Entry{}, Now: time.Now()}
+	h.gw.applyForces(stale)
+	if !forced(h.gw, "cart") {
+		t.Fatal("a set read before the sender kept the force gave it back")
+	}
+	if v := h.gw.keptForces.version; v != 0 {
+		t.Errorf("the set's version %d recorded while a force settles: it would not be read again", v)
+	}
+	// The set with the force, read before the message came: carried out
+	// once, by whichever comes first.
+	b, _ := json.Marshal(keptForce{State: "open", By: "ops", From: "elsewhere", Nonce: "n2"})
+	h.gw.applyForces(redisstore.Set{Epoch: "e", Version: 2, Entries: map[string]redisstore.Entry{"coupon": {Value: b}}, Now: time.Now()})
+	h.gw.onControl([]byte(strings.ReplaceAll(strings.ReplaceAll(msg, "n1", "n2"), "cart", "coupon")))
+	if n := strings.Count(h.log.String(), `"msg":"circuit breaker forced by the fleet"`); n != 2 {
+		t.Errorf("%d fleet forces logged, want 2 (cart's message, coupon's set entry):\n%s", n, h.log.String())
+	}
+	// Settled: a set without cart now says the fleet gave it back.
+	h.gw.keptForces.mu.Lock()
+	h.gw.keptForces.heard["cart"] = time.Now().Add(-forceSettle)
+	h.gw.keptForces.mu.Unlock()
+	h.gw.applyForces(redisstore.Set{Epoch: "e", Version: 3, Entries: map[string]redisstore.Entry{"coupon": {Value: b}}, Now: time.Now()})
+	if forced(h.gw, "cart") || !forced(h.gw, "coupon") {
+		t.Fatalf("settled: cart forced %v, coupon forced %v; want false and true", forced(h.gw, "cart"), forced(h.gw, "coupon"))
+	}
+	if v := h.gw.keptForces.version; v != 3 {
+		t.Errorf("the set's version %d recorded once settled, want 3", v)
 	}
 }

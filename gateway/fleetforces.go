@@ -30,20 +30,52 @@ type keptForce struct {
 // nonce of each), and of those the ones in force on it: a force of the
 // instance's own takes the route out of applied, and the fleet's set does
 // not undo it with a force already seen.
+//
+// A force reaches an instance twice, by its message and by the set, in
+// either order: the first to claim its nonce carries it out. The sender
+// publishes before it keeps the force in the set, so a set read just
+// after the message came may not hold it yet: for forceSettle after a
+// route's message (heard), the set does not steer that route, and is read
+// again until it may. Without that, a set read in that gap would give
+// back the force just heard, for good: the next read finds it seen.
 type keptForces struct {
 	mu      sync.Mutex
 	seen    map[string]string
 	applied map[string]bool
+	heard   map[string]time.Time
 	epoch   string
 	version int64
+}
+
+// forceSettle is how long a fleet force's message may come before the
+// set holds the force: the sender's Put, within the store's time for a
+// change, on a loaded machine.
+const forceSettle = 10 * time.Second
+
+func (k *keptForces) init() {
+	if k.seen == nil {
+		k.seen, k.applied, k.heard = map[string]string{}, map[string]bool{}, map[string]time.Time{}
+	}
+}
+
+// claim takes the force nonce of route, come by message (or the sender's
+// own), to carry out, and reports false when it was taken already.
+func (k *keptForces) claim(route, nonce string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.init()
+	if k.seen[route] == nonce {
+		return false
+	}
+	k.seen[route] = nonce
+	k.heard[route] = time.Now()
+	return true
 }
 
 func (k *keptForces) mark(route, nonce, state string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.seen == nil {
-		k.seen, k.applied = map[string]string{}, map[string]bool{}
-	}
+	k.init()
 	k.seen[route] = nonce
 	if state == "auto" {
 		delete(k.applied, route)
@@ -110,8 +142,24 @@ func (g *Gateway) applyForces(set redisstore.Set) {
 	var force []todo
 	var giveBack []string
 	k.mu.Lock()
-	k.epoch, k.version = set.Epoch, set.Version
+	k.init()
+	settled := true
+	for route, at := range k.heard {
+		if time.Since(at) < forceSettle {
+			settled = false
+		} else {
+			delete(k.heard, route)
+		}
+	}
+	if settled {
+		// Read again on the next beat otherwise, once what was heard has
+		// had the time to reach the set.
+		k.epoch, k.version = set.Epoch, set.Version
+	}
 	for route, e := range set.Entries {
+		if _, ok := k.heard[route]; ok {
+			continue
+		}
 		var f keptForce
 		if json.Unmarshal(e.Value, &f) != nil || (f.State != "open" && f.State != "closed") || f.Nonce == "" {
 			g.metrics.fleetIgnored.WithLabelValues("malformed").Inc()
@@ -127,10 +175,13 @@ func (g *Gateway) applyForces(set redisstore.Set) {
 			}
 			ttl = min(ttl, MaxForceTTL)
 		}
+		// Claimed here, so that the force's message, should it come
+		// now, is not carried out again.
+		k.seen[route] = f.Nonce
 		force = append(force, todo{route, f, ttl})
 	}
 	for route := range k.applied {
-		if _, ok := set.Entries[route]; !ok {
+		if _, ok := set.Entries[route]; !ok && k.heard[route].IsZero() {
 			giveBack = append(giveBack, route)
 		}
 	}
