@@ -58,8 +58,9 @@ func (f *edgeFixture) serverCN(name string) string {
 	return c.ConnectionState().PeerCertificates[0].Subject.CommonName
 }
 
-// limitedRoute is a route whose requests count by X-User-Id, one per 10s,
-// and that echoes to the client what the upstream saw.
+// tlsRoutes is a route whose requests count by X-User-Id, one per 10s from
+// a user's first (as baseConfig's), and that echoes to the client what the
+// upstream saw.
 const tlsRoutes = `
 admin:
   listen: "{{ADMIN}}"
@@ -72,6 +73,7 @@ routes:
       - name: user
         key: [header:X-User-Id]
         rate: 1/10s
+        align: first
 `
 
 // The certificate served is the one whose names match the client's SNI,

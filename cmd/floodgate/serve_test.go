@@ -102,7 +102,10 @@ func (f *fixture) writeByRename(text string) {
 	}
 }
 
-// baseConfig has one limited route, /api/**, and the admin token.
+// baseConfig has one limited route, /api/**, and the admin token. The
+// limit's window starts at a user's first request (align: first), so that
+// a test's second request is refused whenever the clock reads: an epoch
+// window could end between the two.
 const baseConfig = `
 server:
   listen: "{{LISTEN}}"
@@ -118,6 +121,7 @@ routes:
       - name: user
         key: [header:X-User-Id]
         rate: 1/10s
+        align: first
 `
 
 // withRoute is baseConfig with one more route, open, at /ID.
