@@ -37,8 +37,12 @@ func TestFleetBreakerAcrossProcesses(t *testing.T) {
 		bs := p.admin("GET", "/admin/breakers").json(t)["breakers"].([]any)
 		return bs[0].(map[string]any)
 	}
+	// min_calls failures reach the upstream, whatever the timing: the
+	// fleet's window cannot open the breaker before it holds them. The
+	// calls after may meet it open, once the instances have synced.
 	for i := range 15 {
-		if r := ps[i%3].get("/coupon"); r.code != http.StatusServiceUnavailable || strings.Contains(r.body, "service_unavailable") {
+		r := ps[i%3].get("/coupon")
+		if r.code != http.StatusServiceUnavailable || i < 12 && strings.Contains(r.body, "service_unavailable") {
 			t.Fatalf("call %d: %d %s, want the upstream's 503 while the fleet is closed", i, r.code, r.body)
 		}
 	}
