@@ -15,7 +15,9 @@ import (
 
 // upstream.health.grpc_service checks a grpc-go server with
 // grpc.health.v1.Health/Check: a target whose service is NOT_SERVING goes
-// out of rotation, and comes back when it is SERVING again.
+// out of rotation, and comes back when it is SERVING again. Two failed
+// checks take a target out, so that one a loaded machine let time out
+// does not: what is checked is what a check answers.
 func TestGRPCHealthChecks(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -39,19 +41,19 @@ routes:
     upstream:
       targets: ["{{UP}}"]
       protocol: h2c
-      health: {grpc_service: `+svc+`, interval: 50ms, timeout: 40ms, healthy_after: 1, unhealthy_after: 1}
+      health: {grpc_service: `+svc+`, interval: 300ms, timeout: 250ms, healthy_after: 1, unhealthy_after: 2}
   - id: server
     match: {path: /server/**}
     upstream:
       targets: ["{{UP}}"]
       protocol: h2c
-      health: {grpc_service: "", interval: 50ms, timeout: 40ms, healthy_after: 1, unhealthy_after: 1}
+      health: {grpc_service: "", interval: 300ms, timeout: 250ms, healthy_after: 1, unhealthy_after: 2}
   - id: unknown
     match: {path: /unknown/**}
     upstream:
       targets: ["{{UP}}"]
       protocol: h2c
-      health: {grpc_service: no.such.Service, interval: 50ms, timeout: 40ms, healthy_after: 1, unhealthy_after: 1}
+      health: {grpc_service: no.such.Service, interval: 300ms, timeout: 250ms, healthy_after: 1, unhealthy_after: 2}
 `, up, nil)
 	checkIs := func(route, state, result string) {
 		t.Helper()
