@@ -27,6 +27,7 @@ import (
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/gateway"
 	"github.com/floodgate-gw/floodgate/internal/jwtsign"
+	"github.com/floodgate-gw/floodgate/internal/replay"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/rehearse"
 )
@@ -527,7 +528,7 @@ func demo(ctx context.Context, out io.Writer, o demoOptions) (*demoResult, error
 	}
 
 	// As many in flight as replay allows: the API takes 200 ms for each.
-	parallel := maxParallel
+	parallel := replay.MaxParallel
 	fmt.Fprintf(out, "\nreplay: what was recorded, sent to the coupon API (events replay --rate %s --parallel %d)\n",
 		s.replayRate, parallel)
 	var rout, rerr bytes.Buffer

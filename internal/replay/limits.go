@@ -1,4 +1,4 @@
-package main
+package replay
 
 import (
 	"context"
@@ -28,11 +28,11 @@ import (
 //  2. live: each event left is decided, now, against every limit of the
 //     route in the configured store, as a request of the user's would be.
 
-// defaultCollapseKeys bounds the collapse memory: the keys (one per limit
+// DefaultCollapseKeys bounds the collapse memory: the keys (one per limit
 // and client) its store holds at once. Beyond it, an event that needs a
 // new key is not collapsed; the live decision alone stands between it and
 // the upstream.
-const defaultCollapseKeys = 1_000_000
+const DefaultCollapseKeys = 1_000_000
 
 // collapser is the collapse step.
 type collapser struct {
