@@ -116,7 +116,7 @@ func runLoad(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "floodgate load: --jwt-key %s: %v\n", *jwtKey, err)
 			return exitFailure
 		}
-		cfg.UserToken = userTokens(key, *jwtIss, *jwtAud, time.Now().Add(p.Duration+time.Hour))
+		cfg.UserToken = key.UserTokens(*jwtIss, *jwtAud, time.Now().Add(p.Duration+time.Hour))
 	}
 	if err := cfg.Validate(); err != nil {
 		return usageError(fs, stderr, "%s", flagErrors(err))
@@ -197,23 +197,4 @@ func runLoad(args []string, stdout, stderr io.Writer) int {
 		code = exitFailure
 	}
 	return code
-}
-
-// userTokens signs a token for each simulated user, sub the user's id,
-// valid until exp (past the end of the run); iss and aud are left out
-// when empty.
-func userTokens(key *jwtsign.Key, iss, aud string, exp time.Time) func(user string) string {
-	return func(user string) string {
-		claims := map[string]any{"sub": user, "iat": time.Now().Unix(), "exp": exp.Unix()}
-		if iss != "" {
-			claims["iss"] = iss
-		}
-		if aud != "" {
-			claims["aud"] = aud
-		}
-		// A key that was read signs; a failure here would be a broken
-		// key, and a request without a token shows it at the gateway.
-		tok, _ := key.Sign(claims)
-		return tok
-	}
 }

@@ -9,8 +9,3 @@ var _ admin.RouteViewer = adminBackend{}
 
 // Routes backs GET /admin/routes: the routes with their targets' health.
 func (b adminBackend) Routes() []gateway.RouteStatus { return b.s.gw.Routes() }
-
-var _ admin.RouteViewer = demoBackend{}
-
-// Routes backs the demo's GET /admin/routes.
-func (b demoBackend) Routes() []gateway.RouteStatus { return b.gw.Routes() }

@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
 )
@@ -190,4 +191,23 @@ func PublicJWKS(keys ...*Key) ([]byte, error) {
 		set.Keys = append(set.Keys, pub)
 	}
 	return json.MarshalIndent(set, "", "  ")
+}
+
+// UserTokens signs a token for each simulated user, sub the user's id,
+// valid until exp (past the end of a run); iss and aud are left out when
+// empty.
+func (k *Key) UserTokens(iss, aud string, exp time.Time) func(user string) string {
+	return func(user string) string {
+		claims := map[string]any{"sub": user, "iat": time.Now().Unix(), "exp": exp.Unix()}
+		if iss != "" {
+			claims["iss"] = iss
+		}
+		if aud != "" {
+			claims["aud"] = aud
+		}
+		// A key that was read signs; a failure here would be a broken
+		// key, and a request without a token shows it at the gateway.
+		tok, _ := k.Sign(claims)
+		return tok
+	}
 }
