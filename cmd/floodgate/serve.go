@@ -25,7 +25,6 @@ import (
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/gateway"
 	"github.com/floodgate-gw/floodgate/internal/edge"
-	"github.com/floodgate-gw/floodgate/limit"
 )
 
 // Timeouts of the HTTP servers that the config does not set. A client gets
@@ -206,7 +205,7 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 			s.log.Error("cannot listen", "listener", "admin", "error", err.Error())
 			return exitFailure
 		}
-		ah := admin.NewHandler(adminBackend{s}, reg, s.log)
+		ah := admin.NewHandler(adminBackend{gw, s}, reg, s.log)
 		defer ah.Close()
 		adminSrv = &http.Server{
 			Handler:           ah,
@@ -378,10 +377,14 @@ func (s *server) shutdown(es *edge.Server, adminSrv *http.Server, rlsSrv *rlsSer
 	}
 }
 
-// adminBackend is the running server as the admin API sees it: a reload
-// goes through the same reloader as SIGHUP and the file watch, and a
-// draining server is not ready.
-type adminBackend struct{ s *server }
+// adminBackend is the running server as the admin API sees it: the
+// gateway, but for a reload, which goes through the same reloader as
+// SIGHUP and the file watch, a draining server, which is not ready, and
+// what is degraded besides the gateway.
+type adminBackend struct {
+	*gateway.Gateway
+	s *server
+}
 
 var (
 	_ admin.FleetBackend = adminBackend{}
@@ -389,53 +392,10 @@ var (
 	_ admin.FleetViewer  = adminBackend{}
 	_ admin.Overrider    = adminBackend{}
 	_ admin.TopKeyser    = adminBackend{}
+	_ admin.RouteViewer  = adminBackend{}
 )
 
-func (b adminBackend) Config() *config.Config { return b.s.gw.Config() }
-
 func (b adminBackend) Reload() error { return b.s.reloader.reload("admin API") }
-
-func (b adminBackend) LimitState(ctx context.Context, route, name string, values []string, fallback bool) (limit.State, error) {
-	return b.s.gw.LimitState(ctx, route, name, values, fallback)
-}
-
-func (b adminBackend) ResetLimit(ctx context.Context, route, name string, values []string, fallback bool) error {
-	return b.s.gw.ResetLimit(ctx, route, name, values, fallback)
-}
-
-func (b adminBackend) Breakers() []gateway.BreakerStatus { return b.s.gw.Breakers() }
-
-func (b adminBackend) Fleet(ctx context.Context) (gateway.Fleet, error) { return b.s.gw.Fleet(ctx) }
-
-func (b adminBackend) Scope(s string) (gateway.Scope, error) { return b.s.gw.Scope(s) }
-
-func (b adminBackend) FleetResetLimit(ctx context.Context, by, route, name string, values []string, fallback bool) error {
-	return b.s.gw.FleetResetLimit(ctx, by, route, name, values, fallback)
-}
-
-func (b adminBackend) FleetForceBreaker(ctx context.Context, by, route, state string, ttl time.Duration) error {
-	return b.s.gw.FleetForceBreaker(ctx, by, route, state, ttl)
-}
-
-func (b adminBackend) ForceBreaker(route, state string, ttl time.Duration) error {
-	return b.s.gw.ForceBreaker(route, state, ttl)
-}
-
-func (b adminBackend) Overrides() gateway.Overrides { return b.s.gw.Overrides() }
-
-func (b adminBackend) SetOverride(ctx context.Context, route, name string, req gateway.OverrideRequest) (gateway.OverrideStatus, error) {
-	return b.s.gw.SetOverride(ctx, route, name, req)
-}
-
-func (b adminBackend) RemoveOverride(ctx context.Context, route, name string) (gateway.Override, int64, error) {
-	return b.s.gw.RemoveOverride(ctx, route, name)
-}
-
-func (b adminBackend) AuditAdmin(a gateway.AdminAction) { b.s.gw.AuditAdmin(a) }
-
-func (b adminBackend) TopRejected(route, name string, n int) (gateway.TopKeys, error) {
-	return b.s.gw.TopRejected(route, name, n)
-}
 
 // Degraded says, besides what the gateway says, that the file on disk was
 // refused while the previous config serves, and that the rate-limit rules
