@@ -2,7 +2,6 @@ package main
 
 import (
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -15,22 +14,24 @@ import (
 )
 
 // serverCerts is the TLS of server.listen_tls: the files of server.tls,
-// reloaded when one of them changes (tlsSet).
+// reloaded when one of them changes (tlsfiles.Set).
 type serverCerts struct {
-	tlsSet
+	tlsfiles.Set
 	conf config.ServerTLS
 }
 
 // loadServerCerts reads the files of t; an error names the file at fault.
 func loadServerCerts(t config.ServerTLS, log *slog.Logger) (*serverCerts, error) {
 	c := &serverCerts{conf: t}
-	files := make([]tlsFile, 0, 2*len(t.Certs)+1)
+	files := make([]tlsfiles.File, 0, 2*len(t.Certs)+1)
 	for i, p := range t.Certs {
-		files = append(files, tlsFile{fmt.Sprintf("certs[%d].cert", i), p.Cert}, tlsFile{fmt.Sprintf("certs[%d].key", i), p.Key})
+		files = append(files,
+			tlsfiles.File{Key: fmt.Sprintf("certs[%d].cert", i), Path: p.Cert},
+			tlsfiles.File{Key: fmt.Sprintf("certs[%d].key", i), Path: p.Key})
 	}
-	files = append(files, tlsFile{"client_ca", t.ClientCA})
-	c.tlsSet = tlsSet{block: "server.tls", files: files, build: c.build, log: log}
-	if err := c.init(); err != nil {
+	files = append(files, tlsfiles.File{Key: "client_ca", Path: t.ClientCA})
+	c.Set = tlsfiles.Set{Block: "server.tls", Files: files, Build: c.build, Log: log}
+	if err := c.Init(); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -47,13 +48,9 @@ func (c *serverCerts) build(pem [][]byte) (*tls.Config, error) {
 		cfg.MinVersion = tls.VersionTLS13
 	}
 	for i := range c.conf.Certs {
-		cert, err := tlsfiles.KeyPair(pem[2*i], pem[2*i+1])
+		cert, err := c.KeyPair(fmt.Sprintf("certs[%d].cert", i), fmt.Sprintf("certs[%d].key", i), pem[2*i], pem[2*i+1])
 		if err != nil {
-			var pe *tlsfiles.PEMError
-			if errors.As(err, &pe) && pe.Cert {
-				return nil, c.fileError(fmt.Sprintf("certs[%d].cert", i), err)
-			}
-			return nil, c.fileError(fmt.Sprintf("certs[%d].key", i), err)
+			return nil, err
 		}
 		// crypto/tls serves the first certificate whose names match the
 		// client's SNI, and the first of all when none does.
@@ -62,7 +59,7 @@ func (c *serverCerts) build(pem [][]byte) (*tls.Config, error) {
 	if caPEM := pem[len(pem)-1]; caPEM != nil {
 		pool, err := tlsfiles.CertPool(caPEM)
 		if err != nil {
-			return nil, c.fileError("client_ca", err)
+			return nil, c.FileError("client_ca", err)
 		}
 		cfg.ClientCAs = pool
 	}
@@ -78,9 +75,9 @@ func (c *serverCerts) build(pem [][]byte) (*tls.Config, error) {
 // reload reads the files again; files that do not load leave the running
 // certificates serving, with an ERROR line.
 func (c *serverCerts) reload() {
-	cfg, err := c.tlsSet.reload()
+	cfg, err := c.Set.Reload()
 	if err != nil {
-		c.log.Error("server TLS files refused; the running certificates stay", "error", err.Error())
+		c.Log.Error("server TLS files refused; the running certificates stay", "error", err.Error())
 		return
 	}
 	if cfg != nil {
@@ -97,11 +94,11 @@ func (c *serverCerts) logLoaded(msg string, cfg *tls.Config) {
 		leaf := cert.Leaf
 		subjects[i] = leaf.Subject.String()
 		if now.After(leaf.NotAfter) || now.Before(leaf.NotBefore) {
-			c.log.Warn("a server certificate is not valid now; it is served anyway", "file", c.conf.Certs[i].Cert,
+			c.Log.Warn("a server certificate is not valid now; it is served anyway", "file", c.conf.Certs[i].Cert,
 				"not_before", leaf.NotBefore.UTC().Format(time.RFC3339), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
 		}
 	}
-	c.log.Info(msg, "subjects", subjects, "client_auth", string(c.conf.ClientAuth))
+	c.Log.Info(msg, "subjects", subjects, "client_auth", string(c.conf.ClientAuth))
 }
 
 // edgeTLS is the certificates of the TLS listener, which a reload of the
@@ -132,7 +129,7 @@ func (e *edgeTLS) startWatch(c *serverCerts) {
 	if !e.watch {
 		return
 	}
-	stop, err := c.watch(c.reload, "watching the server TLS files")
+	stop, err := c.Watch(c.reload, "watching the server TLS files")
 	if err != nil {
 		// Not fatal: SIGHUP and the admin API still reload them.
 		e.log.Warn("cannot watch the server TLS files; reload with SIGHUP or POST /admin/reload", "error", err.Error())
@@ -148,7 +145,7 @@ func (e *edgeTLS) tlsConfig() *tls.Config {
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			return e.cur.Load().cur.Load(), nil
+			return e.cur.Load().Current(), nil
 		},
 	}
 }
@@ -182,7 +179,7 @@ func (e *edgeTLS) configure(t config.ServerTLS) {
 		e.stopWatch = nil
 	}
 	e.cur.Store(c)
-	c.logLoaded("server certificates replaced", c.cur.Load())
+	c.logLoaded("server certificates replaced", c.Current())
 	e.startWatch(c)
 }
 

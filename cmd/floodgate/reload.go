@@ -9,20 +9,13 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unicode/utf8"
-
-	"github.com/fsnotify/fsnotify"
 
 	"github.com/floodgate-gw/floodgate/admin"
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/gateway"
+	"github.com/floodgate-gw/floodgate/internal/filewatch"
 )
-
-// watchDebounce is how long the file must be quiet before a change is
-// reloaded: saving a file is several events (truncate, write, rename), and
-// the config should be read once, whole.
-const watchDebounce = 200 * time.Millisecond
 
 // errStopping refuses a reload that comes in while serve shuts down: the
 // gateway it would swap into is being closed.
@@ -260,60 +253,9 @@ func (r *reloader) watch() (stop func(), err error) {
 		return nil, err
 	}
 	name := filepath.Base(abs)
-	return watchDir(filepath.Dir(abs), func(base string) bool { return base == name || base == "..data" },
+	return filewatch.Dir(filepath.Dir(abs), func(base string) bool { return base == name || base == "..data" },
 		func() { r.reload("file change") },
 		func(err error) { r.log.Warn("watching the config file", "file", r.path, "error", err.Error()) })
-}
-
-// watchDir calls fire once a change to a file of dir that wanted accepts
-// (by base name) has been followed by watchDebounce of quiet, until the
-// returned function is called. A bare chmod (touch, a permission fix)
-// does not change what a file says, and is no change.
-func watchDir(dir string, wanted func(base string) bool, fire func(), warn func(error)) (stop func(), err error) {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return nil, err
-	}
-	if err := w.Add(dir); err != nil {
-		w.Close()
-		return nil, err
-	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		var due <-chan time.Time
-		timer := time.NewTimer(watchDebounce)
-		timer.Stop()
-		defer timer.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case ev, ok := <-w.Events:
-				if !ok {
-					return
-				}
-				if !wanted(filepath.Base(ev.Name)) || ev.Op&^fsnotify.Chmod == 0 {
-					continue
-				}
-				timer.Reset(watchDebounce)
-				due = timer.C
-			case err, ok := <-w.Errors:
-				if !ok {
-					return
-				}
-				warn(err)
-			case <-due:
-				due = nil
-				fire()
-			}
-		}
-	})
-	return func() {
-		close(done)
-		w.Close()
-		wg.Wait()
-	}, nil
 }
 
 // limitCount is the number of limits a config declares, global ones

@@ -24,6 +24,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/gateway"
+	"github.com/floodgate-gw/floodgate/internal/filewatch"
 	"github.com/floodgate-gw/floodgate/rls"
 )
 
@@ -172,7 +173,7 @@ func startRLS(cfg *config.Config, gw *gateway.Gateway, reg prometheus.Registerer
 			log.Info("rate-limit rules reloaded", "dir", dir, "domains", rules.Domains())
 		}
 		warn := func(err error) { log.Warn("watching the rate-limit rules", "dir", dir, "error", err.Error()) }
-		if r.stopWatch, err = watchDir(filepath.Clean(dir), yaml, reload, warn); err != nil {
+		if r.stopWatch, err = filewatch.Dir(filepath.Clean(dir), yaml, reload, warn); err != nil {
 			log.Warn("cannot watch the rate-limit rules; they reload only with a restart", "dir", dir, "error", err.Error())
 		}
 	}

@@ -15,23 +15,23 @@ import (
 )
 
 // xdsCerts is the TLS of the connection to the management server: the
-// files of rls.xds.tls, reloaded when one of them changes (tlsSet). A
+// files of rls.xds.tls, reloaded when one of them changes (tlsfiles.Set). A
 // rotated client certificate or CA is used from the next connection on.
 type xdsCerts struct {
-	tlsSet
+	tlsfiles.Set
 	files config.RLSXDSTLS
 }
 
 // loadXDSCerts reads the files of t; an error names the file at fault.
 func loadXDSCerts(t config.RLSXDSTLS, log *slog.Logger) (*xdsCerts, error) {
 	c := &xdsCerts{files: t}
-	c.tlsSet = tlsSet{
-		block: "rls.xds.tls",
-		files: []tlsFile{{"ca", t.CA}, {"cert", t.Cert}, {"key", t.Key}},
-		build: c.build,
-		log:   log,
+	c.Set = tlsfiles.Set{
+		Block: "rls.xds.tls",
+		Files: []tlsfiles.File{{Key: "ca", Path: t.CA}, {Key: "cert", Path: t.Cert}, {Key: "key", Path: t.Key}},
+		Build: c.build,
+		Log:   log,
 	}
-	if err := c.init(); err != nil {
+	if err := c.Init(); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -45,18 +45,14 @@ func (c *xdsCerts) build(pem [][]byte) (*tls.Config, error) {
 	if caPEM != nil {
 		pool, err := tlsfiles.CertPool(caPEM)
 		if err != nil {
-			return nil, c.fileError("ca", err)
+			return nil, c.FileError("ca", err)
 		}
 		cfg.RootCAs = pool
 	}
 	if certPEM != nil || keyPEM != nil {
-		cert, err := tlsfiles.KeyPair(certPEM, keyPEM)
+		cert, err := c.KeyPair("cert", "key", certPEM, keyPEM)
 		if err != nil {
-			var pe *tlsfiles.PEMError
-			if errors.As(err, &pe) && pe.Cert {
-				return nil, c.fileError("cert", err)
-			}
-			return nil, c.fileError("key", err)
+			return nil, err
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
@@ -67,9 +63,9 @@ func (c *xdsCerts) build(pem [][]byte) (*tls.Config, error) {
 // set in use, with an ERROR line; the open connection is not touched
 // either way.
 func (c *xdsCerts) reload() {
-	cfg, err := c.tlsSet.reload()
+	cfg, err := c.Set.Reload()
 	if err != nil {
-		c.log.Error("xDS client TLS files refused; new connections use the running ones", "error", err.Error())
+		c.Log.Error("xDS client TLS files refused; new connections use the running ones", "error", err.Error())
 		return
 	}
 	if cfg == nil {
@@ -80,12 +76,12 @@ func (c *xdsCerts) reload() {
 		leaf := cfg.Certificates[0].Leaf
 		args = append(args, "subject", leaf.Subject.String(), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
-	c.log.Info("xDS client TLS files reloaded", args...)
+	c.Log.Info("xDS client TLS files reloaded", args...)
 }
 
 // watch reloads when a file of rls.xds.tls changes.
 func (c *xdsCerts) watch() (stop func(), err error) {
-	return c.tlsSet.watch(c.reload, "watching the xDS client TLS files")
+	return c.Set.Watch(c.reload, "watching the xDS client TLS files")
 }
 
 // creds are the transport credentials of the client connection: gRPC's
@@ -95,7 +91,7 @@ func (c *xdsCerts) creds() credentials.TransportCredentials { return xdsCreds{c}
 type xdsCreds struct{ c *xdsCerts }
 
 func (x xdsCreds) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	return credentials.NewTLS(x.c.cur.Load()).ClientHandshake(ctx, authority, conn)
+	return credentials.NewTLS(x.c.Current()).ClientHandshake(ctx, authority, conn)
 }
 
 func (x xdsCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
@@ -103,7 +99,7 @@ func (x xdsCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo
 }
 
 func (x xdsCreds) Info() credentials.ProtocolInfo {
-	return credentials.NewTLS(x.c.cur.Load()).Info()
+	return credentials.NewTLS(x.c.Current()).Info()
 }
 
 func (x xdsCreds) Clone() credentials.TransportCredentials { return x }
