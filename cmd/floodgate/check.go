@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/gateway"
+	"github.com/floodgate-gw/floodgate/internal/rlsserver"
 	"github.com/floodgate-gw/floodgate/rls"
 )
 
@@ -53,7 +55,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	var rules *rls.Rules
 	if cfg.RLS.Listen != "" {
 		// serve would refuse rules that do not load; so does check.
-		if rules, err = loadRules(cfg); err != nil {
+		if rules, err = rlsserver.LoadRules(cfg); err != nil {
 			for _, line := range errorLines(err) {
 				fmt.Fprintln(stderr, line)
 			}
@@ -76,4 +78,9 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s: rls: %d domains %v\n", *file, len(rules.Domains()), rules.Domains())
 	}
 	return exitOK
+}
+
+// errorLines splits an error made by errors.Join into its lines.
+func errorLines(err error) []string {
+	return strings.Split(err.Error(), "\n")
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/gateway"
+	"github.com/floodgate-gw/floodgate/internal/rlsserver"
 )
 
 // metricsDoc is the reference page of the series /metrics exports.
@@ -203,13 +204,12 @@ func TestMetricsDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rlsSrv, err := startRLS(cfg, gw, reg, log, false)
+	rlsSrv, err := rlsserver.Start(cfg, gw, reg, log, false)
 	if err != nil {
 		gw.Close()
 		t.Fatal(err)
 	}
-	rlsSrv.ln.Close()
-	rlsSrv.srv.Stop()
+	rlsSrv.Stop(0)
 	gw.Close()
 	if len(reg.errors) > 0 {
 		t.Fatalf("descriptors whose name and labels cannot be read:\n%s", strings.Join(reg.errors, "\n"))

@@ -16,7 +16,8 @@ import (
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/floodgate-gw/floodgate/internal/rlsserver"
 )
 
 // controlPlane is a go-control-plane snapshot server on addr, serving
@@ -60,7 +61,7 @@ func (cp *controlPlane) push(version string, cfgs ...*rlsconfv3.RateLimitConfig)
 	for i, c := range cfgs {
 		res[i] = c
 	}
-	snap, err := cachev3.NewSnapshot(version, map[string][]types.Resource{rateLimitConfigType: res})
+	snap, err := cachev3.NewSnapshot(version, map[string][]types.Resource{rlsserver.ConfigType: res})
 	if err != nil {
 		cp.t.Fatal(err)
 	}
@@ -207,48 +208,5 @@ rls:
 	}
 	if want := []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT}; !slices.Equal(got, want) {
 		t.Fatalf("2 a minute after a reload of rls.xds: %v, want %v", got, want)
-	}
-}
-
-// A response that is not RateLimitConfigs is refused whole, naming the
-// resource at fault; a good one beside it does not make it through.
-func TestDecodeXDSRefusesGarbage(t *testing.T) {
-	t.Parallel()
-	good, err := anypb.New(edgeConfig(1, rlsconfv3.RateLimitUnit_HOUR))
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := anypb.New(&discoveryv3.DiscoveryRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		name string
-		resp *discoveryv3.DiscoveryResponse
-		want string
-	}{
-		{"bytes that do not decode", &discoveryv3.DiscoveryResponse{TypeUrl: rateLimitConfigType, Resources: []*anypb.Any{
-			good, {TypeUrl: rateLimitConfigType, Value: []byte{0xff, 0xff, 0xff}}}},
-			"resource 1: not a RateLimitConfig"},
-		{"a resource of another type", &discoveryv3.DiscoveryResponse{TypeUrl: rateLimitConfigType, Resources: []*anypb.Any{other, good}},
-			`resource 0: of type "type.googleapis.com/envoy.service.discovery.v3.DiscoveryRequest", not a RateLimitConfig`},
-		{"a response of another type", &discoveryv3.DiscoveryResponse{TypeUrl: "type.googleapis.com/envoy.config.cluster.v3.Cluster", Resources: []*anypb.Any{good}},
-			"the service subscribes to " + rateLimitConfigType + " only"},
-		{"a domain twice", &discoveryv3.DiscoveryResponse{TypeUrl: rateLimitConfigType, Resources: []*anypb.Any{good, good}},
-			`domain "edge" is already defined in edge`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r, err := decodeXDS(tc.resp)
-			if err == nil || r != nil {
-				t.Fatalf("accepted: %v", r)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %q, want it to hold %q", err, tc.want)
-			}
-		})
-	}
-	r, err := decodeXDS(&discoveryv3.DiscoveryResponse{TypeUrl: rateLimitConfigType, Resources: []*anypb.Any{good}})
-	if err != nil || !slices.Equal(r.Domains(), []string{"edge"}) {
-		t.Fatalf("a good response: %v, %v", r, err)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/gateway"
 	"github.com/floodgate-gw/floodgate/internal/edge"
+	"github.com/floodgate-gw/floodgate/internal/rlsserver"
 )
 
 // Timeouts of the HTTP servers that the config does not set. A client gets
@@ -100,7 +101,7 @@ type server struct {
 	// server.listen_tls.
 	certs *edgeTLS
 	// rlsDegraded is what the rate-limit service has to say on /readyz
-	// (rlsServer.degraded); nil without rls.listen.
+	// (rlsserver.Server.Degraded); nil without rls.listen.
 	rlsDegraded func() string
 }
 
@@ -215,9 +216,9 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 		}
 	}
 
-	var rlsSrv *rlsServer
+	var rlsSrv *rlsserver.Server
 	if cfg.RLS.Listen != "" {
-		if rlsSrv, err = startRLS(cfg, gw, reg, s.log, watch); err != nil {
+		if rlsSrv, err = rlsserver.Start(cfg, gw, reg, s.log, watch); err != nil {
 			closeGateway()
 			if adminLn != nil {
 				adminLn.Close()
@@ -226,8 +227,8 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 			s.log.Error("cannot start the rate-limit service", "listener", "rls", "errors", errorLines(err))
 			return exitFailure
 		}
-		s.reloader.rlsCerts = rlsSrv.reloadCerts()
-		s.rlsDegraded = rlsSrv.degraded
+		s.reloader.rlsCerts = rlsSrv.ReloadCerts()
+		s.rlsDegraded = rlsSrv.Degraded
 	}
 	s.reloader.certs = s.certs
 
@@ -263,7 +264,7 @@ func (s *server) run(cfg *config.Config, sum [sha256.Size]byte, watch bool) int 
 		go func() { serveErr <- adminSrv.Serve(adminLn) }()
 	}
 	if rlsSrv != nil {
-		rlsAddr = rlsSrv.ln.Addr().String()
+		rlsAddr = rlsSrv.Addr().String()
 		go func() {
 			if err := rlsSrv.Serve(); err != nil {
 				serveErr <- err
@@ -330,7 +331,7 @@ wait:
 // up to server.shutdown_timeout of the running config, then stops the
 // admin listener, which kept answering meanwhile so that /readyz could
 // tell a load balancer to send no more.
-func (s *server) shutdown(es *edge.Server, adminSrv *http.Server, rlsSrv *rlsServer) {
+func (s *server) shutdown(es *edge.Server, adminSrv *http.Server, rlsSrv *rlsserver.Server) {
 	s.draining.Store(true)
 	s.reloader.stop()
 	srv := s.gw.Config().Server

@@ -1,4 +1,4 @@
-package main
+package rlsserver
 
 import (
 	"crypto/tls"

@@ -1,4 +1,9 @@
-package main
+// Package rlsserver serves Envoy's rate-limit service (package rls) for
+// floodgate serve: the gRPC server on rls.listen with its health service
+// and TLS, the rule files of rls.config_dir reloaded when they change,
+// and the xDS client that takes the rules from a management server
+// instead (rls.xds).
+package rlsserver
 
 import (
 	"context"
@@ -28,9 +33,9 @@ import (
 	"github.com/floodgate-gw/floodgate/rls"
 )
 
-// loadRules reads the rate-limit service's rule files; no directory means
+// LoadRules reads the rate-limit service's rule files; no directory means
 // no rules.
-func loadRules(cfg *config.Config) (*rls.Rules, error) {
+func LoadRules(cfg *config.Config) (*rls.Rules, error) {
 	dir := cfg.RLS.ConfigDir
 	if dir == "" {
 		return &rls.Rules{}, nil
@@ -48,15 +53,10 @@ func loadRules(cfg *config.Config) (*rls.Rules, error) {
 	return rls.LoadDir(dir)
 }
 
-// errorLines splits an error made by errors.Join into its lines.
-func errorLines(err error) []string {
-	return strings.Split(err.Error(), "\n")
-}
-
-// rlsServer is the Envoy rate-limit service of one "floodgate serve": a
+// Server is the Envoy rate-limit service of one "floodgate serve": a
 // gRPC server on rls.listen deciding in the gateway's store, with rules
 // that reload when their directory changes.
-type rlsServer struct {
+type Server struct {
 	srv       *grpc.Server
 	ln        net.Listener
 	svc       *rls.Service
@@ -77,7 +77,7 @@ type rlsServer struct {
 
 // degraded is what /readyz details of the service: a refused rule file,
 // a store that does not answer, rules that may not be the xDS server's.
-func (r *rlsServer) degraded() string {
+func (r *Server) Degraded() string {
 	var ps []string
 	for _, p := range []*atomic.Pointer[string]{&r.rulesProblem, &r.storeProblem} {
 		if v := p.Load(); v != nil && *v != "" {
@@ -102,9 +102,9 @@ const rlsService = "envoy.service.ratelimit.v3.RateLimitService"
 // whether it answers.
 const healthProbeInterval = time.Second
 
-// startRLS binds rls.listen and loads the rules; Serve starts answering.
-func startRLS(cfg *config.Config, gw *gateway.Gateway, reg prometheus.Registerer, log *slog.Logger, watch bool) (*rlsServer, error) {
-	rules, err := loadRules(cfg)
+// Start binds rls.listen and loads the rules; Serve starts answering.
+func Start(cfg *config.Config, gw *gateway.Gateway, reg prometheus.Registerer, log *slog.Logger, watch bool) (*Server, error) {
+	rules, err := LoadRules(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +121,7 @@ func startRLS(cfg *config.Config, gw *gateway.Gateway, reg prometheus.Registerer
 	if err != nil {
 		return nil, err
 	}
-	r := &rlsServer{
+	r := &Server{
 		srv: grpc.NewServer(opts...),
 		ln:  ln,
 		svc: rls.New(rls.Options{
@@ -159,7 +159,7 @@ func startRLS(cfg *config.Config, gw *gateway.Gateway, reg prometheus.Registerer
 		reload := func() {
 			rules, err := rls.LoadDir(dir)
 			if err != nil {
-				lines := errorLines(err)
+				lines := strings.Split(err.Error(), "\n")
 				log.Error("rate-limit rules refused; the running rules stay", "dir", dir, "errors", lines)
 				more := ""
 				if len(lines) > 1 {
@@ -180,9 +180,9 @@ func startRLS(cfg *config.Config, gw *gateway.Gateway, reg prometheus.Registerer
 	return r, nil
 }
 
-// reloadCerts reads the TLS files of the service and of its xDS
+// ReloadCerts reads the TLS files of the service and of its xDS
 // connection again; nil when there are none.
-func (r *rlsServer) reloadCerts() func() {
+func (r *Server) ReloadCerts() func() {
 	var fs []func()
 	if r.certs != nil {
 		fs = append(fs, r.certs.reload)
@@ -205,7 +205,7 @@ func (r *rlsServer) reloadCerts() func() {
 // ShouldRateLimit then fails UNAVAILABLE, and Envoy should send its calls
 // to an instance that can decide. It starts NOT_SERVING, so that no check
 // passes before the store first answered.
-func (r *rlsServer) probe(gw *gateway.Gateway, log *slog.Logger) (stop func()) {
+func (r *Server) probe(gw *gateway.Gateway, log *slog.Logger) (stop func()) {
 	set := func(st healthpb.HealthCheckResponse_ServingStatus) {
 		r.health.SetServingStatus("", st)
 		r.health.SetServingStatus(rlsService, st)
@@ -245,8 +245,11 @@ func (r *rlsServer) probe(gw *gateway.Gateway, log *slog.Logger) (stop func()) {
 	}
 }
 
+// Addr is the address the service listens on.
+func (r *Server) Addr() net.Addr { return r.ln.Addr() }
+
 // Serve answers until Stop; it returns the listener's error.
-func (r *rlsServer) Serve() error {
+func (r *Server) Serve() error {
 	err := r.srv.Serve(r.ln)
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
@@ -257,7 +260,7 @@ func (r *rlsServer) Serve() error {
 // Stop lets calls in flight finish for up to timeout, then closes them.
 // The health service says NOT_SERVING from the start of the drain (to a
 // client watching it; the server takes no new calls), and keeps saying so.
-func (r *rlsServer) Stop(timeout time.Duration) {
+func (r *Server) Stop(timeout time.Duration) {
 	if r.stopWatch != nil {
 		r.stopWatch()
 	}
@@ -284,4 +287,5 @@ func (r *rlsServer) Stop(timeout time.Duration) {
 	case <-ctx.Done():
 		r.srv.Stop()
 	}
+	r.ln.Close() // when Serve never took it
 }

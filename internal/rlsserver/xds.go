@@ -1,4 +1,4 @@
-package main
+package rlsserver
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,9 +24,9 @@ import (
 	"github.com/floodgate-gw/floodgate/rls"
 )
 
-// rateLimitConfigType is the type URL of the resources the service
+// ConfigType is the type URL of the resources the service
 // subscribes to, as Envoy Gateway serves them to envoyproxy/ratelimit.
-const rateLimitConfigType = "type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig"
+const ConfigType = "type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig"
 
 // The wait before a new stream doubles from xdsRetryMin up to xdsRetryMax
 // while the server cannot be reached, and is back at xdsRetryMin once a
@@ -133,7 +134,7 @@ func (x *xdsRules) stream(ctx context.Context) (got bool, err error) {
 	// version is that of the last applied response: an ACK repeats the
 	// new one, a NACK this one.
 	version := ""
-	if err := st.Send(&discoveryv3.DiscoveryRequest{Node: node, TypeUrl: rateLimitConfigType}); err != nil {
+	if err := st.Send(&discoveryv3.DiscoveryRequest{Node: node, TypeUrl: ConfigType}); err != nil {
 		return false, err
 	}
 	for {
@@ -142,11 +143,12 @@ func (x *xdsRules) stream(ctx context.Context) (got bool, err error) {
 			return got, err
 		}
 		got = true
-		req := &discoveryv3.DiscoveryRequest{Node: node, TypeUrl: rateLimitConfigType, ResponseNonce: resp.GetNonce()}
+		req := &discoveryv3.DiscoveryRequest{Node: node, TypeUrl: ConfigType, ResponseNonce: resp.GetNonce()}
 		rules, err := decodeXDS(resp)
 		if err != nil {
-			x.log.Error("rate-limit rules from xDS refused; the running rules stay", "version", resp.GetVersionInfo(), "errors", errorLines(err))
-			x.setProblem(fmt.Sprintf("rls.xds: version %q refused (%s); the running rules stay", resp.GetVersionInfo(), errorLines(err)[0]))
+			lines := strings.Split(err.Error(), "\n")
+			x.log.Error("rate-limit rules from xDS refused; the running rules stay", "version", resp.GetVersionInfo(), "errors", lines)
+			x.setProblem(fmt.Sprintf("rls.xds: version %q refused (%s); the running rules stay", resp.GetVersionInfo(), lines[0]))
 			req.VersionInfo = version
 			req.ErrorDetail = &statuspb.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
 		} else {
@@ -165,8 +167,8 @@ func (x *xdsRules) stream(ctx context.Context) (got bool, err error) {
 // decodeXDS reads a response's RateLimitConfigs into rules, refusing the
 // whole response for any resource that is not one, or does not check.
 func decodeXDS(resp *discoveryv3.DiscoveryResponse) (*rls.Rules, error) {
-	if t := resp.GetTypeUrl(); t != rateLimitConfigType {
-		return nil, fmt.Errorf("a response of type %q; the service subscribes to %s only", t, rateLimitConfigType)
+	if t := resp.GetTypeUrl(); t != ConfigType {
+		return nil, fmt.Errorf("a response of type %q; the service subscribes to %s only", t, ConfigType)
 	}
 	var (
 		cfgs []*rlsconfv3.RateLimitConfig
@@ -174,7 +176,7 @@ func decodeXDS(resp *discoveryv3.DiscoveryResponse) (*rls.Rules, error) {
 	)
 	for i, res := range resp.GetResources() {
 		c := &rlsconfv3.RateLimitConfig{}
-		if res.GetTypeUrl() != rateLimitConfigType {
+		if res.GetTypeUrl() != ConfigType {
 			errs = append(errs, fmt.Errorf("resource %d: of type %q, not a RateLimitConfig", i, res.GetTypeUrl()))
 			continue
 		}
