@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/sha256"
 	"errors"
 	"io/fs"
 	"os"
@@ -20,6 +21,20 @@ func Load(path string) (*Config, error) {
 		return nil, err
 	}
 	return Parse(path, data)
+}
+
+// LoadWithFlags reads and parses the config file at path once, with
+// flags in place of the values they replace, and returns the digest of
+// exactly what was parsed, so that a reload can tell an unchanged file
+// from a changed one without a second read racing a writer. Errors are
+// Errors, as from Load.
+func LoadWithFlags(path string, flags Flags) (*Config, [sha256.Size]byte, error) {
+	data, err := ReadFile(path)
+	if err != nil {
+		return nil, [sha256.Size]byte{}, err
+	}
+	cfg, err := ParseWithFlags(path, data, flags)
+	return cfg, sha256.Sum256(data), err
 }
 
 // ReadFile reads the config file at path, for a caller that parses what it

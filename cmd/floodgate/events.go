@@ -106,7 +106,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		return usageError(fs, stderr, "--collapse-keys: %d: want 1 to %d", *collapseKeys, replay.MaxCollapseKeys)
 	}
 
-	cfg, _, err := loadConfig(*file, config.Flags{})
+	cfg, _, err := config.LoadWithFlags(*file, config.Flags{})
 	if err != nil {
 		for _, line := range admin.ErrorLines(err) {
 			fmt.Fprintln(stderr, line)

@@ -81,10 +81,11 @@ func runUpstream(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "floodgate upstream: %v\n", err)
 		return exitFailure
 	}
+	// The header and idle timeouts of floodgate serve's listeners.
 	srv := &http.Server{
 		Handler:           u,
-		ReadHeaderTimeout: readHeaderTimeout,
-		IdleTimeout:       idleTimeout,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
 	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)

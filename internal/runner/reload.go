@@ -1,4 +1,4 @@
-package main
+package runner
 
 import (
 	"crypto/sha256"
@@ -56,20 +56,6 @@ type reloader struct {
 	refused atomic.Pointer[string]
 }
 
-// loadConfig reads and parses the config file once, with flags in place
-// of the values they replace, returning the digest of exactly what was
-// parsed, so that a reload can tell an unchanged file from a changed one
-// without a second read racing a writer. Errors are config.Errors, as from
-// config.Load.
-func loadConfig(path string, flags config.Flags) (*config.Config, [sha256.Size]byte, error) {
-	data, err := config.ReadFile(path)
-	if err != nil {
-		return nil, [sha256.Size]byte{}, err
-	}
-	cfg, err := config.ParseWithFlags(path, data, flags)
-	return cfg, sha256.Sum256(data), err
-}
-
 // reload loads the file and, if it is valid and changed, swaps it in.
 // trigger names the cause in the log. On failure the running config stays,
 // one ERROR line lists every problem, and the error is returned (a
@@ -86,7 +72,7 @@ func (r *reloader) reload(trigger string) error {
 	if r.certs != nil {
 		r.certs.reread()
 	}
-	cfg, sum, err := loadConfig(r.path, r.flags)
+	cfg, sum, err := config.LoadWithFlags(r.path, r.flags)
 	if err == nil && sum == r.sum {
 		// An editor that saves twice, a touch, or SIGHUP sent "just in
 		// case": the running config is the file's, so nothing is
