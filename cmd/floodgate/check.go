@@ -8,6 +8,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/gateway"
+	"github.com/floodgate-gw/floodgate/internal/cli"
 	"github.com/floodgate-gw/floodgate/internal/rlsserver"
 	"github.com/floodgate-gw/floodgate/rls"
 )
@@ -15,16 +16,16 @@ import (
 // runCheck validates a config offline, through the same path serve and a
 // reload take, so a config that passes check is one serve accepts.
 func runCheck(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("check", "[-c FILE]",
+	fs := cli.NewFlagSet("check", "[-c FILE]",
 		"Validate a configuration file without starting anything. Print a one-line summary and exit 0,\n"+
 			"or print every problem as FILE:LINE: message and exit 1. Warnings (a valid config that is\n"+
 			"probably not what was meant) go to stderr as FILE:LINE: warning: message.")
 	file := fs.String("c", "floodgate.yaml", "the configuration `FILE`")
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
-		return usageError(fs, stderr, "unexpected argument %q; the config file is given with -c FILE", fs.Arg(0))
+		return cli.UsageError(fs, stderr, "unexpected argument %q; the config file is given with -c FILE", fs.Arg(0))
 	}
 	cfg, err := config.Load(*file)
 	if err != nil {

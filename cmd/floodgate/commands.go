@@ -1,17 +1,18 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
+
+	"github.com/floodgate-gw/floodgate/internal/cli"
+	"github.com/floodgate-gw/floodgate/internal/ctl"
 )
 
-// Exit codes, the same for every command.
+// Exit codes, the same for every command (package cli).
 const (
-	exitOK      = 0 // success
-	exitFailure = 1 // runtime or validation failure
-	exitUsage   = 2 // bad usage: unknown command, bad flag, wrong arguments
+	exitOK      = cli.ExitOK
+	exitFailure = cli.ExitFailure
+	exitUsage   = cli.ExitUsage
 )
 
 // A command is one floodgate subcommand. run receives the arguments after
@@ -30,7 +31,7 @@ var commands = []command{
 	{"demo", "rehearse a flash sale in one process: mock API, gateway and surge", runDemo},
 	{"upstream", "run a mock downstream that slows down and fails on cue", runUpstream},
 	{"load", "offer open-loop load to a URL and measure the answers", runLoad},
-	{"ctl", "operate a running gateway or fleet through its admin listener: overrides, reset, breaker, breakers, fleet, status", runCtl},
+	{"ctl", "operate a running gateway or fleet through its admin listener: overrides, reset, breaker, breakers, fleet, status", ctl.Run},
 	{"events", "replay recorded requests to a route's upstream (events replay)", runEvents},
 	{"token", "sign a JWT with a private key, or make a key pair, for trying jwt: key parts", runToken},
 	{"version", "print the version, the commit and the Go version", runVersion},
@@ -88,53 +89,4 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(w, "\t%-*s  %s\n", width, c.name, c.summary)
 	}
 	fmt.Fprint(w, "\nRun 'floodgate <command> -h' for the flags of a command.\n")
-}
-
-// newFlagSet returns the flag set of a command. synopsis follows
-// "floodgate NAME" in the usage line ("" for a command without arguments);
-// description is the paragraph below it.
-func newFlagSet(name, synopsis, description string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.Usage = func() {
-		w := fs.Output()
-		line := "floodgate " + name
-		if synopsis != "" {
-			line += " " + synopsis
-		}
-		fmt.Fprintf(w, "Usage: %s\n\n%s\n", line, description)
-		hasFlags := false
-		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
-		if hasFlags {
-			fmt.Fprint(w, "\nFlags:\n")
-			fs.PrintDefaults()
-		}
-	}
-	return fs
-}
-
-// parseFlags parses args into fs. It reports ok when the command should go
-// on; otherwise the command returns code: exitOK after -h, which prints the
-// usage on stdout, or exitUsage after a bad flag, reported on stderr.
-func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, ok bool) {
-	// The flag package prints its errors and the usage itself, both to one
-	// writer; silence it so help goes to stdout and errors to stderr.
-	fs.SetOutput(io.Discard)
-	err := fs.Parse(args)
-	switch {
-	case err == nil:
-		return exitOK, true
-	case errors.Is(err, flag.ErrHelp):
-		fs.SetOutput(stdout)
-		fs.Usage()
-		return exitOK, false
-	default:
-		return usageError(fs, stderr, "%v", err), false
-	}
-}
-
-// usageError reports a usage mistake in the command of fs on stderr and
-// returns exitUsage.
-func usageError(fs *flag.FlagSet, stderr io.Writer, format string, args ...any) int {
-	fmt.Fprintf(stderr, "floodgate %s: %s\nRun 'floodgate %s -h' for usage.\n", fs.Name(), fmt.Sprintf(format, args...), fs.Name())
-	return exitUsage
 }

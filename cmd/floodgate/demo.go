@@ -9,11 +9,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/floodgate-gw/floodgate/internal/cli"
 	"github.com/floodgate-gw/floodgate/internal/demo"
 )
 
 func runDemo(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("demo", "[--redis ADDR] [--rate N] [--duration D] [--hold]",
+	fs := cli.NewFlagSet("demo", "[--redis ADDR] [--rate N] [--duration D] [--hold]",
 		"Rehearse a flash sale in one process, with no outside services: a mock coupon API that\n"+
 			"serves 500 requests a second (3 s each beyond), floodgate in front of it with the limits\n"+
 			"of examples/flash-sale.yaml, and a crowd of users who retry at once when refused.\n\n"+
@@ -34,14 +35,14 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.Duration, "duration", 16*time.Second, "how long the traffic runs, the recovery included (at least "+
 		demo.DefaultScript.MinDuration().String()+")")
 	fs.BoolVar(&o.Hold, "hold", false, "keep serving after the script, until Ctrl-C")
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
-		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
+		return cli.UsageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
 	}
 	if err := o.Check(); err != nil {
-		return usageError(fs, stderr, "%v", err)
+		return cli.UsageError(fs, stderr, "%v", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

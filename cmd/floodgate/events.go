@@ -11,6 +11,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/admin"
 	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/internal/cli"
 	"github.com/floodgate-gw/floodgate/internal/replay"
 	"github.com/floodgate-gw/floodgate/limit"
 )
@@ -41,7 +42,7 @@ func runEvents(args []string, stdout, stderr io.Writer) int {
 }
 
 func runReplay(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("events replay", "-c FILE --route ID [--rate 50/s] [--parallel 1] [--all] [--dry-run]",
+	fs := cli.NewFlagSet("events replay", "-c FILE --route ID [--rate 50/s] [--parallel 1] [--all] [--dry-run]",
 		"Re-send the requests an open breaker turned away on a route, as recorded in the configured\n"+
 			"events sink, to the route's upstream targets at a steady pace, each with the header\n"+
 			"Idempotency-Key: <event id>. One request is in flight at a time unless --parallel allows\n"+
@@ -83,27 +84,27 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	dryRun := fs.Bool("dry-run", false, "list what would be sent, collapsed or limited; send nothing, consume no quota, mark nothing done")
 	all := fs.Bool("all", false, "send every event: collapse nothing, decide nothing against the limits")
 	collapseKeys := fs.Int("collapse-keys", replay.DefaultCollapseKeys, "the most keys `N` the collapse step remembers at once; beyond, events are decided live only")
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
-		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
+		return cli.UsageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
 	}
 	if *routeID == "" {
-		return usageError(fs, stderr, "--route is required")
+		return cli.UsageError(fs, stderr, "--route is required")
 	}
 	rate, err := limit.ParseRate(*rateFlag)
 	if err != nil || rate.Count <= 0 {
 		if err == nil {
 			err = fmt.Errorf("rate %q: the count must be positive", *rateFlag)
 		}
-		return usageError(fs, stderr, "--rate: %v", err)
+		return cli.UsageError(fs, stderr, "--rate: %v", err)
 	}
 	if *parallel < 1 || *parallel > replay.MaxParallel {
-		return usageError(fs, stderr, "--parallel: %d: want 1 to %d", *parallel, replay.MaxParallel)
+		return cli.UsageError(fs, stderr, "--parallel: %d: want 1 to %d", *parallel, replay.MaxParallel)
 	}
 	if *collapseKeys < 1 || *collapseKeys > replay.MaxCollapseKeys {
-		return usageError(fs, stderr, "--collapse-keys: %d: want 1 to %d", *collapseKeys, replay.MaxCollapseKeys)
+		return cli.UsageError(fs, stderr, "--collapse-keys: %d: want 1 to %d", *collapseKeys, replay.MaxCollapseKeys)
 	}
 
 	cfg, _, err := config.LoadWithFlags(*file, config.Flags{})

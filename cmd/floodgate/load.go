@@ -11,12 +11,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/floodgate-gw/floodgate/internal/cli"
 	"github.com/floodgate-gw/floodgate/internal/jwtsign"
 	"github.com/floodgate-gw/floodgate/rehearse"
 )
 
 func runLoad(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("load", "--url URL [flags]",
+	fs := cli.NewFlagSet("load", "--url URL [flags]",
 		"Offer load to URL and measure the answers: an open-loop generator, which sends every\n"+
 			"request at its scheduled time whether or not earlier ones were answered, and measures\n"+
 			"latency from that scheduled time, so a slow target shows as latency, not as a lower rate.\n\n"+
@@ -62,45 +63,45 @@ func runLoad(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "", "write the per-second series to `FILE` as CSV")
 	html := fs.String("html", "", "write a self-contained chart of the run to `FILE`")
 	seed := fs.Uint64("seed", 1, "the `N` that draws users, addresses and the plateau's jitter")
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
-		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
+		return cli.UsageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
 	}
 	if *url == "" {
-		return usageError(fs, stderr, "--url is required")
+		return cli.UsageError(fs, stderr, "--url is required")
 	}
-	set := setFlags(fs)
+	set := cli.SetFlags(fs)
 	p := rehearse.Profile{Shape: rehearse.Shape(*profile), Rate: *rate, Duration: *duration, Seed: *seed}
 	switch p.Shape {
 	case rehearse.Step, rehearse.Surge:
 		p.From, p.StepAt = *from, *stepAt
 	default:
 		if set["from"] || set["step-at"] {
-			return usageError(fs, stderr, "--from and --step-at apply to --profile step and surge")
+			return cli.UsageError(fs, stderr, "--from and --step-at apply to --profile step and surge")
 		}
 	}
 	if set["plateau"] {
 		if p.Shape != rehearse.Surge {
-			return usageError(fs, stderr, "--plateau applies to --profile surge")
+			return cli.UsageError(fs, stderr, "--plateau applies to --profile surge")
 		}
 		if *plateau <= 0 {
-			return usageError(fs, stderr, "--plateau %v: must be positive", *plateau)
+			return cli.UsageError(fs, stderr, "--plateau %v: must be positive", *plateau)
 		}
 		p.Plateau = *plateau
 	}
 	if *concurrency <= 0 {
-		return usageError(fs, stderr, "--concurrency-cap %d: must be positive", *concurrency)
+		return cli.UsageError(fs, stderr, "--concurrency-cap %d: must be positive", *concurrency)
 	}
 	if *timeout <= 0 {
-		return usageError(fs, stderr, "--timeout %v: must be positive", *timeout)
+		return cli.UsageError(fs, stderr, "--timeout %v: must be positive", *timeout)
 	}
 	switch {
 	case *jwtKey != "" && *users <= 0:
-		return usageError(fs, stderr, "--jwt-key signs a token per user: it needs --users")
+		return cli.UsageError(fs, stderr, "--jwt-key signs a token per user: it needs --users")
 	case *jwtKey == "" && (set["jwt-iss"] || set["jwt-aud"]):
-		return usageError(fs, stderr, "--jwt-iss and --jwt-aud apply to --jwt-key")
+		return cli.UsageError(fs, stderr, "--jwt-iss and --jwt-aud apply to --jwt-key")
 	}
 	cfg := rehearse.LoadConfig{
 		URL: *url, Method: *method, Header: header, Profile: p,
@@ -119,7 +120,7 @@ func runLoad(args []string, stdout, stderr io.Writer) int {
 		cfg.UserToken = key.UserTokens(*jwtIss, *jwtAud, time.Now().Add(p.Duration+time.Hour))
 	}
 	if err := cfg.Validate(); err != nil {
-		return usageError(fs, stderr, "%s", flagErrors(err))
+		return cli.UsageError(fs, stderr, "%s", flagErrors(err))
 	}
 
 	// Create the files first: a typo in a path should not cost a run.

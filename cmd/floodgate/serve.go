@@ -8,11 +8,12 @@ import (
 
 	"github.com/floodgate-gw/floodgate/admin"
 	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/internal/cli"
 	"github.com/floodgate-gw/floodgate/internal/runner"
 )
 
 func runServe(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("serve", "[-c FILE] [--listen ADDR] [--admin ADDR] [--watch=false]",
+	fs := cli.NewFlagSet("serve", "[-c FILE] [--listen ADDR] [--admin ADDR] [--watch=false]",
 		"Run the gateway, and the admin listener the configuration names.\n\n"+
 			"The configuration reloads on SIGHUP, on POST /admin/reload, and when the file changes;\n"+
 			"a file that does not load is refused and the running configuration stays.\n"+
@@ -30,11 +31,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		flags.AdminListen = &config.Flag{Name: "--admin", Value: addr}
 		return nil
 	})
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
-		return usageError(fs, stderr, "unexpected argument %q; the config file is given with -c FILE", fs.Arg(0))
+		return cli.UsageError(fs, stderr, "unexpected argument %q; the config file is given with -c FILE", fs.Arg(0))
 	}
 
 	// The flags are applied on every load, the first and each reload, and

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/floodgate-gw/floodgate/internal/cli"
 	"github.com/floodgate-gw/floodgate/internal/jwtsign"
 )
 
@@ -15,7 +16,7 @@ import (
 // jwt: key parts of a config (and the README's walk-through) without an
 // identity provider; with --new-key it makes the key pair to sign with.
 func runToken(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("token", "--key FILE [--sub ID] [flags]\n       floodgate token --new-key FILE [--alg ALG] [--kid ID]",
+	fs := cli.NewFlagSet("token", "--key FILE [--sub ID] [flags]\n       floodgate token --new-key FILE [--alg ALG] [--kid ID]",
 		"Sign a JWT with the private key in FILE (a JWK: RSA, EC P-256, Ed25519 or a shared\n"+
 			"secret) and print it, to send as \"Authorization: Bearer TOKEN\" to a gateway whose\n"+
 			"server.jwt holds the matching public key. The token has iat, exp (--ttl from now),\n"+
@@ -48,34 +49,34 @@ func runToken(args []string, stdout, stderr io.Writer) int {
 		extra[name] = val
 		return nil
 	})
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
-		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
+		return cli.UsageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
 	}
-	set := setFlags(fs)
+	set := cli.SetFlags(fs)
 	if *newKey != "" {
 		for _, name := range []string{"key", "sub", "iss", "aud", "ttl", "claim"} {
 			if set[name] {
-				return usageError(fs, stderr, "--new-key makes a key and signs no token: --%s is for signing, with --key", name)
+				return cli.UsageError(fs, stderr, "--new-key makes a key and signs no token: --%s is for signing, with --key", name)
 			}
 		}
 		switch *alg {
 		case "ES256", "RS256", "EdDSA", "HS256":
 		default:
-			return usageError(fs, stderr, "--alg %q: ES256, RS256, EdDSA or HS256", *alg)
+			return cli.UsageError(fs, stderr, "--alg %q: ES256, RS256, EdDSA or HS256", *alg)
 		}
 		return makeKey(*newKey, *alg, *kid, stdout, stderr)
 	}
 	if set["alg"] || set["kid"] {
-		return usageError(fs, stderr, "--alg and --kid apply to --new-key")
+		return cli.UsageError(fs, stderr, "--alg and --kid apply to --new-key")
 	}
 	if *keyFile == "" {
-		return usageError(fs, stderr, "--key is required (or --new-key, to make one)")
+		return cli.UsageError(fs, stderr, "--key is required (or --new-key, to make one)")
 	}
 	if *ttl <= 0 {
-		return usageError(fs, stderr, "--ttl %v: must be positive", *ttl)
+		return cli.UsageError(fs, stderr, "--ttl %v: must be positive", *ttl)
 	}
 	key, err := jwtsign.ReadKeyFile(*keyFile)
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -15,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/floodgate-gw/floodgate/internal/cli"
 	"github.com/floodgate-gw/floodgate/rehearse"
 )
 
@@ -23,7 +23,7 @@ import (
 const upstreamShutdownTimeout = 10 * time.Second
 
 func runUpstream(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("upstream", "[--listen ADDR] [flags]",
+	fs := cli.NewFlagSet("upstream", "[--listen ADDR] [flags]",
 		"Run a mock downstream service: the fragile third-party API a gateway protects.\n\n"+
 			"Every request is answered --status with --body after --latency ± --jitter, except:\n"+
 			"  - inside a scripted outage (--fail-after, --recover-after): 503 at once;\n"+
@@ -46,18 +46,18 @@ func runUpstream(args []string, stdout, stderr io.Writer) int {
 	status := fs.Int("status", http.StatusOK, "the status `N` of a normal answer")
 	body := fs.String("body", "ok\n", "the body `TEXT` of a normal answer")
 	verbose := fs.Bool("v", false, "log one line per second to stderr")
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
-		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
+		return cli.UsageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
 	}
-	set := setFlags(fs)
+	set := cli.SetFlags(fs)
 	if set["fail-after"] && *failAfter <= 0 {
-		return usageError(fs, stderr, "--fail-after %v: must be positive", *failAfter)
+		return cli.UsageError(fs, stderr, "--fail-after %v: must be positive", *failAfter)
 	}
 	if set["recover-after"] && *recoverAfter <= 0 {
-		return usageError(fs, stderr, "--recover-after %v: must be positive (leave it out for an outage that never ends)", *recoverAfter)
+		return cli.UsageError(fs, stderr, "--recover-after %v: must be positive (leave it out for an outage that never ends)", *recoverAfter)
 	}
 	cfg := rehearse.UpstreamConfig{
 		Latency: *latency, Jitter: *jitter, ErrorRate: *errorRate,
@@ -66,7 +66,7 @@ func runUpstream(args []string, stdout, stderr io.Writer) int {
 		Status: *status, Body: *body,
 	}
 	if err := cfg.Validate(); err != nil {
-		return usageError(fs, stderr, "%s", flagErrors(err))
+		return cli.UsageError(fs, stderr, "%s", flagErrors(err))
 	}
 
 	ln, err := net.Listen("tcp", *listen)
@@ -170,13 +170,6 @@ func statusCounts(m map[int]int64) string {
 		fmt.Fprintf(&b, "%d:%d", code, m[code])
 	}
 	return b.String()
-}
-
-// setFlags returns the names of the flags given on the command line.
-func setFlags(fs *flag.FlagSet) map[string]bool {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	return set
 }
 
 // flagErrors joins the problems of a validation on one line, each as the

@@ -5,6 +5,8 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/floodgate-gw/floodgate/internal/cli"
 )
 
 // Set at link time by release builds (see the Makefile's build target):
@@ -19,12 +21,12 @@ var (
 )
 
 func runVersion(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("version", "", "Print the version, the commit and the Go version of this floodgate binary.")
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+	fs := cli.NewFlagSet("version", "", "Print the version, the commit and the Go version of this floodgate binary.")
+	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
-		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
+		return cli.UsageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
 	}
 	info, _ := debug.ReadBuildInfo()
 	v, c := buildVersion(version, commit, info)

@@ -344,179 +344,227 @@ func (rp *replayer) sayFull() {
 }
 
 func (rp *replayer) run(ctx context.Context, src events.Source, stderr io.Writer) error {
-	var failed error
-	finished := false
-	next := time.Now()
-	fail := func(format string, args ...any) {
-		fmt.Fprintf(stderr, "floodgate events replay: "+format+"\n", args...)
-		failed = ErrFailed
+	r := &runState{rp: rp, src: src, stderr: stderr, next: time.Now(),
+		// The sink is still used after Ctrl-C, to mark the requests in
+		// flight done and count what is left.
+		bg: context.WithoutCancel(ctx)}
+	finished, ok := false, true // ok: no answer was missing
+	for ctx.Err() == nil {
+		if ok = r.settle(rp.parallel - 1); !ok {
+			break
+		}
+		var stop bool
+		if finished, stop = r.step(ctx); finished || stop {
+			break
+		}
 	}
-	// The sink is still used after Ctrl-C, to mark the requests in flight
-	// done and count what is left.
-	bg := context.WithoutCancel(ctx)
+	// The failure that stopped the loop has been said; the line stays.
+	ok = ok && r.settle(0)
+	for _, j := range r.line {
+		<-j.done // after a failure: sent, but not marked done; the next run sends it again
+	}
+	r.end(finished, ok)
+	return r.failed
+}
+
+// runState is one run's events on their way.
+type runState struct {
+	rp     *replayer
+	src    events.Source
+	stderr io.Writer
+	bg     context.Context
+	failed error
 
 	// line holds the jobs not yet marked done, in the order of Next: at
 	// most rp.parallel, so a run that stops sends again at most that many.
-	var line []*job
-	// settle marks done the jobs at the head of the line whose answer is
-	// in, waiting for the head while the line is longer than keep. It
-	// reports false when the run must stop: an event without an answer
-	// stays, and so do the ones after it.
-	settle := func(keep int) bool {
-		for len(line) > 0 {
-			j := line[0]
-			if len(line) > keep {
-				<-j.done
-			} else {
-				select {
-				case <-j.done:
-				default:
-					return true
-				}
-			}
-			if j.err != nil {
-				fail("event %s: %v (the upstream did not answer; the event is left for the next run)", j.e.ID, j.err)
-				return false
-			}
-			if err := src.Done(bg, j.e); err != nil {
-				fail("%v", err)
-				return false
-			}
-			line = line[1:]
-			switch j.how {
-			case truncated:
-				rp.skipped++
-				fmt.Fprintf(rp.stdout, "skipped truncated event %s\n", j.e.ID)
-			case bad:
-				rp.failed++
-				fmt.Fprintf(rp.stdout, "failed event %s: %s\n", j.e.ID, j.why)
-			case skip:
-				rp.skipped++
-				fmt.Fprintf(rp.stdout, "skipped event %s: %s\n", j.e.ID, j.why)
-			case collapse:
-				rp.collapsed++
-				fmt.Fprintf(rp.stdout, "collapsed event %s: limit %s would have refused it when it was recorded (an earlier event of its key took that window)\n", j.e.ID, j.why)
-			case limited:
-				rp.limited++
-				fmt.Fprintf(rp.stdout, "limited event %s: limit %s has no quota left for its key now\n", j.e.ID, j.why)
-			case duplicate:
-				rp.duplicates++
-				fmt.Fprintf(rp.stdout, "skipped another copy of event %s\n", j.e.ID)
-			case send:
-				if j.status/100 == 2 {
-					rp.succeeded++
-				} else {
-					rp.failed++
-					fmt.Fprintf(rp.stdout, "failed event %s: status %d\n", j.e.ID, j.status)
-				}
+	line []*job
+	// next is when the pace lets the next request go; first when the
+	// first went, and sent how many did.
+	next, first time.Time
+	sent        int
+}
+
+// fail says why the run stops, or why an event failed, and makes the run
+// exit 1.
+func (r *runState) fail(format string, args ...any) {
+	fmt.Fprintf(r.stderr, "floodgate events replay: "+format+"\n", args...)
+	r.failed = ErrFailed
+}
+
+// settle marks done the jobs at the head of the line whose answer is in,
+// waiting for the head while the line is longer than keep. It reports
+// false when the run must stop: an event without an answer stays, and so
+// do the ones after it.
+func (r *runState) settle(keep int) bool {
+	for len(r.line) > 0 {
+		j := r.line[0]
+		if len(r.line) > keep {
+			<-j.done
+		} else {
+			select {
+			case <-j.done:
+			default:
+				return true
 			}
 		}
-		return true
+		if j.err != nil {
+			r.fail("event %s: %v (the upstream did not answer; the event is left for the next run)", j.e.ID, j.err)
+			return false
+		}
+		if err := r.src.Done(r.bg, j.e); err != nil {
+			r.fail("%v", err)
+			return false
+		}
+		r.line = r.line[1:]
+		r.rp.report(j)
 	}
-	var first time.Time
-	sent := 0
-	ok := true // no answer was missing
-loop:
-	for ctx.Err() == nil {
-		if ok = settle(rp.parallel - 1); !ok {
-			break
+	return true
+}
+
+// report counts and says what became of a job marked done.
+func (rp *replayer) report(j *job) {
+	switch j.how {
+	case truncated:
+		rp.skipped++
+		fmt.Fprintf(rp.stdout, "skipped truncated event %s\n", j.e.ID)
+	case bad:
+		rp.failed++
+		fmt.Fprintf(rp.stdout, "failed event %s: %s\n", j.e.ID, j.why)
+	case skip:
+		rp.skipped++
+		fmt.Fprintf(rp.stdout, "skipped event %s: %s\n", j.e.ID, j.why)
+	case collapse:
+		rp.collapsed++
+		fmt.Fprintf(rp.stdout, "collapsed event %s: limit %s would have refused it when it was recorded (an earlier event of its key took that window)\n", j.e.ID, j.why)
+	case limited:
+		rp.limited++
+		fmt.Fprintf(rp.stdout, "limited event %s: limit %s has no quota left for its key now\n", j.e.ID, j.why)
+	case duplicate:
+		rp.duplicates++
+		fmt.Fprintf(rp.stdout, "skipped another copy of event %s\n", j.e.ID)
+	case send:
+		if j.status/100 == 2 {
+			rp.succeeded++
+		} else {
+			rp.failed++
+			fmt.Fprintf(rp.stdout, "failed event %s: status %d\n", j.e.ID, j.status)
 		}
-		e, err := src.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			finished = true
-			break
-		}
-		if err != nil {
-			if ctx.Err() == nil {
-				fail("%v", err)
-			}
-			break
-		}
-		j := &job{e: e, done: make(chan struct{})}
-		line = append(line, j)
-		switch rp.seen.add(e) {
-		case sameCopy:
-			j.how = duplicate
-			close(j.done) // marked done in its turn, after the first copy
-			continue
-		case otherCopy:
-			j.how, j.why = bad, errOtherCopy
-			close(j.done)
-			continue
-		}
-		ls := rp.limits.Limits(e)
-		if j.how, j.why, err = rp.classify(e, ls); err != nil {
-			fail("event %s: %v (the event is left for the next run)", e.ID, err)
-			line = line[:len(line)-1]
-			break
-		}
-		if j.how != send {
-			close(j.done) // skipped, failed or collapsed, in its turn
-			continue
-		}
-		req, _ := rp.request(bg, e, rp.target()) // classify built it once
-		// A steady pace: one request per interval, without a burst to
-		// catch up after a slow answer.
-		slot := next
-		if !rp.wait(ctx, time.Until(next)) {
-			line = line[:len(line)-1] // not sent: it stays
-			break loop
-		}
-		// Decided after the pace's wait, just before the send, so that
-		// a replay stopped in between has consumed nothing for it.
-		var v verdict
-		for rp.live != nil {
-			if v, err = rp.live.decide(bg, ls); err != nil {
-				fail("event %s: the store: %v (the event is left for the next run)", e.ID, err)
-				line = line[:len(line)-1]
-				break loop
-			}
-			if v.wait == 0 {
-				break
-			}
-			// Not the user's fault: a limit every request of the route
-			// shares is spent for now. Replay paces itself under it.
-			rp.waited[v.waitFor] += v.wait
-			if !rp.wait(ctx, v.wait) {
-				line = line[:len(line)-1]
-				break loop
-			}
-		}
-		if v.limited != "" {
-			j.how, j.why = limited, v.limited
-			next = slot // nothing was sent in this slot
-			close(j.done)
-			continue
-		}
-		next = time.Now().Add(rp.interval)
-		if sent == 0 {
-			first = time.Now()
-		}
-		sent++
-		go func() {
-			defer close(j.done)
-			if len(v.leases) > 0 {
-				// Held while the request is out, as the gateway holds
-				// a proxied request's.
-				defer rp.limits.Hold(rp.live.store, v.lease, v.leases)()
-			}
-			if v.delay > 0 {
-				time.Sleep(v.delay) // a token bucket's queue: the token is due then
-			}
-			j.status, j.err = rp.send(req)
-		}()
 	}
-	// The failure that stopped the loop has been said; the line stays.
-	ok = ok && settle(0)
-	for _, j := range line {
-		<-j.done // after a failure: sent, but not marked done; the next run sends it again
+}
+
+// step takes the next event: it puts it in the line, and sends it when
+// it is to be sent, at the pace and once the route's limits let it. It
+// reports finished when the source has no more, and stop when the run
+// must stop (ctx ended, or a failure it has said).
+func (r *runState) step(ctx context.Context) (finished, stop bool) {
+	rp := r.rp
+	e, err := r.src.Next(ctx)
+	if errors.Is(err, io.EOF) {
+		return true, false
 	}
-	if ok && sent >= 10 && len(rp.waited) == 0 {
+	if err != nil {
+		if ctx.Err() == nil {
+			r.fail("%v", err)
+		}
+		return false, true
+	}
+	j := &job{e: e, done: make(chan struct{})}
+	r.line = append(r.line, j)
+	switch rp.seen.add(e) {
+	case sameCopy:
+		j.how = duplicate
+		close(j.done) // marked done in its turn, after the first copy
+		return false, false
+	case otherCopy:
+		j.how, j.why = bad, errOtherCopy
+		close(j.done)
+		return false, false
+	}
+	ls := rp.limits.Limits(e)
+	if j.how, j.why, err = rp.classify(e, ls); err != nil {
+		r.fail("event %s: %v (the event is left for the next run)", e.ID, err)
+		r.line = r.line[:len(r.line)-1]
+		return false, true
+	}
+	if j.how != send {
+		close(j.done) // skipped, failed or collapsed, in its turn
+		return false, false
+	}
+	req, _ := rp.request(r.bg, e, rp.target()) // classify built it once
+	// A steady pace: one request per interval, without a burst to catch
+	// up after a slow answer.
+	slot := r.next
+	if !rp.wait(ctx, time.Until(r.next)) {
+		r.line = r.line[:len(r.line)-1] // not sent: it stays
+		return false, true
+	}
+	v, ok := r.decide(ctx, e, ls)
+	if !ok {
+		r.line = r.line[:len(r.line)-1]
+		return false, true
+	}
+	if v.limited != "" {
+		j.how, j.why = limited, v.limited
+		r.next = slot // nothing was sent in this slot
+		close(j.done)
+		return false, false
+	}
+	r.next = time.Now().Add(rp.interval)
+	if r.sent == 0 {
+		r.first = time.Now()
+	}
+	r.sent++
+	go func() {
+		defer close(j.done)
+		if len(v.leases) > 0 {
+			// Held while the request is out, as the gateway holds a
+			// proxied request's.
+			defer rp.limits.Hold(rp.live.store, v.lease, v.leases)()
+		}
+		if v.delay > 0 {
+			time.Sleep(v.delay) // a token bucket's queue: the token is due then
+		}
+		j.status, j.err = rp.send(req)
+	}()
+	return false, false
+}
+
+// decide decides e's limits ls live, after the pace's wait and just
+// before the send, so that a replay stopped in between has consumed
+// nothing for it; it waits out the limits every request of the route
+// shares. It reports false when the run must stop.
+func (r *runState) decide(ctx context.Context, e *events.Event, ls []gateway.RecordedLimit) (verdict, bool) {
+	rp := r.rp
+	var v verdict
+	for rp.live != nil {
+		var err error
+		if v, err = rp.live.decide(r.bg, ls); err != nil {
+			r.fail("event %s: the store: %v (the event is left for the next run)", e.ID, err)
+			return v, false
+		}
+		if v.wait == 0 {
+			break
+		}
+		// Not the user's fault: a limit every request of the route
+		// shares is spent for now. Replay paces itself under it.
+		rp.waited[v.waitFor] += v.wait
+		if !rp.wait(ctx, v.wait) {
+			return v, false
+		}
+	}
+	return v, true
+}
+
+// end says what held the pace down, the duplicates and the summary,
+// counting what is left when the run did not finish.
+func (r *runState) end(finished, ok bool) {
+	rp := r.rp
+	if ok && r.sent >= 10 && len(rp.waited) == 0 {
 		// A pace the upstream held down is said, not left to be guessed.
-		took := time.Since(first)
-		if asked, got := float64(time.Second)/float64(rp.interval), float64(sent)/took.Seconds(); got < asked*0.8 {
+		took := time.Since(r.first)
+		if asked, got := float64(time.Second)/float64(rp.interval), float64(r.sent)/took.Seconds(); got < asked*0.8 {
 			fmt.Fprintf(rp.stdout, "pace: %d requests in %v, %.0f/s of the %.0f/s asked: the upstream's answers held it down (--parallel %d)\n",
-				sent, took.Round(time.Millisecond), got, asked, rp.parallel)
+				r.sent, took.Round(time.Millisecond), got, asked, rp.parallel)
 		}
 	}
 	if len(rp.waited) > 0 {
@@ -531,9 +579,9 @@ loop:
 	}
 	remaining := 0
 	if !finished || !ok {
-		cctx, cancel := context.WithTimeout(bg, 30*time.Second)
+		cctx, cancel := context.WithTimeout(r.bg, 30*time.Second)
 		var left recentIDs
-		err := src.Pending(cctx, func(e *events.Event) bool {
+		err := r.src.Pending(cctx, func(e *events.Event) bool {
 			if left.add(e) != sameCopy {
 				remaining++
 			}
@@ -541,11 +589,10 @@ loop:
 		})
 		cancel()
 		if err != nil {
-			fail("counting the events left: %v", err)
+			r.fail("counting the events left: %v", err)
 		}
 	}
 	rp.summary(remaining)
-	return failed
 }
 
 // wait waits d, and reports false when ctx ends first.

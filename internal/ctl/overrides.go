@@ -1,4 +1,4 @@
-package main
+package ctl
 
 import (
 	"encoding/json"
@@ -11,10 +11,12 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/floodgate-gw/floodgate/internal/cli"
 )
 
-// runCtlOverrides is "floodgate ctl overrides set|list|rm".
-func runCtlOverrides(args []string, stdout, stderr io.Writer) int {
+// runOverrides is "floodgate ctl overrides set|list|rm".
+func runOverrides(args []string, stdout, stderr io.Writer) int {
 	usage := "Usage: floodgate ctl overrides set|list|rm [flags]\n\n" +
 		"A runtime override changes a running limit without editing the config: its\n" +
 		"rate and burst, whether it is shadow, or whether it is decided at all. With the\n" +
@@ -26,21 +28,21 @@ func runCtlOverrides(args []string, stdout, stderr io.Writer) int {
 		"Run 'floodgate ctl overrides <command> -h' for its flags.\n"
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	switch args[0] {
 	case "set":
-		return runCtlOverrideSet(args[1:], stdout, stderr)
+		return runOverrideSet(args[1:], stdout, stderr)
 	case "list", "ls":
-		return runCtlOverrideList(args[1:], stdout, stderr)
+		return runOverrideList(args[1:], stdout, stderr)
 	case "rm", "remove", "delete":
-		return runCtlOverrideRm(args[1:], stdout, stderr)
+		return runOverrideRm(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
-		return exitOK
+		return cli.ExitOK
 	}
 	fmt.Fprintf(stderr, "floodgate ctl overrides: unknown command %q: want set, list or rm\n", args[0])
-	return exitUsage
+	return cli.ExitUsage
 }
 
 // boolFlag is a flag that is unset, true or false.
@@ -73,21 +75,21 @@ func targetFlags(fs *flag.FlagSet) (route, name *string) {
 func checkTarget(fs *flag.FlagSet, route, name string, stderr io.Writer) (int, bool) {
 	switch {
 	case route == "":
-		return usageError(fs, stderr, "--route is required"), false
+		return cli.UsageError(fs, stderr, "--route is required"), false
 	case name == "":
-		return usageError(fs, stderr, "--limit is required"), false
+		return cli.UsageError(fs, stderr, "--limit is required"), false
 	case strings.Contains(route, "/") || strings.Contains(name, "/"):
-		return usageError(fs, stderr, "--route and --limit hold no /"), false
+		return cli.UsageError(fs, stderr, "--route and --limit hold no /"), false
 	}
-	return exitOK, true
+	return cli.ExitOK, true
 }
 
 func overridePath(route, name string) string {
 	return "/admin/overrides/" + url.PathEscape(route) + "/" + url.PathEscape(name)
 }
 
-func runCtlOverrideSet(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("ctl overrides set", "--route ID --limit NAME [--rate R] [--burst N] [--in-flight N] [--shadow=B] [--enabled=B] [--ttl D] [flags]",
+func runOverrideSet(args []string, stdout, stderr io.Writer) int {
+	fs := cli.NewFlagSet("ctl overrides set", "--route ID --limit NAME [--rate R] [--burst N] [--in-flight N] [--shadow=B] [--enabled=B] [--ttl D] [flags]",
 		"Set a runtime override of one limit, in place of the one it has: an override\n"+
 			"is replaced as a whole, so give every value it should change, and --ttl again.\n"+
 			"Give at least one of --rate (a rate\n"+
@@ -96,7 +98,7 @@ func runCtlOverrideSet(args []string, stdout, stderr io.Writer) int {
 			"the file's burst is the file rate's count; give --burst to say otherwise.\n\n"+
 			"  floodgate ctl overrides set --route api --limit user --rate 20/10s --ttl 30m \\\n"+
 			"      --reason \"sale: raise for the first half hour\" --token-env FLOODGATE_ADMIN_TOKEN")
-	c := newCtlClient(fs)
+	c := newClient(fs)
 	route, name := targetFlags(fs)
 	rate := fs.String("rate", "", "the new `RATE` of a rate limit (800/s, 1/10s)")
 	burst := fs.Int64("burst", 0, "the new burst of a token bucket, `N`")
@@ -107,7 +109,7 @@ func runCtlOverrideSet(args []string, stdout, stderr io.Writer) int {
 	ttl := fs.Duration("ttl", 0, "end the override after `D` (at least 1s); default: until removed")
 	reason := fs.String("reason", "", "why, kept with the override and logged")
 	by := fs.String("by", "", "who sets it, kept with the override and logged (a named token names its holder instead)")
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if code, ok := c.check(stderr); !ok {
@@ -116,7 +118,7 @@ func runCtlOverrideSet(args []string, stdout, stderr io.Writer) int {
 	if code, ok := checkTarget(fs, *route, *name, stderr); !ok {
 		return code
 	}
-	set := setFlags(fs)
+	set := cli.SetFlags(fs)
 	body := map[string]any{}
 	if set["rate"] {
 		body["rate"] = *rate
@@ -134,7 +136,7 @@ func runCtlOverrideSet(args []string, stdout, stderr io.Writer) int {
 		body["enabled"] = *enabled.v
 	}
 	if len(body) == 0 {
-		return usageError(fs, stderr, "nothing to set: give --rate, --in-flight, --burst, --shadow or --enabled")
+		return cli.UsageError(fs, stderr, "nothing to set: give --rate, --in-flight, --burst, --shadow or --enabled")
 	}
 	if set["ttl"] {
 		body["ttl"] = ttl.String()
@@ -148,7 +150,7 @@ func runCtlOverrideSet(args []string, stdout, stderr io.Writer) int {
 	b, _ := json.Marshal(body)
 	a, ok := c.doBody(http.MethodPut, overridePath(*route, *name), b, stderr)
 	if !ok {
-		return exitFailure
+		return cli.ExitFailure
 	}
 	return c.finish(a, stdout, stderr, func(body []byte) (string, error) {
 		var st struct {
@@ -220,8 +222,8 @@ func (c changeJSON) describe() string {
 	return strings.Join(parts, ", ")
 }
 
-func runCtlOverrideList(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("ctl overrides list", "[flags]",
+func runOverrideList(args []string, stdout, stderr io.Writer) int {
+	fs := cli.NewFlagSet("ctl overrides list", "[flags]",
 		"List the runtime overrides in force, with the file's values beside them.")
 	c, a, code, ok := getCommand(fs, args, "/admin/overrides", stdout, stderr)
 	if !ok {
@@ -259,12 +261,12 @@ func runCtlOverrideList(args []string, stdout, stderr io.Writer) int {
 	})
 }
 
-func runCtlOverrideRm(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("ctl overrides rm", "--route ID --limit NAME [flags]",
+func runOverrideRm(args []string, stdout, stderr io.Writer) int {
+	fs := cli.NewFlagSet("ctl overrides rm", "--route ID --limit NAME [flags]",
 		"Remove the runtime override of one limit: the file's values apply again.")
-	c := newCtlClient(fs)
+	c := newClient(fs)
 	route, name := targetFlags(fs)
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if code, ok := c.check(stderr); !ok {
@@ -275,7 +277,7 @@ func runCtlOverrideRm(args []string, stdout, stderr io.Writer) int {
 	}
 	a, ok := c.do(http.MethodDelete, overridePath(*route, *name), stderr)
 	if !ok {
-		return exitFailure
+		return cli.ExitFailure
 	}
 	return c.finish(a, stdout, stderr, func(body []byte) (string, error) {
 		var r struct {
@@ -289,8 +291,8 @@ func runCtlOverrideRm(args []string, stdout, stderr io.Writer) int {
 	})
 }
 
-func runCtlFleet(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("ctl fleet", "[flags]",
+func runFleet(args []string, stdout, stderr io.Writer) int {
+	fs := cli.NewFlagSet("ctl fleet", "[flags]",
 		"List the gateway instances that share the store (GET /admin/fleet): version,\n"+
 			"config digest, overrides version, store health and uptime, and whether\n"+
 			"they agree. The exit code is 1 when they do not.")
@@ -310,7 +312,7 @@ func runCtlFleet(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := json.Unmarshal(a.body, &r); err != nil {
 		fmt.Fprintf(stderr, "floodgate %s: the answer does not read as floodgate's: %v\n", fs.Name(), err)
-		return exitFailure
+		return cli.ExitFailure
 	}
 	code = c.finish(a, stdout, stderr, func([]byte) (string, error) {
 		var b strings.Builder
@@ -344,24 +346,24 @@ func runCtlFleet(args []string, stdout, stderr io.Writer) int {
 		}
 		return b.String(), nil
 	})
-	if code == exitOK && (!r.Agree.Config || !r.Agree.Version || !r.Agree.Overrides) {
-		return exitFailure
+	if code == cli.ExitOK && (!r.Agree.Config || !r.Agree.Version || !r.Agree.Overrides) {
+		return cli.ExitFailure
 	}
 	return code
 }
 
 // getCommand parses the flags of a ctl command that only reads path, and
 // makes its call; when ok is false the command returns code.
-func getCommand(fs *flag.FlagSet, args []string, path string, stdout, stderr io.Writer) (c *ctlClient, a ctlAnswer, code int, ok bool) {
-	c = newCtlClient(fs)
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+func getCommand(fs *flag.FlagSet, args []string, path string, stdout, stderr io.Writer) (c *client, a reply, code int, ok bool) {
+	c = newClient(fs)
+	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
 		return nil, a, code, false
 	}
 	if code, ok := c.check(stderr); !ok {
 		return nil, a, code, false
 	}
 	if a, ok = c.do(http.MethodGet, path, stderr); !ok {
-		return nil, a, exitFailure, false
+		return nil, a, cli.ExitFailure, false
 	}
-	return c, a, exitOK, true
+	return c, a, cli.ExitOK, true
 }

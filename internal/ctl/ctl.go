@@ -1,4 +1,10 @@
-package main
+// Package ctl is floodgate ctl: it operates a running gateway, or a fleet,
+// through the admin listener, each subcommand one call of the admin API
+// (overrides, reset, breaker, breakers, fleet, status), so that an
+// operator neither types curl lines with a token in them nor reads raw
+// JSON. Every call bounds what it reads of the answer and prints the
+// server's text escaped: the listener may not be floodgate's.
+package ctl
 
 import (
 	"bytes"
@@ -15,60 +21,64 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/floodgate-gw/floodgate/internal/cli"
 )
 
-// ctlCommands are the subcommands of "floodgate ctl", in the order its
+// commands are the subcommands of "floodgate ctl", in the order its
 // usage lists them.
-var ctlCommands = []command{
-	{"reset", "reset one key of a limit, on the fleet or one instance", runCtlReset},
-	{"breaker", "force a route's circuit breaker open or closed, or give it back", runCtlBreaker},
-	{"breakers", "list the circuit breakers and their states", runCtlBreakers},
-	{"overrides", "set, list or remove runtime overrides of running limits", runCtlOverrides},
-	{"fleet", "list the instances sharing the store, and whether they agree", runCtlFleet},
-	{"status", "whether the gateway is ready, and what its config runs", runCtlStatus},
+var commands = []struct {
+	name, summary string
+	run           func(args []string, stdout, stderr io.Writer) int
+}{
+	{"reset", "reset one key of a limit, on the fleet or one instance", runReset},
+	{"breaker", "force a route's circuit breaker open or closed, or give it back", runBreaker},
+	{"breakers", "list the circuit breakers and their states", runBreakers},
+	{"overrides", "set, list or remove runtime overrides of running limits", runOverrides},
+	{"fleet", "list the instances sharing the store, and whether they agree", runFleet},
+	{"status", "whether the gateway is ready, and what its config runs", runStatus},
 }
 
-// runCtl operates a running gateway through its admin listener: each
-// subcommand is one call of the admin API, so that an operator neither
-// types curl lines with a token in them nor reads raw JSON.
-func runCtl(args []string, stdout, stderr io.Writer) int {
+// Run is floodgate ctl: args are what follows "ctl" on the command line,
+// and it returns the exit code.
+func Run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		printCtlUsage(stderr)
-		return exitUsage
+		printUsage(stderr)
+		return cli.ExitUsage
 	}
 	name, rest := args[0], args[1:]
 	switch name {
 	case "-h", "-help", "--help", "help":
-		printCtlUsage(stdout)
-		return exitOK
+		printUsage(stdout)
+		return cli.ExitOK
 	}
-	for _, c := range ctlCommands {
+	for _, c := range commands {
 		if c.name == name {
 			return c.run(rest, stdout, stderr)
 		}
 	}
 	fmt.Fprintf(stderr, "floodgate ctl: unknown command %q\nRun 'floodgate ctl -h' for the list of commands.\n", name)
-	return exitUsage
+	return cli.ExitUsage
 }
 
-func printCtlUsage(w io.Writer) {
+func printUsage(w io.Writer) {
 	fmt.Fprint(w, "Usage: floodgate ctl <command> [flags]\n\n"+
 		"Operate a running gateway through its admin listener (--admin, default\n"+
 		"http://127.0.0.1:9090). With the redis store, an override, a reset and a\n"+
 		"forced breaker reach every instance sharing it (a reset and a breaker unless\n"+
 		"--scope instance says otherwise).\n\nCommands:\n\n")
 	width := 0
-	for _, c := range ctlCommands {
+	for _, c := range commands {
 		width = max(width, len(c.name))
 	}
-	for _, c := range ctlCommands {
+	for _, c := range commands {
 		fmt.Fprintf(w, "\t%-*s  %s\n", width, c.name, c.summary)
 	}
 	fmt.Fprint(w, "\nRun 'floodgate ctl <command> -h' for the flags of a command.\n")
 }
 
-// ctlClient holds the flags every ctl command has, and sends its calls.
-type ctlClient struct {
+// client holds the flags every ctl command has, and sends its calls.
+type client struct {
 	fs       *flag.FlagSet
 	admin    string
 	token    string
@@ -79,8 +89,8 @@ type ctlClient struct {
 	base *url.URL // the admin address, once checked
 }
 
-func newCtlClient(fs *flag.FlagSet) *ctlClient {
-	c := &ctlClient{fs: fs}
+func newClient(fs *flag.FlagSet) *client {
+	c := &client{fs: fs}
 	fs.StringVar(&c.admin, "admin", "http://127.0.0.1:9090", "the admin listener's `URL` (http or https; host:port means http)")
 	fs.StringVar(&c.token, "token", "", "the admin `TOKEN` (admin.token); --token-env keeps it out of the process list")
 	fs.StringVar(&c.tokenEnv, "token-env", "", "read the admin token from the environment variable `NAME`")
@@ -91,12 +101,12 @@ func newCtlClient(fs *flag.FlagSet) *ctlClient {
 
 // check validates the common flags, and reports ok when the command should
 // go on; otherwise the command returns code.
-func (c *ctlClient) check(stderr io.Writer) (code int, ok bool) {
+func (c *client) check(stderr io.Writer) (code int, ok bool) {
 	if c.fs.NArg() > 0 {
-		return usageError(c.fs, stderr, "unexpected argument %q", c.fs.Arg(0)), false
+		return cli.UsageError(c.fs, stderr, "unexpected argument %q", c.fs.Arg(0)), false
 	}
 	if c.timeout <= 0 {
-		return usageError(c.fs, stderr, "--timeout %v: must be positive", c.timeout), false
+		return cli.UsageError(c.fs, stderr, "--timeout %v: must be positive", c.timeout), false
 	}
 	raw := c.admin
 	if !strings.Contains(raw, "://") {
@@ -105,35 +115,35 @@ func (c *ctlClient) check(stderr io.Writer) (code int, ok bool) {
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil:
-		return usageError(c.fs, stderr, "--admin %q: not a URL", c.admin), false
+		return cli.UsageError(c.fs, stderr, "--admin %q: not a URL", c.admin), false
 	case u.Scheme != "http" && u.Scheme != "https":
-		return usageError(c.fs, stderr, "--admin %q: want an http or https URL", c.admin), false
+		return cli.UsageError(c.fs, stderr, "--admin %q: want an http or https URL", c.admin), false
 	case u.Host == "":
-		return usageError(c.fs, stderr, "--admin %q: no host", c.admin), false
+		return cli.UsageError(c.fs, stderr, "--admin %q: no host", c.admin), false
 	case u.User != nil:
 		// A password in the URL would end up in error messages and the
 		// shell's history; the token has flags of its own.
-		return usageError(c.fs, stderr, "--admin: a URL with credentials; give the token with --token-env or --token"), false
+		return cli.UsageError(c.fs, stderr, "--admin: a URL with credentials; give the token with --token-env or --token"), false
 	case u.RawQuery != "" || u.Fragment != "":
-		return usageError(c.fs, stderr, "--admin %q: want the listener's address, without a query", c.admin), false
+		return cli.UsageError(c.fs, stderr, "--admin %q: want the listener's address, without a query", c.admin), false
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	c.base = u
 	if c.token != "" && c.tokenEnv != "" {
-		return usageError(c.fs, stderr, "--token and --token-env: give one"), false
+		return cli.UsageError(c.fs, stderr, "--token and --token-env: give one"), false
 	}
 	if c.tokenEnv != "" {
 		c.token = os.Getenv(c.tokenEnv)
 		if c.token == "" {
 			fmt.Fprintf(stderr, "floodgate %s: --token-env %s: the variable is empty or unset\n", c.fs.Name(), c.tokenEnv)
-			return exitFailure, false
+			return cli.ExitFailure, false
 		}
 	}
-	return exitOK, true
+	return cli.ExitOK, true
 }
 
-// ctlAnswer is one answer of the admin listener.
-type ctlAnswer struct {
+// reply is one answer of the admin listener.
+type reply struct {
 	status int
 	body   []byte
 }
@@ -145,12 +155,12 @@ const maxAnswer = 8 << 20
 
 // call sends one request to path (with its query) and reads the answer.
 // An error is a call that got no answer; the caller judges the status.
-func (c *ctlClient) call(method, path string) (ctlAnswer, error) {
+func (c *client) call(method, path string) (reply, error) {
 	return c.send(method, path, nil)
 }
 
 // send is call with a JSON body, when body is not nil.
-func (c *ctlClient) send(method, path string, body []byte) (ctlAnswer, error) {
+func (c *client) send(method, path string, body []byte) (reply, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	target := c.base.String() + path
@@ -160,7 +170,7 @@ func (c *ctlClient) send(method, path string, body []byte) (ctlAnswer, error) {
 	}
 	req, err := http.NewRequestWithContext(ctx, method, target, rd)
 	if err != nil {
-		return ctlAnswer{}, err
+		return reply{}, err
 	}
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
@@ -177,19 +187,19 @@ func (c *ctlClient) send(method, path string, body []byte) (ctlAnswer, error) {
 	resp, err := client.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return ctlAnswer{}, fmt.Errorf("the admin listener at %s did not answer within %v", c.base, c.timeout)
+			return reply{}, fmt.Errorf("the admin listener at %s did not answer within %v", c.base, c.timeout)
 		}
-		return ctlAnswer{}, fmt.Errorf("cannot reach the admin listener at %s: %w", c.base, unwrapURLError(err))
+		return reply{}, fmt.Errorf("cannot reach the admin listener at %s: %w", c.base, unwrapURLError(err))
 	}
 	defer resp.Body.Close()
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+	got, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
 	if err != nil {
-		return ctlAnswer{}, fmt.Errorf("reading the answer of %s %s: %w", method, path, err)
+		return reply{}, fmt.Errorf("reading the answer of %s %s: %w", method, path, err)
 	}
-	if len(answer) > maxAnswer {
-		return ctlAnswer{}, fmt.Errorf("the answer of %s %s is over %d MB: not floodgate's admin listener?", method, path, maxAnswer>>20)
+	if len(got) > maxAnswer {
+		return reply{}, fmt.Errorf("the answer of %s %s is over %d MB: not floodgate's admin listener?", method, path, maxAnswer>>20)
 	}
-	return ctlAnswer{resp.StatusCode, answer}, nil
+	return reply{resp.StatusCode, got}, nil
 }
 
 // unwrapURLError drops the "Get "URL": " of a *url.Error, which the
@@ -204,12 +214,12 @@ func unwrapURLError(err error) error {
 
 // do is call, judged: it reports the failure on stderr and returns false
 // when the call got no answer or an answer that is not 2xx.
-func (c *ctlClient) do(method, path string, stderr io.Writer) (ctlAnswer, bool) {
+func (c *client) do(method, path string, stderr io.Writer) (reply, bool) {
 	return c.doBody(method, path, nil, stderr)
 }
 
 // doBody is do with a JSON body.
-func (c *ctlClient) doBody(method, path string, body []byte, stderr io.Writer) (ctlAnswer, bool) {
+func (c *client) doBody(method, path string, body []byte, stderr io.Writer) (reply, bool) {
 	a, err := c.send(method, path, body)
 	if err != nil {
 		fmt.Fprintf(stderr, "floodgate %s: %v\n", c.fs.Name(), err)
@@ -224,7 +234,7 @@ func (c *ctlClient) doBody(method, path string, body []byte, stderr io.Writer) (
 
 // problem describes an answer that is not 2xx: the admin API's code and
 // message, or, for an answer that is not the admin API's, the start of it.
-func (a ctlAnswer) problem() string {
+func (a reply) problem() string {
 	var e struct{ Code, Message, Detail string }
 	if json.Unmarshal(a.body, &e) == nil && (e.Code != "" || e.Message != "" || e.Detail != "") {
 		s := fmt.Sprintf("%d %s", a.status, printable(e.Code))
@@ -268,21 +278,21 @@ func printJSON(stdout io.Writer, body []byte) error {
 
 // finish prints a 2xx answer: its JSON with --json, else the line human
 // makes of it. It returns the exit code.
-func (c *ctlClient) finish(a ctlAnswer, stdout, stderr io.Writer, human func(body []byte) (string, error)) int {
+func (c *client) finish(a reply, stdout, stderr io.Writer, human func(body []byte) (string, error)) int {
 	if c.json {
 		if err := printJSON(stdout, a.body); err != nil {
 			fmt.Fprintf(stderr, "floodgate %s: %v\n", c.fs.Name(), err)
-			return exitFailure
+			return cli.ExitFailure
 		}
-		return exitOK
+		return cli.ExitOK
 	}
 	line, err := human(a.body)
 	if err != nil {
 		fmt.Fprintf(stderr, "floodgate %s: the answer does not read as floodgate's: %v\n", c.fs.Name(), err)
-		return exitFailure
+		return cli.ExitFailure
 	}
 	fmt.Fprintln(stdout, line)
-	return exitOK
+	return cli.ExitOK
 }
 
 // scopeFlag is the --scope of an action: empty for the gateway's default.
@@ -293,19 +303,19 @@ func scopeFlag(fs *flag.FlagSet) *string {
 func checkScope(fs *flag.FlagSet, scope string, stderr io.Writer) (int, bool) {
 	switch scope {
 	case "", "fleet", "instance":
-		return exitOK, true
+		return cli.ExitOK, true
 	}
-	return usageError(fs, stderr, "--scope %q: want fleet or instance", scope), false
+	return cli.UsageError(fs, stderr, "--scope %q: want fleet or instance", scope), false
 }
 
-func runCtlReset(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("ctl reset", "--route ID --limit NAME --key VALUE [--key VALUE...] [flags]",
+func runReset(args []string, stdout, stderr io.Writer) int {
+	fs := cli.NewFlagSet("ctl reset", "--route ID --limit NAME --key VALUE [--key VALUE...] [flags]",
 		"Reset one key of a limit (DELETE /admin/limits): the key starts afresh, as if\n"+
 			"it had sent nothing. A composite key gives each part as its own --key, in the\n"+
 			"order of the limit's key; --fallback names the limit's fallback key instead.\n"+
 			"Global limits have --route global.\n\n"+
 			"  floodgate ctl reset --route api --limit user --key alice --token-env FLOODGATE_ADMIN_TOKEN")
-	c := newCtlClient(fs)
+	c := newClient(fs)
 	route := fs.String("route", "", "the route `ID`, or global for a global limit (required)")
 	name := fs.String("limit", "", "the limit's `NAME` (required)")
 	var keys []string
@@ -315,7 +325,7 @@ func runCtlReset(args []string, stdout, stderr io.Writer) int {
 	})
 	fallback := fs.Bool("fallback", false, "the values are of the limit's fallback key")
 	scope := scopeFlag(fs)
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if code, ok := c.check(stderr); !ok {
@@ -323,11 +333,11 @@ func runCtlReset(args []string, stdout, stderr io.Writer) int {
 	}
 	switch {
 	case *route == "":
-		return usageError(fs, stderr, "--route is required")
+		return cli.UsageError(fs, stderr, "--route is required")
 	case *name == "":
-		return usageError(fs, stderr, "--limit is required")
+		return cli.UsageError(fs, stderr, "--limit is required")
 	case len(keys) == 0:
-		return usageError(fs, stderr, "--key is required: one per part of the limit's key")
+		return cli.UsageError(fs, stderr, "--key is required: one per part of the limit's key")
 	}
 	if code, ok := checkScope(fs, *scope, stderr); !ok {
 		return code
@@ -341,7 +351,7 @@ func runCtlReset(args []string, stdout, stderr io.Writer) int {
 	}
 	a, ok := c.do(http.MethodDelete, "/admin/limits?"+q.Encode(), stderr)
 	if !ok {
-		return exitFailure
+		return cli.ExitFailure
 	}
 	return c.finish(a, stdout, stderr, func(body []byte) (string, error) {
 		var r struct{ Scope string }
@@ -356,19 +366,19 @@ func runCtlReset(args []string, stdout, stderr io.Writer) int {
 	})
 }
 
-func runCtlBreaker(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("ctl breaker", "--route ID --state open|closed|auto [--ttl D] [flags]",
+func runBreaker(args []string, stdout, stderr io.Writer) int {
+	fs := cli.NewFlagSet("ctl breaker", "--route ID --state open|closed|auto [--ttl D] [flags]",
 		"Force a route's circuit breaker (POST /admin/breakers/ROUTE): open turns every\n"+
 			"request away with the route's fallback, closed lets every request through\n"+
 			"whatever the window says, for --ttl or until auto gives the breaker back to\n"+
 			"its window.\n\n"+
 			"  floodgate ctl breaker --route coupon --state open --ttl 10m --token-env FLOODGATE_ADMIN_TOKEN")
-	c := newCtlClient(fs)
+	c := newClient(fs)
 	route := fs.String("route", "", "the route `ID` (required)")
 	state := fs.String("state", "", "`open`, closed or auto (required)")
 	ttl := fs.Duration("ttl", 0, "end the force after `D` (open or closed); default: until auto")
 	scope := scopeFlag(fs)
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if code, ok := c.check(stderr); !ok {
@@ -376,17 +386,17 @@ func runCtlBreaker(args []string, stdout, stderr io.Writer) int {
 	}
 	switch s := strings.ToLower(*state); {
 	case *route == "":
-		return usageError(fs, stderr, "--route is required")
+		return cli.UsageError(fs, stderr, "--route is required")
 	case strings.Contains(*route, "/"):
-		return usageError(fs, stderr, "--route %q: a route id has no /", *route)
+		return cli.UsageError(fs, stderr, "--route %q: a route id has no /", *route)
 	case *state == "":
-		return usageError(fs, stderr, "--state is required: open, closed or auto")
+		return cli.UsageError(fs, stderr, "--state is required: open, closed or auto")
 	case s != "open" && s != "closed" && s != "auto":
-		return usageError(fs, stderr, "--state %q: want open, closed or auto", *state)
-	case setFlags(fs)["ttl"] && *ttl <= 0:
-		return usageError(fs, stderr, "--ttl %v: must be positive", *ttl)
+		return cli.UsageError(fs, stderr, "--state %q: want open, closed or auto", *state)
+	case cli.SetFlags(fs)["ttl"] && *ttl <= 0:
+		return cli.UsageError(fs, stderr, "--ttl %v: must be positive", *ttl)
 	case s == "auto" && *ttl > 0:
-		return usageError(fs, stderr, "--ttl is for open or closed: auto gives the breaker back to its window at once")
+		return cli.UsageError(fs, stderr, "--ttl is for open or closed: auto gives the breaker back to its window at once")
 	}
 	if code, ok := checkScope(fs, *scope, stderr); !ok {
 		return code
@@ -400,7 +410,7 @@ func runCtlBreaker(args []string, stdout, stderr io.Writer) int {
 	}
 	a, ok := c.do(http.MethodPost, "/admin/breakers/"+url.PathEscape(*route)+"?"+q.Encode(), stderr)
 	if !ok {
-		return exitFailure
+		return cli.ExitFailure
 	}
 	return c.finish(a, stdout, stderr, func(body []byte) (string, error) {
 		var r struct {
@@ -422,8 +432,8 @@ func runCtlBreaker(args []string, stdout, stderr io.Writer) int {
 	})
 }
 
-func runCtlBreakers(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("ctl breakers", "[flags]",
+func runBreakers(args []string, stdout, stderr io.Writer) int {
+	fs := cli.NewFlagSet("ctl breakers", "[flags]",
 		"List the routes' circuit breakers (GET /admin/breakers) as the instance at\n"+
 			"--admin sees them: state, whether forced and for how long, and the window's\n"+
 			"calls, failures and slow calls.")
@@ -473,13 +483,13 @@ func runCtlBreakers(args []string, stdout, stderr io.Writer) int {
 	})
 }
 
-func runCtlStatus(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("ctl status", "[flags]",
+func runStatus(args []string, stdout, stderr io.Writer) int {
+	fs := cli.NewFlagSet("ctl status", "[flags]",
 		"Say whether the gateway is ready (GET /readyz, with its detail) and what its\n"+
 			"running config holds (GET /admin/config): routes, limits, store, events.\n"+
 			"The exit code is 1 when the gateway is not ready, so that a script can wait on it.")
-	c := newCtlClient(fs)
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+	c := newClient(fs)
+	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if code, ok := c.check(stderr); !ok {
@@ -488,35 +498,35 @@ func runCtlStatus(args []string, stdout, stderr io.Writer) int {
 	ready, err := c.call(http.MethodGet, "/readyz")
 	if err != nil {
 		fmt.Fprintf(stderr, "floodgate %s: %v\n", fs.Name(), err)
-		return exitFailure
+		return cli.ExitFailure
 	}
 	var rz struct{ Status, Detail string }
 	// /readyz answers 503 with its reason: that is an answer, not a
 	// failed call.
 	if (ready.status != http.StatusOK && ready.status != http.StatusServiceUnavailable) || json.Unmarshal(ready.body, &rz) != nil || rz.Status == "" {
 		fmt.Fprintf(stderr, "floodgate %s: GET /readyz: %s\n", fs.Name(), ready.problem())
-		return exitFailure
+		return cli.ExitFailure
 	}
 	cfg, ok := c.do(http.MethodGet, "/admin/config", stderr)
 	if !ok {
-		return exitFailure
+		return cli.ExitFailure
 	}
-	code := exitOK
+	code := cli.ExitOK
 	if ready.status != http.StatusOK {
-		code = exitFailure
+		code = cli.ExitFailure
 	}
 	if c.json {
 		out := fmt.Appendf(nil, `{"ready":%s,"config":%s}`, bytes.TrimSpace(ready.body), bytes.TrimSpace(cfg.body))
 		if err := printJSON(stdout, out); err != nil {
 			fmt.Fprintf(stderr, "floodgate %s: %v\n", fs.Name(), err)
-			return exitFailure
+			return cli.ExitFailure
 		}
 		return code
 	}
 	summary, err := configSummary(cfg.body)
 	if err != nil {
 		fmt.Fprintf(stderr, "floodgate %s: GET /admin/config does not read as floodgate's: %v\n", fs.Name(), err)
-		return exitFailure
+		return cli.ExitFailure
 	}
 	line := "ready: " + printable(rz.Status)
 	if rz.Detail != "" {
