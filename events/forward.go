@@ -12,135 +12,145 @@ import (
 // jittered backoff and the spool grows.
 func (r *Recorder) forward() {
 	defer r.wg.Done()
-	var (
-		backoff  = minBackoff
-		stopping bool
-		deadline time.Time
-		healthy  bool
-	)
-	var probed time.Time // when the sink was last probed
-	// wait pauses for d, or until there is something new to send; it
-	// reports false when the forwarder must stop now.
-	wait := func(d time.Duration, onKick bool) bool {
-		var tc <-chan time.Time
-		if d > 0 {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			tc = t.C
-		}
-		kick := r.kick
-		if !onKick {
-			kick = nil
-		}
-		flush := r.flush
-		if stopping {
-			flush = nil
-		}
-		select {
-		case <-tc:
-		case <-kick:
-		case <-flush:
-			stopping, deadline = true, time.Now().Add(closeFlush)
-			// The sink being down, there is no point in a last pass.
-			return healthy
-		}
-		return true
-	}
-	retry := func(err error) bool {
-		healthy = false
-		r.sinkDown(err)
-		if stopping {
-			return false
-		}
-		d := backoff/2 + rand.N(backoff/2+1)
-		backoff = min(2*backoff, maxBackoff)
-		return wait(d, false)
-	}
-
-	ctx, cancel := context.WithTimeout(r.life, deliverTimeout)
-	err := r.sink.probe(ctx)
-	cancel()
-	probed = time.Now()
-	if err == nil {
-		healthy = true
-		r.sinkUp()
-	} else {
+	f := &forwarder{r: r, backoff: minBackoff}
+	if err := f.probe(); err != nil {
 		r.sinkDown(err)
 	}
-
 	for {
-		if stopping && time.Now().After(deadline) {
+		if f.stopping && time.Now().After(f.deadline) {
 			return
 		}
 		// A fresh buffer for every batch: a sink whose delivery timed out
 		// may still write the records' bytes later (a pipelined command
 		// already queued), so they must never be overwritten.
 		recs, ends, _, err := r.spool.read(r.cursor, maxBatch, maxBatchBytes, nil)
-		if err != nil {
+		var goOn bool
+		switch {
+		case err != nil:
 			r.log.Error("events: cannot read the spool", "error", err.Error())
-			if !retry(err) {
-				return
-			}
-			continue
+			goOn = f.retry(err)
+		case len(recs) == 0:
+			goOn = !f.stopping && f.idle()
+		default:
+			goOn = f.deliver(recs, ends)
 		}
-		if len(recs) == 0 {
-			if stopping {
-				return
-			}
-			if !healthy || time.Since(probed) >= idleProbe {
-				// Nothing to send, but Ready should notice when the
-				// sink comes back, and when it goes away while idle.
-				probed = time.Now()
-				ctx, cancel := context.WithTimeout(r.life, deliverTimeout)
-				err := r.sink.probe(ctx)
-				cancel()
-				if err != nil {
-					if !retry(err) {
-						return
-					}
-					continue
-				}
-				if !healthy {
-					healthy, backoff = true, minBackoff
-					r.sinkUp()
-				}
-			}
-			if !wait(idleProbe, true) {
-				return
-			}
-			continue
+		if !goOn {
+			return
 		}
-		ctx, cancel := context.WithTimeout(r.life, deliverTimeout)
-		if stopping {
-			ctx, cancel = context.WithDeadline(r.life, deadline)
-		}
-		n, err := r.sink.deliver(ctx, recs)
-		cancel()
-		if n > 0 {
-			r.cursor.off = ends[n-1]
-			if cerr := r.spool.commit(r.cursor); cerr != nil {
-				// The events are delivered; failing to remember that
-				// only means they may be delivered again after a restart.
-				r.log.Error("events: cannot persist the spool position", "error", cerr.Error())
-			}
-			r.spool.pending.Add(-int64(n))
-			r.metrics.spooled.Set(float64(r.spool.pending.Load()))
-			for _, rec := range recs[:n] {
-				r.metrics.count(rec.typ, resultDelivered, 1)
-			}
-		}
-		if err != nil {
-			if !retry(err) {
-				return
-			}
-			continue
-		}
-		if !healthy {
-			healthy = true
-			r.sinkUp()
-		}
-		backoff = minBackoff
 	}
+}
+
+// forwarder is the state of forward between batches.
+type forwarder struct {
+	r        *Recorder
+	backoff  time.Duration
+	stopping bool // Close asked for a last pass, until deadline
+	deadline time.Time
+	healthy  bool      // the sink took the last batch or probe
+	probed   time.Time // when the sink was last probed
+}
+
+// wait pauses for d, or (onKick) until there is something new to send;
+// it reports false when the forwarder must stop now.
+func (f *forwarder) wait(d time.Duration, onKick bool) bool {
+	var tc <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		tc = t.C
+	}
+	kick := f.r.kick
+	if !onKick {
+		kick = nil
+	}
+	flush := f.r.flush
+	if f.stopping {
+		flush = nil
+	}
+	select {
+	case <-tc:
+	case <-kick:
+	case <-flush:
+		f.stopping, f.deadline = true, time.Now().Add(closeFlush)
+		// The sink being down, there is no point in a last pass.
+		return f.healthy
+	}
+	return true
+}
+
+// retry waits out the backoff after err; false: stop.
+func (f *forwarder) retry(err error) bool {
+	f.healthy = false
+	f.r.sinkDown(err)
+	if f.stopping {
+		return false
+	}
+	d := f.backoff/2 + rand.N(f.backoff/2+1)
+	f.backoff = min(2*f.backoff, maxBackoff)
+	return f.wait(d, false)
+}
+
+// probe asks the sink whether it answers, and says so when it is back;
+// the error is the sink's, for the caller to act on.
+func (f *forwarder) probe() error {
+	f.probed = time.Now()
+	ctx, cancel := context.WithTimeout(f.r.life, deliverTimeout)
+	err := f.r.sink.probe(ctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if !f.healthy {
+		f.healthy, f.backoff = true, minBackoff
+		f.r.sinkUp()
+	}
+	return nil
+}
+
+// idle waits for something to send, probing the sink now and then, so
+// that Ready notices when it comes back, and when it goes away while
+// idle; false: stop.
+func (f *forwarder) idle() bool {
+	if !f.healthy || time.Since(f.probed) >= idleProbe {
+		if err := f.probe(); err != nil {
+			return f.retry(err)
+		}
+	}
+	return f.wait(idleProbe, true)
+}
+
+// deliver sends one batch, and moves the spool's position past what the
+// sink took; false: stop.
+func (f *forwarder) deliver(recs []record, ends []int64) bool {
+	r := f.r
+	ctx, cancel := context.WithTimeout(r.life, deliverTimeout)
+	if f.stopping {
+		ctx, cancel = context.WithDeadline(r.life, f.deadline)
+	}
+	n, err := r.sink.deliver(ctx, recs)
+	cancel()
+	if n > 0 {
+		r.cursor.off = ends[n-1]
+		if cerr := r.spool.commit(r.cursor); cerr != nil {
+			// The events are delivered; failing to remember that only
+			// means they may be delivered again after a restart.
+			r.log.Error("events: cannot persist the spool position", "error", cerr.Error())
+		}
+		r.spool.pending.Add(-int64(n))
+		r.metrics.spooled.Set(float64(r.spool.pending.Load()))
+		for _, rec := range recs[:n] {
+			r.metrics.count(rec.typ, resultDelivered, 1)
+		}
+	}
+	if err != nil {
+		return f.retry(err)
+	}
+	if !f.healthy {
+		f.healthy = true
+		f.r.sinkUp()
+	}
+	f.backoff = minBackoff
+	return true
 }
 
 // sinkDown records why the sink failed, logging only when it was up, so a
