@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/floodgate-gw/floodgate/config"
@@ -156,44 +157,99 @@ func (h *handler) dashboardJSON(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", "at most "+strconv.Itoa(maxSeries)+" route parameters")
 		return
 	}
-	d := dashboardData{
+	db := &dashboardBuild{h: h, byRoute: map[string]*dashboardRoute{}, d: dashboardData{
 		Time:    time.Now().UnixMilli(),
 		Reloads: map[string]float64{},
 		Events:  map[string]float64{},
 		RLS:     map[string]map[string]float64{},
-	}
-	byRoute := map[string]*dashboardRoute{}
-	route := func(id string) *dashboardRoute {
-		rt := byRoute[id]
-		if rt == nil {
-			rt = &dashboardRoute{Route: id, Requests: map[string]float64{}, Rejected: map[string]float64{}, Limits: []limitView{}}
-			byRoute[id] = rt
+	}}
+	globals := db.configured()
+	db.breakers()
+	db.fleetAndOverrides(r.Context())
+	db.counted()
+	d := &db.d
+	d.History = h.hist.snapshot(since, series, globals)
+	for id, sum := range h.hist.summaries() {
+		sum := sum
+		if rt := db.byRoute[id]; rt != nil {
+			rt.Now = &sum
 		}
-		return rt
 	}
-	// Every configured route shows, also before its first request.
+	db.reload()
+	// An empty list, not null, for a gateway without routes (one that
+	// only serves the rate-limit service).
+	d.Routes = make([]*dashboardRoute, 0, len(db.byRoute))
+	for _, rt := range db.byRoute {
+		d.Routes = append(d.Routes, rt)
+	}
+	slices.SortFunc(d.Routes, func(a, b *dashboardRoute) int { return strings.Compare(a.Route, b.Route) })
+	body, _ := json.Marshal(d)
+	// The history, most of the answer, is written by hand after the
+	// rest: json.Marshal would check and compact the output of every
+	// series' MarshalJSON again, which took half of a poll's time.
+	body = append(body[:len(body)-1], `,"history":`...)
+	body = append(d.History.appendJSON(body), '}')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.Write(body)
+}
+
+// dashboardBuild is one answer of /dashboard.json while it is put
+// together, with its routes by id.
+type dashboardBuild struct {
+	h       *handler
+	d       dashboardData
+	byRoute map[string]*dashboardRoute
+}
+
+// route is the route of id in the answer, added when it is not yet.
+func (db *dashboardBuild) route(id string) *dashboardRoute {
+	rt := db.byRoute[id]
+	if rt == nil {
+		rt = &dashboardRoute{Route: id, Requests: map[string]float64{}, Rejected: map[string]float64{}, Limits: []limitView{}}
+		db.byRoute[id] = rt
+	}
+	return rt
+}
+
+// configured puts in every configured route, also before its first
+// request, and the limits; it returns the global limits' names.
+func (db *dashboardBuild) configured() (globals []string) {
+	d := &db.d
 	d.GlobalLimits = []limitView{}
-	var globals []string
-	if cfg := h.b.Config(); cfg != nil {
-		for _, rc := range cfg.Routes {
-			route(rc.ID).Limits = viewLimits(rc.Limits)
-		}
-		d.GlobalLimits = viewLimits(cfg.GlobalLimits)
-		d.TokenNeeded = cfg.Admin.Token != "" || len(cfg.Admin.Tokens) > 0
-		for _, l := range cfg.GlobalLimits {
-			globals = append(globals, l.Name)
-		}
+	cfg := db.h.b.Config()
+	if cfg == nil {
+		return nil
 	}
-	for _, b := range h.b.Breakers() {
+	for _, rc := range cfg.Routes {
+		db.route(rc.ID).Limits = viewLimits(rc.Limits)
+	}
+	d.GlobalLimits = viewLimits(cfg.GlobalLimits)
+	d.TokenNeeded = cfg.Admin.Token != "" || len(cfg.Admin.Tokens) > 0
+	for _, l := range cfg.GlobalLimits {
+		globals = append(globals, l.Name)
+	}
+	return globals
+}
+
+// breakers puts in each route's breaker.
+func (db *dashboardBuild) breakers() {
+	for _, b := range db.h.b.Breakers() {
 		bv := &breakerView{State: b.State, Forced: b.Forced, RetryAfter: b.RetryAfter, Calls: b.Calls, Scope: b.Scope}
 		if b.Calls > 0 {
 			f, sl := float64(b.Failures)/float64(b.Calls), float64(b.Slow)/float64(b.Calls)
 			bv.FailureRate, bv.SlowRate = &f, &sl
 		}
-		route(b.Route).Breaker = bv
+		db.route(b.Route).Breaker = bv
 	}
-	if v, ok := h.b.(FleetViewer); ok {
-		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+}
+
+// fleetAndOverrides puts in the fleet's size, where the backend knows it,
+// and the runtime overrides.
+func (db *dashboardBuild) fleetAndOverrides(ctx context.Context) {
+	d := &db.d
+	if v, ok := db.h.b.(FleetViewer); ok {
+		ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 		f, err := v.Fleet(ctx)
 		cancel()
 		if err == nil {
@@ -201,7 +257,7 @@ func (h *handler) dashboardJSON(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	d.Overrides = []dashboardOverride{}
-	if o, ok := h.b.(Overrider); ok {
+	if o, ok := db.h.b.(Overrider); ok {
 		for _, st := range o.Overrides().Overrides {
 			d.Overrides = append(d.Overrides, dashboardOverride{
 				Route: st.Route, Limit: st.Limit, Override: describe(st.Change), File: describe(st.File),
@@ -209,19 +265,23 @@ func (h *handler) dashboardJSON(w http.ResponseWriter, r *http.Request) {
 			})
 		}
 	}
-	// The counters are the sampler's newest reading, at most 2 s old: a
-	// poll of its own would gather every series of a gateway of 1,000
-	// routes again, most of a poll's time.
-	h.hist.counted(func(s *sample) {
+}
+
+// counted puts in the counters: the sampler's newest reading, at most 2 s
+// old. A poll of its own would gather every series of a gateway of 1,000
+// routes again, most of a poll's time.
+func (db *dashboardBuild) counted() {
+	d := &db.d
+	db.h.hist.counted(func(s *sample) {
 		d.CountedAt = s.at.UnixMilli()
 		for id, codes := range s.codes {
-			rt := route(id)
+			rt := db.route(id)
 			for code, n := range codes {
 				rt.Requests[code] = n
 			}
 		}
 		for id, lims := range s.rejected {
-			rt := route(id)
+			rt := db.route(id)
 			for lim, n := range lims {
 				rt.Rejected[lim] = n
 			}
@@ -233,44 +293,19 @@ func (h *handler) dashboardJSON(w http.ResponseWriter, r *http.Request) {
 			d.RLS[domain] = maps.Clone(codes)
 		}
 	})
-	d.History = h.hist.snapshot(since, series, globals)
-	for id, sum := range h.hist.summaries() {
-		sum := sum
-		if rt := byRoute[id]; rt != nil {
-			rt.Now = &sum
-		}
+}
+
+// reload puts in the last reload's result, with the sampler's counters.
+func (db *dashboardBuild) reload() {
+	ok, at, known := db.h.hist.reloadInfo()
+	if !known {
+		return
 	}
-	if ok, at, known := h.hist.reloadInfo(); known {
-		d.Reload = &dashboardReload{OK: ok, Time: at}
-		// The detail is read now, the result with the counters: only a
-		// refused reload's, so that the two never tell different
-		// reloads in the 2 s between samples.
-		if dg, isDg := h.b.(interface{ Degraded() string }); isDg && !ok {
-			d.Reload.Detail = dg.Degraded()
-		}
+	db.d.Reload = &dashboardReload{OK: ok, Time: at}
+	// The detail is read now, the result with the counters: only a
+	// refused reload's, so that the two never tell different reloads in
+	// the 2 s between samples.
+	if dg, isDg := db.h.b.(interface{ Degraded() string }); isDg && !ok {
+		db.d.Reload.Detail = dg.Degraded()
 	}
-	// An empty list, not null, for a gateway without routes (one that
-	// only serves the rate-limit service).
-	d.Routes = make([]*dashboardRoute, 0, len(byRoute))
-	for _, rt := range byRoute {
-		d.Routes = append(d.Routes, rt)
-	}
-	slices.SortFunc(d.Routes, func(a, b *dashboardRoute) int {
-		switch {
-		case a.Route < b.Route:
-			return -1
-		case a.Route > b.Route:
-			return 1
-		}
-		return 0
-	})
-	body, _ := json.Marshal(d)
-	// The history, most of the answer, is written by hand after the
-	// rest: json.Marshal would check and compact the output of every
-	// series' MarshalJSON again, which took half of a poll's time.
-	body = append(body[:len(body)-1], `,"history":`...)
-	body = append(d.History.appendJSON(body), '}')
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.Write(body)
 }
