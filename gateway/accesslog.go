@@ -20,6 +20,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/internal/filekind"
+	"github.com/floodgate-gw/floodgate/internal/upstream"
 )
 
 // The access log (server.access_log) is one JSON line per request. A
@@ -304,7 +305,7 @@ func (g *Gateway) logAccess(w http.ResponseWriter, x *exchange, o *outcome) {
 		b = appendJSONString(b, x.route.id)
 	}
 	b = append(b, `,"status":`...)
-	b = strconv.AppendInt(b, int64(o.status), 10)
+	b = strconv.AppendInt(b, int64(o.Status), 10)
 	if x.grpc {
 		// The upstream's value is logged only if it is a number.
 		if gs, err := strconv.Atoi(grpcStatusOf(w.Header())); err == nil && gs >= 0 {
@@ -325,17 +326,17 @@ func (g *Gateway) logAccess(w http.ResponseWriter, x *exchange, o *outcome) {
 		b = append(b, `,"limit":`...)
 		b = appendJSONString(b, o.limit)
 	}
-	if o.exchanged {
+	if o.Exchanged() {
 		b = append(b, `,"upstream":`...)
-		b = appendJSONString(b, o.target)
+		b = appendJSONString(b, o.Target)
 		b = append(b, `,"upstream_duration":`...)
-		b = strconv.AppendFloat(b, o.took.Seconds(), 'f', 6, 64)
-		if (o.failed || o.err != nil && (!o.client || o.aborted)) && !o.clientGone() {
+		b = strconv.AppendFloat(b, o.Took.Seconds(), 'f', 6, 64)
+		if (o.Failed() || o.Err != nil && (o.End != upstream.ClientBody || o.Broken())) && !o.ClientGone() {
 			b = append(b, `,"error":"`...)
-			b = append(b, failureKind(*o)...)
+			b = append(b, o.Kind()...)
 			b = append(b, '"')
 		}
-	} else if o.err == errNoTarget {
+	} else if o.Err == upstream.ErrNoTarget {
 		b = append(b, `,"error":"no_healthy_target"`...)
 	}
 	b = append(b, "}\n"...)
@@ -347,10 +348,10 @@ func (g *Gateway) logAccess(w http.ResponseWriter, x *exchange, o *outcome) {
 // body as copied, or the gateway's own answer's length; -1 when it is
 // not known (a switch of protocols).
 func (o *outcome) sent(w http.ResponseWriter) int64 {
-	if o.copied {
-		return o.bytes
+	if n, ok := o.Sent(); ok {
+		return n
 	}
-	if o.status == http.StatusSwitchingProtocols {
+	if o.Status == http.StatusSwitchingProtocols {
 		return -1
 	}
 	if cl := w.Header()["Content-Length"]; len(cl) == 1 {

@@ -13,6 +13,7 @@ import (
 	"github.com/floodgate-gw/floodgate/breaker"
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/internal/answer"
+	"github.com/floodgate-gw/floodgate/internal/upstream"
 )
 
 // routeBreaker is a route's circuit breaker and what it judges by.
@@ -27,9 +28,9 @@ type routeBreaker struct {
 // failed judges an exchange: a connection error or timeout, or a status
 // of failure_statuses; for a gRPC call, also the HTTP equivalent of a
 // grpc-status that says the upstream failed (grpcFailure).
-func (rb *routeBreaker) failed(o outcome) bool {
-	return o.failed || o.status >= 0 && o.status < len(rb.failing) && rb.failing[o.status] ||
-		o.grpcFailed > 0 && rb.failing[o.grpcFailed]
+func (rb *routeBreaker) failed(o *upstream.Result) bool {
+	return o.Failed() || o.Status >= 0 && o.Status < len(rb.failing) && rb.failing[o.Status] ||
+		o.GRPCFailed > 0 && rb.failing[o.GRPCFailed]
 }
 
 // breakerFor returns the breaker of a route, the same one across reloads
@@ -116,9 +117,8 @@ func (g *Gateway) refuse(w http.ResponseWriter, x *exchange, err error) outcome 
 	x.route.metrics.countRefused()
 	fallback := x.route.fallback
 	if !x.route.record {
-		o := answerWith(w, x, fallback)
-		o.result = resultBreaker
-		return o
+		x.reply(w, fallback, "")
+		return answered(fallback.Status, resultBreaker)
 	}
 	x.resolveClient()
 	extra := `,"recorded":false`
@@ -126,7 +126,7 @@ func (g *Gateway) refuse(w http.ResponseWriter, x *exchange, err error) outcome 
 		extra = `,"recorded":true`
 	}
 	x.reply(w, fallback, extra)
-	return outcome{status: fallback.Status, written: true, result: resultBreaker}
+	return answered(fallback.Status, resultBreaker)
 }
 
 // BreakerStatus is one route's breaker as the admin API shows it.

@@ -18,9 +18,9 @@ import (
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/gateway/clientip"
 	"github.com/floodgate-gw/floodgate/internal/answer"
-	"github.com/floodgate-gw/floodgate/internal/h1"
 	"github.com/floodgate-gw/floodgate/internal/keycache"
 	"github.com/floodgate-gw/floodgate/internal/topk"
+	"github.com/floodgate-gw/floodgate/internal/upstream"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
 	"github.com/floodgate-gw/floodgate/limit/redisstore"
@@ -90,7 +90,7 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 		samplers:    map[string]*sampler{},
 		tops:        map[string]*topk.Sketch{},
 		failLogs:    map[string]*sampler{},
-		clients:     map[string]upstreamClient{},
+		clients:     map[string]upstream.Client{},
 		breakers:    map[string]*routeBreaker{},
 		reg:         o.Registerer,
 		local:       memory.New(memory.Options{MaxKeys: cfg.Store.Memory.MaxKeys}),
@@ -106,6 +106,7 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 		g.version = g.version[:maxVersion]
 	}
 	g.SetConfigDigest(o.ConfigDigest)
+	g.health = upstream.NewRegistry(g.log, g.now)
 	g.stop = make(chan struct{})
 	gen, err := g.build(cfg, nil)
 	if err != nil {
@@ -117,7 +118,7 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 	g.access = newAccessLog(g.metrics.accessDropped, g.log, g.now)
 	g.access.use(sink)
 	g.gen.Store(gen)
-	g.health.apply(g, gen)
+	g.health.Apply(gen.upstreams())
 	o.Registerer.MustRegister(healthCollector{g})
 	g.metrics.loaded(true, g.now())
 	// The fleet's overrides are in force before the first request, when
@@ -188,29 +189,21 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 		r := &route{id: rc.ID, metrics: g.metrics.forRoute(rc.ID), failLog: g.failSampler(rc.ID)}
 		r.setMatch(rc.Match)
 		u := rc.Upstream
-		tlsc, tlsID, err := upstreamTLS(u.TLS)
+		tlsc, tlsID, err := upstream.TLS(u.TLS)
 		if err != nil {
 			return nil, fmt.Errorf("route %s: %w", rc.ID, err)
 		}
-		r.upstream = &upstream{
-			targets:     u.Targets,
-			names:       targetNames(u.Targets),
-			state:       g.health.states(rc.ID, u.Targets, g.log, g.now),
-			least:       u.Balance == config.BalanceLeastRequest,
-			ejection:    u.Eject,
-			health:      u.Health,
-			client:      g.client(u, tlsc, tlsID),
-			tls:         tlsc,
-			tlsID:       tlsID,
-			protocol:    u.Protocol,
-			http2:       u.Protocol.HTTP2(),
-			stripPrefix: u.StripPrefix,
-			ridHeader:   gen.ridHeader,
-			idle:        u.IdleTimeout,
-			send:        cfg.Server.SendTimeout,
-			upgrades:    &g.upgrades,
-			now:         g.now,
-		}
+		r.upstream = upstream.New(u, upstream.Options{
+			Route:           rc.ID,
+			Client:          g.client(u, tlsc, tlsID),
+			TLS:             tlsc,
+			TLSID:           tlsID,
+			Targets:         g.health.Targets(rc.ID, u.Targets),
+			RequestIDHeader: gen.ridHeader,
+			SendTimeout:     cfg.Server.SendTimeout,
+			Upgrades:        &g.upgrades,
+			Now:             g.now,
+		})
 		for _, lc := range cfg.GlobalLimits {
 			l := g.limitSpec(cfg, rc.ID, lc)
 			l.top = g.topSketch("global/" + lc.Name)
@@ -362,22 +355,14 @@ const logsPerSecond = 20
 // client returns the upstream client for an upstream's settings, shared by
 // routes and reloads with the same settings so that their idle connections
 // survive a reload.
-// tlsc and tlsID are the upstream's TLS (upstreamTLS).
-func (g *Gateway) client(u config.Upstream, tlsc *tls.Config, tlsID string) upstreamClient {
-	id := fmt.Sprint(u.Protocol, u.ConnectTimeout, u.Timeout, tlsID)
+// tlsc and tlsID are the upstream's TLS (upstream.TLS).
+func (g *Gateway) client(u config.Upstream, tlsc *tls.Config, tlsID string) upstream.Client {
+	id := upstream.ClientID(u, tlsID)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	c := g.clients[id]
 	if c == nil {
-		switch u.Protocol {
-		case config.ProtocolH2C:
-			c = newH2Client(u.ConnectTimeout, u.Timeout, nil)
-		case config.ProtocolH2:
-			c = newH2Client(u.ConnectTimeout, u.Timeout, tlsc)
-		default:
-			c = h1.New(h1.Options{ConnectTimeout: u.ConnectTimeout, HeaderTimeout: u.Timeout,
-				Fallback: newTransport(upstreamOptions{connectTimeout: u.ConnectTimeout, timeout: u.Timeout, tls: tlsc})})
-		}
+		c = upstream.NewClient(u, tlsc)
 		g.clients[id] = c
 	}
 	return c
@@ -389,11 +374,11 @@ func (g *Gateway) client(u config.Upstream, tlsc *tls.Config, tlsID string) upst
 // the generation before time to end, so that reloads do not pile up
 // clients and their connections.
 func (g *Gateway) dropUnusedClients(gen *generation, grace time.Duration) {
-	used := make(map[upstreamClient]bool, len(gen.routes))
+	used := make(map[upstream.Client]bool, len(gen.routes))
 	for _, r := range gen.routes {
-		used[r.upstream.client] = true
+		used[r.upstream.Client()] = true
 	}
-	var gone []upstreamClient
+	var gone []upstream.Client
 	g.mu.Lock()
 	for id, c := range g.clients {
 		if !used[c] {
@@ -484,7 +469,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	}
 	gen.file = cfg
 	g.gen.Store(gen)
-	g.health.apply(g, gen)
+	g.health.Apply(gen.upstreams())
 	g.dropUnusedTops(gen)
 	g.dropUnusedClients(gen, prev.cfg.Server.ShutdownTimeout+time.Second)
 	if g.ov.set != nil {
@@ -535,10 +520,10 @@ func (g *Gateway) Store() limit.Store { return g.gen.Load().store }
 func (g *Gateway) Close() error {
 	g.closeOnce.Do(func() { close(g.stop) })
 	g.bg.Wait()
-	g.health.close()
+	g.health.Close()
 	// Joined connections end here, and their handlers release their
 	// leases while the store is still open.
-	g.upgrades.close(upgradeCloseWait)
+	g.upgrades.Close(upgradeCloseWait)
 	gen := g.gen.Load()
 	g.withdraw(gen.store)
 	if gen.store != limit.Store(g.local) {

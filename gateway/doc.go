@@ -33,9 +33,13 @@
 //     and decides every limit in one store call; over a limit, 429 with
 //     Retry-After (keys.go, limitstep.go).
 //  5. The upstream exchange sends the request on and streams the answer
-//     back (proxy.go).
-//  6. The breaker learns the outcome; the metrics, the access log line and
-//     any concurrency lease are seen to (gateway.go, accesslog.go).
+//     back (package internal/upstream, which also keeps the targets'
+//     health); an exchange that failed before its head is answered here
+//     (gateway.go).
+//  6. The breaker learns the outcome; one epilogue, finish, writes the
+//     metrics, the access log line and the span of every request however
+//     it ended, and any concurrency lease is released (gateway.go,
+//     accesslog.go).
 //
 // docs/architecture.md follows the same path through the other packages,
 // and docs/configuration.md says what each setting does.

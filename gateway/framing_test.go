@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,7 +22,6 @@ import (
 	"time"
 
 	"github.com/floodgate-gw/floodgate/config"
-	"github.com/floodgate-gw/floodgate/internal/h1"
 	"github.com/floodgate-gw/floodgate/internal/testcerts"
 )
 
@@ -214,24 +212,23 @@ server: {max_header_bytes: 4096{{SERVER}}}
 routes:
   - id: deny
     match: {path: /deny/**}
-    upstream: {targets: ["{{UP}}"]}
+    upstream: {targets: ["{{UP}}"]{{UPTLS}}}
     limits: [{name: key, key: ["header:X-Never"], rate: 1/s}]
   - id: api
     match: {path: /api/**}
-    upstream: {targets: ["{{UP}}"], timeout: 2s}
+    upstream: {targets: ["{{UP}}"], timeout: 2s{{UPTLS}}}
 `
 
 // framingRig is a gateway served as serve serves it, through
-// Gateway.Listener, in front of a recorder. Over https the routes' clients
-// trust the recorder's certificate.
+// Gateway.Listener, in front of a recorder. Over https the routes trust
+// the recorder's CA (upstream.tls.ca).
 type framingRig struct {
-	rec    *recorder
-	addr   string
-	srv    *httptest.Server
-	gw     *Gateway
-	client *h1.Client // the https routes' own
-	once   sync.Once
-	conns  []*recConn
+	rec   *recorder
+	addr  string
+	srv   *httptest.Server
+	gw    *Gateway
+	once  sync.Once
+	conns []*recConn
 }
 
 func newFramingRig(t testing.TB, useTLS bool) *framingRig {
@@ -242,7 +239,11 @@ func newFramingRig(t testing.TB, useTLS bool) *framingRig {
 func newFramingRigWith(t testing.TB, useTLS bool, server string) *framingRig {
 	t.Helper()
 	rec := newRecorder(t, useTLS)
-	yaml := strings.NewReplacer("{{UP}}", rec.url(), "{{SERVER}}", server).Replace(framingConfig)
+	upTLS := ""
+	if useTLS {
+		upTLS = `, tls: {ca: "` + rec.caFile + `"}`
+	}
+	yaml := strings.NewReplacer("{{UP}}", rec.url(), "{{UPTLS}}", upTLS, "{{SERVER}}", server).Replace(framingConfig)
 	cfg, err := config.Parse("framing.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
@@ -252,14 +253,6 @@ func newFramingRigWith(t testing.TB, useTLS bool, server string) *framingRig {
 		t.Fatal(err)
 	}
 	rig := &framingRig{rec: rec, gw: gw}
-	if useTLS {
-		tr := newTransport(upstreamOptions{connectTimeout: time.Second, timeout: 2 * time.Second})
-		tr.TLSClientConfig = &tls.Config{RootCAs: rec.pool}
-		rig.client = h1.New(h1.Options{Fallback: tr})
-		for _, r := range gw.gen.Load().routes {
-			r.upstream.client = rig.client
-		}
-	}
 	rig.srv = httptest.NewUnstartedServer(gw)
 	rig.srv.Config.MaxHeaderBytes = cfg.Server.MaxHeaderBytes
 	rig.srv.Listener = gw.Listener(rig.srv.Config, rig.srv.Listener)
@@ -276,9 +269,6 @@ func (rig *framingRig) stop() []*recConn {
 	rig.once.Do(func() {
 		rig.srv.Close()
 		rig.gw.Close()
-		if rig.client != nil {
-			rig.client.CloseIdle()
-		}
 		rig.conns = rig.rec.stop()
 	})
 	return rig.conns
@@ -288,9 +278,9 @@ func (rig *framingRig) stop() []*recConn {
 // answers each request it reads with 200 and what it read. A request for
 // Upgrade: echo gets 101 and its connection echoes from then on.
 type recorder struct {
-	ln   net.Listener
-	tls  bool
-	pool *x509.CertPool
+	ln     net.Listener
+	tls    bool
+	caFile string // the CA of its certificate, over TLS
 
 	mu    sync.Mutex
 	conns []*recConn
@@ -322,7 +312,7 @@ func newRecorder(t testing.TB, useTLS bool) *recorder {
 	rec := &recorder{ln: ln, tls: useTLS}
 	if useTLS {
 		ca := testcerts.NewCA(t, "recorder CA")
-		rec.pool = ca.Pool()
+		rec.caFile = testcerts.Write(t, t.TempDir(), "ca.pem", ca.PEM)
 		rec.ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{ca.Server(t, "recorder").TLS(t)}})
 	}
 	rec.wg.Go(func() {

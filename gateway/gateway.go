@@ -2,17 +2,14 @@ package gateway
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +22,7 @@ import (
 	"github.com/floodgate-gw/floodgate/internal/answer"
 	"github.com/floodgate-gw/floodgate/internal/pathclean"
 	"github.com/floodgate-gw/floodgate/internal/topk"
+	"github.com/floodgate-gw/floodgate/internal/upstream"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
 )
@@ -63,7 +61,7 @@ type Gateway struct {
 	samplers map[string]*sampler     // by route and limit, kept across reloads
 	tops     map[string]*topk.Sketch // rejected keys by route and limit (topkeys.go)
 	failLogs map[string]*sampler     // upstream failures by route, kept across reloads
-	clients  map[string]upstreamClient
+	clients  map[string]upstream.Client
 	breakers map[string]*routeBreaker // by route, kept across reloads
 	reg      prometheus.Registerer
 
@@ -79,8 +77,8 @@ type Gateway struct {
 	stop      chan struct{}
 	closeOnce sync.Once
 	bg        sync.WaitGroup
-	upgrades  upgrades // requests that switched protocols
-	health    healthRegistry
+	upgrades  upstream.Upgrades // requests that switched protocols
+	health    *upstream.Registry
 }
 
 // upgradeCloseWait bounds how long Close waits for the handlers of joined
@@ -115,11 +113,35 @@ type generation struct {
 	noRoute            *routeMetrics
 }
 
+// upstreams are the upstreams of gen's routes.
+func (gen *generation) upstreams() []*upstream.Upstream {
+	ups := make([]*upstream.Upstream, len(gen.routes))
+	for i, r := range gen.routes {
+		ups[i] = r.upstream
+	}
+	return ups
+}
+
 func (gen *generation) localShare() float64 {
 	if gen.share == nil {
 		return 1
 	}
 	return gen.share()
+}
+
+// outcome is how a request ended: the upstream exchange, if there was
+// one, and what the gateway decided, as the access log says it.
+type outcome struct {
+	upstream.Result
+	result accessResult  // what the gateway decided
+	limit  string        // the limit that rejected the request
+	joined time.Duration // how long a connection joined after a switch of protocols ran
+}
+
+// answered is the outcome of a request the gateway answered itself with
+// status, as result says.
+func answered(status int, result accessResult) outcome {
+	return outcome{Result: upstream.Result{Status: status, Head: true}, result: result}
 }
 
 // ServeHTTP serves one request: clean, route, limit, proxy, answer.
@@ -141,8 +163,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = &rc
 	}
 	x := exchange{r: r, gen: g.gen.Load(), start: g.now()}
-	gen := x.gen
-	if r.Header["Upgrade"] != nil || hasToken(r.Header["Connection"], "upgrade") {
+	if r.Header["Upgrade"] != nil || upstream.HasToken(r.Header["Connection"], "upgrade") {
 		// After a request to switch protocols the client may send the
 		// new protocol's bytes (WebSocket frames) without waiting for the
 		// 101. The listener's framing.Conn holds them until the answer,
@@ -150,10 +171,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// answer but the 101 says so to the client. The 101 drops the
 		// field.
 		w.Header()["Connection"] = []string{"close"}
-		if g.upgrades.enter() {
+		if g.upgrades.Enter() {
 			// Counted until every deferred step, lease release included,
 			// has run.
-			defer g.upgrades.leave()
+			defer g.upgrades.Leave()
 		}
 		if r.ProtoMajor == 1 {
 			dropH2CUpgrade(r.Header)
@@ -163,12 +184,19 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ProtoMajor == 2 {
 		trimFieldValues(r.Header)
 	}
-	x.rid = g.ids.Use(r, w, gen.ridHeader)
+	x.rid = g.ids.Use(r, w, x.gen.ridHeader)
 	x.grpc = answer.IsGRPC(r)
-	if gen.trace != nil {
+	if x.gen.trace != nil {
 		x.startTrace()
 	}
+	o := g.route(w, &x)
+	g.finish(w, &x, &o)
+}
 
+// route routes the request and serves it on its route: an answer of the
+// gateway's own to a request it cannot route.
+func (g *Gateway) route(w http.ResponseWriter, x *exchange) outcome {
+	r, gen := x.r, x.gen
 	path, err := pathclean.Clean(r.URL.EscapedPath())
 	if err != nil || strings.IndexByte(r.RequestURI, '#') >= 0 || r.Method == http.MethodConnect || malformed(r) {
 		// A request target has no fragment (RFC 9112 §3.2); passed on,
@@ -178,54 +206,48 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// no path to route, and a gateway is no forward proxy. What
 		// HTTP/1.1 refuses but HTTP/2 lets through is refused on HTTP/2
 		// too (malformed).
+		x.path = r.URL.EscapedPath()
 		x.reply(w, gen.badRequest, "")
-		x.count(w, gen.noRoute, gen.badRequest.Status)
-		if gen.accessLog {
-			x.path = r.URL.EscapedPath()
-			g.logAccess(w, &x, &outcome{status: gen.badRequest.Status, result: resultBadRequest})
-		}
-		if x.span != nil {
-			x.endTrace(gen.badRequest.Status, resultBadRequest)
-		}
-		return
+		return answered(gen.badRequest.Status, resultBadRequest)
 	}
 	x.path, x.host = path, hostOf(r)
 	x.route = gen.match(r.Method, x.host, x.path)
 	if x.route == nil {
 		x.reply(w, gen.notFound, "")
-		x.count(w, gen.noRoute, gen.notFound.Status)
-		if gen.accessLog {
-			g.logAccess(w, &x, &outcome{status: gen.notFound.Status, result: resultNotFound})
-		}
-		if x.span != nil {
-			x.endTrace(gen.notFound.Status, resultNotFound)
-		}
-		return
+		return answered(gen.notFound.Status, resultNotFound)
 	}
-	var refused *answer.Answer
 	if x.grpc {
-		refused = x.refuseGRPC()
+		if refused := x.refuseGRPC(); refused != nil {
+			// Before the breaker and the limits: the request would fail
+			// whatever they said, and counts against neither.
+			x.reply(w, refused, "")
+			return answered(refused.Status, resultGRPCRefused)
+		}
 	}
-	var o outcome
-	if refused != nil {
-		// Before the breaker and the limits: the request would fail
-		// whatever they said, and counts against neither.
-		x.reply(w, refused, "")
-		o = outcome{status: refused.Status, written: true, result: resultGRPCRefused}
+	return g.serveRoute(w, x)
+}
+
+// finish ends a request, whichever way it went: its metrics, its access
+// log line and its span.
+func (g *Gateway) finish(w http.ResponseWriter, x *exchange, o *outcome) {
+	if x.route == nil {
+		x.count(w, x.gen.noRoute, o.Status)
 	} else {
-		o = g.serveRoute(w, &x)
+		x.count(w, x.route.metrics, o.Status)
+		// A connection joined after a switch of protocols counts until
+		// the switch, not for its life.
+		x.route.metrics.duration.Observe((g.now().Sub(x.start) - o.joined).Seconds())
 	}
-	x.count(w, x.route.metrics, o.status)
-	// A connection joined after a switch of protocols counts until the
-	// switch, not for its life.
-	x.route.metrics.duration.Observe((g.now().Sub(x.start) - o.joined).Seconds())
-	if gen.accessLog {
-		g.logAccess(w, &x, &o)
+	if x.gen.accessLog {
+		g.logAccess(w, x, o)
 	}
 	if x.span != nil {
-		x.endTrace(o.status, o.result)
+		x.endTrace(o.Status, o.result)
 	}
-	if o.aborted && !o.ended || o.status == statusClientClosed && !o.written {
+	// A gRPC call whose answer broke off was ended with a status in its
+	// trailers, unless the client is gone.
+	ended := x.grpc && o.End != upstream.ClientGone
+	if o.Broken() && !ended || o.Status == upstream.StatusClientClosed && !o.Head {
 		// Closing the connection is the only way left to tell the client
 		// that the body it is reading is incomplete; and a client that
 		// went away (or only half-closed) must not be sent the empty 200
@@ -261,7 +283,7 @@ func (g *Gateway) serveRoute(w http.ResponseWriter, x *exchange) outcome {
 		// longer must not fail it.
 		x.trial = rb.b.State() == breaker.HalfOpen
 	}
-	report := func(o outcome) {
+	report := func(o upstream.Result) {
 		if done == nil {
 			return
 		}
@@ -269,14 +291,14 @@ func (g *Gateway) serveRoute(w http.ResponseWriter, x *exchange) outcome {
 		// say nothing about the upstream: they free a trial slot without
 		// counting.
 		done(breaker.Outcome{
-			Failed:    !o.cancelled() && rb.failed(o),
-			Duration:  o.took,
-			Cancelled: o.cancelled(),
+			Failed:    !o.Cancelled() && rb.failed(&o),
+			Duration:  o.Took,
+			Cancelled: o.Cancelled(),
 		}, g.now())
 		done = nil
 	}
 	o := g.limitAndForward(w, x, report)
-	report(o)
+	report(o.Result)
 	return o
 }
 
@@ -319,57 +341,20 @@ func firstEntry(vv []string) string {
 // the exchange switched protocols (the switch is its outcome, not the
 // life of the connection after it) or, for a trial, as soon as the
 // upstream's answer has its head, and by the caller otherwise.
-func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report func(outcome)) outcome {
-	r, gen := x.r, x.gen
+func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report func(upstream.Result)) outcome {
+	r := x.r
 	xff := r.Header["X-Forwarded-For"]
 	x.resolveClient()
-
-	if gen.maxBody > 0 {
-		if r.ContentLength > gen.maxBody {
-			o := answerWith(w, x, gen.tooLarge)
-			o.result = resultTooLarge
-			return o
-		}
-		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = http.MaxBytesReader(w, r.Body, gen.maxBody)
-		}
-	}
-	if gen.bodyTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
-		sb := &slowBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: gen.bodyTimeout}
-		defer sb.end()
-		r.Body = sb
-	}
-
-	ctx := r.Context()
-	var ls trace.Span
-	if len(x.route.limits) > 0 {
-		ls = x.startLimits()
-	}
-	v, err := g.decide(ctx, x)
-	defer v.free()
-	if ls != nil {
-		endLimits(ls, &v, err)
-	}
-	if err != nil {
-		if !errors.Is(err, errStoreDenied) {
-			g.log.Error("limit step failed", "request_id", x.rid, "route", x.route.id, "error", err.Error())
-		}
-		o := answerWith(w, x, gen.limiterUnavailable)
-		o.result = resultLimiterUnavailable
+	if o, refused := g.boundBody(w, x); refused {
 		return o
 	}
-	g.audit(x, &v)
-	if v.shadowed {
-		g.logShadowed(x, &v)
+	if sb, ok := r.Body.(*slowBody); ok {
+		defer sb.end()
 	}
-	if v.reject != nil {
-		v.setHeaders(w.Header())
-		o := answerWith(w, x, v.reject)
-		o.result = resultKeyRequired
-		if v.reason >= 0 {
-			g.logRejection(x, &v)
-			o.result, o.limit = resultLimited, v.specs[v.reason].name
-		}
+
+	v, o, refused := g.limit(w, x)
+	defer v.free()
+	if refused {
 		return o
 	}
 	if len(v.leases) > 0 {
@@ -382,17 +367,81 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report fun
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
-		case <-ctx.Done():
+		case <-r.Context().Done():
 			t.Stop()
-			return outcome{status: statusClientClosed}
+			return outcome{Result: upstream.Result{Status: upstream.StatusClientClosed}}
 		}
 	}
+	setForwarded(x, xff)
+	return g.forward(w, x, &v, report)
+}
 
-	// The three values share one array, each slice capped at its own. A
-	// trusted proxy in front saw the client's scheme and host, which the
-	// gateway did not; from any other peer they are the gateway's own, and
-	// a Forwarded header (RFC 7239), which the gateway does not rewrite,
-	// goes too, so that nothing the client wrote passes as a proxy's word.
+// boundBody bounds the request's body by server.max_body_bytes and
+// server.body_timeout; it refuses a request whose declared length is
+// over the bound.
+func (g *Gateway) boundBody(w http.ResponseWriter, x *exchange) (o outcome, refused bool) {
+	r, gen := x.r, x.gen
+	if gen.maxBody > 0 {
+		if r.ContentLength > gen.maxBody {
+			x.reply(w, gen.tooLarge, "")
+			return answered(gen.tooLarge.Status, resultTooLarge), true
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(w, r.Body, gen.maxBody)
+		}
+	}
+	if gen.bodyTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
+		r.Body = &slowBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: gen.bodyTimeout}
+	}
+	return outcome{}, false
+}
+
+// limit runs the limit step: the verdict, and whether the request was
+// refused (by a limit, for a missing key, or because the store failed),
+// with how. The caller frees the verdict once the exchange is done.
+func (g *Gateway) limit(w http.ResponseWriter, x *exchange) (verdict, outcome, bool) {
+	var ls trace.Span
+	if len(x.route.limits) > 0 {
+		ls = x.startLimits()
+	}
+	v, err := g.decide(x.r.Context(), x)
+	if ls != nil {
+		endLimits(ls, &v, err)
+	}
+	if err != nil {
+		if !errors.Is(err, errStoreDenied) {
+			g.log.Error("limit step failed", "request_id", x.rid, "route", x.route.id, "error", err.Error())
+		}
+		x.reply(w, x.gen.limiterUnavailable, "")
+		return v, answered(x.gen.limiterUnavailable.Status, resultLimiterUnavailable), true
+	}
+	g.audit(x, &v)
+	if v.shadowed {
+		g.logShadowed(x, &v)
+	}
+	if v.reject == nil {
+		return v, outcome{}, false
+	}
+	v.setHeaders(w.Header())
+	x.reply(w, v.reject, "")
+	o := answered(v.reject.Status, resultKeyRequired)
+	if v.reason >= 0 {
+		g.logRejection(x, &v)
+		o.result, o.limit = resultLimited, v.specs[v.reason].name
+	}
+	return v, o, true
+}
+
+// setForwarded sets the X-Forwarded fields of the request the upstream
+// gets; xff is the client's X-Forwarded-For, as it came.
+//
+// The three values share one array, each slice capped at its own. A
+// trusted proxy in front saw the client's scheme and host, which the
+// gateway did not; from any other peer they are the gateway's own, and a
+// Forwarded header (RFC 7239), which the gateway does not rewrite, goes
+// too, so that nothing the client wrote passes as a proxy's word.
+func setForwarded(x *exchange, xff []string) {
+	r := x.r
 	proto, fhost := "http", r.Host
 	if r.TLS != nil {
 		proto = "https"
@@ -403,16 +452,22 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report fun
 	} else {
 		delete(r.Header, "Forwarded")
 	}
-	fw := &[3]string{gen.ips.ForwardedFor(clientip.Peer(r.RemoteAddr), x.trusted, xff), proto, fhost}
+	fw := &[3]string{x.gen.ips.ForwardedFor(clientip.Peer(r.RemoteAddr), x.trusted, xff), proto, fhost}
 	r.Header["X-Forwarded-For"] = fw[0:1:1]
 	r.Header["X-Forwarded-Proto"] = fw[1:2:2]
 	r.Header["X-Forwarded-Host"] = fw[2:3:3]
+}
 
-	var answered func(outcome)
+// forward runs the upstream exchange of an admitted request, and answers
+// for the upstream when the exchange failed before a head went to the
+// client.
+func (g *Gateway) forward(w http.ResponseWriter, x *exchange, v *verdict, report func(upstream.Result)) outcome {
+	r := x.r
+	var answered func(upstream.Result)
 	if x.trial {
 		answered = report
 	}
-	if x.route.upstream.http2 && r.ProtoMajor == 1 && r.Body != nil && r.Body != http.NoBody {
+	if x.route.upstream.HTTP2() && r.ProtoMajor == 1 && r.Body != nil && r.Body != http.NoBody {
 		// HTTP/2 sends the rest of the body while the answer comes back
 		// (a bidirectional stream): an HTTP/1 server would otherwise
 		// read the body to its end before the answer's first write. HTTP/2
@@ -423,37 +478,46 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report fun
 	if x.span != nil {
 		us = x.startUpstream(r.Header)
 	}
-	o := x.route.upstream.forward(w, r, x.path, v.setHeaders, answered)
+	o := outcome{Result: x.route.upstream.Forward(w, r, x.path, v.setHeaders, answered)}
 	if us != nil {
-		endUpstream(us, &o)
+		endUpstream(us, &o.Result)
 	}
-	if o.join != nil {
-		report(o)
+	if o.Join != nil {
+		report(o.Result)
 		start := g.now()
-		o.join()
+		o.Join()
 		o.joined = g.now().Sub(start)
 	}
-	if o.written || o.status == statusClientClosed {
-		if o.failed || o.status >= 500 {
-			g.logUpstreamFailure(x, o, o.status)
+	if o.Head || o.Status == upstream.StatusClientClosed {
+		if o.Failed() || o.Status >= 500 {
+			g.logUpstreamFailure(x, &o.Result, o.Status)
 		}
-		if errors.Is(o.err, errSendTimeout) {
-			g.logSendTimeout(x, o)
+		if errors.Is(o.Err, upstream.ErrSendTimeout) {
+			g.logSendTimeout(x, &o.Result)
 		}
 		return o
 	}
+	g.answerFailure(w, x, v, &o)
+	return o
+}
+
+// answerFailure answers for an upstream exchange that failed before its
+// head went to the client: the gateway's answer for how it failed.
+func (g *Gateway) answerFailure(w http.ResponseWriter, x *exchange, v *verdict, o *outcome) {
+	r, gen := x.r, x.gen
+	client := o.End == upstream.ClientBody
 	a := gen.upstreamUnavailable
 	switch {
-	case o.client && o.status == http.StatusRequestEntityTooLarge:
+	case client && o.Status == http.StatusRequestEntityTooLarge:
 		a = gen.tooLarge
-	case o.client && o.status == http.StatusRequestTimeout:
+	case client && o.Status == http.StatusRequestTimeout:
 		a = gen.requestTimeout
-	case o.client:
+	case client:
 		a = gen.badRequest
-	case o.timeout:
+	case o.End == upstream.TimedOut || o.End == upstream.Deadline:
 		a = gen.upstreamTimeout
 	}
-	if o.client && r.ProtoMajor == 1 {
+	if client && r.ProtoMajor == 1 {
 		// The request's body broke its framing or ended short: where the
 		// next request would begin is in doubt, so none is read. Not so
 		// on HTTP/2, whose streams each end on their own: net/http's
@@ -468,11 +532,10 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report fun
 	}
 	v.setHeaders(w.Header())
 	x.reply(w, a, "")
-	o.status = a.Status
-	if !o.client && !o.deadline && o.err != nil {
-		g.logUpstreamFailure(x, o, a.Status)
+	o.Status = a.Status
+	if !client && o.End != upstream.Deadline && o.Err != nil {
+		g.logUpstreamFailure(x, &o.Result, a.Status)
 	}
-	return o
 }
 
 // logUpstreamFailure writes the WARN line of an exchange that failed:
@@ -481,33 +544,33 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report fun
 // say, the log does: which target failed, how and after how long. The
 // lines are sampled per route as rejections are, and the count of those
 // not logged follows once a second.
-func (g *Gateway) logUpstreamFailure(x *exchange, o outcome, status int) {
+func (g *Gateway) logUpstreamFailure(x *exchange, o *upstream.Result, status int) {
 	if !x.route.failLog.allow(g.now().Unix()) {
 		return
 	}
 	msg := "upstream failed"
-	if o.err == nil {
-		msg = "upstream answered " + strconv.Itoa(o.status)
+	if o.Err == nil {
+		msg = "upstream answered " + strconv.Itoa(o.Status)
 	}
 	attrs := []slog.Attr{
 		slog.String("request_id", x.rid),
 		slog.String("route", x.route.id),
 		slog.Int("status", status),
 	}
-	if o.err != nil {
-		attrs = append(attrs, slog.String("error", o.err.Error()))
+	if o.Err != nil {
+		attrs = append(attrs, slog.String("error", o.Err.Error()))
 	}
 	attrs = append(attrs,
-		slog.String("kind", failureKind(o)),
-		slog.String("target", o.target),
-		slog.Float64("duration", o.took.Seconds()),
+		slog.String("kind", o.Kind()),
+		slog.String("target", o.Target),
+		slog.Float64("duration", o.Took.Seconds()),
 	)
 	g.log.LogAttrs(context.Background(), slog.LevelWarn, msg, attrs...)
 }
 
 // logSendTimeout logs an exchange ended by server.send_timeout, sampled
 // with the route's upstream failures.
-func (g *Gateway) logSendTimeout(x *exchange, o outcome) {
+func (g *Gateway) logSendTimeout(x *exchange, o *upstream.Result) {
 	if !x.route.failLog.allow(g.now().Unix()) {
 		return
 	}
@@ -515,71 +578,9 @@ func (g *Gateway) logSendTimeout(x *exchange, o outcome) {
 		slog.String("request_id", x.rid),
 		slog.String("route", x.route.id),
 		slog.String("remote_addr", x.r.RemoteAddr),
-		slog.Int64("bytes", o.bytes),
-		slog.String("target", o.target),
+		slog.Int64("bytes", o.Bytes),
+		slog.String("target", o.Target),
 	)
-}
-
-// failureKind names how an exchange failed, for the log: a few words a
-// query can count by, beside the error's own text.
-func failureKind(o outcome) string {
-	err := o.err
-	switch {
-	case err == nil:
-		return "status"
-	case o.deadline:
-		return "grpc_deadline"
-	case o.client && o.aborted:
-		// The client's request stream failed under the answer: the code
-		// its answer would have had before the head.
-		switch classifyBody(err, outcome{}).status {
-		case http.StatusRequestTimeout:
-			return config.CodeRequestTimeout
-		case http.StatusRequestEntityTooLarge:
-			return "body_too_large"
-		}
-		return "bad_request"
-	case errors.Is(err, errSendTimeout):
-		return "send_timeout"
-	case o.aborted && o.timeout:
-		return "body_idle"
-	case o.aborted:
-		return "body_broken"
-	case o.timeout:
-		return "timeout"
-	case errors.Is(err, errNoTarget):
-		return "no_healthy_target"
-	case errors.Is(err, errNotHTTP2):
-		return "not_http2"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connection_refused"
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
-		return "connection_reset"
-	case isTLS(err):
-		return "tls"
-	case isDial(err):
-		return "dial"
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return "closed"
-	}
-	return "protocol"
-}
-
-// isTLS says err is a TLS handshake's failure: the target's certificate
-// did not verify, or the target refused the gateway's (an alert).
-func isTLS(err error) bool {
-	var ve *tls.CertificateVerificationError
-	var re tls.RecordHeaderError
-	var op *net.OpError
-	return errors.As(err, &ve) || errors.As(err, &re) ||
-		errors.As(err, &op) && op.Op == "remote error" // an alert the target sent
-
-}
-
-// answerWith writes one of the gateway's own answers.
-func answerWith(w http.ResponseWriter, x *exchange, a *answer.Answer) outcome {
-	x.reply(w, a, "")
-	return outcome{status: a.Status, written: true}
 }
 
 // holdLeases renews concurrency leases while the exchange runs (a response

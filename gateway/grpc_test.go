@@ -841,36 +841,6 @@ routes:
 	}
 }
 
-func TestParseGRPCTimeout(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		in   string
-		want time.Duration
-		ok   bool
-	}{
-		{"100m", 100 * time.Millisecond, true},
-		{"5S", 5 * time.Second, true},
-		{"1H", time.Hour, true},
-		{"2M", 2 * time.Minute, true},
-		{"7u", 7 * time.Microsecond, true},
-		{"0n", 0, true},
-		{"99999999H", time.Duration(1<<63 - 1), true},
-		{"12345678n", 12345678, true},
-		{"123456789n", 0, false}, // nine digits
-		{"", 0, false},
-		{"S", 0, false},
-		{"10", 0, false},
-		{"10s", 0, false},
-		{"1 S", 0, false},
-		{"+1S", 0, false},
-	} {
-		got, ok := parseGRPCTimeout(tc.in)
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("parseGRPCTimeout(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.ok)
-		}
-	}
-}
-
 // BenchmarkRejectGRPC is BenchmarkReject's own_id for gRPC requests:
 // the rejection sent as a trailers-only RESOURCE_EXHAUSTED.
 func BenchmarkRejectGRPC(b *testing.B) {

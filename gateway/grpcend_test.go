@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-gw/floodgate/internal/upstream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
@@ -268,7 +269,7 @@ routes:
 	}
 	for _, route := range []string{"before", "grpc"} {
 		for _, r := range h.gw.Routes() {
-			if r.Route == route && (r.Targets[0].State != stateHealthy || r.Targets[0].ConsecutiveFailures != 0) {
+			if r.Route == route && (r.Targets[0].State != upstream.StateHealthy || r.Targets[0].ConsecutiveFailures != 0) {
 				t.Errorf("%s: target %+v", route, r.Targets[0])
 			}
 		}
@@ -355,7 +356,7 @@ responses:
 	_, err = stream.Recv()
 	wantStatus(t, err, codes.DataLoss, "failed after a message")
 	check("DATA_LOSS", 4, 0) // the third in a row ejected the target, which resets the count
-	if s := targetStatus(t, h.gw, "grpc", "http://"+addr); s.State != stateEjected {
+	if s := targetStatus(t, h.gw, "grpc", "http://"+addr); s.State != upstream.StateEjected {
 		t.Errorf("after 3 failing statuses in a row the target is %s", s.State)
 	}
 	if b := breakerOf(t, h, "grpc"); b.State != "CLOSED" {
@@ -471,7 +472,7 @@ routes:
 				t.Errorf("the breaker counted %d failures and is %s", b.Failures, b.State)
 			}
 			for _, r := range h.gw.Routes() {
-				if r.Route == "grpc" && (r.Targets[0].State != stateHealthy || r.Targets[0].ConsecutiveFailures != 0) {
+				if r.Route == "grpc" && (r.Targets[0].State != upstream.StateHealthy || r.Targets[0].ConsecutiveFailures != 0) {
 					t.Errorf("target %+v", r.Targets[0])
 				}
 			}
@@ -532,7 +533,7 @@ routes:
 		t.Fatal("the upstream's call was not cancelled")
 	}
 	l := readAccess(t, file, 1)[0]
-	if l.Status != statusClientClosed || l.GRPCStatus == nil || *l.GRPCStatus != 1 || l.Error != "" {
+	if l.Status != upstream.StatusClientClosed || l.GRPCStatus == nil || *l.GRPCStatus != 1 || l.Error != "" {
 		t.Errorf("before the head: status %d, grpc_status %v, error %q; want 499, 1, none", l.Status, l.GRPCStatus, l.Error)
 	}
 
@@ -550,7 +551,7 @@ routes:
 	}
 	cancel()
 	l = readAccess(t, file, 2)[1]
-	if l.Status != statusClientClosed || l.GRPCStatus == nil || *l.GRPCStatus != 1 || l.Error != "" {
+	if l.Status != upstream.StatusClientClosed || l.GRPCStatus == nil || *l.GRPCStatus != 1 || l.Error != "" {
 		t.Errorf("mid-stream: status %d, grpc_status %v, error %q; want 499, 1, none", l.Status, l.GRPCStatus, l.Error)
 	}
 	if b := breakerOf(t, h, "grpc"); b.Failures != 0 {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/floodgate-gw/floodgate/internal/upstream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -63,33 +64,21 @@ routes:
 		})
 	}
 	client := h.grpcClient()
-	checkIs("grpc", stateUnhealthy, "NOT_SERVING")
+	checkIs("grpc", upstream.StateUnhealthy, "NOT_SERVING")
 	_, err = client.EmptyCall(context.Background(), &testpb.Empty{})
 	wantStatus(t, err, codes.Unavailable, "The upstream service is unavailable")
 
 	hs.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
-	checkIs("grpc", stateHealthy, "SERVING")
+	checkIs("grpc", upstream.StateHealthy, "SERVING")
 	if _, err := client.EmptyCall(context.Background(), &testpb.Empty{}); err != nil {
 		t.Fatalf("with its target back: %v", err)
 	}
 
 	hs.SetServingStatus(svc, healthpb.HealthCheckResponse_NOT_SERVING)
-	checkIs("grpc", stateUnhealthy, "NOT_SERVING")
+	checkIs("grpc", upstream.StateUnhealthy, "NOT_SERVING")
 
 	// "": the server's own health, which grpc-go's health server starts
 	// as SERVING.
-	checkIs("server", stateHealthy, "SERVING")
-	checkIs("unknown", stateUnhealthy, "grpc-status 5: unknown service")
-}
-
-func TestGRPCHealthRequest(t *testing.T) {
-	t.Parallel()
-	// Field 1 (service), length-delimited: 0x0a, the length, the bytes.
-	want := "\x00\x00\x00\x00\x05\x0a\x03abc"
-	if got := string(grpcHealthRequest("abc")); got != want {
-		t.Errorf("%q, want %q", got, want)
-	}
-	if got := string(grpcHealthRequest("")); got != "\x00\x00\x00\x00\x00" {
-		t.Errorf("service \"\": %q", got)
-	}
+	checkIs("server", upstream.StateHealthy, "SERVING")
+	checkIs("unknown", upstream.StateUnhealthy, "grpc-status 5: unknown service")
 }

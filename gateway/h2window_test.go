@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/floodgate-gw/floodgate/internal/upstream"
 )
 
 // An answer's client that stops reading holds no more than the stream's
@@ -76,9 +78,9 @@ routes:
 	// Not read: the client stalls.
 
 	deadline := time.Now().Add(5 * time.Second)
-	for sent.Load() < h2StreamWindow {
+	for sent.Load() < upstream.H2StreamWindow {
 		if time.Now().After(deadline) {
-			t.Fatalf("the target sent %d bytes of the stalled answer, want the window's %d at least", sent.Load(), h2StreamWindow)
+			t.Fatalf("the target sent %d bytes of the stalled answer, want the window's %d at least", sent.Load(), upstream.H2StreamWindow)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -104,7 +106,7 @@ routes:
 	// window, the client's and what is on the way between them (a copy
 	// buffer, a frame or so); the Transport's default window let it be
 	// 4 MiB.
-	const bound = h2StreamWindow + clientWindow + 64<<10
+	const bound = upstream.H2StreamWindow + clientWindow + 64<<10
 	watch := time.Now().Add(500 * time.Millisecond)
 	for time.Now().Before(watch) {
 		if got := sent.Load(); got > bound {
@@ -162,29 +164,5 @@ func TestH2CTargetNotHTTP2(t *testing.T) {
 			answerOf(t, h.do("GET", "/grpc.testing.TestService/EmptyCall", nil, nil), 502, "upstream_unavailable")
 			pollLog(t, h, `"msg":"upstream failed"`, "the target did not speak HTTP/2", tc.says, `"kind":"not_http2"`)
 		})
-	}
-}
-
-func TestSettingsHead(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		b    []byte
-		want bool
-	}{
-		{[]byte{0, 0, 0, 4, 0, 0, 0, 0, 0}, true},
-		{[]byte{0, 0, 18, 4, 0, 0, 0, 0, 0}, true},
-		{[]byte{0, 0, 0, 4}, false},
-		{[]byte{0, 0, 0, 4, 1, 0, 0, 0, 0}, true}, // flags are not looked at
-		{[]byte{0, 0, 0, 4, 0, 0x80, 0, 0, 0}, true},
-		{[]byte{0, 0, 7, 4, 0, 0, 0, 0, 0}, false},
-		{[]byte{0, 0, 8, 7, 0, 0, 0, 0, 0}, false}, // GOAWAY
-		{[]byte{0, 0, 0, 4, 0, 0, 0, 0, 1}, false},
-		{[]byte("HTTP/1.1 "), false},
-		{[]byte("<!DOCTYPE"), false},
-		{[]byte("no"), false},
-	} {
-		if got := settingsHead(tc.b); got != tc.want {
-			t.Errorf("settingsHead(%q) = %v, want %v", tc.b, got, tc.want)
-		}
 	}
 }

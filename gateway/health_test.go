@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/floodgate-gw/floodgate/internal/upstream"
 )
 
 // target is an upstream on a port of its own that a test can kill (its
@@ -247,7 +249,7 @@ routes:
 	waitFor(t, "both targets to take requests", func() bool { return a.hits.Load() > 50 && b.hits.Load() > 50 })
 	b.kill()
 	waitFor(t, "the killed target to fail its checks", func() bool {
-		return targetStatus(t, h.gw, "api", b.url).State == stateUnhealthy
+		return targetStatus(t, h.gw, "api", b.url).State == upstream.StateUnhealthy
 	})
 	if g := healthyGauge(t, h, "api", b.url); g != 0 {
 		t.Errorf("gateway_upstream_healthy of the killed target %v, want 0", g)
@@ -269,7 +271,7 @@ routes:
 
 	b.restart()
 	waitFor(t, "the restarted target to pass its checks", func() bool {
-		return targetStatus(t, h.gw, "api", b.url).State == stateHealthy
+		return targetStatus(t, h.gw, "api", b.url).State == upstream.StateHealthy
 	})
 	hitsBack := b.hits.Load()
 	waitFor(t, "requests to reach the restarted target", func() bool { return b.hits.Load() > hitsBack+50 })
@@ -329,7 +331,7 @@ routes:
 			drain(h.do("GET", "/api/x", nil, nil))
 		}
 		s := targetStatus(t, h.gw, "api", bad.URL)
-		if s.State != stateEjected || s.Ejections != n || s.EjectedUntil == nil || s.EjectedUntil.Sub(s.Since) != want {
+		if s.State != upstream.StateEjected || s.Ejections != n || s.EjectedUntil == nil || s.EjectedUntil.Sub(s.Since) != want {
 			t.Fatalf("ejection %d: %+v, want ejected for %v", n, s, want)
 		}
 		if g := healthyGauge(t, h, "api", bad.URL); g != 0 {
@@ -354,7 +356,7 @@ routes:
 	// Back in rotation, and sound, for max_time: the count starts again.
 	failing.Store(false)
 	drain(h.do("GET", "/api/x", nil, nil))
-	if s := targetStatus(t, h.gw, "api", bad.URL); s.State != stateHealthy {
+	if s := targetStatus(t, h.gw, "api", bad.URL); s.State != upstream.StateHealthy {
 		t.Fatalf("after its ejection: %+v", s)
 	}
 	if g := healthyGauge(t, h, "api", bad.URL); g != 1 {
@@ -392,19 +394,19 @@ routes:
 `, nil)
 	b.kill()
 	// A POST is not tried on another target after a refusal.
-	for i := 0; targetStatus(t, h.gw, "api", b.url).State != stateEjected; i++ {
+	for i := 0; targetStatus(t, h.gw, "api", b.url).State != upstream.StateEjected; i++ {
 		if i > 20 {
 			t.Fatalf("not ejected after 20 requests: %+v", targetStatus(t, h.gw, "api", b.url))
 		}
-		h.clock.Step(ejectFor) // past the pass-over of a refused target
+		h.clock.Step(upstream.EjectFor) // past the pass-over of a refused target
 		drain(h.do("POST", "/api/x", nil, strings.NewReader("body")))
 	}
 	a.kill()
-	for i := 0; targetStatus(t, h.gw, "api", a.url).State != stateEjected; i++ {
+	for i := 0; targetStatus(t, h.gw, "api", a.url).State != upstream.StateEjected; i++ {
 		if i > 20 {
 			t.Fatalf("not ejected after 20 requests: %+v", targetStatus(t, h.gw, "api", a.url))
 		}
-		h.clock.Step(ejectFor)
+		h.clock.Step(upstream.EjectFor)
 		drain(h.do("POST", "/api/x", nil, strings.NewReader("body")))
 	}
 	a.restart()
@@ -437,8 +439,8 @@ routes:
     breaker: {enabled: true, min_calls: 1, failure_rate: 0.1}
 `, nil)
 	waitFor(t, "both targets to fail their checks", func() bool {
-		return targetStatus(t, h.gw, "api", a.url).State == stateUnhealthy &&
-			targetStatus(t, h.gw, "api", b.url).State == stateUnhealthy
+		return targetStatus(t, h.gw, "api", a.url).State == upstream.StateUnhealthy &&
+			targetStatus(t, h.gw, "api", b.url).State == upstream.StateUnhealthy
 	})
 	for range 5 {
 		answerOf(t, h.do("GET", "/api/x", nil, nil), 502, "upstream_unavailable")
@@ -469,7 +471,7 @@ routes:
 	}
 	a.healthStatus.Store(200)
 	waitFor(t, "a target to pass its checks", func() bool {
-		return targetStatus(t, h.gw, "api", a.url).State == stateHealthy
+		return targetStatus(t, h.gw, "api", a.url).State == upstream.StateHealthy
 	})
 	resp := h.do("GET", "/api/x", nil, nil)
 	if drain(resp); resp.StatusCode != 200 || a.hits.Load() != 1 {
@@ -592,11 +594,11 @@ routes:
 	both := `"` + a.url + `", "` + b.url + `"`
 	checks := `{path: /healthz, interval: 100ms, timeout: 80ms, unhealthy_after: 1}`
 	h := newHarness(t, conf(both, checks), nil)
-	hr := &h.gw.health
+	hr := h.gw.health
 	waitFor(t, "the first target to fail its checks", func() bool {
-		return targetStatus(t, h.gw, "api", a.url).State == stateUnhealthy
+		return targetStatus(t, h.gw, "api", a.url).State == upstream.StateUnhealthy
 	})
-	if n := hr.n.Load(); n != 2 {
+	if n := hr.Checkers(); n != 2 {
 		t.Fatalf("%d checkers, want 2", n)
 	}
 	since := targetStatus(t, h.gw, "api", a.url).Since
@@ -608,25 +610,25 @@ routes:
 	}
 	// The same route, a limit added: the states and checkers stay.
 	reload(conf(both, checks) + "    limits: [{name: all, key: [route], rate: 1000/s}]\n")
-	if s := targetStatus(t, h.gw, "api", a.url); s.State != stateUnhealthy || !s.Since.Equal(since) {
+	if s := targetStatus(t, h.gw, "api", a.url); s.State != upstream.StateUnhealthy || !s.Since.Equal(since) {
 		t.Errorf("after a reload that kept the target: %+v", s)
 	}
-	if n := hr.n.Load(); n != 2 {
+	if n := hr.Checkers(); n != 2 {
 		t.Errorf("%d checkers, want 2", n)
 	}
 	// Other check settings: new checkers on the same states.
 	checksA := a.checks.Load()
 	reload(conf(both, `{path: /healthz, interval: 120ms, timeout: 80ms, unhealthy_after: 1, healthy_after: 1}`))
-	if s := targetStatus(t, h.gw, "api", a.url); s.State != stateUnhealthy {
+	if s := targetStatus(t, h.gw, "api", a.url); s.State != upstream.StateUnhealthy {
 		t.Errorf("after new check settings: %+v", s)
 	}
 	waitFor(t, "the new checker to check", func() bool { return a.checks.Load() > checksA })
-	if n := hr.n.Load(); n != 2 {
+	if n := hr.Checkers(); n != 2 {
 		t.Errorf("%d checkers, want 2", n)
 	}
 	// One target removed: its checker stops.
 	reload(conf(`"`+a.url+`"`, checks))
-	if n := hr.n.Load(); n != 1 {
+	if n := hr.Checkers(); n != 1 {
 		t.Errorf("%d checkers after removing a target, want 1", n)
 	}
 	// A check the stopped checker had sent may still reach the target,
@@ -646,10 +648,10 @@ routes:
 	}
 	// Checks turned off: the target they took out is back.
 	reload(conf(`"`+a.url+`"`, `{interval: 0s}`))
-	if n := hr.n.Load(); n != 0 {
+	if n := hr.Checkers(); n != 0 {
 		t.Errorf("%d checkers without checks, want 0", n)
 	}
-	if s := targetStatus(t, h.gw, "api", a.url); s.State != stateHealthy || s.LastCheck != nil {
+	if s := targetStatus(t, h.gw, "api", a.url); s.State != upstream.StateHealthy || s.LastCheck != nil {
 		t.Errorf("with checks turned off: %+v", s)
 	}
 	resp := h.do("GET", "/api/x", nil, nil)
@@ -660,16 +662,16 @@ routes:
 		t.Errorf("the removed target was checked %d times more", b.checks.Load()-stopped)
 	}
 	reload(conf(both, checks))
-	if n := hr.n.Load(); n != 2 {
+	if n := hr.Checkers(); n != 2 {
 		t.Errorf("%d checkers, want 2", n)
 	}
 	h.gw.Close()
-	if n := hr.n.Load(); n != 0 {
+	if n := hr.Checkers(); n != 0 {
 		t.Errorf("%d checkers after Close, want 0", n)
 	}
 	// A reload after Close starts none.
 	if err := h.gw.Reload(mustParse(t, conf(both, checks))); err == nil {
-		if n := hr.n.Load(); n != 0 {
+		if n := hr.Checkers(); n != 0 {
 			t.Errorf("%d checkers after a reload that followed Close", n)
 		}
 	}
@@ -690,7 +692,7 @@ routes:
       health: {path: /healthz, interval: 1s, timeout: 900ms, unhealthy_after: 1}
 `, nil)
 	waitFor(t, "the target to fail its checks", func() bool {
-		return targetStatus(t, h.gw, "api", a.url).State == stateUnhealthy
+		return targetStatus(t, h.gw, "api", a.url).State == upstream.StateUnhealthy
 	})
 	data, err := json.Marshal(h.gw.Routes())
 	if err != nil {
@@ -742,7 +744,7 @@ routes:
 `, up)
 	waitFor(t, "the first check to begin", func() bool { return checking.Load() == 1 })
 	s := targetStatus(t, h.gw, "api", up.URL)
-	if s.State != stateHealthy || s.LastCheck != nil {
+	if s.State != upstream.StateHealthy || s.LastCheck != nil {
 		t.Fatalf("before its first check: %+v", s)
 	}
 	if g := healthyGauge(t, h, "api", up.URL); g != 1 {
@@ -781,7 +783,7 @@ routes:
 	failing.Store(true)
 	ejectBad := func() {
 		t.Helper()
-		for i := 0; targetStatus(t, h.gw, "api", bad.URL).State != stateEjected; i++ {
+		for i := 0; targetStatus(t, h.gw, "api", bad.URL).State != upstream.StateEjected; i++ {
 			if i > 10 {
 				t.Fatal("not ejected after 10 requests")
 			}
@@ -793,7 +795,7 @@ routes:
 	waitFor(t, "a check to find the ejection over", func() bool {
 		return strings.Contains(h.log.String(), `"msg":"upstream target back in rotation","route":"api","target":"`+bad.URL+`","reason":"ejection_ended"`)
 	})
-	if s := targetStatus(t, h.gw, "api", bad.URL); s.State != stateHealthy {
+	if s := targetStatus(t, h.gw, "api", bad.URL); s.State != upstream.StateHealthy {
 		t.Fatalf("after its ejection: %+v", s)
 	}
 
@@ -803,7 +805,7 @@ routes:
 	}
 	ejectBad()
 	waitFor(t, "two checks to end the ejection", func() bool {
-		return targetStatus(t, h.gw, "api", bad.URL).State == stateHealthy
+		return targetStatus(t, h.gw, "api", bad.URL).State == upstream.StateHealthy
 	})
 	if log := h.log.String(); !strings.Contains(log, `"msg":"upstream target back in rotation","route":"api","target":"`+bad.URL+`","reason":"health_check"`) {
 		t.Errorf("the log lacks the early end:\n%s", log)

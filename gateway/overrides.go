@@ -601,7 +601,7 @@ func (g *Gateway) swapOverlay(prev *generation, set map[string]Override) error {
 	gen.file = prev.file
 	g.ov.set, g.ov.skipped = set, skipped
 	g.gen.Store(gen)
-	g.health.apply(g, gen)
+	g.health.Apply(gen.upstreams())
 	return nil
 }
 

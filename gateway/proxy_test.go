@@ -1,29 +1,6 @@
 package gateway
 
-import (
-	"net/url"
-	"testing"
-)
-
-func TestUpstreamPath(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct{ target, strip, path, decoded, escaped string }{
-		{"http://u", "", "/api/x", "/api/x", "/api/x"},
-		{"http://u/base", "", "/api/x", "/base/api/x", "/base/api/x"},
-		{"http://u/base/", "", "/", "/base", "/base"},
-		{"http://u", "/svc", "/svc/a", "/a", "/a"},
-		{"http://u", "/svc/", "/svc", "/", "/"},
-		{"http://u", "/svc", "/svcx/a", "/svcx/a", "/svcx/a"}, // not at a segment boundary
-		{"http://u", "/", "/a", "/a", "/a"},
-		{"http://u/b", "/svc", "/svc/a%20b", "/b/a b", "/b/a%20b"},
-	} {
-		target, _ := url.Parse(tc.target)
-		d, e := UpstreamPath(target, tc.strip, tc.path)
-		if d != tc.decoded || e != tc.escaped {
-			t.Errorf("UpstreamPath(%s, %q, %q) = %q, %q; want %q, %q", tc.target, tc.strip, tc.path, d, e, tc.decoded, tc.escaped)
-		}
-	}
-}
+import "testing"
 
 // A client's Connection field cannot strip the fields the gateway sets on
 // the request: the upstream still learns the client's address, scheme and

@@ -141,11 +141,11 @@ routes:
 	if n := clients(); n != 2 {
 		t.Fatalf("%d clients for two routes of different protocols", n)
 	}
-	first := h.gw.gen.Load().routes[0].upstream.client
+	first := h.gw.gen.Load().routes[0].upstream.Client()
 	if err := h.gw.Reload(mustParse(t, yaml("1s"))); err != nil {
 		t.Fatal(err)
 	}
-	if h.gw.gen.Load().routes[0].upstream.client != first {
+	if h.gw.gen.Load().routes[0].upstream.Client() != first {
 		t.Error("a reload that keeps the settings made a new client")
 	}
 	for _, timeout := range []string{"2s", "3s", "4s"} {
@@ -156,7 +156,7 @@ routes:
 	if n := clients(); n != 2 {
 		t.Errorf("%d clients after three reloads that changed the timeouts, want the two in use", n)
 	}
-	if h.gw.gen.Load().routes[0].upstream.client == first {
+	if h.gw.gen.Load().routes[0].upstream.Client() == first {
 		t.Error("a changed timeout kept the client of the timeout before")
 	}
 }

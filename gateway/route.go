@@ -6,6 +6,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/internal/answer"
+	"github.com/floodgate-gw/floodgate/internal/upstream"
 )
 
 // route is one configured route, ready to serve.
@@ -15,7 +16,7 @@ type route struct {
 	prefix   string // for "/x/**": "/x"; matches /x and everything below it
 	methods  []string
 	host     string
-	upstream *upstream
+	upstream *upstream.Upstream
 	limits   []*limitSpec
 	fallback *answer.Answer
 	// grpcRefused answers gRPC requests, which a route of protocol

@@ -25,6 +25,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/breaker"
 	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/internal/upstream"
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
@@ -426,25 +427,25 @@ func (x *exchange) startUpstream(h http.Header) trace.Span {
 }
 
 // endUpstream ends the upstream exchange's span with how it went.
-func endUpstream(s trace.Span, o *outcome) {
-	if o.target != "" {
-		if u, err := url.Parse(o.target); err == nil {
+func endUpstream(s trace.Span, o *upstream.Result) {
+	if o.Target != "" {
+		if u, err := url.Parse(o.Target); err == nil {
 			s.SetAttributes(semconv.ServerAddress(u.Hostname()))
 			if p, err := strconv.Atoi(u.Port()); err == nil {
 				s.SetAttributes(semconv.ServerPort(p))
 			}
 		}
 	}
-	if o.exchanged && o.err == nil || o.written {
-		s.SetAttributes(semconv.HTTPResponseStatusCode(o.status))
+	if o.Exchanged() && o.Err == nil || o.Head {
+		s.SetAttributes(semconv.HTTPResponseStatusCode(o.Status))
 	}
 	switch {
-	case o.err != nil:
-		s.SetAttributes(semconv.ErrorTypeKey.String(failureKind(*o)))
-		s.SetStatus(codes.Error, o.err.Error())
-	case o.failed || o.status >= 500:
-		s.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(o.status)))
-		s.SetStatus(codes.Error, strconv.Itoa(o.status))
+	case o.Err != nil:
+		s.SetAttributes(semconv.ErrorTypeKey.String(o.Kind()))
+		s.SetStatus(codes.Error, o.Err.Error())
+	case o.Failed() || o.Status >= 500:
+		s.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(o.Status)))
+		s.SetStatus(codes.Error, strconv.Itoa(o.Status))
 	}
 	s.End()
 }

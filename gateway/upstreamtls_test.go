@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/floodgate-gw/floodgate/internal/testcerts"
+	"github.com/floodgate-gw/floodgate/internal/upstream"
 )
 
 // tlsUpstream is an https target: what it saw of the last request's TLS.
@@ -236,7 +237,7 @@ func TestUpstreamTLSHealthChecks(t *testing.T) {
 			h := newHarness(t, yaml, nil)
 			waitFor(t, "two passed checks", func() bool { return up.healthHits() >= 2 })
 			target := strings.TrimPrefix(up.URL, "https://")
-			if st := targetStatus(t, h.gw, "r", "https://"+target); st.State != stateHealthy {
+			if st := targetStatus(t, h.gw, "r", "https://"+target); st.State != upstream.StateHealthy {
 				t.Errorf("target %+v, want healthy; log:\n%s", st, h.log)
 			}
 		})

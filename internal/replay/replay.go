@@ -27,6 +27,7 @@ import (
 	"github.com/floodgate-gw/floodgate/events"
 	"github.com/floodgate-gw/floodgate/gateway"
 	"github.com/floodgate-gw/floodgate/internal/answer"
+	"github.com/floodgate-gw/floodgate/internal/upstream"
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
@@ -674,7 +675,7 @@ func (rp *replayer) request(ctx context.Context, e *events.Event, n int) (*http.
 	}
 	target := targets[n%len(targets)]
 	out := &url.URL{Scheme: target.Scheme, Host: target.Host, RawQuery: e.Query}
-	out.Path, out.RawPath = gateway.UpstreamPath(target, rp.route.Upstream.StripPrefix, e.Path)
+	out.Path, out.RawPath = upstream.Path(target, rp.route.Upstream.StripPrefix, e.Path)
 	method := e.Method
 	if method == "" {
 		method = http.MethodGet

@@ -1,19 +1,19 @@
-package gateway
+package upstream
 
 import (
 	"errors"
 	"time"
 )
 
-// errNoTarget fails an exchange that found every target of its route out
+// ErrNoTarget fails an exchange that found every target of its route out
 // of rotation: none is asked, and the route answers 502 at once.
-var errNoTarget = errors.New("no target of the route is healthy")
+var ErrNoTarget = errors.New("no target of the route is healthy")
 
-// ejectFor is how long round robin passes over a target that refused a
+// EjectFor is how long round robin passes over a target that refused a
 // connection, so that the requests after it do not pay for the refusal.
 // Unlike an ejection it never leaves a route without a target: when
 // every target refused lately, they are tried all the same.
-const ejectFor = 2 * time.Second
+const EjectFor = 2 * time.Second
 
 // pick returns the index of the target the next exchange goes to: the
 // next in round robin (or, with least_request, the one with the fewest
@@ -24,7 +24,7 @@ const ejectFor = 2 * time.Second
 // is a guess from traffic, and a route left with no target at all would
 // not learn that one came back. It returns false when no target passes
 // its active checks.
-func (u *upstream) pick() (int, bool) {
+func (u *Upstream) pick() (int, bool) {
 	n := len(u.targets)
 	if n == 1 {
 		t := u.state[0]
@@ -65,7 +65,7 @@ func (u *upstream) pick() (int, bool) {
 }
 
 // pickLeast is pick for least_request.
-func (u *upstream) pickLeast(first int, now int64) (int, bool) {
+func (u *Upstream) pickLeast(first int, now int64) (int, bool) {
 	n := len(u.targets)
 	best, bestRank := -1, 3
 	var fewest int64
@@ -93,33 +93,33 @@ func (u *upstream) pickLeast(first int, now int64) (int, bool) {
 
 // acquire and release count a request in flight to target i, for
 // least_request.
-func (u *upstream) acquire(i int) {
+func (u *Upstream) acquire(i int) {
 	if u.least {
 		u.state[i].inflight.Add(1)
 	}
 }
 
-func (u *upstream) release(i int) {
+func (u *Upstream) release(i int) {
 	if u.least {
 		u.state[i].inflight.Add(-1)
 	}
 }
 
-// eject passes over target i for ejectFor after it refused a connection,
+// eject passes over target i for EjectFor after it refused a connection,
 // and counts the failure towards its ejection.
-func (u *upstream) eject(i int) {
+func (u *Upstream) eject(i int) {
 	now := u.now()
 	if len(u.targets) > 1 {
-		u.state[i].down.Store(now.Add(ejectFor).UnixNano())
+		u.state[i].down.Store(now.Add(EjectFor).UnixNano())
 	}
 	u.state[i].failed(&u.ejection, now)
 }
 
 // failed counts an exchange with target i that got no answer.
-func (u *upstream) failed(i int) { u.state[i].failed(&u.ejection, u.now()) }
+func (u *Upstream) failed(i int) { u.state[i].failed(&u.ejection, u.now()) }
 
 // answered counts an exchange with target i that got an answer.
-func (u *upstream) answered(i int, status int) {
+func (u *Upstream) answered(i int, status int) {
 	t := u.state[i]
 	if t.fails.Load() == 0 && u.ejection.Consecutive5xx == 0 {
 		return // the common case, without a look at the clock

@@ -1,4 +1,4 @@
-package gateway
+package upstream
 
 import (
 	"bytes"
@@ -25,7 +25,7 @@ import (
 type checker struct {
 	settings config.Health
 	protocol config.Protocol    // the upstream's: what the checks speak
-	tlsID    string             // the upstream's TLS (upstreamTLS), which the checks speak too
+	tlsID    string             // the upstream's TLS (TLS), which the checks speak too
 	cancel   context.CancelFunc // ends the checks, and a check under way
 	done     chan struct{}
 }
@@ -91,7 +91,7 @@ func checkClientFor(p config.Protocol, tlsc *tls.Config, tlsID string) *http.Cli
 
 // start runs t's checks with h until the checker is stopped. The first
 // check is made at once.
-func (hr *healthRegistry) start(g *Gateway, t *targetState, h config.Health, u *upstream) *checker {
+func (hr *Registry) start(t *Target, h config.Health, u *Upstream) *checker {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &checker{settings: h, protocol: u.protocol, tlsID: u.tlsID, cancel: cancel, done: make(chan struct{})}
 	client := checkClientFor(u.protocol, u.tls, u.tlsID)
@@ -121,7 +121,7 @@ func (hr *healthRegistry) start(g *Gateway, t *targetState, h config.Health, u *
 			if ctx.Err() != nil {
 				return
 			}
-			t.checked(h, ok, what, g.now())
+			t.checked(h, ok, what, hr.now())
 			select {
 			case <-ctx.Done():
 				return

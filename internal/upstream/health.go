@@ -1,8 +1,10 @@
-package gateway
+package upstream
 
 import (
+	"iter"
 	"log/slog"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,11 +23,11 @@ import (
 // target that is down is soon passed over anyway, a refused connection
 // at once (ejectFor) and a dead one after its checks or exchanges fail.
 
-// targetState is what the gateway knows of one target of one route. It
+// Target is what the gateway knows of one target of one route. It
 // outlives a reload that keeps the route and the target, so that a
 // reload neither brings back a target that is out nor takes out one that
 // is back.
-type targetState struct {
+type Target struct {
 	route, name string
 	target      *url.URL
 	log         *slog.Logger
@@ -47,20 +49,20 @@ type targetState struct {
 	lastCheck time.Time
 	lastOK    bool
 	lastWhat  string
-	checker   *checker // nil: no active checks; healthRegistry.mu guards it
+	checker   *checker // nil: no active checks; Registry.mu guards it
 }
 
 // Target states, as GET /admin/routes shows them.
 const (
-	stateHealthy   = "healthy"
-	stateUnhealthy = "unhealthy" // failed its active checks
-	stateEjected   = "ejected"   // its exchanges failed
+	StateHealthy   = "healthy"
+	StateUnhealthy = "unhealthy" // failed its active checks
+	StateEjected   = "ejected"   // its exchanges failed
 )
 
 // available reports whether the target is in rotation at now (Unix ns).
 // An ejection found over is ended here, so that its end is logged when
 // the target takes traffic again.
-func (t *targetState) available(now int64) bool {
+func (t *Target) available(now int64) bool {
 	if t.unhealthy.Load() {
 		return false
 	}
@@ -75,7 +77,7 @@ func (t *targetState) available(now int64) bool {
 
 // endEjection ends the ejection that was to last until e (Unix ns), if
 // no one else ended it first.
-func (t *targetState) endEjection(e int64, reason string) {
+func (t *Target) endEjection(e int64, reason string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.ejected.CompareAndSwap(e, 0) {
@@ -96,14 +98,14 @@ func (t *targetState) endEjection(e int64, reason string) {
 
 // failed counts an exchange that got no answer: a connection refused,
 // reset or timed out.
-func (t *targetState) failed(e *config.Eject, now time.Time) {
+func (t *Target) failed(e *config.Eject, now time.Time) {
 	if e.ConsecutiveFailures > 0 && int(t.fails.Add(1)) >= e.ConsecutiveFailures {
 		t.eject(e, now, "consecutive_failures")
 	}
 }
 
 // answered counts an exchange that got an answer with status.
-func (t *targetState) answered(e *config.Eject, status int, now time.Time) {
+func (t *Target) answered(e *config.Eject, status int, now time.Time) {
 	// Only loads on the way of a healthy target's answers: no write to
 	// a line that every request would share.
 	if t.fails.Load() != 0 {
@@ -124,7 +126,7 @@ func (t *targetState) answered(e *config.Eject, status int, now time.Time) {
 // eject takes the target out of rotation for BaseTime × 2^(n-1), at most
 // MaxTime, for its nth ejection in a row; a target that stayed in
 // rotation for MaxTime since its last ejection ended starts from n = 1.
-func (t *targetState) eject(e *config.Eject, now time.Time, reason string) {
+func (t *Target) eject(e *config.Eject, now time.Time, reason string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if until := t.ejected.Load(); until != 0 && now.UnixNano() < until {
@@ -159,7 +161,7 @@ func ejectionTime(e *config.Eject, n int) time.Duration {
 }
 
 // checked records the result of an active check at now.
-func (t *targetState) checked(h config.Health, ok bool, what string, now time.Time) {
+func (t *Target) checked(h config.Health, ok bool, what string, now time.Time) {
 	t.mu.Lock()
 	t.lastCheck, t.lastOK, t.lastWhat = now, ok, what
 	var back bool
@@ -198,7 +200,7 @@ func (t *targetState) checked(h config.Health, ok bool, what string, now time.Ti
 
 // checksOff forgets what active checks said, when a reload turns them
 // off: a target they had taken out comes back.
-func (t *targetState) checksOff() {
+func (t *Target) checksOff() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.okRun, t.failRun, t.lastCheck, t.lastWhat = 0, 0, time.Time{}, ""
@@ -208,36 +210,120 @@ func (t *targetState) checksOff() {
 	}
 }
 
-// state is the target's state at now, as GET /admin/routes names it.
-func (t *targetState) state(now time.Time) string {
+// State is the target's state at now, as GET /admin/routes names it.
+func (t *Target) State(now time.Time) string {
 	switch {
 	case t.unhealthy.Load():
-		return stateUnhealthy
+		return StateUnhealthy
 	case t.ejected.Load() > now.UnixNano():
-		return stateEjected
+		return StateEjected
 	}
-	return stateHealthy
+	return StateHealthy
 }
 
-// healthRegistry holds the target states of the running routes, by
-// route and target, and the active checkers that run on them.
-type healthRegistry struct {
+// Name is the target as its route's configuration has it.
+func (t *Target) Name() string { return t.name }
+
+// Status is what the gateway knows of the target at now, as GET
+// /admin/routes shows it; least says the route balances by
+// least_request, which counts the target's requests in flight.
+func (t *Target) Status(now time.Time, least bool) TargetStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := TargetStatus{
+		Target: t.name, State: t.State(now), Since: t.since,
+		ConsecutiveFailures: int(t.fails.Load()), Consecutive5xx: int(t.fives.Load()),
+		Ejections: t.ejections,
+	}
+	if least {
+		n := t.inflight.Load()
+		s.InFlight = &n
+	}
+	if e := t.ejected.Load(); e > now.UnixNano() {
+		until := time.Unix(0, e)
+		s.EjectedUntil = &until
+	}
+	if !t.lastCheck.IsZero() {
+		s.LastCheck = &CheckStatus{At: t.lastCheck, OK: t.lastOK, Result: t.lastWhat, Passed: t.okRun, Failed: t.failRun}
+	}
+	return s
+}
+
+// TargetStatus is one target of a route, and what the gateway knows of
+// its health.
+type TargetStatus struct {
+	Target string `json:"target"`
+	// State is healthy, unhealthy (it failed its active checks) or
+	// ejected (its exchanges failed; EjectedUntil says until when).
+	State string    `json:"state"`
+	Since time.Time `json:"since"`
+	// InFlight counts its requests in flight, with balance least_request.
+	InFlight *int64 `json:"in_flight,omitempty"`
+
+	// ConsecutiveFailures and Consecutive5xx are the exchanges in a row
+	// that got no answer, and that got a 5xx.
+	ConsecutiveFailures int `json:"consecutive_failures"`
+	Consecutive5xx      int `json:"consecutive_5xx"`
+	// Ejections counts the ejections in a row, each twice as long as the
+	// one before.
+	Ejections    int        `json:"ejections"`
+	EjectedUntil *time.Time `json:"ejected_until,omitempty"`
+
+	// LastCheck is the last active check; nil before the first, and
+	// without active checks.
+	LastCheck *CheckStatus `json:"last_check,omitempty"`
+}
+
+// CheckStatus is a target's last active check.
+type CheckStatus struct {
+	At     time.Time `json:"at"`
+	OK     bool      `json:"ok"`
+	Result string    `json:"result"` // the status, or what failed
+	// Passed and Failed are the checks in a row that passed, or failed,
+	// up to this one.
+	Passed int `json:"passed"`
+	Failed int `json:"failed"`
+}
+
+// Targets yields the states of the upstream's targets, in the order of
+// its configuration.
+func (u *Upstream) Targets() iter.Seq[*Target] { return slices.Values(u.state) }
+
+// Least reports an upstream that balances by least_request.
+func (u *Upstream) Least() bool { return u.least }
+
+// Checked reports an upstream whose targets have active checks.
+func (u *Upstream) Checked() bool { return u.health.Interval > 0 }
+
+// Registry holds the target states of the running routes, by route and
+// target, and the active checkers that run on them. The zero value is not
+// ready: NewRegistry makes one.
+type Registry struct {
+	log *slog.Logger
+	now func() time.Time // the gateway's clock
+
 	mu      sync.Mutex
-	targets map[string]*targetState
+	targets map[string]*Target
 	running sync.WaitGroup
 	n       atomic.Int64 // checkers running
-	closed  bool         // by the gateway's Close: no checker starts after it
+	closed  bool         // by Close: no checker starts after it
+}
+
+// NewRegistry returns a registry whose targets log to log and go by the
+// clock now.
+func NewRegistry(log *slog.Logger, now func() time.Time) *Registry {
+	return &Registry{log: log, now: now}
 }
 
 func targetKey(route, target string) string { return route + "\x00" + target }
 
-// states returns the states of a route's targets: the running ones for
+// Targets returns the states of a route's targets: the running ones for
 // the targets the route had, new ones for the others. New ones are kept
-// only once apply takes the generation they are part of.
-func (hr *healthRegistry) states(route string, targets []*url.URL, log *slog.Logger, now func() time.Time) []*targetState {
+// only once Apply takes the upstreams they are part of.
+func (hr *Registry) Targets(route string, targets []*url.URL) []*Target {
 	hr.mu.Lock()
 	defer hr.mu.Unlock()
-	out := make([]*targetState, len(targets))
+	out := make([]*Target, len(targets))
 	for i, u := range targets {
 		name := u.String()
 		t := hr.targets[targetKey(route, name)]
@@ -247,28 +333,28 @@ func (hr *healthRegistry) states(route string, targets []*url.URL, log *slog.Log
 			}
 		}
 		if t == nil {
-			t = &targetState{route: route, name: name, target: u, log: log, now: now, since: now()}
+			t = &Target{route: route, name: name, target: u, log: hr.log, now: hr.now, since: hr.now()}
 		}
 		out[i] = t
 	}
 	return out
 }
 
-// apply makes gen's targets the running ones: it starts the active
-// checks of their routes, restarts those whose settings changed, and
-// stops those of the targets gen no longer has. Reload calls it once gen
-// serves.
-func (hr *healthRegistry) apply(g *Gateway, gen *generation) {
+// Apply makes the targets of ups, the upstreams of the routes a new
+// configuration serves, the running ones: it starts the active checks of
+// their routes, restarts those whose settings changed, and stops those of
+// the targets no upstream has any longer. Reload calls it once the
+// configuration serves.
+func (hr *Registry) Apply(ups []*Upstream) {
 	hr.mu.Lock()
 	defer hr.mu.Unlock()
 	if hr.closed {
 		return
 	}
-	keep := map[string]*targetState{}
-	for _, r := range gen.routes {
-		u := r.upstream
+	keep := map[string]*Target{}
+	for _, u := range ups {
 		for _, t := range u.state {
-			key := targetKey(r.id, t.name)
+			key := targetKey(u.route, t.name)
 			if keep[key] != nil {
 				continue
 			}
@@ -283,7 +369,7 @@ func (hr *healthRegistry) apply(g *Gateway, gen *generation) {
 				continue
 			}
 			if t.checker == nil {
-				t.checker = hr.start(g, t, h, u)
+				t.checker = hr.start(t, h, u)
 			}
 		}
 	}
@@ -296,8 +382,11 @@ func (hr *healthRegistry) apply(g *Gateway, gen *generation) {
 	hr.targets = keep
 }
 
-// close stops every checker and waits for them.
-func (hr *healthRegistry) close() {
+// Checkers counts the active checkers running.
+func (hr *Registry) Checkers() int64 { return hr.n.Load() }
+
+// Close stops every checker and waits for them.
+func (hr *Registry) Close() {
 	hr.mu.Lock()
 	hr.closed = true
 	for _, t := range hr.targets {

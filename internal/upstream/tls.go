@@ -1,4 +1,4 @@
-package gateway
+package upstream
 
 import (
 	"crypto/sha256"
@@ -11,14 +11,14 @@ import (
 	"github.com/floodgate-gw/floodgate/internal/tlsfiles"
 )
 
-// upstreamTLS is the TLS configuration of a route's https targets
+// TLS is the TLS configuration of a route's https targets
 // (upstream.tls), its files read now: the system's roots unless t names a
 // CA, no client certificate unless t names one, TLS 1.2 at least. id
 // tells one configuration from another, the files' contents included, so
 // that routes share a client only when they speak the same TLS, and a
 // reload after a certificate was renewed makes a client that presents
 // the new one.
-func upstreamTLS(t *config.UpstreamTLS) (cfg *tls.Config, id string, err error) {
+func TLS(t *config.UpstreamTLS) (cfg *tls.Config, id string, err error) {
 	cfg = &tls.Config{MinVersion: tls.VersionTLS12}
 	if t == nil {
 		return cfg, "", nil

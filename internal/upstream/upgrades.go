@@ -1,16 +1,16 @@
-package gateway
+package upstream
 
 import (
 	"sync"
 	"time"
 )
 
-// upgrades are the requests that switched protocols and whose connections
+// Upgrades are the requests that switched protocols and whose connections
 // are joined to their upstream's. A graceful shutdown does not wait for
 // them (the server no longer tracks a connection it handed over), so the
 // gateway closes them when it closes, and waits for their handlers, which
 // release their concurrency leases, before it closes the store.
-type upgrades struct {
+type Upgrades struct {
 	mu     sync.Mutex
 	open   map[*joined]struct{}
 	closed bool
@@ -20,10 +20,10 @@ type upgrades struct {
 // joined is one pair of joined connections; stop closes both.
 type joined struct{ stop func() }
 
-// enter counts the handler of an upgrade request, for close to wait for,
-// and leave is called when it returns; once the gateway is closing, enter
+// Enter counts the handler of an upgrade request, for Close to wait for,
+// and Leave is called when it returns; once the gateway is closing, Enter
 // reports false and counts nothing (the handler's switch will be refused).
-func (u *upgrades) enter() bool {
+func (u *Upgrades) Enter() bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.closed {
@@ -33,11 +33,11 @@ func (u *upgrades) enter() bool {
 	return true
 }
 
-func (u *upgrades) leave() { u.wg.Done() }
+func (u *Upgrades) Leave() { u.wg.Done() }
 
 // add registers j, or reports false when the gateway is closing and j
 // must not start.
-func (u *upgrades) add(j *joined) bool {
+func (u *Upgrades) add(j *joined) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.closed {
@@ -50,14 +50,14 @@ func (u *upgrades) add(j *joined) bool {
 	return true
 }
 
-func (u *upgrades) remove(j *joined) {
+func (u *Upgrades) remove(j *joined) {
 	u.mu.Lock()
 	delete(u.open, j)
 	u.mu.Unlock()
 }
 
-// close stops every joined pair and waits up to wait for their handlers.
-func (u *upgrades) close(wait time.Duration) {
+// Close stops every joined pair and waits up to wait for their handlers.
+func (u *Upgrades) Close(wait time.Duration) {
 	u.mu.Lock()
 	u.closed = true
 	for j := range u.open {

@@ -1,4 +1,4 @@
-package gateway
+package upstream
 
 import (
 	"bytes"
@@ -17,14 +17,6 @@ import (
 
 	"github.com/floodgate-gw/floodgate/internal/h1"
 )
-
-// upstreamClient sends one exchange to a target and returns the answer,
-// as h1.Client.Do does: h1.Client for upstream.protocol http1, h2Client
-// for h2c and h2.
-type upstreamClient interface {
-	Do(req *http.Request, idle time.Duration, interim h1.Interim) (*http.Response, error)
-	CloseIdle()
-}
 
 // h2Client speaks HTTP/2 to the targets: h2c (prior knowledge, in clear)
 // to http:// ones, h2 (TLS, ALPN h2) to https:// ones. Its
@@ -60,7 +52,7 @@ func newH2Client(connectTimeout, timeout time.Duration, tlsc *tls.Config) *h2Cli
 		// reset) is found by a ping after 30 s of silence, and closed
 		// when the ping goes 15 s unanswered, failing its streams.
 		//
-		// An answer's stream may hold h2StreamWindow bytes the client has
+		// An answer's stream may hold H2StreamWindow bytes the client has
 		// not taken yet, where the Transport's default, 4 MiB, let each
 		// client that stops reading pin that much in the gateway. The
 		// connection's window stays the Transport's (1 GiB): a stalled
@@ -69,7 +61,7 @@ func newH2Client(connectTimeout, timeout time.Duration, tlsc *tls.Config) *h2Cli
 		HTTP2: &http.HTTP2Config{
 			SendPingTimeout:           30 * time.Second,
 			PingTimeout:               15 * time.Second,
-			MaxReceiveBufferPerStream: h2StreamWindow,
+			MaxReceiveBufferPerStream: H2StreamWindow,
 		},
 	}
 	if tlsc == nil {
@@ -114,9 +106,9 @@ func newH2Client(connectTimeout, timeout time.Duration, tlsc *tls.Config) *h2Cli
 	return hc
 }
 
-// h2StreamWindow is how much of an answer's body the gateway takes from
+// H2StreamWindow is how much of an answer's body the gateway takes from
 // an HTTP/2 target ahead of the client: the stream's flow-control window.
-const h2StreamWindow = 256 << 10
+const H2StreamWindow = 256 << 10
 
 // errNotHTTP2 fails an exchange with a target of protocol h2c or h2 that
 // answered in another protocol, HTTP/1.1 mostly.
@@ -361,10 +353,11 @@ func grpcTimeout(h http.Header) (d time.Duration, ok bool) {
 	if len(vv) == 0 {
 		return 0, false
 	}
-	return parseGRPCTimeout(vv[0])
+	return ParseGRPCTimeout(vv[0])
 }
 
-func parseGRPCTimeout(s string) (time.Duration, bool) {
+// ParseGRPCTimeout reads a grpc-timeout value, as grpcTimeout does.
+func ParseGRPCTimeout(s string) (time.Duration, bool) {
 	if len(s) < 2 || len(s) > 9 {
 		return 0, false
 	}

@@ -1,4 +1,4 @@
-package gateway
+package upstream
 
 import (
 	"context"
@@ -26,8 +26,8 @@ func TestClassify(t *testing.T) {
 		{errors.New("connection reset"), http.StatusBadGateway, false, true},
 	} {
 		o := classify(context.Background(), c.err)
-		if o.status != c.status || o.client != c.client || o.failed != c.failed {
-			t.Errorf("%v: status %d client %v failed %v, want %d %v %v", c.err, o.status, o.client, o.failed, c.status, c.client, c.failed)
+		if client := o.End == ClientBody; o.Status != c.status || client != c.client || o.Failed() != c.failed {
+			t.Errorf("%v: status %d client %v failed %v, want %d %v %v", c.err, o.Status, client, o.Failed(), c.status, c.client, c.failed)
 		}
 	}
 }
