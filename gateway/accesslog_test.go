@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,14 +9,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/internal/accesslog"
 	"github.com/floodgate-gw/floodgate/internal/testnet"
 )
 
@@ -333,7 +329,7 @@ routes:
 	}
 }
 
-// Every line's path is cut at maxLoggedPath, an admitted request's too.
+// Every line's path is cut at accesslog.MaxPath, an admitted request's too.
 func TestAccessLogLongPath(t *testing.T) {
 	t.Parallel()
 	up := newBackend(t, nil)
@@ -346,74 +342,13 @@ routes:
     match: {path: /api/**}
     upstream: {targets: ["{{UP}}"]}
 `, up)
-	long := "/api/" + strings.Repeat("a", 2*maxLoggedPath)
+	long := "/api/" + strings.Repeat("a", 2*accesslog.MaxPath)
 	resp := h.do("GET", long, nil, nil)
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	l := readAccess(t, file, 1)[0]
-	if l.Outcome != "admitted" || l.Path != long[:maxLoggedPath] {
-		t.Errorf("%s, %d bytes of path; want admitted, the first %d bytes", l.Outcome, len(l.Path), maxLoggedPath)
-	}
-}
-
-// blockedWriter holds every Write until it is released.
-type blockedWriter struct {
-	release chan struct{}
-	mu      sync.Mutex
-	lines   int
-}
-
-func (w *blockedWriter) Write(p []byte) (int, error) {
-	<-w.release
-	w.mu.Lock()
-	w.lines += bytes.Count(p, []byte("\n"))
-	w.mu.Unlock()
-	return len(p), nil
-}
-
-// A writer that cannot keep up costs lines, counted, not the requests'
-// time: put never waits.
-func TestAccessLogQueueFull(t *testing.T) {
-	t.Parallel()
-	dropped := prometheus.NewCounter(prometheus.CounterOpts{Name: "dropped"})
-	a := newAccessLog(dropped, discardLogger(), time.Now)
-	w := &blockedWriter{release: make(chan struct{})}
-	a.use(&accessSink{target: "test", w: w})
-	const n = accessQueue + 100
-	for range n {
-		b := accessBufs.Get().(*[]byte)
-		*b = append((*b)[:0], "{}\n"...)
-		a.put(b)
-	}
-	close(w.release)
-	a.close()
-	lost := a.takeDropped()
-	if lost < 99 || lost > 100 {
-		t.Errorf("%d lines dropped, want 99 or 100 (the writer holds one)", lost)
-	}
-	if got := testutil.ToFloat64(dropped); got != float64(lost) {
-		t.Errorf("the metric counts %v, want %d", got, lost)
-	}
-	if int64(w.lines)+lost != n {
-		t.Errorf("%d lines written and %d dropped of %d", w.lines, lost, n)
-	}
-}
-
-func TestAppendJSONString(t *testing.T) {
-	t.Parallel()
-	for _, s := range []string{"", "plain", `q"uote\back`, "new\nline\ttab\x00nul\x7f", "ünï©ødé", "bad\xff\xfeutf8", "\u2028"} {
-		b := appendJSONString(nil, s)
-		var got string
-		if err := json.Unmarshal(b, &got); err != nil {
-			t.Errorf("%q gives %s, not a JSON string: %v", s, b, err)
-			continue
-		}
-		if want := strings.ToValidUTF8(s, "\ufffd"); got != want && !strings.Contains(s, "\xff") {
-			t.Errorf("%q gives %s, read back as %q", s, b, got)
-		}
-		if bytes.ContainsAny(b, "\n\r\x00") {
-			t.Errorf("%q gives %q, with a raw control character", s, b)
-		}
+	if l.Outcome != "admitted" || l.Path != long[:accesslog.MaxPath] {
+		t.Errorf("%s, %d bytes of path; want admitted, the first %d bytes", l.Outcome, len(l.Path), accesslog.MaxPath)
 	}
 }
 

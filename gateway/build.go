@@ -17,8 +17,10 @@ import (
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/gateway/clientip"
+	"github.com/floodgate-gw/floodgate/internal/accesslog"
 	"github.com/floodgate-gw/floodgate/internal/answer"
 	"github.com/floodgate-gw/floodgate/internal/keycache"
+	"github.com/floodgate-gw/floodgate/internal/logsample"
 	"github.com/floodgate-gw/floodgate/internal/topk"
 	"github.com/floodgate-gw/floodgate/internal/upstream"
 	"github.com/floodgate-gw/floodgate/limit"
@@ -76,7 +78,7 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	sink, err := openAccessSink(cfg, o.Stdout, o.Stderr)
+	sink, err := accesslog.Open(cfg, o.Stdout, o.Stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -85,11 +87,11 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 		log:         o.Logger,
 		now:         o.Now,
 		ids:         answer.NewIDSource(),
-		storeErrLog: newSampler(1),
-		framingLog:  newSampler(5),
-		samplers:    map[string]*sampler{},
+		storeErrLog: logsample.New(1),
+		framingLog:  logsample.New(5),
+		samplers:    map[string]*logsample.Sampler{},
 		tops:        map[string]*topk.Sketch{},
-		failLogs:    map[string]*sampler{},
+		failLogs:    map[string]*logsample.Sampler{},
 		clients:     map[string]upstream.Client{},
 		breakers:    map[string]*routeBreaker{},
 		reg:         o.Registerer,
@@ -110,13 +112,13 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 	g.stop = make(chan struct{})
 	gen, err := g.build(cfg, nil)
 	if err != nil {
-		sink.close()
+		sink.Close()
 		g.local.Close()
 		return nil, err
 	}
 	gen.file = cfg
-	g.access = newAccessLog(g.metrics.accessDropped, g.log, g.now)
-	g.access.use(sink)
+	g.access = accesslog.New(g.metrics.accessDropped, g.log, g.now)
+	g.access.Use(sink)
 	g.gen.Store(gen)
 	g.health.Apply(gen.upstreams())
 	o.Registerer.MustRegister(healthCollector{g})
@@ -330,19 +332,21 @@ func keyPartOf(p config.KeyPart) keyPart {
 
 // sampler returns the log sampler of a route's limit, the same one across
 // reloads.
-func (g *Gateway) sampler(id string) *sampler { return g.keptSampler(g.samplers, id) }
+func (g *Gateway) sampler(id string) *logsample.Sampler { return g.keptSampler(g.samplers, id) }
 
 // failSampler returns the sampler of a route's upstream failure lines,
 // the same one across reloads.
-func (g *Gateway) failSampler(route string) *sampler { return g.keptSampler(g.failLogs, route) }
+func (g *Gateway) failSampler(route string) *logsample.Sampler {
+	return g.keptSampler(g.failLogs, route)
+}
 
 // keptSampler returns m's sampler for id, made on first use.
-func (g *Gateway) keptSampler(m map[string]*sampler, id string) *sampler {
+func (g *Gateway) keptSampler(m map[string]*logsample.Sampler, id string) *logsample.Sampler {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := m[id]
 	if s == nil {
-		s = newSampler(logsPerSecond)
+		s = logsample.New(logsPerSecond)
 		m[id] = s
 	}
 	return s
@@ -447,7 +451,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	// The access log's file is opened again whatever changed, so that a
 	// rotated file is followed; one that cannot be opened refuses the
 	// reload, as a config that does not build does.
-	sink, err := openAccessSink(cfg, g.stdout, g.stderr)
+	sink, err := accesslog.Open(cfg, g.stdout, g.stderr)
 	if err != nil {
 		g.metrics.reloaded(false, g.now())
 		return err
@@ -463,7 +467,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	eff, skipped := overlay(cfg, set)
 	gen, err := g.build(eff, prev)
 	if err != nil {
-		sink.close()
+		sink.Close()
 		g.metrics.reloaded(false, g.now())
 		return err
 	}
@@ -478,7 +482,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 		g.forgetGone(gone)
 		g.noteSkipped(before)
 	}
-	g.access.use(sink)
+	g.access.Use(sink)
 	g.metrics.reloaded(true, g.now())
 	// Requests still on the old generation may verify with its verifier
 	// after this: a closed one still verifies, with the keys it has.
@@ -539,7 +543,7 @@ func (g *Gateway) Close() error {
 		g.recorder.Close()
 	}
 	g.mu.Unlock()
-	g.access.close()
+	g.access.Close()
 	return g.local.Close()
 }
 
@@ -564,17 +568,17 @@ func (g *Gateway) flushDropped() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for id, s := range g.samplers {
-		if n := s.takeDropped(); n > 0 {
+		if n := s.TakeDropped(); n > 0 {
 			route, lim, _ := strings.Cut(id, "/")
 			g.log.Warn("rate limited requests not logged", "route", route, "limit", lim, "count", n)
 		}
 	}
 	for route, s := range g.failLogs {
-		if n := s.takeDropped(); n > 0 {
+		if n := s.TakeDropped(); n > 0 {
 			g.log.Warn("upstream failures not logged", "route", route, "count", n)
 		}
 	}
-	if n := g.access.takeDropped(); n > 0 {
+	if n := g.access.TakeDropped(); n > 0 {
 		g.log.Warn("access log lines dropped: the writer fell behind", "count", n)
 	}
 }

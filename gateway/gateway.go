@@ -19,7 +19,9 @@ import (
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/events"
 	"github.com/floodgate-gw/floodgate/gateway/clientip"
+	"github.com/floodgate-gw/floodgate/internal/accesslog"
 	"github.com/floodgate-gw/floodgate/internal/answer"
+	"github.com/floodgate-gw/floodgate/internal/logsample"
 	"github.com/floodgate-gw/floodgate/internal/pathclean"
 	"github.com/floodgate-gw/floodgate/internal/topk"
 	"github.com/floodgate-gw/floodgate/internal/upstream"
@@ -45,9 +47,9 @@ type Gateway struct {
 	log         *slog.Logger
 	recordWait  time.Duration // Options.RecordWait
 	ids         *answer.IDSource
-	storeErrLog *sampler
-	framingLog  *sampler    // requests refused for their framing
-	storeDown   atomic.Bool // the store failed, and has not answered since
+	storeErrLog *logsample.Sampler
+	framingLog  *logsample.Sampler // requests refused for their framing
+	storeDown   atomic.Bool        // the store failed, and has not answered since
 	// storeFailedAt is the Unix ns of the store's last failure.
 	storeFailedAt atomic.Int64
 
@@ -58,9 +60,9 @@ type Gateway struct {
 	started   time.Time
 
 	mu       sync.Mutex
-	samplers map[string]*sampler     // by route and limit, kept across reloads
-	tops     map[string]*topk.Sketch // rejected keys by route and limit (topkeys.go)
-	failLogs map[string]*sampler     // upstream failures by route, kept across reloads
+	samplers map[string]*logsample.Sampler // by route and limit, kept across reloads
+	tops     map[string]*topk.Sketch       // rejected keys by route and limit (topkeys.go)
+	failLogs map[string]*logsample.Sampler // upstream failures by route, kept across reloads
 	clients  map[string]upstream.Client
 	breakers map[string]*routeBreaker // by route, kept across reloads
 	reg      prometheus.Registerer
@@ -69,9 +71,9 @@ type Gateway struct {
 	recorderCfg   config.Events
 	recorderStore config.Store
 
-	access *accessLog // the access log's queue and writer
-	stdout io.Writer  // server.access_log: stdout
-	stderr io.Writer  // server.access_log: stderr
+	access *accesslog.Log // the access log's queue and writer
+	stdout io.Writer      // server.access_log: stdout
+	stderr io.Writer      // server.access_log: stderr
 
 	reloadMu  sync.Mutex
 	stop      chan struct{}
@@ -545,7 +547,7 @@ func (g *Gateway) answerFailure(w http.ResponseWriter, x *exchange, v *verdict, 
 // lines are sampled per route as rejections are, and the count of those
 // not logged follows once a second.
 func (g *Gateway) logUpstreamFailure(x *exchange, o *upstream.Result, status int) {
-	if !x.route.failLog.allow(g.now().Unix()) {
+	if !x.route.failLog.Allow(g.now().Unix()) {
 		return
 	}
 	msg := "upstream failed"
@@ -571,7 +573,7 @@ func (g *Gateway) logUpstreamFailure(x *exchange, o *upstream.Result, status int
 // logSendTimeout logs an exchange ended by server.send_timeout, sampled
 // with the route's upstream failures.
 func (g *Gateway) logSendTimeout(x *exchange, o *upstream.Result) {
-	if !x.route.failLog.allow(g.now().Unix()) {
+	if !x.route.failLog.Allow(g.now().Unix()) {
 		return
 	}
 	g.log.LogAttrs(context.Background(), slog.LevelWarn, "client stopped reading",

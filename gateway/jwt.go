@@ -14,6 +14,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/internal/jwtverify"
+	"github.com/floodgate-gw/floodgate/internal/logsample"
 )
 
 // tokens finds a request's bearer token where server.jwt says and verifies
@@ -28,7 +29,7 @@ type tokens struct {
 	bearerRequired bool // Authorization: a scheme other than Bearer carries no token
 	failures       map[jwtverify.Reason]prometheus.Counter
 	log            *slog.Logger
-	logs           *sampler // failure lines, a few a second
+	logs           *logsample.Sampler // failure lines, a few a second
 	now            func() time.Time
 }
 
@@ -43,7 +44,7 @@ func (g *Gateway) tokensFor(cfg *config.Config, prev *generation) (*tokens, erro
 		cfg:      *j,
 		failures: g.metrics.jwtFailures,
 		log:      g.log,
-		logs:     newSampler(5),
+		logs:     logsample.New(5),
 		now:      g.now,
 	}
 	switch j.From.Source {
@@ -193,7 +194,7 @@ func (t *tokens) failed(x *exchange, err error) {
 	if c := t.failures[reason]; c != nil {
 		c.Inc()
 	}
-	if !t.logs.allow(t.now().Unix()) {
+	if !t.logs.Allow(t.now().Unix()) {
 		return
 	}
 	t.log.LogAttrs(context.Background(), slog.LevelWarn, "bearer token not accepted; its jwt: key parts are missing",

@@ -12,6 +12,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/internal/answer"
 	"github.com/floodgate-gw/floodgate/internal/keycache"
+	"github.com/floodgate-gw/floodgate/internal/logsample"
 	"github.com/floodgate-gw/floodgate/internal/ruledata"
 	"github.com/floodgate-gw/floodgate/internal/topk"
 	"github.com/floodgate-gw/floodgate/limit"
@@ -46,7 +47,7 @@ type limitSpec struct {
 	usesIP       bool             // key or fallback has the ip part
 	overrides    []override
 	metrics      *limitMetrics
-	sampler      *sampler
+	sampler      *logsample.Sampler
 	top          *topk.Sketch // its most rejected keys; nil in a replay
 }
 
@@ -390,7 +391,7 @@ func (g *Gateway) logStoreError(err error) {
 	now := g.now()
 	g.storeFailedAt.Store(now.UnixNano())
 	g.storeDown.Store(true)
-	if g.storeErrLog.allow(now.Unix()) {
+	if g.storeErrLog.Allow(now.Unix()) {
 		g.log.Error("rate-limit store failed; deciding by on_error", "error", err.Error())
 	}
 }
@@ -451,7 +452,7 @@ func (g *Gateway) logShadowed(x *exchange, v *verdict) {
 // only for a line that is written.
 func (g *Gateway) logLimit(x *exchange, v *verdict, i int, msg string) {
 	l := v.specs[i]
-	if !l.sampler.allow(g.now().Unix()) {
+	if !l.sampler.Allow(g.now().Unix()) {
 		g.metrics.logsSuppressed.Inc()
 		return
 	}

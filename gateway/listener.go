@@ -167,7 +167,7 @@ func (c *answeringConn) CloseWrite() error { return c.framing.CloseWrite() }
 // lines a second.
 func (g *Gateway) logRefused(peer net.Addr, e *framing.Error) {
 	g.metrics.framingRefused.WithLabelValues(e.Reason).Inc()
-	if g.framingLog.allow(g.now().Unix()) {
+	if g.framingLog.Allow(g.now().Unix()) {
 		g.log.Warn("request refused: its framing is in doubt", "reason", e.Reason, "status", e.Status, "peer", peer.String())
 	}
 }

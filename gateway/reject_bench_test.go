@@ -87,7 +87,7 @@ func BenchmarkRejectAccessLog(b *testing.B) {
 	file := filepath.Join(b.TempDir(), "access.log")
 	gw := rejectUsers(b, "server: {access_log: "+file+"}\n")
 	b.StopTimer()
-	b.ReportMetric(float64(gw.access.takeDropped())/float64(b.N), "dropped/op")
+	b.ReportMetric(float64(gw.access.TakeDropped())/float64(b.N), "dropped/op")
 }
 
 // BenchmarkRejectLocally measures a request that a per-user limit on a

@@ -1,6 +1,9 @@
 package gateway
 
-import "github.com/floodgate-gw/floodgate/config"
+import (
+	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/internal/accesslog"
+)
 
 // ReloadFailed counts a reload that never reached Reload because the new
 // configuration did not load or validate.
@@ -15,10 +18,10 @@ func (g *Gateway) ReloadUnchanged() {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
 	if cfg := g.Config(); cfg.Server.AccessLog != config.AccessLogOff {
-		if sink, err := openAccessSink(cfg, g.stdout, g.stderr); err != nil {
+		if sink, err := accesslog.Open(cfg, g.stdout, g.stderr); err != nil {
 			g.log.Error("cannot open the access log again; it goes on where it was", "error", err.Error())
 		} else {
-			g.access.use(sink)
+			g.access.Use(sink)
 		}
 	}
 	g.metrics.reloaded(true, g.now())

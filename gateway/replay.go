@@ -16,6 +16,7 @@ import (
 	"github.com/floodgate-gw/floodgate/events"
 	"github.com/floodgate-gw/floodgate/gateway/clientip"
 	"github.com/floodgate-gw/floodgate/internal/jwtverify"
+	"github.com/floodgate-gw/floodgate/internal/logsample"
 	"github.com/floodgate-gw/floodgate/internal/pathclean"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
@@ -83,7 +84,7 @@ func NewRecorded(cfg *config.Config, routeID string, log *slog.Logger) (*Recorde
 	}
 	// The specs' metrics and log samplers are never used: nothing here
 	// answers a request.
-	g := &Gateway{metrics: NewMetrics(prometheus.NewRegistry()), samplers: map[string]*sampler{}, log: log, now: time.Now}
+	g := &Gateway{metrics: NewMetrics(prometheus.NewRegistry()), samplers: map[string]*logsample.Sampler{}, log: log, now: time.Now}
 	r := &route{id: rc.ID}
 	r.setMatch(rc.Match)
 	for _, lc := range cfg.GlobalLimits {

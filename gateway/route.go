@@ -6,6 +6,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/internal/answer"
+	"github.com/floodgate-gw/floodgate/internal/logsample"
 	"github.com/floodgate-gw/floodgate/internal/upstream"
 )
 
@@ -25,7 +26,7 @@ type route struct {
 	breaker     *routeBreaker // nil: none
 	record      bool          // fallback.record: write an event per refusal
 	metrics     *routeMetrics
-	failLog     *sampler // WARN lines of failed exchanges, as many a second as rejections
+	failLog     *logsample.Sampler // WARN lines of failed exchanges, as many a second as rejections
 }
 
 // setMatch sets what the route takes from its match block.

@@ -25,6 +25,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/breaker"
 	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/internal/logsample"
 	"github.com/floodgate-gw/floodgate/internal/upstream"
 	"github.com/floodgate-gw/floodgate/limit"
 )
@@ -105,10 +106,10 @@ func (g *Gateway) tracingFor(cfg config.Tracing, prev *generation) (*tracing, er
 	// handler, whose default writes to the standard logger: here it goes
 	// to the gateway's log, a line a second at most. The handler is the
 	// process's; the last gateway to trace sets it.
-	logged := newSampler(1)
+	logged := logsample.New(1)
 	log, now := g.log, g.now
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		if logged.allow(now().Unix()) {
+		if logged.Allow(now().Unix()) {
 			log.LogAttrs(context.Background(), slog.LevelWarn, "trace export failed; its spans are dropped",
 				slog.String("error", err.Error()))
 		}
