@@ -22,6 +22,7 @@ import (
 	"github.com/floodgate-gw/floodgate/internal/keycache"
 	"github.com/floodgate-gw/floodgate/internal/logsample"
 	"github.com/floodgate-gw/floodgate/internal/topk"
+	"github.com/floodgate-gw/floodgate/internal/tracing"
 	"github.com/floodgate-gw/floodgate/internal/upstream"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
@@ -230,17 +231,23 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 		r.record = rc.Fallback.Record
 		gen.routes = append(gen.routes, r)
 	}
-	if gen.trace, err = g.tracingFor(cfg.Tracing, prev); err != nil {
+	var prevTrace *tracing.Provider
+	if prev != nil {
+		prevTrace = prev.trace
+	}
+	gen.trace, err = tracing.New(cfg.Tracing, prevTrace, tracing.Options{
+		Version: g.version, Dropped: g.metrics.spansDropped, Log: g.log, Now: g.now})
+	if err != nil {
 		return nil, err
 	}
 	if gen.jwt, err = g.tokensFor(cfg, prev); err != nil {
-		gen.trace.closeUnless(prevTracing(prev))
+		gen.trace.CloseUnless(prevTrace)
 		return nil, err
 	}
 	// Last, because a new recorder may have to close the running one.
 	if gen.recorder, err = g.recorderFor(cfg); err != nil {
 		gen.jwt.closeUnless(prevTokens(prev))
-		gen.trace.closeUnless(prevTracing(prev))
+		gen.trace.CloseUnless(prevTrace)
 		return nil, err
 	}
 	return gen, nil
@@ -496,7 +503,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 			case <-time.After(grace):
 			case <-g.stop:
 			}
-			old.shutdown(traceShutdownWait)
+			old.Shutdown(tracing.ShutdownWait)
 		})
 	}
 	if prev.store != gen.store && prev.store != limit.Store(g.local) {
@@ -534,7 +541,7 @@ func (g *Gateway) Close() error {
 		gen.store.Close()
 	}
 	gen.jwt.closeUnless(nil)
-	gen.trace.shutdown(traceShutdownWait)
+	gen.trace.Shutdown(tracing.ShutdownWait)
 	for _, c := range g.clients {
 		c.CloseIdle()
 	}

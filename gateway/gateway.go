@@ -24,6 +24,7 @@ import (
 	"github.com/floodgate-gw/floodgate/internal/logsample"
 	"github.com/floodgate-gw/floodgate/internal/pathclean"
 	"github.com/floodgate-gw/floodgate/internal/topk"
+	"github.com/floodgate-gw/floodgate/internal/tracing"
 	"github.com/floodgate-gw/floodgate/internal/upstream"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
@@ -99,9 +100,9 @@ type generation struct {
 	local    *memory.Store    // decides on_error: local
 	share    func() float64
 	ips      *clientip.Resolver
-	ipKeys   *ipKeys  // the ip key parts of recent clients; nil: no limit has one
-	jwt      *tokens  // nil: no server.jwt
-	trace    *tracing // nil: tracing.otlp is empty, and requests make no spans
+	ipKeys   *ipKeys           // the ip key parts of recent clients; nil: no limit has one
+	jwt      *tokens           // nil: no server.jwt
+	trace    *tracing.Provider // nil: tracing.otlp is empty, and requests make no spans
 
 	accessLog   bool   // server.access_log is not off
 	ridHeader   string // canonical

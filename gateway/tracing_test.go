@@ -25,6 +25,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/internal/testredis"
+	"github.com/floodgate-gw/floodgate/internal/tracing"
 )
 
 // spanSink holds the spans an OTLP receiver was sent.
@@ -497,7 +498,7 @@ func TestTracingEndpointDown(t *testing.T) {
 		{"http closed port", "http://" + closedPort(t) + "/v1/traces", 5},
 		// More spans than the queue holds, while the one batch taken
 		// waits for an answer.
-		{"grpc never answers", held, traceQueue/2 + traceBatch},
+		{"grpc never answers", held, tracing.QueueLen/2 + tracing.Batch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := newBackend(t, nil)
@@ -671,8 +672,8 @@ routes:
 	if got := str(server, "http.request.method"); got != "_OTHER" {
 		t.Errorf("http.request.method = %.40q, want _OTHER", got)
 	}
-	if got := str(server, "url.path"); len(got) > traceValueMax || !strings.HasPrefix(got, "/api/ppp") {
-		t.Errorf("url.path of %d bytes, want the path cut to %d", len(got), traceValueMax)
+	if got := str(server, "url.path"); len(got) > tracing.ValueMax || !strings.HasPrefix(got, "/api/ppp") {
+		t.Errorf("url.path of %d bytes, want the path cut to %d", len(got), tracing.ValueMax)
 	}
 	if ts := server.GetTraceState(); ts != "" {
 		t.Errorf("the span carries a tracestate of %d bytes, want none", len(ts))
