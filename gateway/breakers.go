@@ -33,26 +33,9 @@ func (rb *routeBreaker) failed(o *upstream.Result) bool {
 		o.GRPCFailed > 0 && rb.failing[o.GRPCFailed]
 }
 
-// breakerFor returns the breaker of a route, the same one across reloads
-// that leave the route's breaker settings and upstream timeout as they
-// were, so that a reload neither closes an open breaker nor forgets the
-// window of a closed one. A reload that changes them makes a new breaker
-// that resumes the old one's state (breaker.Resume).
-func (g *Gateway) breakerFor(rc *config.Route) (*routeBreaker, error) {
-	if !rc.Breaker.Enabled {
-		g.mu.Lock()
-		delete(g.breakers, rc.ID)
-		g.mu.Unlock()
-		g.metrics.breakerState.DeleteLabelValues(rc.ID)
-		g.metrics.breakerFallback.DeleteLabelValues(rc.ID)
-		return nil, nil
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	old := g.breakers[rc.ID]
-	if old != nil && sameBreaker(old.settings, rc.Breaker) && old.timeout == rc.Upstream.Timeout {
-		return old, nil
-	}
+// newBreaker makes the breaker of a route; old, if not nil, is the one a
+// reload replaces, whose state the new one resumes.
+func (g *Gateway) newBreaker(rc *config.Route, old *routeBreaker) (*routeBreaker, error) {
 	c := rc.Breaker
 	route := rc.ID
 	state := g.metrics.breakerState.WithLabelValues(route)
@@ -94,7 +77,6 @@ func (g *Gateway) breakerFor(rc *config.Route) (*routeBreaker, error) {
 			rb.failing[s] = true
 		}
 	}
-	g.breakers[route] = rb
 	return rb, nil
 }
 

@@ -21,9 +21,9 @@ import (
 	"github.com/floodgate-gw/floodgate/internal/answer"
 	"github.com/floodgate-gw/floodgate/internal/keycache"
 	"github.com/floodgate-gw/floodgate/internal/logsample"
-	"github.com/floodgate-gw/floodgate/internal/topk"
 	"github.com/floodgate-gw/floodgate/internal/tracing"
 	"github.com/floodgate-gw/floodgate/internal/upstream"
+	"github.com/floodgate-gw/floodgate/internal/usagepool"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
 	"github.com/floodgate-gw/floodgate/limit/redisstore"
@@ -90,11 +90,6 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 		ids:         answer.NewIDSource(),
 		storeErrLog: logsample.New(1),
 		framingLog:  logsample.New(5),
-		samplers:    map[string]*logsample.Sampler{},
-		tops:        map[string]*topk.Sketch{},
-		failLogs:    map[string]*logsample.Sampler{},
-		clients:     map[string]upstream.Client{},
-		breakers:    map[string]*routeBreaker{},
 		reg:         o.Registerer,
 		local:       memory.New(memory.Options{MaxKeys: cfg.Store.Memory.MaxKeys}),
 		stdout:      o.Stdout,
@@ -110,6 +105,7 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 	}
 	g.SetConfigDigest(o.ConfigDigest)
 	g.health = upstream.NewRegistry(g.log, g.now)
+	g.pools = g.newPools()
 	g.stop = make(chan struct{})
 	gen, err := g.build(cfg, nil)
 	if err != nil {
@@ -137,12 +133,13 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 // build makes the generation of cfg. prev is the running one, whose store is
 // kept when the store configuration did not change, so that a reload
 // neither drops Redis connections nor loses memory counters.
-func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, error) {
+func (g *Gateway) build(cfg *config.Config, prev *generation) (_ *generation, err error) {
 	ips, err := clientip.New(cfg.Server.TrustedProxies, cfg.Server.IPv6Prefix)
 	if err != nil {
 		return nil, err
 	}
 	gen := &generation{
+		lease:       new(usagepool.Lease),
 		cfg:         cfg,
 		ips:         ips,
 		local:       g.local,
@@ -152,6 +149,13 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 		noRoute:     g.metrics.forRoute(""),
 		accessLog:   cfg.Server.AccessLog != config.AccessLogOff,
 	}
+	defer func() {
+		if err != nil {
+			// What it took from the pools goes back; the running
+			// generation keeps what it holds.
+			gen.lease.Release()
+		}
+	}()
 	a := func(status int, code string) *answer.Answer {
 		return answer.NewAnswer(status, code, cfg.Message(code))
 	}
@@ -189,7 +193,7 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 	}
 
 	for _, rc := range cfg.Routes {
-		r := &route{id: rc.ID, metrics: g.metrics.forRoute(rc.ID), failLog: g.failSampler(rc.ID)}
+		r := &route{id: rc.ID, metrics: g.metrics.forRoute(rc.ID), failLog: g.failSampler(gen, rc.ID)}
 		r.setMatch(rc.Match)
 		u := rc.Upstream
 		tlsc, tlsID, err := upstream.TLS(u.TLS)
@@ -198,7 +202,7 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 		}
 		r.upstream = upstream.New(u, upstream.Options{
 			Route:           rc.ID,
-			Client:          g.client(u, tlsc, tlsID),
+			Client:          g.client(gen, u, tlsc, tlsID),
 			TLS:             tlsc,
 			TLSID:           tlsID,
 			Targets:         g.health.Targets(rc.ID, u.Targets),
@@ -208,13 +212,13 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 			Now:             g.now,
 		})
 		for _, lc := range cfg.GlobalLimits {
-			l := g.limitSpec(cfg, rc.ID, lc)
-			l.top = g.topSketch("global/" + lc.Name)
+			l := g.limitSpec(gen, cfg, rc.ID, lc)
+			l.top = g.topSketch(gen, "global/"+lc.Name)
 			r.limits = append(r.limits, l)
 		}
 		for _, lc := range rc.Limits {
-			l := g.limitSpec(cfg, rc.ID, lc)
-			l.top = g.topSketch(rc.ID + "/" + lc.Name)
+			l := g.limitSpec(gen, cfg, rc.ID, lc)
+			l.top = g.topSketch(gen, rc.ID+"/"+lc.Name)
 			r.limits = append(r.limits, l)
 		}
 		for _, l := range r.limits {
@@ -225,7 +229,7 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 		r.fallback = answer.NewAnswer(rc.Fallback.Status, rc.Fallback.Code, cfg.Message(rc.Fallback.Code)).
 			WithGRPC(answer.GRPCUnavailable)
 		r.grpcRefused = grpcRefusal(rc.ID, u.Protocol)
-		if r.breaker, err = g.breakerFor(rc); err != nil {
+		if r.breaker, err = g.breakerFor(gen, rc); err != nil {
 			return nil, err
 		}
 		r.record = rc.Fallback.Record
@@ -245,7 +249,7 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 		return nil, err
 	}
 	// Last, because a new recorder may have to close the running one.
-	if gen.recorder, err = g.recorderFor(cfg); err != nil {
+	if gen.recorder, err = g.recorderFor(gen, cfg); err != nil {
 		gen.jwt.closeUnless(prevTokens(prev))
 		gen.trace.CloseUnless(prevTrace)
 		return nil, err
@@ -253,7 +257,7 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (*generation, erro
 	return gen, nil
 }
 
-func (g *Gateway) limitSpec(cfg *config.Config, routeID string, lc *config.Limit) *limitSpec {
+func (g *Gateway) limitSpec(gen *generation, cfg *config.Config, routeID string, lc *config.Limit) *limitSpec {
 	l := &limitSpec{
 		name:         lc.Name,
 		rule:         lc.Rule,
@@ -262,7 +266,7 @@ func (g *Gateway) limitSpec(cfg *config.Config, routeID string, lc *config.Limit
 		reject:       answer.NewAnswer(lc.Reject.Status, lc.Reject.Code, cfg.Message(lc.Reject.Code)).WithGRPC(answer.GRPCResourceExhausted),
 		report:       answer.NewReporter(lc.Name),
 		metrics:      g.metrics.forLimit(routeID, lc.Name),
-		sampler:      g.sampler(routeID + "/" + lc.Name),
+		sampler:      g.sampler(gen, routeID+"/"+lc.Name),
 	}
 	switch oe := lc.OnError; {
 	case oe == "" && cfg.Store.OnError == config.OnErrorAllow, oe == config.OnErrorAllow:
@@ -337,81 +341,6 @@ func keyPartOf(p config.KeyPart) keyPart {
 	return kp
 }
 
-// sampler returns the log sampler of a route's limit, the same one across
-// reloads.
-func (g *Gateway) sampler(id string) *logsample.Sampler { return g.keptSampler(g.samplers, id) }
-
-// failSampler returns the sampler of a route's upstream failure lines,
-// the same one across reloads.
-func (g *Gateway) failSampler(route string) *logsample.Sampler {
-	return g.keptSampler(g.failLogs, route)
-}
-
-// keptSampler returns m's sampler for id, made on first use.
-func (g *Gateway) keptSampler(m map[string]*logsample.Sampler, id string) *logsample.Sampler {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	s := m[id]
-	if s == nil {
-		s = logsample.New(logsPerSecond)
-		m[id] = s
-	}
-	return s
-}
-
-// logsPerSecond is how many WARN lines of rejections one route and limit,
-// or of upstream failures one route, write in a second.
-const logsPerSecond = 20
-
-// client returns the upstream client for an upstream's settings, shared by
-// routes and reloads with the same settings so that their idle connections
-// survive a reload.
-// tlsc and tlsID are the upstream's TLS (upstream.TLS).
-func (g *Gateway) client(u config.Upstream, tlsc *tls.Config, tlsID string) upstream.Client {
-	id := upstream.ClientID(u, tlsID)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	c := g.clients[id]
-	if c == nil {
-		c = upstream.NewClient(u, tlsc)
-		g.clients[id] = c
-	}
-	return c
-}
-
-// dropUnusedClients forgets the upstream clients no route of gen uses (a
-// reload changed their settings, or renewed the certificate they present)
-// and closes their idle connections once grace has given the requests of
-// the generation before time to end, so that reloads do not pile up
-// clients and their connections.
-func (g *Gateway) dropUnusedClients(gen *generation, grace time.Duration) {
-	used := make(map[upstream.Client]bool, len(gen.routes))
-	for _, r := range gen.routes {
-		used[r.upstream.Client()] = true
-	}
-	var gone []upstream.Client
-	g.mu.Lock()
-	for id, c := range g.clients {
-		if !used[c] {
-			delete(g.clients, id)
-			gone = append(gone, c)
-		}
-	}
-	g.mu.Unlock()
-	if len(gone) == 0 {
-		return
-	}
-	g.bg.Go(func() {
-		select {
-		case <-time.After(grace):
-		case <-g.stop:
-		}
-		for _, c := range gone {
-			c.CloseIdle()
-		}
-	})
-}
-
 // openStore makes the store a configuration names. The memory store is
 // the gateway's own, shared with the local fallback.
 func openStore(c config.Store, local *memory.Store) (limit.Store, error) {
@@ -481,8 +410,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	gen.file = cfg
 	g.gen.Store(gen)
 	g.health.Apply(gen.upstreams())
-	g.dropUnusedTops(gen)
-	g.dropUnusedClients(gen, prev.cfg.Server.ShutdownTimeout+time.Second)
+	g.retire(prev)
 	if g.ov.set != nil {
 		before := g.ov.skipped
 		g.ov.set, g.ov.skipped = set, skipped
@@ -519,6 +447,14 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	return nil
 }
 
+// retire lets go of what prev, the generation a reload replaced, held
+// and the new one does not: what needs its requests to have ended goes
+// once they have had time to (server.shutdown_timeout and a second).
+func (g *Gateway) retire(prev *generation) {
+	g.grace.Store(int64(prev.cfg.Server.ShutdownTimeout + time.Second))
+	prev.lease.Release()
+}
+
 // Config is the running configuration as its file has it, without the
 // runtime overrides (Overrides lists them).
 func (g *Gateway) Config() *config.Config { return g.gen.Load().file }
@@ -542,14 +478,8 @@ func (g *Gateway) Close() error {
 	}
 	gen.jwt.closeUnless(nil)
 	gen.trace.Shutdown(tracing.ShutdownWait)
-	for _, c := range g.clients {
-		c.CloseIdle()
-	}
-	g.mu.Lock()
-	if g.recorder != nil {
-		g.recorder.Close()
-	}
-	g.mu.Unlock()
+	g.closing.Store(true)
+	gen.lease.Release()
 	g.access.Close()
 	return g.local.Close()
 }
@@ -566,27 +496,6 @@ func (g *Gateway) flushSamplers() {
 		case <-t.C:
 		}
 		g.flushDropped()
-	}
-}
-
-// flushDropped writes the count of the lines each sampler did not log
-// since the last time.
-func (g *Gateway) flushDropped() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for id, s := range g.samplers {
-		if n := s.TakeDropped(); n > 0 {
-			route, lim, _ := strings.Cut(id, "/")
-			g.log.Warn("rate limited requests not logged", "route", route, "limit", lim, "count", n)
-		}
-	}
-	for route, s := range g.failLogs {
-		if n := s.TakeDropped(); n > 0 {
-			g.log.Warn("upstream failures not logged", "route", route, "count", n)
-		}
-	}
-	if n := g.access.TakeDropped(); n > 0 {
-		g.log.Warn("access log lines dropped: the writer fell behind", "count", n)
 	}
 }
 

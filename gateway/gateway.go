@@ -23,9 +23,9 @@ import (
 	"github.com/floodgate-gw/floodgate/internal/answer"
 	"github.com/floodgate-gw/floodgate/internal/logsample"
 	"github.com/floodgate-gw/floodgate/internal/pathclean"
-	"github.com/floodgate-gw/floodgate/internal/topk"
 	"github.com/floodgate-gw/floodgate/internal/tracing"
 	"github.com/floodgate-gw/floodgate/internal/upstream"
+	"github.com/floodgate-gw/floodgate/internal/usagepool"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
 )
@@ -60,17 +60,10 @@ type Gateway struct {
 	digest    atomic.Pointer[string] // Options.ConfigDigest, then SetConfigDigest's
 	started   time.Time
 
-	mu       sync.Mutex
-	samplers map[string]*logsample.Sampler // by route and limit, kept across reloads
-	tops     map[string]*topk.Sketch       // rejected keys by route and limit (topkeys.go)
-	failLogs map[string]*logsample.Sampler // upstream failures by route, kept across reloads
-	clients  map[string]upstream.Client
-	breakers map[string]*routeBreaker // by route, kept across reloads
-	reg      prometheus.Registerer
-
-	recorder      *events.Recorder // nil: no sink
-	recorderCfg   config.Events
-	recorderStore config.Store
+	pools   pools        // what outlives a generation (pools.go)
+	grace   atomic.Int64 // ns a retired generation's requests have to end
+	closing atomic.Bool  // Close is under way: what goes, goes at once
+	reg     prometheus.Registerer
 
 	access *accesslog.Log // the access log's queue and writer
 	stdout io.Writer      // server.access_log: stdout
@@ -92,8 +85,9 @@ const upgradeCloseWait = 5 * time.Second
 // runs on the generation it started with, which a reload replaces for
 // the requests after it.
 type generation struct {
-	cfg      *config.Config // file with the runtime overrides laid over it
-	file     *config.Config // as the file has it
+	lease    *usagepool.Lease // what it holds of the gateway's pools
+	cfg      *config.Config   // file with the runtime overrides laid over it
+	file     *config.Config   // as the file has it
 	routes   []*route
 	recorder *events.Recorder // nil: events are not recorded
 	store    limit.Store      // the memory store is g.local; a Redis one is closed when a reload replaces it

@@ -602,6 +602,7 @@ func (g *Gateway) swapOverlay(prev *generation, set map[string]Override) error {
 	g.ov.set, g.ov.skipped = set, skipped
 	g.gen.Store(gen)
 	g.health.Apply(gen.upstreams())
+	g.retire(prev)
 	return nil
 }
 

@@ -4,39 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"net/http"
-	"reflect"
 	"strings"
 	"time"
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/events"
 )
-
-// recorderFor returns the events recorder for cfg, the running one when
-// the events and store settings it was built from are unchanged: its spool
-// holds a lock, and its queue may hold events still to be written.
-func (g *Gateway) recorderFor(cfg *config.Config) (*events.Recorder, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.recorder != nil && reflect.DeepEqual(g.recorderCfg, cfg.Events) && sameStore(g.recorderStore, cfg.Store) {
-		return g.recorder, nil
-	}
-	if g.recorder != nil {
-		// Requests still running on the old generation find it closed and
-		// answer "recorded": false, which is the truth.
-		g.recorder.Close()
-		g.recorder = nil
-	}
-	if cfg.Events.Sink == config.SinkNone || cfg.Events.Sink == "" {
-		return nil, nil
-	}
-	r, err := events.NewRecorder(EventSink(cfg), events.Options{Logger: g.log, Registerer: g.reg, RecordWait: g.recordWait})
-	if err != nil {
-		return nil, err
-	}
-	g.recorder, g.recorderCfg, g.recorderStore = r, cfg.Events, cfg.Store
-	return r, nil
-}
 
 // EventSink is the sink cfg's events block names, as the recorder and
 // "floodgate events replay" use it. A redis sink without addresses of its

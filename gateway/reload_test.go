@@ -133,11 +133,7 @@ routes:
 `
 	}
 	h := newHarness(t, yaml("1s"), up)
-	clients := func() int {
-		h.gw.mu.Lock()
-		defer h.gw.mu.Unlock()
-		return len(h.gw.clients)
-	}
+	clients := h.gw.pools.clients.Len
 	if n := clients(); n != 2 {
 		t.Fatalf("%d clients for two routes of different protocols", n)
 	}

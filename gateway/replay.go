@@ -16,8 +16,8 @@ import (
 	"github.com/floodgate-gw/floodgate/events"
 	"github.com/floodgate-gw/floodgate/gateway/clientip"
 	"github.com/floodgate-gw/floodgate/internal/jwtverify"
-	"github.com/floodgate-gw/floodgate/internal/logsample"
 	"github.com/floodgate-gw/floodgate/internal/pathclean"
+	"github.com/floodgate-gw/floodgate/internal/usagepool"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
 )
@@ -84,16 +84,18 @@ func NewRecorded(cfg *config.Config, routeID string, log *slog.Logger) (*Recorde
 	}
 	// The specs' metrics and log samplers are never used: nothing here
 	// answers a request.
-	g := &Gateway{metrics: NewMetrics(prometheus.NewRegistry()), samplers: map[string]*logsample.Sampler{}, log: log, now: time.Now}
+	g := &Gateway{metrics: NewMetrics(prometheus.NewRegistry()), log: log, now: time.Now}
+	g.pools = g.newPools()
+	gen := &generation{lease: new(usagepool.Lease), cfg: cfg, ips: ips}
 	r := &route{id: rc.ID}
 	r.setMatch(rc.Match)
 	for _, lc := range cfg.GlobalLimits {
-		r.limits = append(r.limits, g.limitSpec(cfg, rc.ID, lc))
+		r.limits = append(r.limits, g.limitSpec(gen, cfg, rc.ID, lc))
 	}
 	for _, lc := range rc.Limits {
-		r.limits = append(r.limits, g.limitSpec(cfg, rc.ID, lc))
+		r.limits = append(r.limits, g.limitSpec(gen, cfg, rc.ID, lc))
 	}
-	gen := &generation{cfg: cfg, ips: ips, routes: []*route{r}}
+	gen.routes = []*route{r}
 	// The verifier of server.jwt, to check the claims an event recorded
 	// against the token it recorded (Check).
 	if gen.jwt, err = g.tokensFor(cfg, nil); err != nil {

@@ -39,37 +39,7 @@ type TopKeys struct {
 // MaxTopKeys is the most keys TopRejected answers: the sketch's size.
 const MaxTopKeys = topk.DefaultSize
 
-// topSketch returns the sketch of id ("route/limit", or "global/limit"),
-// the same one across reloads.
-func (g *Gateway) topSketch(id string) *topk.Sketch {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	s := g.tops[id]
-	if s == nil {
-		s = newTopSketch()
-		g.tops[id] = s
-	}
-	return s
-}
-
 func newTopSketch() *topk.Sketch { return topk.New(topk.DefaultSize, topEpoch) }
-
-// dropUnusedTops forgets the sketches of the limits gen does not have.
-func (g *Gateway) dropUnusedTops(gen *generation) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	used := map[*topk.Sketch]bool{}
-	for _, r := range gen.routes {
-		for _, l := range r.limits {
-			used[l.top] = true
-		}
-	}
-	for id, s := range g.tops {
-		if !used[s] {
-			delete(g.tops, id)
-		}
-	}
-}
 
 // countRejected adds one rejection of values to l's sketch. The values
 // are written length-prefixed into a buffer on the stack, so a key the
