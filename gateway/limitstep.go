@@ -144,16 +144,50 @@ func (v *verdict) free() {
 // decide runs the limit step of one request: every limit that applies,
 // global ones first, decided together in one store call.
 func (g *Gateway) decide(ctx context.Context, x *exchange) (verdict, error) {
-	gen, rte := x.gen, x.route
 	v := verdict{reason: -1}
-	if len(rte.limits) == 0 {
+	if len(x.route.limits) == 0 {
 		return v, nil
 	}
 	b := stepPool.Get().(*stepBuffers)
 	v.buf = b
+	if !x.keyLimits(&v, b) {
+		v.missing = true
+		v.reject = x.gen.keyRequired
+		return v, nil
+	}
+	if len(v.limits) == 0 {
+		return v, nil
+	}
+	req := &b.req
+	*req = limit.Request{Limits: v.limits, Now: g.now(), Into: b.decisions[:]}
+	for _, l := range v.limits {
+		if l.Rule.Algorithm == limit.Concurrency {
+			// The lease id is the gateway's own: a request id may come
+			// from the client, and two requests sharing one would share
+			// one lease, letting a client past a concurrency limit.
+			v.lease = g.ids.Next()
+			req.Lease = v.lease
+			break
+		}
+	}
+	res, failed, err := g.ask(ctx, x, &v, req)
+	if err != nil {
+		return v, err
+	}
+	v.res = res
+	v.tally(req, failed)
+	return v, nil
+}
+
+// keyLimits makes the key of each of the route's limits and picks its
+// rule (an override's, if one matches), into v, with b's buffers. It
+// reports false when a limit whose key is required has none; a limit
+// with on_missing allow and no key is left out.
+func (x *exchange) keyLimits(v *verdict, b *stepBuffers) bool {
+	gen := x.gen
 	v.specs, v.limits, v.values = b.specs[:0], b.limits[:0], b.values[:0]
 	all := b.parts[:0] // every limit's key values, one after the other
-	for _, l := range rte.limits {
+	for _, l := range x.route.limits {
 		from := len(all)
 		var key limit.Key
 		var ok bool
@@ -173,9 +207,7 @@ func (g *Gateway) decide(ctx context.Context, x *exchange) (verdict, error) {
 			if l.allowMissing {
 				continue
 			}
-			v.missing = true
-			v.reject = gen.keyRequired
-			return v, nil
+			return false
 		}
 		values := all[from:len(all):len(all)]
 		rule := l.rule
@@ -189,54 +221,48 @@ func (g *Gateway) decide(ctx context.Context, x *exchange) (verdict, error) {
 		v.limits = append(v.limits, limit.Limit{Rule: rule, Key: key})
 		v.values = append(v.values, values)
 	}
-	if len(v.limits) == 0 {
-		return v, nil
-	}
-	req := &b.req
-	*req = limit.Request{Limits: v.limits, Now: g.now(), Into: b.decisions[:]}
-	for _, l := range v.limits {
-		if l.Rule.Algorithm == limit.Concurrency {
-			// The lease id is the gateway's own: a request id may come
-			// from the client, and two requests sharing one would share
-			// one lease, letting a client past a concurrency limit.
-			v.lease = g.ids.Next()
-			req.Lease = v.lease
-			break
-		}
-	}
+	return true
+}
+
+// ask decides req in the store, or, when the store is unavailable, as
+// each limit's on_error says (decideLocally); failed says the store
+// failed.
+func (g *Gateway) ask(ctx context.Context, x *exchange, v *verdict, req *limit.Request) (res limit.Result, failed bool, err error) {
+	gen := x.gen
 	var traced time.Time
 	if x.rec {
 		traced = time.Now() // the span's clock, not the gateway's
 	}
 	start := g.now()
-	res, err := gen.store.Decide(ctx, req)
+	res, err = gen.store.Decide(ctx, req)
 	g.metrics.storeDuration.Observe(g.now().Sub(start).Seconds())
 	if x.rec {
-		x.traceStore(&v, &res, err, traced)
+		x.traceStore(v, &res, err, traced)
 	}
 	v.store = gen.store
-	// Each limit's decision is counted once: by its result below, or,
-	// when the store failed, as an error (decideLocally counts it).
-	failed := err != nil
-	if !failed {
+	if err == nil {
 		g.storeAnswered()
-	} else {
-		// A store that failed may still be deciding req (a batch that
-		// outlived the request's context) and write in its buffers:
-		// they are not used again.
-		v.buf = nil
-		if !errors.Is(err, limit.ErrStoreUnavailable) {
-			return v, err
-		}
-		g.metrics.storeErrors.Inc()
-		g.releaseUnknown(gen.store, req)
-		res, err = g.decideLocally(ctx, gen, &v, req, err)
-		if err != nil {
-			return v, err
-		}
+		return res, false, nil
 	}
-	v.res = res
-	for i, d := range res.Decisions {
+	// A store that failed may still be deciding req (a batch that
+	// outlived the request's context) and write in its buffers: they are
+	// not used again.
+	v.buf = nil
+	if !errors.Is(err, limit.ErrStoreUnavailable) {
+		return res, true, err
+	}
+	g.metrics.storeErrors.Inc()
+	g.releaseUnknown(gen.store, req)
+	res, err = g.decideLocally(ctx, gen, v, req, err)
+	return res, true, err
+}
+
+// tally counts each limit's decision, notes the rejecting limit, the
+// shadow limits that would have rejected and the concurrency leases
+// taken. A decision is counted once: by its result here, or, when the
+// store failed, as an error (decideLocally counted it).
+func (v *verdict) tally(req *limit.Request, failed bool) {
+	for i, d := range v.res.Decisions {
 		l := v.specs[i]
 		switch {
 		case d.Undecided:
@@ -266,11 +292,10 @@ func (g *Gateway) decide(ctx context.Context, x *exchange) (verdict, error) {
 				l.metrics.rateLimited.Inc()
 			}
 		}
-		if d.Allowed && !d.Undecided && res.Allowed && d.Rule.Algorithm == limit.Concurrency {
+		if d.Allowed && !d.Undecided && v.res.Allowed && d.Rule.Algorithm == limit.Concurrency {
 			v.leases = append(v.leases, v.limits[i])
 		}
 	}
-	return v, nil
 }
 
 // releaseUnknown releases the concurrency leases a failed decision may
