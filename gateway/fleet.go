@@ -27,6 +27,12 @@ const (
 // ErrScope is returned for a scope the gateway cannot act in.
 var ErrScope = errors.New("bad scope")
 
+// ErrUnconfirmed is wrapped, with limit.ErrStoreUnavailable, by a fleet
+// change (an override set or removed, a breaker forced for the fleet) that
+// went to the store and whose answer did not come: it may be in force on
+// every instance all the same.
+var ErrUnconfirmed = redisstore.ErrUnknown
+
 // controller is a store that carries messages between the instances
 // sharing it (redisstore.Store).
 type controller interface {
