@@ -15,7 +15,6 @@ import (
 	"github.com/floodgate-gw/floodgate/events"
 	"github.com/floodgate-gw/floodgate/gateway"
 	"github.com/floodgate-gw/floodgate/limit"
-	"github.com/floodgate-gw/floodgate/limit/redisstore"
 )
 
 // An Overrider is a Backend that takes runtime overrides: changes to its
@@ -147,7 +146,7 @@ func (h *handler) setOverride(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	st, err := o.SetOverride(ctx, route, lim, req)
 	if err != nil {
-		if errors.Is(err, redisstore.ErrUnknown) {
+		if errors.Is(err, gateway.ErrUnconfirmed) {
 			// It may be in force all the same: the trail says it was asked.
 			h.log.Warn("runtime override not confirmed", "route", route, "limit", lim, "scope", scope, "by", req.By, "after", describe(req.OverrideChange), "error", err.Error())
 		}
@@ -186,7 +185,7 @@ func (h *handler) removeOverride(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	old, version, err := o.RemoveOverride(ctx, route, lim)
 	if err != nil {
-		if errors.Is(err, redisstore.ErrUnknown) {
+		if errors.Is(err, gateway.ErrUnconfirmed) {
 			h.log.Warn("runtime override removal not confirmed", "route", route, "limit", lim, "scope", scope, "by", by, "error", err.Error())
 		}
 		h.overrideError(w, "", err)
@@ -359,7 +358,7 @@ func (h *handler) overrideError(w http.ResponseWriter, field string, err error) 
 	case errors.Is(err, gateway.ErrNoOverride):
 		status, code = http.StatusNotFound, "override_not_found"
 	case errors.Is(err, limit.ErrStoreUnavailable), errors.Is(err, context.DeadlineExceeded):
-		if !errors.Is(err, redisstore.ErrUnknown) {
+		if !errors.Is(err, gateway.ErrUnconfirmed) {
 			h.log.Warn("admin override: store unavailable", "error", err.Error())
 		}
 		status, code = http.StatusServiceUnavailable, "store_unavailable"

@@ -10,8 +10,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/breaker"
 	"github.com/floodgate-gw/floodgate/config"
-	"github.com/floodgate-gw/floodgate/limit"
-	"github.com/floodgate-gw/floodgate/limit/redisstore"
+	"github.com/floodgate-gw/floodgate/internal/fleetbus"
 )
 
 // A breaker of scope fleet counts its calls as any other, and every
@@ -26,31 +25,14 @@ import (
 // opening, and the lag of the fleet's window behind the calls.
 const fleetTick = 200 * time.Millisecond
 
-// breakerWindows is a store that keeps the windows of the fleet's
-// breakers (redisstore.Store).
-type breakerWindows interface {
-	BreakerTick(ctx context.Context, name string, r redisstore.BreakerRule, episode uint64, calls, failures, slow int64) (redisstore.BreakerState, error)
-	BreakerTrial(ctx context.Context, name string, r redisstore.BreakerRule) (bool, redisstore.BreakerState, error)
-	BreakerTrialDone(ctx context.Context, name string, r redisstore.BreakerRule, episode uint64, failed, slow, cancelled bool) (redisstore.BreakerState, error)
-	BreakerReset(ctx context.Context, name string, r redisstore.BreakerRule) (redisstore.BreakerState, error)
-}
-
 var errNoWindows = errors.New("the store keeps no breaker windows")
-
-func storeWindows(s limit.Store) (breakerWindows, error) {
-	s = unwrapStore(s)
-	if w, ok := s.(breakerWindows); ok {
-		return w, nil
-	}
-	return nil, errNoWindows
-}
 
 // fleetLink ties a route's breaker to the fleet's: it is the breaker's
 // breaker.Fleet, and ticks.
 type fleetLink struct {
 	g     *Gateway
 	route string
-	rule  redisstore.BreakerRule
+	rule  fleetbus.BreakerRule
 	b     *breaker.Breaker // set once, right after breaker.New
 	gauge prometheus.Gauge // gateway_breaker_fleet_fallback
 
@@ -62,7 +44,7 @@ type fleetLink struct {
 func newFleetLink(g *Gateway, route string, c config.Breaker, trialTimeout time.Duration) *fleetLink {
 	l := &fleetLink{
 		g: g, route: route,
-		rule: redisstore.BreakerRule{
+		rule: fleetbus.BreakerRule{
 			Window: c.Window, MinCalls: c.MinCalls, FailureRate: c.FailureRate, SlowCallRate: c.SlowCallRate,
 			OpenFor: c.OpenFor, HalfOpenCalls: c.HalfOpenCalls, TrialTimeout: trialTimeout,
 		},
@@ -72,7 +54,14 @@ func newFleetLink(g *Gateway, route string, c config.Breaker, trialTimeout time.
 	return l
 }
 
-func (l *fleetLink) windows() (breakerWindows, error) { return storeWindows(l.g.gen.Load().store) }
+// windows is the fleet bus that keeps the fleet breakers' windows: the
+// running store's.
+func (l *fleetLink) windows() (*fleetbus.Bus, error) {
+	if b := l.g.gen.Load().bus; b != nil {
+		return b, nil
+	}
+	return nil, errNoWindows
+}
 
 // Trial implements breaker.Fleet.
 func (l *fleetLink) Trial(now time.Time) (uint64, bool) {
@@ -140,7 +129,7 @@ func (l *fleetLink) reset() error {
 
 // follow gives the fleet's state to the breaker, its times moved from the
 // Redis clock to this instance's.
-func (l *fleetLink) follow(st redisstore.BreakerState) {
+func (l *fleetLink) follow(st fleetbus.BreakerState) {
 	now := l.g.now()
 	l.back(now)
 	l.b.Follow(breaker.FleetState{

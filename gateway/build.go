@@ -19,6 +19,7 @@ import (
 	"github.com/floodgate-gw/floodgate/gateway/clientip"
 	"github.com/floodgate-gw/floodgate/internal/accesslog"
 	"github.com/floodgate-gw/floodgate/internal/answer"
+	"github.com/floodgate-gw/floodgate/internal/fleetbus"
 	"github.com/floodgate-gw/floodgate/internal/keycache"
 	"github.com/floodgate-gw/floodgate/internal/logsample"
 	"github.com/floodgate-gw/floodgate/internal/tracing"
@@ -175,11 +176,12 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (_ *generation, er
 
 	g.local.SetMaxKeys(cfg.Store.Memory.MaxKeys)
 	if prev != nil && sameStore(prev.cfg.Store, cfg.Store) {
-		gen.store = prev.store
+		gen.store, gen.bus = prev.store, prev.bus
 	} else if gen.store, err = openStore(cfg.Store, g.local); err != nil {
 		return nil, err
 	} else {
-		g.subscribe(gen.store)
+		gen.bus = busOf(gen.store)
+		g.subscribe(gen.bus)
 	}
 	share := float64(cfg.Store.LocalShare)
 	gen.share = func() float64 {
@@ -397,7 +399,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	// the store, for the instances that still have the limit, and are
 	// not applied here.
 	set, gone := g.ov.set, []Override(nil)
-	if storeSetter(prev.store) == nil {
+	if prev.bus == nil {
 		set, gone = withoutGone(cfg, g.ov.set)
 	}
 	eff, skipped := overlay(cfg, set)
@@ -472,7 +474,7 @@ func (g *Gateway) Close() error {
 	// leases while the store is still open.
 	g.upgrades.Close(upgradeCloseWait)
 	gen := g.gen.Load()
-	g.withdraw(gen.store)
+	g.withdraw(gen.bus)
 	if gen.store != limit.Store(g.local) {
 		gen.store.Close()
 	}
@@ -499,12 +501,6 @@ func (g *Gateway) flushSamplers() {
 	}
 }
 
-// announcer is a store that keeps a count of the live gateway instances,
-// and what each says of itself.
-type announcer interface {
-	Announce(ctx context.Context, id string, info []byte, ttl time.Duration) (int, error)
-}
-
 // announceEvery is how often an instance tells the store it is alive; an
 // announcement lasts three times as long, so one missed beat is harmless.
 const announceEvery = 5 * time.Second
@@ -529,26 +525,22 @@ func (g *Gateway) announce() {
 
 // withdraw takes this instance out of the fleet's count as it stops, so
 // that the others neither divide their limits by it nor list it.
-func (g *Gateway) withdraw(s limit.Store) {
-	s = unwrapStore(s)
-	if w, ok := s.(interface {
-		Withdraw(ctx context.Context, id string) error
-	}); ok {
+func (g *Gateway) withdraw(b *fleetbus.Bus) {
+	if b != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		if err := w.Withdraw(ctx, g.ids.Prefix()); err != nil {
+		if err := b.Withdraw(ctx, g.ids.Prefix()); err != nil {
 			g.log.Warn("leaving the fleet: the store did not answer; the others count this instance until its announcement ends", "error", err.Error())
 		}
 	}
 }
 
 func (g *Gateway) announceOnce() {
-	s := unwrapStore(g.gen.Load().store)
-	if a, ok := s.(announcer); ok {
+	if b := g.gen.Load().bus; b != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		info, _ := json.Marshal(g.self())
-		if n, err := a.Announce(ctx, g.ids.Prefix(), info, 3*announceEvery); err == nil {
+		if n, err := b.Announce(ctx, g.ids.Prefix(), info, 3*announceEvery); err == nil {
 			g.instances.Store(int64(n))
 		}
 	}

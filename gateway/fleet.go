@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/floodgate-gw/floodgate/internal/fleetbus"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/redisstore"
 )
@@ -27,12 +28,11 @@ const (
 // ErrScope is returned for a scope the gateway cannot act in.
 var ErrScope = errors.New("bad scope")
 
-// controller is a store that carries messages between the instances
-// sharing it (redisstore.Store).
-type controller interface {
-	Publish(ctx context.Context, kind string, msg []byte) error
-	Subscribe(kind string, f func(msg []byte)) error
-}
+// ErrUnconfirmed is wrapped, with limit.ErrStoreUnavailable, by a fleet
+// change (an override set or removed, a breaker forced for the fleet) that
+// went to the store and whose answer did not come: it may be in force on
+// every instance all the same.
+var ErrUnconfirmed = fleetbus.ErrUnknown
 
 // controlKind is the channel of the gateway's messages, under the store's
 // prefix.
@@ -58,19 +58,13 @@ type controlMessage struct {
 	Fallback  bool     `json:"fallback,omitempty"`
 }
 
-// unwrapStore is the store a wrapper (limit.Guard) holds, or s: the
-// fleet's features are the store's own, asked of it by interface.
-func unwrapStore(s limit.Store) limit.Store {
-	if u, ok := s.(interface{ Unwrap() limit.Store }); ok {
-		return u.Unwrap()
+// busOf is the fleet bus of a store the instances share: a Redis store's;
+// nil for the memory store, which is this instance's own.
+func busOf(s limit.Store) *fleetbus.Bus {
+	if r, ok := s.(*redisstore.Store); ok {
+		return fleetbus.New(r)
 	}
-	return s
-}
-
-func storeController(s limit.Store) controller {
-	s = unwrapStore(s)
-	c, _ := s.(controller)
-	return c
+	return nil
 }
 
 // Scope reads an admin call's scope parameter. Empty is the default:
@@ -79,7 +73,7 @@ func storeController(s limit.Store) controller {
 // instance, so that an operator who means to steer a fleet learns that
 // this instance steers only itself.
 func (g *Gateway) Scope(s string) (Scope, error) {
-	shared := storeController(g.gen.Load().store) != nil
+	shared := g.gen.Load().bus != nil
 	switch Scope(s) {
 	case "":
 		if shared {
@@ -111,7 +105,7 @@ func (g *Gateway) FleetForceBreaker(ctx context.Context, by, route, mode string,
 	}
 	m := controlMessage{Kind: "breaker", By: by, Route: route, State: strings.ToLower(mode), TTL: int64(ttl)}
 	if err := g.publish(ctx, &m); err != nil {
-		if !errors.Is(err, redisstore.ErrUnknown) {
+		if !errors.Is(err, ErrUnconfirmed) {
 			return fmt.Errorf("breaker of %s not forced on any instance: %w", route, err)
 		}
 		// The message may reach the others when Redis answers: this
@@ -142,7 +136,7 @@ func (g *Gateway) FleetForceBreaker(ctx context.Context, by, route, mode string,
 // store; the store makes every instance forget what it remembers of the
 // key (its local rejects and slices) by its own channel.
 func (g *Gateway) FleetResetLimit(ctx context.Context, by, route, name string, values []string, fallback bool) error {
-	if storeController(g.gen.Load().store) == nil {
+	if g.gen.Load().bus == nil {
 		return fmt.Errorf("%w: scope fleet needs the redis store", ErrScope)
 	}
 	if err := g.ResetLimit(ctx, route, name, values, fallback); err != nil {
@@ -156,8 +150,8 @@ func (g *Gateway) FleetResetLimit(ctx context.Context, by, route, name string, v
 }
 
 func (g *Gateway) publish(ctx context.Context, m *controlMessage) error {
-	c := storeController(g.gen.Load().store)
-	if c == nil {
+	bus := g.gen.Load().bus
+	if bus == nil {
 		return fmt.Errorf("%w: the store is not shared", ErrScope)
 	}
 	var n [12]byte
@@ -173,17 +167,17 @@ func (g *Gateway) publish(ctx context.Context, m *controlMessage) error {
 	// The sender applies its own action itself, at once, and skips the
 	// echo; the nonce lets it skip a second delivery too.
 	g.fleet.seen(m.Nonce, time.Now())
-	return c.Publish(ctx, controlKind, b)
+	return bus.Publish(ctx, controlKind, b)
 }
 
-// subscribe makes the instance carry out the fleet actions published in
-// s, when s is a shared store.
-func (g *Gateway) subscribe(s limit.Store) {
-	if c := storeController(s); c != nil {
-		if err := c.Subscribe(controlKind, g.onControl); err != nil {
+// subscribe makes the instance carry out the fleet actions published on
+// b, the bus of a shared store; nil: none.
+func (g *Gateway) subscribe(b *fleetbus.Bus) {
+	if b != nil {
+		if err := b.Subscribe(controlKind, g.onControl); err != nil {
 			g.log.Warn("fleet actions: cannot subscribe", "error", err.Error())
 		}
-		if err := c.Subscribe(overrideKind, g.onOverrides); err != nil {
+		if err := b.Subscribe(overrideKind, g.onOverrides); err != nil {
 			g.log.Warn("runtime overrides: cannot subscribe; read every second instead", "error", err.Error())
 		}
 	}

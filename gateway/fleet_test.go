@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-gw/floodgate/internal/fleetbus"
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 	"github.com/floodgate-gw/floodgate/limit"
-	"github.com/floodgate-gw/floodgate/limit/redisstore"
 )
 
 const fleetRoutes = `
@@ -101,7 +101,7 @@ func TestFleetActionOnceAcrossAStoreSwap(t *testing.T) {
 
 	// floodgate's format with what no admin call would send: logged, not
 	// carried out.
-	c := storeController(a.gw.Store())
+	c := a.gw.gen.Load().bus
 	for i, m := range []string{
 		`"route":"coupon","state":"auto","ttl_ns":-5`,
 		`"route":"coupon","state":"open","ttl_ns":` + fmt.Sprint(int64(MaxForceTTL+time.Second)),
@@ -255,7 +255,7 @@ func TestFleetForceHeardBeforeTheSetHoldsIt(t *testing.T) {
 		t.Fatal("the message did not force cart")
 	}
 	// The set as it was before the sender kept the force: without cart.
-	stale := redisstore.Set{Epoch: "e", Version: 1, Entries: map[string]redisstore.Entry{}, Now: time.Now()}
+	stale := fleetbus.Set{Epoch: "e", Version: 1, Entries: map[string]fleetbus.Entry{}, Now: time.Now()}
 	h.gw.applyForces(stale)
 	if !forced(h.gw, "cart") {
 		t.Fatal("a set read before the sender kept the force gave it back")
@@ -266,7 +266,7 @@ func TestFleetForceHeardBeforeTheSetHoldsIt(t *testing.T) {
 	// The set with the force, read before the message came: carried out
 	// once, by whichever comes first.
 	b, _ := json.Marshal(keptForce{State: "open", By: "ops", From: "elsewhere", Nonce: "n2"})
-	h.gw.applyForces(redisstore.Set{Epoch: "e", Version: 2, Entries: map[string]redisstore.Entry{"coupon": {Value: b}}, Now: time.Now()})
+	h.gw.applyForces(fleetbus.Set{Epoch: "e", Version: 2, Entries: map[string]fleetbus.Entry{"coupon": {Value: b}}, Now: time.Now()})
 	h.gw.onControl([]byte(strings.ReplaceAll(strings.ReplaceAll(msg, "n1", "n2"), "cart", "coupon")))
 	if n := strings.Count(h.log.String(), `"msg":"circuit breaker forced by the fleet"`); n != 2 {
 		t.Errorf("%d fleet forces logged, want 2 (cart's message, coupon's set entry):\n%s", n, h.log.String())
@@ -275,7 +275,7 @@ func TestFleetForceHeardBeforeTheSetHoldsIt(t *testing.T) {
 	h.gw.keptForces.mu.Lock()
 	h.gw.keptForces.heard["cart"] = time.Now().Add(-forceSettle)
 	h.gw.keptForces.mu.Unlock()
-	h.gw.applyForces(redisstore.Set{Epoch: "e", Version: 3, Entries: map[string]redisstore.Entry{"coupon": {Value: b}}, Now: time.Now()})
+	h.gw.applyForces(fleetbus.Set{Epoch: "e", Version: 3, Entries: map[string]fleetbus.Entry{"coupon": {Value: b}}, Now: time.Now()})
 	if forced(h.gw, "cart") || !forced(h.gw, "coupon") {
 		t.Fatalf("settled: cart forced %v, coupon forced %v; want false and true", forced(h.gw, "cart"), forced(h.gw, "coupon"))
 	}

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/floodgate-gw/floodgate/limit/redisstore"
+	"github.com/floodgate-gw/floodgate/internal/fleetbus"
 )
 
 // A fleet force reaches the instances connected when it is published
@@ -93,16 +93,16 @@ func (k *keptForces) unmark(route string) {
 // keepForce puts a fleet force in the store's set, or takes the route out
 // for auto. A failure leaves the force to the instances that heard it.
 func (g *Gateway) keepForce(ctx context.Context, m controlMessage, ttl time.Duration) {
-	s := storeSetter(g.gen.Load().store)
-	if s == nil {
+	bus := g.gen.Load().bus
+	if bus == nil {
 		return
 	}
 	var err error
 	if m.State == "auto" {
-		_, _, err = s.Delete(ctx, forceKind, m.Route)
+		_, _, err = bus.Delete(ctx, forceKind, m.Route)
 	} else {
 		b, _ := json.Marshal(keptForce{State: m.State, By: m.By, From: m.From, Nonce: m.Nonce})
-		_, err = s.Put(ctx, forceKind, m.Route, b, ttl)
+		_, err = bus.Put(ctx, forceKind, m.Route, b, ttl)
 	}
 	if err != nil {
 		g.log.Warn("fleet breaker force not kept for instances that start later", "route", m.Route, "state", m.State, "error", err.Error())
@@ -112,7 +112,7 @@ func (g *Gateway) keepForce(ctx context.Context, m controlMessage, ttl time.Dura
 // syncForces carries out the fleet's forces this instance has not seen,
 // and gives back the breakers whose fleet force ended while it was not
 // listening.
-func (g *Gateway) syncForces(ctx context.Context, s overrideSetter) {
+func (g *Gateway) syncForces(ctx context.Context, s *fleetbus.Bus) {
 	epoch, version, err := s.SetVersion(ctx, forceKind)
 	if err != nil {
 		return
@@ -131,7 +131,7 @@ func (g *Gateway) syncForces(ctx context.Context, s overrideSetter) {
 	g.applyForces(set)
 }
 
-func (g *Gateway) applyForces(set redisstore.Set) {
+func (g *Gateway) applyForces(set fleetbus.Set) {
 	k := &g.keptForces
 	shift := g.now().Sub(set.Now)
 	type todo struct {

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"time"
-
-	"github.com/floodgate-gw/floodgate/limit/redisstore"
 )
 
 // An Instance is one gateway instance of the fleet as GET /admin/fleet
@@ -59,7 +57,7 @@ type announcement struct {
 }
 
 // maxVersion bounds what an instance says of its version and config, so
-// that an announcement stays far under redisstore.MaxInfo.
+// that an announcement stays far under fleetbus.MaxInfo.
 const maxVersion = 200
 
 // SetConfigDigest sets the digest of the config file the gateway runs,
@@ -86,23 +84,16 @@ func (g *Gateway) self() announcement {
 	return a
 }
 
-// instanceLister is a store that reads what the instances announced
-// (redisstore.Store).
-type instanceLister interface {
-	Instances(ctx context.Context) ([]redisstore.Announcement, time.Time, int, error)
-}
-
 // Fleet reads the instances alive in the store. With a store that
 // instances do not share, the fleet is this instance. An error wraps
 // limit.ErrStoreUnavailable.
 func (g *Gateway) Fleet(ctx context.Context) (Fleet, error) {
-	s := unwrapStore(g.gen.Load().store)
+	bus := g.gen.Load().bus
 	now := g.now()
-	l, ok := s.(instanceLister)
-	if !ok {
+	if bus == nil {
 		return fleetOf([]Instance{g.instance(g.ids.Prefix(), g.self(), now, now, true)}, 0), nil
 	}
-	as, now, skipped, err := l.Instances(ctx)
+	as, now, skipped, err := bus.Instances(ctx)
 	if err != nil {
 		return Fleet{}, err
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-gw/floodgate/internal/fleetbus"
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 	"github.com/floodgate-gw/floodgate/limit/redisstore"
 )
@@ -106,7 +107,7 @@ func TestFleetView(t *testing.T) {
 	}
 	defer store.Close()
 	info, _ := json.Marshal(announcement{Floodgate: 1, Version: "v1.2.0", Config: "aaaa", Store: "ok", Started: time.Now()})
-	if _, err := store.Announce(ctx, "crashed", info, 500*time.Millisecond); err != nil {
+	if _, err := fleetbus.New(store).Announce(ctx, "crashed", info, 500*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	if f, err = gws[2].Fleet(ctx); err != nil || !slices.Contains(fleetIDs(f), "crashed") {

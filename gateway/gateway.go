@@ -21,6 +21,7 @@ import (
 	"github.com/floodgate-gw/floodgate/gateway/clientip"
 	"github.com/floodgate-gw/floodgate/internal/accesslog"
 	"github.com/floodgate-gw/floodgate/internal/answer"
+	"github.com/floodgate-gw/floodgate/internal/fleetbus"
 	"github.com/floodgate-gw/floodgate/internal/logsample"
 	"github.com/floodgate-gw/floodgate/internal/pathclean"
 	"github.com/floodgate-gw/floodgate/internal/tracing"
@@ -91,6 +92,7 @@ type generation struct {
 	routes   []*route
 	recorder *events.Recorder // nil: events are not recorded
 	store    limit.Store      // the memory store is g.local; a Redis one is closed when a reload replaces it
+	bus      *fleetbus.Bus    // the Redis store's fleet bus; nil with the memory store
 	local    *memory.Store    // decides on_error: local
 	share    func() float64
 	ips      *clientip.Resolver

@@ -13,8 +13,8 @@ import (
 	"unicode"
 
 	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/internal/fleetbus"
 	"github.com/floodgate-gw/floodgate/limit"
-	"github.com/floodgate-gw/floodgate/limit/redisstore"
 )
 
 // A runtime override changes one running limit without editing a file:
@@ -97,21 +97,6 @@ var ErrNoOverride = errors.New("no such override")
 // and the channel of its versions.
 const overrideKind = "overrides"
 
-// overrideSetter is a store whose instances share a versioned set
-// (redisstore.Store).
-type overrideSetter interface {
-	Put(ctx context.Context, kind, name string, value []byte, ttl time.Duration) (redisstore.Set, error)
-	Delete(ctx context.Context, kind, name string) (redisstore.Set, bool, error)
-	Read(ctx context.Context, kind string) (redisstore.Set, error)
-	SetVersion(ctx context.Context, kind string) (string, int64, error)
-}
-
-func storeSetter(s limit.Store) overrideSetter {
-	s = unwrapStore(s)
-	o, _ := s.(overrideSetter)
-	return o
-}
-
 // overrides is the set of overrides the gateway runs with.
 type overrides struct {
 	epoch   string // of the store's set; "" for the memory store's
@@ -155,7 +140,7 @@ func (g *Gateway) Overrides() Overrides {
 func (g *Gateway) overridesLocked() Overrides {
 	gen := g.gen.Load()
 	o := Overrides{Scope: ScopeInstance, Epoch: g.ov.epoch, Version: g.ov.version, Overrides: []OverrideStatus{}}
-	if storeSetter(gen.store) != nil {
+	if gen.bus != nil {
 		o.Scope = ScopeFleet
 	}
 	now := g.now()
@@ -257,7 +242,7 @@ func (g *Gateway) SetOverride(ctx context.Context, route, name string, req Overr
 	key := overrideName(route, name)
 	var replaced *Override
 	var version int64
-	if s := storeSetter(gen.store); s != nil {
+	if s := gen.bus; s != nil {
 		b, err := json.Marshal(ov)
 		if err != nil {
 			return OverrideStatus{}, err
@@ -298,9 +283,9 @@ func (g *Gateway) SetOverride(ctx context.Context, route, name string, req Overr
 // the change made (if it made anything) is in force and logged here too.
 func (g *Gateway) changeFailed(what string, err error) error {
 	switch {
-	case errors.Is(err, redisstore.ErrFull):
+	case errors.Is(err, fleetbus.ErrFull):
 		return &OverrideError{Field: "limit", Msg: err.Error()}
-	case errors.Is(err, redisstore.ErrUnknown):
+	case errors.Is(err, ErrUnconfirmed):
 		g.ovSignal()
 		return fmt.Errorf("the store did not answer in time, so the override may or may not be %s on every instance; GET /admin/overrides shows what is in force: %w", what, err)
 	}
@@ -330,7 +315,7 @@ func (g *Gateway) RemoveOverride(ctx context.Context, route, name string) (Overr
 		}
 		return fmt.Errorf("%w for limit %q of route %q", ErrNoOverride, name, route)
 	}
-	if s := storeSetter(gen.store); s != nil {
+	if s := gen.bus; s != nil {
 		set, changed, err := s.Delete(ctx, overrideKind, key)
 		if err != nil {
 			return Override{}, 0, g.changeFailed("removed", err)
@@ -521,7 +506,7 @@ func overlay(file *config.Config, set map[string]Override) (*config.Config, map[
 //
 // own names the override that this instance's own call changed, which
 // the call logs itself: "" for a set read on its own.
-func (g *Gateway) applyStoreSet(set redisstore.Set, own string) {
+func (g *Gateway) applyStoreSet(set fleetbus.Set, own string) {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
 	if set.Epoch == g.ov.epoch && set.Version <= g.ov.version && g.ov.set != nil {
@@ -727,7 +712,7 @@ func (g *Gateway) syncOverrides() {
 }
 
 func (g *Gateway) syncOnce() {
-	s := storeSetter(g.gen.Load().store)
+	s := g.gen.Load().bus
 	if s == nil {
 		return
 	}
@@ -764,7 +749,7 @@ func (g *Gateway) syncOnce() {
 // that is not a number). While Redis is down every call fails, which the
 // store's failures say already.
 func (g *Gateway) syncFailed(err error) {
-	if !errors.Is(err, redisstore.ErrBadSet) {
+	if !errors.Is(err, fleetbus.ErrBadSet) {
 		return
 	}
 	now := g.now().Unix()

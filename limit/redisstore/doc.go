@@ -78,8 +78,6 @@
 // end a little early, on the instance's monotonic clock, whatever its wall
 // clock says. Reset forgets its key on every instance, by a message on the
 // channel PREFIX + "forget" (forget.go), as does a give-back on a cluster.
-// Publish and Subscribe carry the gateway's own messages between the
-// instances on other channels of the prefix (control.go).
 // The package limit/internal/exhausted says per algorithm why this is
 // exact.
 //
@@ -109,10 +107,16 @@
 // least 1 ms), the longest lease. The scripts judge liveness from the
 // stored times, not from the key's existence, exactly as core.Entry does.
 //
-// A circuit breaker of scope fleet keeps two hashes, its window and its
-// state, as PREFIX{breaker/NAME}:window and :state (breakerwindow.go,
-// breaker.lua).
-//
 // The arguments and replies of decide.lua, mode by mode, are described
 // next to it, in decide.go.
+//
+// # The fleet bus
+//
+// This package is only the store. The gateway instances that share it
+// also share announcements, versioned sets (runtime overrides, fleet
+// forces), control messages and the windows of fleet breakers, on the
+// fleet bus, floodgate's internal/fleetbus, which keeps its own keys and
+// channels under the same prefix. The bus rides on the store: Client,
+// Prefix, Timeout and Go lend it the store's connection, prefix, timeout
+// and life (bus.go), and are of no use to a limiter.
 package redisstore

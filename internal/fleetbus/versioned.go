@@ -1,4 +1,4 @@
-package redisstore
+package fleetbus
 
 import (
 	"context"
@@ -18,10 +18,10 @@ import (
 )
 
 // A versioned set is a small map that the instances sharing a store keep
-// alike: the gateway's runtime overrides. It lives in one hash under the
-// prefix, PREFIX + kind, and every change makes a new version of the
-// whole, announced on the channel PREFIX + kind. A store that missed an
-// announcement (it was not subscribed, Redis restarted) learns of the
+// alike: the gateway's runtime overrides, the fleet's breaker forces. It
+// lives in one hash under the prefix, PREFIX + kind, and every change
+// makes a new version of the whole, announced on the channel PREFIX +
+// kind. An instance that missed an announcement (it was not subscribed, Redis restarted) learns of the
 // change by asking for the version (SetVersion), which is one small
 // command.
 
@@ -83,12 +83,7 @@ type Entry struct {
 	Expires time.Time // by the Redis clock; zero: never
 }
 
-func (s *Store) setKey(kind string) string { return "{" + s.prefix + kind + "}:set" }
-
-// changeTimeout is the least time a change is given: it is an operator's
-// call, not a request's decision, and an answer lost to a short timeout
-// leaves unknown whether the change was made.
-const changeTimeout = 2 * time.Second
+func (b *Bus) setKey(kind string) string { return "{" + b.prefix + kind + "}:set" }
 
 // Put sets the entry name of the set kind to value, for ttl when it is
 // positive (then it is gone for every reader), makes a new version and
@@ -96,28 +91,28 @@ const changeTimeout = 2 * time.Second
 // limit.ErrStoreUnavailable means Redis did not answer, and whether the
 // change was made is unknown (ErrUnknown says so when the call was sent);
 // any other error means it was not.
-func (s *Store) Put(ctx context.Context, kind, name string, value []byte, ttl time.Duration) (Set, error) {
+func (b *Bus) Put(ctx context.Context, kind, name string, value []byte, ttl time.Duration) (Set, error) {
 	if len(name)+len(value) > MaxEntryBytes {
 		return Set{}, fmt.Errorf("redisstore: entry of %d bytes, over %d", len(name)+len(value), MaxEntryBytes)
 	}
-	set, _, err := s.change(ctx, kind, "put", name, value, ttl)
+	set, _, err := b.change(ctx, kind, "put", name, value, ttl)
 	return set, err
 }
 
 // Delete removes the entry name of the set kind. changed is false when
 // there was none, and then no version is made.
-func (s *Store) Delete(ctx context.Context, kind, name string) (set Set, changed bool, err error) {
-	return s.change(ctx, kind, "del", name, nil, 0)
+func (b *Bus) Delete(ctx context.Context, kind, name string) (set Set, changed bool, err error) {
+	return b.change(ctx, kind, "del", name, nil, 0)
 }
 
-func (s *Store) change(ctx context.Context, kind, op, name string, value []byte, ttl time.Duration) (Set, bool, error) {
+func (b *Bus) change(ctx context.Context, kind, op, name string, value []byte, ttl time.Duration) (Set, bool, error) {
 	if err := checkKind(kind); err != nil {
 		return Set{}, false, err
 	}
 	if name == "" {
 		return Set{}, false, errors.New("redisstore: an entry needs a name")
 	}
-	c, err := s.get(op)
+	c, err := b.conn.Client(op)
 	if err != nil {
 		return Set{}, false, err
 	}
@@ -127,19 +122,19 @@ func (s *Store) change(ctx context.Context, kind, op, name string, value []byte,
 	if ttl > 0 {
 		ms = max(ttl.Milliseconds(), 1)
 	}
-	ctx, cancel := context.WithTimeout(ctx, max(s.timeout, changeTimeout))
+	ctx, cancel := context.WithTimeout(ctx, max(b.timeout, changeTimeout))
 	defer cancel()
 	args := []string{
 		op, name, string(value), strconv.FormatInt(ms, 10), hex.EncodeToString(e[:]),
-		s.prefix + kind, strconv.Itoa(MaxEntries),
+		b.prefix + kind, strconv.Itoa(MaxEntries),
 	}
-	vs, err := versionedScript.Exec(ctx, c, []string{s.setKey(kind)}, args).ToArray()
+	vs, err := versionedScript.Exec(ctx, c, []string{b.setKey(kind)}, args).ToArray()
 	// A connection Redis closed while idle (a restart) fails the first
 	// call on it, which rueidis does not send again as it does a read;
 	// the client holds a few such connections. A put sent twice puts the
 	// same entry: it goes again while connections fail so, a few times.
 	for try := 0; op == "put" && brokenConn(err) && try < maxPutRetries; try++ {
-		vs, err = versionedScript.Exec(ctx, c, []string{s.setKey(kind)}, args).ToArray()
+		vs, err = versionedScript.Exec(ctx, c, []string{b.setKey(kind)}, args).ToArray()
 	}
 	if err != nil {
 		msg := err.Error()
@@ -164,17 +159,17 @@ func (s *Store) change(ctx context.Context, kind, op, name string, value []byte,
 
 // Read returns the set kind as Redis holds it: empty, with version 0,
 // when there is none.
-func (s *Store) Read(ctx context.Context, kind string) (Set, error) {
+func (b *Bus) Read(ctx context.Context, kind string) (Set, error) {
 	if err := checkKind(kind); err != nil {
 		return Set{}, err
 	}
-	c, err := s.get("read")
+	c, err := b.conn.Client("read")
 	if err != nil {
 		return Set{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, max(s.timeout, changeTimeout))
+	ctx, cancel := context.WithTimeout(ctx, max(b.timeout, changeTimeout))
 	defer cancel()
-	vs, err := versionedScript.Exec(ctx, c, []string{s.setKey(kind)}, []string{"read"}).ToArray()
+	vs, err := versionedScript.Exec(ctx, c, []string{b.setKey(kind)}, []string{"read"}).ToArray()
 	if err != nil {
 		if msg := err.Error(); strings.HasPrefix(msg, "BADVERSION ") {
 			err = fmt.Errorf("%w: %s", ErrBadSet, strings.TrimPrefix(msg, "BADVERSION "))
@@ -190,17 +185,17 @@ func (s *Store) Read(ctx context.Context, kind string) (Set, error) {
 
 // SetVersion returns the epoch and version of the set kind, for a reader
 // to learn whether what it holds is still current.
-func (s *Store) SetVersion(ctx context.Context, kind string) (epoch string, version int64, err error) {
+func (b *Bus) SetVersion(ctx context.Context, kind string) (epoch string, version int64, err error) {
 	if err := checkKind(kind); err != nil {
 		return "", 0, err
 	}
-	c, err := s.get("version")
+	c, err := b.conn.Client("version")
 	if err != nil {
 		return "", 0, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	vs, err := c.Do(ctx, c.B().Hmget().Key(s.setKey(kind)).Field("_epoch", "_version").Build()).ToArray()
+	vs, err := c.Do(ctx, c.B().Hmget().Key(b.setKey(kind)).Field("_epoch", "_version").Build()).ToArray()
 	if err == nil && len(vs) != 2 {
 		err = fmt.Errorf("answer of %d values", len(vs))
 	}

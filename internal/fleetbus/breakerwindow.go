@@ -1,4 +1,4 @@
-package redisstore
+package fleetbus
 
 import (
 	"context"
@@ -56,8 +56,8 @@ type BreakerState struct {
 // breaker name, when the fleet is CLOSED in episode (counts of another
 // episode are dropped), opens the fleet's breaker if the window reaches a
 // threshold, and returns the state. With nothing to add it only reads.
-func (s *Store) BreakerTick(ctx context.Context, name string, r BreakerRule, episode uint64, calls, failures, slow int64) (BreakerState, error) {
-	_, st, err := s.breakerCall(ctx, name, r, "tick", episode,
+func (b *Bus) BreakerTick(ctx context.Context, name string, r BreakerRule, episode uint64, calls, failures, slow int64) (BreakerState, error) {
+	_, st, err := b.breakerCall(ctx, name, r, "tick", episode,
 		strconv.FormatInt(calls, 10), strconv.FormatInt(failures, 10), strconv.FormatInt(slow, 10))
 	return st, err
 }
@@ -67,22 +67,22 @@ func (s *Store) BreakerTick(ctx context.Context, name string, r BreakerRule, epi
 // trials) and fewer than HalfOpenCalls are taken. A trial not reported
 // within TrialTimeout counts as failed. The state says where the fleet is
 // otherwise.
-func (s *Store) BreakerTrial(ctx context.Context, name string, r BreakerRule) (ok bool, st BreakerState, err error) {
-	return s.breakerCall(ctx, name, r, "trial", 0, "0", "0", "0")
+func (b *Bus) BreakerTrial(ctx context.Context, name string, r BreakerRule) (ok bool, st BreakerState, err error) {
+	return b.breakerCall(ctx, name, r, "trial", 0, "0", "0", "0")
 }
 
 // BreakerTrialDone reports a trial the fleet admitted in episode: failed,
 // slow, or cancelled (which frees its place). The last outcome of
 // HalfOpenCalls decides: the fleet closes, or opens again.
-func (s *Store) BreakerTrialDone(ctx context.Context, name string, r BreakerRule, episode uint64, failed, slow, cancelled bool) (BreakerState, error) {
-	_, st, err := s.breakerCall(ctx, name, r, "done", episode, flag(failed), flag(slow), flag(cancelled))
+func (b *Bus) BreakerTrialDone(ctx context.Context, name string, r BreakerRule, episode uint64, failed, slow, cancelled bool) (BreakerState, error) {
+	_, st, err := b.breakerCall(ctx, name, r, "done", episode, flag(failed), flag(slow), flag(cancelled))
 	return st, err
 }
 
 // BreakerReset closes the breaker name for the fleet with an empty
 // window, a new episode: an operator gave it back to its window.
-func (s *Store) BreakerReset(ctx context.Context, name string, r BreakerRule) (BreakerState, error) {
-	_, st, err := s.breakerCall(ctx, name, r, "reset", 0, "0", "0", "0")
+func (b *Bus) BreakerReset(ctx context.Context, name string, r BreakerRule) (BreakerState, error) {
+	_, st, err := b.breakerCall(ctx, name, r, "reset", 0, "0", "0", "0")
 	return st, err
 }
 
@@ -94,23 +94,23 @@ func flag(b bool) string {
 }
 
 // breakerKeys are the window and the state of the breaker name.
-func (s *Store) breakerKeys(name string) []string {
-	tag := s.prefix + "{breaker/" + name + "}"
+func (b *Bus) breakerKeys(name string) []string {
+	tag := b.prefix + "{breaker/" + name + "}"
 	return []string{tag + ":window", tag + ":state"}
 }
 
-func (s *Store) breakerCall(ctx context.Context, name string, r BreakerRule, op string, episode uint64, a, b, c string) (bool, BreakerState, error) {
+func (b *Bus) breakerCall(ctx context.Context, name string, r BreakerRule, op string, episode uint64, x, y, z string) (bool, BreakerState, error) {
 	what := "breaker " + op
 	if r.Window < time.Second || r.HalfOpenCalls < 1 || r.MinCalls < 1 {
 		return false, BreakerState{}, fmt.Errorf("redisstore: %s: bad rule %+v", what, r)
 	}
-	cl, err := s.get(what)
+	cl, err := b.conn.Client(what)
 	if err != nil {
 		return false, BreakerState{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	vs, err := breakerScript.Exec(ctx, cl, s.breakerKeys(name), []string{
+	vs, err := breakerScript.Exec(ctx, cl, b.breakerKeys(name), []string{
 		op,
 		strconv.FormatInt(int64(r.Window/time.Second), 10),
 		strconv.Itoa(r.MinCalls),
@@ -120,8 +120,8 @@ func (s *Store) breakerCall(ctx context.Context, name string, r BreakerRule, op 
 		strconv.Itoa(r.HalfOpenCalls),
 		strconv.FormatInt(r.TrialTimeout.Milliseconds(), 10),
 		strconv.FormatUint(episode, 10),
-		a, b, c,
-		strconv.FormatInt(s.offset.Load()/1000, 10),
+		x, y, z,
+		strconv.FormatInt(b.offset.Load()/1000, 10),
 	}).ToArray()
 	if err != nil {
 		return false, BreakerState{}, unavailable(what, err)

@@ -1,4 +1,4 @@
-package redisstore
+package fleetbus
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 	"github.com/floodgate-gw/floodgate/limit"
+	"github.com/floodgate-gw/floodgate/limit/redisstore"
 )
 
 // A message published by one store reaches every store of the prefix, the
@@ -17,10 +18,10 @@ import (
 func TestControlReachesEveryStoreOfThePrefix(t *testing.T) {
 	srv := testredis.Start(t)
 	a, b := open(t, srv), open(t, srv)
-	other := open(t, srv, func(o *Options) { o.Prefix = "other:" })
+	other := open(t, srv, func(o *redisstore.Options) { o.Prefix = "other:" })
 	var mu sync.Mutex
 	got := map[string][]string{}
-	for name, s := range map[string]*Store{"a": a, "b": b, "other": other} {
+	for name, s := range map[string]*Bus{"a": a, "b": b, "other": other} {
 		if err := s.Subscribe("control", func(m []byte) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -30,7 +31,7 @@ func TestControlReachesEveryStoreOfThePrefix(t *testing.T) {
 		}
 	}
 	within(t, 5*time.Second, func() error {
-		v, err := srv.DoValue(t, "PUBSUB", "NUMSUB", DefaultPrefix+"control", "other:control")
+		v, err := srv.DoValue(t, "PUBSUB", "NUMSUB", redisstore.DefaultPrefix+"control", "other:control")
 		if err != nil {
 			return err
 		}
@@ -59,7 +60,8 @@ func TestControlReachesEveryStoreOfThePrefix(t *testing.T) {
 
 func TestControlRefusesBadKindsAndClosedStores(t *testing.T) {
 	srv := testredis.Start(t)
-	s := open(t, srv)
+	store := openStore(t, srv)
+	s := New(store)
 	for _, kind := range []string{"", "forget", string(make([]byte, 65))} {
 		if err := s.Publish(context.Background(), kind, nil); !errors.Is(err, ErrKind) {
 			t.Errorf("Publish(%q): %v, want ErrKind", kind, err)
@@ -72,7 +74,7 @@ func TestControlRefusesBadKindsAndClosedStores(t *testing.T) {
 	if err := s.Publish(context.Background(), "control", []byte("x")); !errors.Is(err, limit.ErrStoreUnavailable) {
 		t.Errorf("Publish with Redis stopped: %v, want ErrStoreUnavailable", err)
 	}
-	s.Close()
+	store.Close()
 	if err := s.Subscribe("control", func([]byte) {}); !errors.Is(err, limit.ErrStoreUnavailable) {
 		t.Errorf("Subscribe after Close: %v, want ErrStoreUnavailable", err)
 	}

@@ -1,4 +1,4 @@
-package redisstore
+package fleetbus
 
 import (
 	"context"
@@ -35,17 +35,17 @@ const (
 // N being the instances alive before the failure). info, when not empty,
 // is what the instance says of itself, which Instances returns while the
 // announcement lasts; it must be at most MaxInfo bytes.
-func (s *Store) Announce(ctx context.Context, id string, info []byte, ttl time.Duration) (int, error) {
+func (b *Bus) Announce(ctx context.Context, id string, info []byte, ttl time.Duration) (int, error) {
 	if len(id) > MaxInfo || len(info) > MaxInfo {
 		return 0, fmt.Errorf("redisstore: announcement of %d+%d bytes, over %d", len(id), len(info), MaxInfo)
 	}
-	c, err := s.get("announce")
+	c, err := b.conn.Client("announce")
 	if err != nil {
 		return 0, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	n, err := announceScript.Exec(ctx, c, s.instanceKeys(),
+	n, err := announceScript.Exec(ctx, c, b.instanceKeys(),
 		[]string{id, strconv.FormatInt(ttl.Microseconds(), 10), string(info)}).AsInt64()
 	if err != nil {
 		return 0, unavailable("announce", err)
@@ -56,8 +56,8 @@ func (s *Store) Announce(ctx context.Context, id string, info []byte, ttl time.D
 // instanceKeys are the sorted set of live instances and the hash of what
 // they announced. The hash's name holds the set's name as its hash tag, so
 // that in a Redis Cluster both are in one slot and one script reaches them.
-func (s *Store) instanceKeys() []string {
-	set := s.prefix + "instances"
+func (b *Bus) instanceKeys() []string {
+	set := b.prefix + "instances"
 	return []string{set, "{" + set + "}:info"}
 }
 
@@ -73,16 +73,16 @@ type Announcement struct {
 // now, in the order of their expiry. skipped counts the live instances
 // left out: past the first MaxInstances, or whose id or entry is longer
 // than MaxInfo, or whose entry is not one Announce wrote.
-func (s *Store) Instances(ctx context.Context) (as []Announcement, now time.Time, skipped int, err error) {
-	c, err := s.get("instances")
+func (b *Bus) Instances(ctx context.Context) (as []Announcement, now time.Time, skipped int, err error) {
+	c, err := b.conn.Client("instances")
 	if err != nil {
 		return nil, time.Time{}, 0, err
 	}
 	// An operator's read (GET /admin/fleet), not a request's decision:
 	// it has the time a change has, not the decision budget.
-	ctx, cancel := context.WithTimeout(ctx, max(s.timeout, changeTimeout))
+	ctx, cancel := context.WithTimeout(ctx, max(b.timeout, changeTimeout))
 	defer cancel()
-	vs, err := fleetScript.Exec(ctx, c, s.instanceKeys(),
+	vs, err := fleetScript.Exec(ctx, c, b.instanceKeys(),
 		[]string{strconv.Itoa(MaxInstances), strconv.Itoa(MaxInfo)}).ToArray()
 	if err != nil {
 		return nil, time.Time{}, 0, unavailable("instances", err)
@@ -120,14 +120,14 @@ func (s *Store) Instances(ctx context.Context) (as []Announcement, now time.Time
 
 // Withdraw removes the announcement of the instance id, for an instance
 // that stops: the others no longer count it, nor list it.
-func (s *Store) Withdraw(ctx context.Context, id string) error {
-	c, err := s.get("withdraw")
+func (b *Bus) Withdraw(ctx context.Context, id string) error {
+	c, err := b.conn.Client("withdraw")
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	keys := s.instanceKeys()
+	keys := b.instanceKeys()
 	for _, r := range c.DoMulti(ctx,
 		c.B().Zrem().Key(keys[0]).Member(id).Build(),
 		c.B().Hdel().Key(keys[1]).Field(id).Build()) {

@@ -1,4 +1,4 @@
-package redisstore
+package fleetbus
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/floodgate-gw/floodgate/internal/testredis"
+	"github.com/floodgate-gw/floodgate/limit/redisstore"
 )
 
 var testBreakerRule = BreakerRule{
@@ -19,10 +20,10 @@ var testBreakerRule = BreakerRule{
 // Its trials are HalfOpenCalls for the three, and decide for all.
 func TestBreakerWindowShared(t *testing.T) {
 	srv := testredis.Start(t)
-	checkBreakerWindow(t, []*Store{open(t, srv), open(t, srv), open(t, srv)})
+	checkBreakerWindow(t, []*Bus{open(t, srv), open(t, srv), open(t, srv)})
 	checkExpiry(t, srv)
 	for _, k := range keys(t, srv) {
-		if !strings.HasPrefix(k, DefaultPrefix+"{breaker/api}:") {
+		if !strings.HasPrefix(k, redisstore.DefaultPrefix+"{breaker/api}:") {
 			t.Errorf("key %q is not under the prefix with the breaker's hash tag", k)
 		}
 	}
@@ -30,10 +31,10 @@ func TestBreakerWindowShared(t *testing.T) {
 
 func TestClusterBreakerWindowShared(t *testing.T) {
 	cl := testredis.StartCluster(t, 3)
-	checkBreakerWindow(t, []*Store{openCluster(t, cl), openCluster(t, cl), openCluster(t, cl)})
+	checkBreakerWindow(t, []*Bus{openCluster(t, cl), openCluster(t, cl), openCluster(t, cl)})
 }
 
-func checkBreakerWindow(t *testing.T, ss []*Store) {
+func checkBreakerWindow(t *testing.T, ss []*Bus) {
 	ctx := context.Background()
 	r := testBreakerRule
 	// Half a second into a second: the calls that follow, and the time

@@ -1,4 +1,4 @@
-package redisstore
+package fleetbus
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func TestVersionedSetOnACluster(t *testing.T) {
 	testVersionedSet(t, openCluster(t, cl), openCluster(t, cl))
 }
 
-func testVersionedSet(t *testing.T, a, b *Store) {
+func testVersionedSet(t *testing.T, a, b *Bus) {
 	ctx := context.Background()
 	var mu sync.Mutex
 	var heard []string
