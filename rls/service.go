@@ -162,7 +162,13 @@ type matched struct {
 	// hits is what the descriptor counts; 0 checks its limit and counts
 	// nothing.
 	hits int64
-	at   int // its place in its store call, or -1 when not decided
+	// at is its place in its store call, or -1 when not decided; an int32
+	// (at most MaxDescriptors) so that replaced fits beside it and a
+	// call's one slice of matched is no larger for it.
+	at int32
+	// replaced is whether another limit of the request replaces lim,
+	// which then decides nothing and is not reported.
+	replaced bool
 	// state is the limit's state read without counting, for a limit the
 	// store call leaves out: a check, a limit blocked by its hits, or any
 	// limit of a request rejected before the store call.
@@ -196,88 +202,171 @@ func metricDomain(r *rulesIn, domain string) string {
 	return "unknown"
 }
 
+// decide answers one call: its descriptors are matched, a limit that
+// rejects the request whatever it has counted rejects it first, the
+// checks are read, the limits are counted in one store call, what the
+// call left out is read, and the answer is written.
 func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	domain := req.GetDomain()
-	if domain == "" {
-		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
+	if err := checkRequest(req); err != nil {
+		return nil, err
+	}
+	d := decision{s: s, req: req, domain: req.GetDomain(), ds: req.GetDescriptors()}
+	if err := d.match(); err != nil {
+		return nil, err
+	}
+	markReplaced(d.ms)
+	d.rejectBlocked()
+	d.store, d.now = s.store(), s.now()
+	if err := d.readChecks(ctx); err != nil {
+		return nil, err
+	}
+	call, err := d.request()
+	if err != nil {
+		return nil, err
+	}
+	if err := d.count(ctx, call); err != nil {
+		return nil, err
+	}
+	d.readLeftOut(ctx)
+	return d.answer(), nil
+}
+
+// checkRequest rejects a request without a domain, or with no
+// descriptors or more than MaxDescriptors.
+func checkRequest(req *rlsv3.RateLimitRequest) error {
+	if req.GetDomain() == "" {
+		return status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
 	}
 	ds := req.GetDescriptors()
 	if len(ds) == 0 {
-		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+		return status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
 	}
 	if len(ds) > MaxDescriptors {
-		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors: at most %d in one request", len(ds), MaxDescriptors)
+		return status.Errorf(codes.InvalidArgument, "%d descriptors: at most %d in one request", len(ds), MaxDescriptors)
 	}
-	rules := s.rules.Load()
+	return nil
+}
+
+// decision is one ShouldRateLimit call on its way: the limits its
+// descriptors matched and what the store said of them.
+type decision struct {
+	s      *Service
+	req    *rlsv3.RateLimitRequest
+	domain string
+	ds     []*rlsv3ext.RateLimitDescriptor
+	ms     []matched // one per descriptor
+
+	store limit.Store
+	now   time.Time
+	// over is whether a limit rejects the request before the store call,
+	// which then counts nothing.
+	over     bool
+	res      limit.Result // the store call's, when there is one
+	admitted bool         // whether the store counted the request's hits
+}
+
+// match finds the limit of every descriptor and the hits it counts.
+func (d *decision) match() error {
+	rules := d.s.rules.Load()
 	// The request's hits_addend is a plain number, and 0 means 1, as
 	// Envoy documents.
-	hits := int64(req.GetHitsAddend())
+	hits := int64(d.req.GetHitsAddend())
 	if hits == 0 {
 		hits = 1
 	}
-	ms := make([]matched, len(ds))
-	replaced := map[string]bool{}
+	d.ms = make([]matched, len(d.ds))
 	entries := make([]Entry, 0, 8)
-	for i, d := range ds {
-		if d.GetIsNegativeHits() {
-			return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: negative hits are not supported", i)
+	for i, desc := range d.ds {
+		if desc.GetIsNegativeHits() {
+			return status.Errorf(codes.InvalidArgument, "descriptor %d: negative hits are not supported", i)
 		}
-		if n := len(d.GetEntries()); n > MaxEntries {
-			return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: %d entries: at most %d in one descriptor", i, n, MaxEntries)
+		if n := len(desc.GetEntries()); n > MaxEntries {
+			return status.Errorf(codes.InvalidArgument, "descriptor %d: %d entries: at most %d in one descriptor", i, n, MaxEntries)
 		}
 		entries = entries[:0]
-		for _, e := range d.GetEntries() {
+		for _, e := range desc.GetEntries() {
 			entries = append(entries, Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
-		ms[i] = matched{hits: hits, at: -1}
-		if o := d.GetLimit(); o != nil && rules.domains[domain] {
-			l, err := override(domain, o, s.quota)
+		m := &d.ms[i]
+		*m = matched{hits: hits, at: -1}
+		if o := desc.GetLimit(); o != nil && rules.domains[d.domain] {
+			l, err := override(d.domain, o, d.s.quota)
 			if err != nil {
-				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
+				return status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
 			}
-			ms[i].lim = l
+			m.lim = l
 		} else {
-			ms[i].lim = rules.Match(domain, entries)
+			m.lim = rules.Match(d.domain, entries)
 		}
 		// A descriptor's own hits_addend, when set, overrides the
 		// request's. It is a wrapper, so that 0 differs from unset:
 		// envoyproxy/ratelimit reads 0 as a check that counts nothing.
-		if h := d.GetHitsAddend(); h != nil {
-			ms[i].hits = int64(min(h.GetValue(), math.MaxInt64))
+		if h := desc.GetHitsAddend(); h != nil {
+			m.hits = int64(min(h.GetValue(), math.MaxInt64))
 		}
+	}
+	return nil
+}
+
+// markReplaced marks the limits of ms that another limit of ms replaces.
+// The names are in a map of this function's own, not one kept with the
+// call's other state: that would escape to the heap with it, since escape
+// analysis does not tell a struct's fields apart.
+func markReplaced(ms []matched) {
+	replaced := map[string]bool{}
+	for i := range ms {
 		if l := ms[i].lim; l != nil {
 			for _, name := range l.Replaces {
 				replaced[name] = true
 			}
 		}
 	}
-
-	// A limit of 0, or one asked for more hits than its count, rejects the
-	// request before anything is counted: the request's other limits are
-	// not decided, so they consume nothing.
-	over := false
-	for i := range ms {
-		over = over || blocked(&ms[i], replaced) && ms[i].lim.rejects(s.quota)
+	if len(replaced) == 0 {
+		return
 	}
+	for i := range ms {
+		if m := &ms[i]; m.lim != nil {
+			m.replaced = m.lim.Name != "" && replaced[m.lim.Name]
+		}
+	}
+}
 
-	store := s.store()
-	now := s.now()
+// rejectBlocked marks the request over when a limit rejects it whatever
+// it has counted: a limit of 0, or one asked for more hits than its
+// count.
+func (d *decision) rejectBlocked() {
+	// Such a limit rejects the request before anything is counted: the
+	// request's other limits are not decided, so they consume nothing.
+	for i := range d.ms {
+		d.over = d.over || blocked(&d.ms[i]) && d.ms[i].lim.rejects(d.s.quota)
+	}
+}
+
+// readChecks reads the limits of the descriptors that count nothing,
+// and marks the request over when one of them is used up.
+func (d *decision) readChecks(ctx context.Context) error {
 	// Checks are read before anything is counted, so that one whose limit
 	// is used up rejects the request with nothing consumed. The store
 	// cannot decide them with the others: a rule costs at least 1 (a cost
 	// of 0 means 1). A request decided between the read and the store call
 	// may use the limit up: a check is as exact as a read, no more.
-	if !over {
-		if err := peek(ctx, store, now, ds, ms, replaced, func(m *matched) bool { return m.hits == 0 }); err != nil {
-			return nil, s.unavailable(domain, err)
-		}
-		for i := range ms {
-			if m := &ms[i]; m.state != nil && m.state.Remaining <= 0 && m.lim.rejects(s.quota) {
-				over = true
-			}
+	if d.over {
+		return nil
+	}
+	if err := peek(ctx, d.store, d.now, d.ds, d.ms, func(m *matched) bool { return m.hits == 0 }); err != nil {
+		return d.s.unavailable(d.domain, err)
+	}
+	for i := range d.ms {
+		if m := &d.ms[i]; m.state != nil && m.state.Remaining <= 0 && m.lim.rejects(d.s.quota) {
+			d.over = true
 		}
 	}
+	return nil
+}
 
+// request is the store call that counts the request's hits: every limit
+// with hits to count, or none when the request is over.
+func (d *decision) request() (*limit.Request, error) {
 	// The limits to decide, in one store call, so that the request is
 	// admitted or rejected by all of them at once. A call has one hits
 	// count; descriptors whose own hits_addend differ are each counted
@@ -285,41 +374,53 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 	// the rule's counters: they depend on its name and window, not its
 	// cost).
 	call := &limit.Request{}
-	for i, d := range ds {
-		m := &ms[i]
-		if over || m.hits == 0 || m.lim == nil || m.lim.Rule == nil || isReplaced(m.lim, replaced) || blocked(m, replaced) {
+	for i, desc := range d.ds {
+		m := &d.ms[i]
+		if d.over || m.hits == 0 || m.lim == nil || m.lim.Rule == nil || m.replaced || blocked(m) {
 			continue // nothing to count: no limit, unlimited, replaced, blocked or a check
 		}
 		if call.Hits == 0 {
 			call.Hits = m.hits
 		}
 		if call.Limits == nil {
-			call.Limits = make([]limit.Limit, 0, len(ds)-i) // one allocation, not one per growth
+			call.Limits = make([]limit.Limit, 0, len(d.ds)-i) // one allocation, not one per growth
 		}
-		m.at = len(call.Limits)
-		call.Limits = append(call.Limits, limit.Limit{Rule: m.lim.storeRule(s.quota), Key: key(m.lim, d.GetEntries())})
+		m.at = int32(len(call.Limits))
+		call.Limits = append(call.Limits, limit.Limit{Rule: m.lim.storeRule(d.s.quota), Key: key(m.lim, desc.GetEntries())})
 	}
-	for i := range ms {
-		if m := &ms[i]; m.at >= 0 && m.hits != call.Hits {
-			if err := costed(call, ms); err != nil {
+	for i := range d.ms {
+		if m := &d.ms[i]; m.at >= 0 && m.hits != call.Hits {
+			if err := costed(call, d.ms); err != nil {
 				return nil, status.Errorf(codes.InvalidArgument, "%v", err)
 			}
 			break
 		}
 	}
-	var res limit.Result
-	admitted := !over // whether the store counted the request's hits
-	if len(call.Limits) > 0 {
-		call.Now = now
-		var err error
-		res, err = store.Decide(ctx, call)
-		if err != nil {
-			return nil, s.unavailable(domain, err)
-		}
-		for _, d := range res.Decisions {
-			admitted = admitted && (d.Allowed || d.Rule.Shadow)
-		}
+	return call, nil
+}
+
+// count makes the store call, when it has limits, and notes whether the
+// store admitted the request.
+func (d *decision) count(ctx context.Context, call *limit.Request) error {
+	d.admitted = !d.over
+	if len(call.Limits) == 0 {
+		return nil
 	}
+	call.Now = d.now
+	res, err := d.store.Decide(ctx, call)
+	if err != nil {
+		return d.s.unavailable(d.domain, err)
+	}
+	d.res = res
+	for _, dec := range res.Decisions {
+		d.admitted = d.admitted && (dec.Allowed || dec.Rule.Shadow)
+	}
+	return nil
+}
+
+// readLeftOut reads the limits the store call left out, counting
+// nothing, for their statuses.
+func (d *decision) readLeftOut(ctx context.Context) {
 	// The limits the store call left out, because the request was
 	// rejected first or their hits are above their count, are read without
 	// counting, so that their statuses say what they have left and when
@@ -327,25 +428,29 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 	// that the store call decides reads nothing more, unless a shadow
 	// limit is blocked by its hits. The answer does not depend on the
 	// reads: one that fails leaves its status without them.
-	if err := peek(ctx, store, now, ds, ms, replaced, func(m *matched) bool { return m.at < 0 && m.state == nil }); err != nil {
-		s.warn("rate-limit store failed; ShouldRateLimit answers without the remaining counts of limits it did not decide", domain, err)
+	if err := peek(ctx, d.store, d.now, d.ds, d.ms, func(m *matched) bool { return m.at < 0 && m.state == nil }); err != nil {
+		d.s.warn("rate-limit store failed; ShouldRateLimit answers without the remaining counts of limits it did not decide", d.domain, err)
 	}
+}
 
+// answer is the response to the call: the status of every descriptor,
+// the overall code, the rate-limit headers and the metadata.
+func (d *decision) answer() *rlsv3.RateLimitResponse {
 	resp := &rlsv3.RateLimitResponse{
 		OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds)),
+		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(d.ds)),
 	}
 	// The answer's statuses, current limits and resets are each made in
 	// one allocation for the whole call rather than one per descriptor:
 	// they are written once and live as long as the answer.
 	var (
-		statuses = make([]rlsv3.RateLimitResponse_DescriptorStatus, len(ds))
+		statuses = make([]rlsv3.RateLimitResponse_DescriptorStatus, len(d.ds))
 		current  []rlsv3.RateLimitResponse_RateLimit
 		resets   []durationpb.Duration
 	)
 	var quotas []int // the descriptors over a quota, for the metadata
-	for i := range ds {
-		m := &ms[i]
+	for i := range d.ds {
+		m := &d.ms[i]
 		st := &statuses[i]
 		st.Code = rlsv3.RateLimitResponse_OK
 		resp.Statuses[i] = st
@@ -359,87 +464,107 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 			st.LimitRemaining = math.MaxUint32
 			continue
 		}
-		if isReplaced(l, replaced) {
+		if m.replaced {
 			continue
 		}
 		if current == nil {
-			current = make([]rlsv3.RateLimitResponse_RateLimit, len(ds))
+			current = make([]rlsv3.RateLimitResponse_RateLimit, len(d.ds))
 		}
 		cl := &current[i]
 		cl.Name, cl.RequestsPerUnit, cl.Unit = l.Name, l.RequestsPerUnit, l.Unit
 		st.CurrentLimit = cl
-		var (
-			allowed, known = true, false
-			left           int64
-			reset          time.Duration
-		)
-		switch {
-		case m.at >= 0:
-			// Undecided on Redis Cluster: a limit in another slot,
-			// asked first, rejected the request, and this one was not
-			// asked (limit.Decision.Undecided), so that a surge costs
-			// one call; what it has left is unknown.
-			if d := res.Decisions[m.at]; !d.Undecided {
-				allowed, known, left, reset = d.Allowed, true, d.Remaining, d.ResetAfter
-			}
-		case m.state != nil:
-			// Read, not counted: it admits what it has room for, as
-			// the store would have judged it.
-			known, left, reset = true, m.state.Remaining, m.state.ResetAfter
-			allowed = left >= max(m.hits, 1)
+		v := d.judge(m)
+		if d.s.observe != nil || d.s.metrics != nil {
+			d.report(i, v)
 		}
-		if blocked(m, replaced) {
-			allowed = false
-			if !known {
-				// requests_per_unit 0, or a read that failed: over
-				// until the end of the window at least.
-				known, reset = true, l.Period-time.Duration(now.UnixNano()%int64(l.Period))
-			}
-		}
-		// A limit that rejected counted nothing: left is before the hits.
-		if s.observe != nil || s.metrics != nil {
-			o := Outcome{Domain: domain, Descriptor: ds[i], Limit: l, TotalHits: m.hits}
-			if known {
-				o.count(s.nearRatio, allowed, allowed && m.at >= 0 && admitted, left)
-			}
-			if s.metrics != nil {
-				s.metrics.observe(&o)
-			}
-			if s.observe != nil {
-				oc := o // on the heap only when observed
-				s.observe(&oc)
-			}
-		}
-		if !allowed {
+		if !v.allowed {
 			// What envoyproxy/ratelimit reports of a limit that
 			// rejects, even when hits above what it has left leave
 			// some: nothing for this request.
-			left = 0
+			v.left = 0
 		}
-		if known {
-			st.LimitRemaining = uint32(min(max(left, 0), math.MaxUint32))
+		if v.known {
+			st.LimitRemaining = uint32(min(max(v.left, 0), math.MaxUint32))
 			if resets == nil {
-				resets = make([]durationpb.Duration, len(ds))
+				resets = make([]durationpb.Duration, len(d.ds))
 			}
-			resets[i].Seconds = wholeSeconds(reset)
+			resets[i].Seconds = wholeSeconds(v.reset)
 			st.DurationUntilReset = &resets[i]
 		}
 		// A shadow limit is decided and reported, never enforced; a
 		// quota is reported in the metadata.
 		switch {
-		case allowed || l.Shadow:
-		case l.quota(s.quota):
+		case v.allowed || l.Shadow:
+		case l.quota(d.s.quota):
 			quotas = append(quotas, i)
 		default:
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 	}
-	addHeaders(s.headers, resp, ms)
-	if s.meta {
-		resp.DynamicMetadata = metadataOf(req, quotas, ms, s.quota)
+	addHeaders(d.s.headers, resp, d.ms)
+	if d.s.meta {
+		resp.DynamicMetadata = metadataOf(d.req, quotas, d.ms, d.s.quota)
 	}
-	return resp, nil
+	return resp
+}
+
+// verdict is what one descriptor's limit says of the request.
+type verdict struct {
+	allowed bool
+	known   bool // whether left and reset are
+	left    int64
+	reset   time.Duration
+}
+
+// judge is what m's limit says of the request: its decision in the store
+// call, or its state read without counting; over, whatever it has left,
+// when it is blocked.
+func (d *decision) judge(m *matched) verdict {
+	v := verdict{allowed: true}
+	switch {
+	case m.at >= 0:
+		// Undecided on Redis Cluster: a limit in another slot,
+		// asked first, rejected the request, and this one was not
+		// asked (limit.Decision.Undecided), so that a surge costs
+		// one call; what it has left is unknown.
+		if dec := d.res.Decisions[m.at]; !dec.Undecided {
+			v = verdict{allowed: dec.Allowed, known: true, left: dec.Remaining, reset: dec.ResetAfter}
+		}
+	case m.state != nil:
+		// Read, not counted: it admits what it has room for, as
+		// the store would have judged it.
+		v = verdict{known: true, left: m.state.Remaining, reset: m.state.ResetAfter}
+		v.allowed = v.left >= max(m.hits, 1)
+	}
+	if blocked(m) {
+		v.allowed = false
+		if !v.known {
+			// requests_per_unit 0, or a read that failed: over
+			// until the end of the window at least.
+			p := m.lim.Period
+			v.known, v.reset = true, p-time.Duration(d.now.UnixNano()%int64(p))
+		}
+	}
+	return v
+}
+
+// report gives the Outcome of descriptor i, judged v, to the metrics and
+// to Options.Observe.
+func (d *decision) report(i int, v verdict) {
+	m := &d.ms[i]
+	o := Outcome{Domain: d.domain, Descriptor: d.ds[i], Limit: m.lim, TotalHits: m.hits}
+	if v.known {
+		// A limit that rejected counted nothing: left is before the hits.
+		o.count(d.s.nearRatio, v.allowed, v.allowed && m.at >= 0 && d.admitted, v.left)
+	}
+	if d.s.metrics != nil {
+		d.s.metrics.observe(&o)
+	}
+	if d.s.observe != nil {
+		oc := o // on the heap only when observed
+		d.s.observe(&oc)
+	}
 }
 
 // wholeSeconds is a duration until reset as envoyproxy/ratelimit sends
@@ -469,10 +594,10 @@ func (s *Service) warn(msg, domain string, err error) {
 // with something to count and not replaced) into their state, counting
 // nothing. Several reads run at once, so that on Redis they share round
 // trips. It returns the first error; the other reads are kept.
-func peek(ctx context.Context, store limit.Store, now time.Time, ds []*rlsv3ext.RateLimitDescriptor, ms []matched, replaced map[string]bool, pick func(*matched) bool) error {
+func peek(ctx context.Context, store limit.Store, now time.Time, ds []*rlsv3ext.RateLimitDescriptor, ms []matched, pick func(*matched) bool) error {
 	var idx []int
 	for i := range ms {
-		if m := &ms[i]; m.lim != nil && m.lim.Rule != nil && !isReplaced(m.lim, replaced) && pick(m) {
+		if m := &ms[i]; m.lim != nil && m.lim.Rule != nil && !m.replaced && pick(m) {
 			idx = append(idx, i)
 		}
 	}
@@ -540,13 +665,10 @@ func key(l *Limit, es []*rlsv3ext.RateLimitDescriptor_Entry) limit.Key {
 // blocked reports whether m's limit rejects the request whatever it has
 // counted, and is not replaced by another: a limit of 0, or hits above the
 // limit's count.
-func blocked(m *matched, replaced map[string]bool) bool {
+func blocked(m *matched) bool {
 	l := m.lim
-	if l == nil || l.Unlimited || l.Period <= 0 || isReplaced(l, replaced) {
+	if l == nil || l.Unlimited || l.Period <= 0 || m.replaced {
 		return false
 	}
 	return l.Rule == nil || m.hits > int64(l.RequestsPerUnit)
 }
-
-// isReplaced reports whether another limit of the request replaces l.
-func isReplaced(l *Limit, replaced map[string]bool) bool { return l.Name != "" && replaced[l.Name] }

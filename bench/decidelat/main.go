@@ -138,17 +138,54 @@ func (sc *scenario) limits(user, ip limit.Key) []limit.Limit {
 	}
 }
 
+// run measures n decisions from c goroutines against the Redis at addr,
+// the store's or, with seed, the classic limiter's; with printCmd it
+// prints the store's command instead.
 func run(addr string, n, c int, seed, printCmd bool) error {
 	ctx := context.Background()
-	sc, err := newScenario()
+	b, err := open(addr, n, c)
 	if err != nil {
 		return err
+	}
+	defer b.close()
+	if printCmd {
+		return b.printCommand(ctx)
+	}
+	decide, what := b.storeDecide(ctx), "store (one EVALSHA of decide.lua)"
+	if seed {
+		decide, what = b.seedDecide(ctx), "seed design (four sequential EVALSHAs)"
+	}
+	if err := b.warmUp(decide); err != nil {
+		return err
+	}
+	m, err := b.measure(ctx, decide)
+	if err != nil {
+		return err
+	}
+	b.report(what, m)
+	return nil
+}
+
+// bench is one run: the scenario, and the store and a client with the
+// store's options, connected to one Redis.
+type bench struct {
+	addr   string
+	n, c   int // decisions to measure, goroutines deciding at once
+	sc     *scenario
+	store  *redisstore.Store
+	client rueidis.Client
+}
+
+// open makes the scenario and connects the store and the client to addr.
+func open(addr string, n, c int) (*bench, error) {
+	sc, err := newScenario()
+	if err != nil {
+		return nil, err
 	}
 	store, err := redisstore.New(redisstore.Options{Addrs: []string{addr}, Timeout: time.Second})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer store.Close()
 	// A client with the store's options (limit/redisstore's New), for
 	// -seed and for INFO.
 	client, err := rueidis.NewClient(rueidis.ClientOption{
@@ -159,31 +196,44 @@ func run(addr string, n, c int, seed, printCmd bool) error {
 		MaxFlushDelay:     20 * time.Microsecond,
 	})
 	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	return &bench{addr: addr, n: n, c: c, sc: sc, store: store, client: client}, nil
+}
+
+// close closes the client, then the store.
+func (b *bench) close() {
+	b.client.Close()
+	b.store.Close()
+}
+
+// printCommand prints the store's EVALSHA command for the scenario, one
+// argument per line.
+func (b *bench) printCommand(ctx context.Context) error {
+	cmd, err := b.store.DecideCommand(ctx, &limit.Request{
+		Limits: b.sc.limits(userKey("__rand_int__"), ipKey("10.__rand_int__")),
+		Now:    time.Now(),
+	})
+	if err != nil {
 		return err
 	}
-	defer client.Close()
-
-	if printCmd {
-		cmd, err := store.DecideCommand(ctx, &limit.Request{
-			Limits: sc.limits(userKey("__rand_int__"), ipKey("10.__rand_int__")),
-			Now:    time.Now(),
-		})
-		if err != nil {
-			return err
+	w := bufio.NewWriter(os.Stdout)
+	for _, a := range cmd {
+		if strings.ContainsAny(a, "\r\n") {
+			return fmt.Errorf("argument %q holds a line break", a)
 		}
-		w := bufio.NewWriter(os.Stdout)
-		for _, a := range cmd {
-			if strings.ContainsAny(a, "\r\n") {
-				return fmt.Errorf("argument %q holds a line break", a)
-			}
-			fmt.Fprintln(w, a)
-		}
-		return w.Flush()
+		fmt.Fprintln(w, a)
 	}
+	return w.Flush()
+}
 
-	decide := func(rng *rand.Rand) error {
-		res, err := store.Decide(ctx, &limit.Request{
-			Limits: sc.limits(sc.users[rng.IntN(values)], sc.ips[rng.IntN(values)]),
+// storeDecide returns a decision of the store: the four limits, for a
+// user and an IP drawn by rng, in one call.
+func (b *bench) storeDecide(ctx context.Context) func(rng *rand.Rand) error {
+	return func(rng *rand.Rand) error {
+		res, err := b.store.Decide(ctx, &limit.Request{
+			Limits: b.sc.limits(b.sc.users[rng.IntN(values)], b.sc.ips[rng.IntN(values)]),
 			Now:    time.Now(),
 		})
 		if err == nil && !res.Allowed {
@@ -191,46 +241,63 @@ func run(addr string, n, c int, seed, printCmd bool) error {
 		}
 		return err
 	}
-	if seed {
-		script := rueidis.NewLuaScript(seedScript)
-		args := []string{strconv.Itoa(limit.MaxCount), "1"}
-		decide = func(rng *rand.Rand) error {
-			for _, l := range sc.limits(sc.users[rng.IntN(values)], sc.ips[rng.IntN(values)]) {
-				ok, err := script.Exec(ctx, client, []string{seedKey(l)}, args).AsInt64()
-				if err != nil {
-					return err
-				}
-				if ok != 1 {
-					return fmt.Errorf("%s rejected", l.Rule.Name)
-				}
-			}
-			return nil
-		}
-	}
+}
 
-	// Warm up: load the script and open the connections.
+// seedDecide returns a decision of the classic limiter: one EVALSHA per
+// limit, each waiting for the one before.
+func (b *bench) seedDecide(ctx context.Context) func(rng *rand.Rand) error {
+	script := rueidis.NewLuaScript(seedScript)
+	args := []string{strconv.Itoa(limit.MaxCount), "1"}
+	return func(rng *rand.Rand) error {
+		for _, l := range b.sc.limits(b.sc.users[rng.IntN(values)], b.sc.ips[rng.IntN(values)]) {
+			ok, err := script.Exec(ctx, b.client, []string{seedKey(l)}, args).AsInt64()
+			if err != nil {
+				return err
+			}
+			if ok != 1 {
+				return fmt.Errorf("%s rejected", l.Rule.Name)
+			}
+		}
+		return nil
+	}
+}
+
+// warmUp loads the script and opens the connections.
+func (b *bench) warmUp(decide func(*rand.Rand) error) error {
 	warm := rand.New(rand.NewPCG(0, 0))
-	for range min(1000, n/10+1) {
+	for range min(1000, b.n/10+1) {
 		if err := decide(warm); err != nil {
 			return err
 		}
 	}
+	return nil
+}
 
-	cpu0, err := redisCPU(ctx, client)
+// measurement is what a timed run measured.
+type measurement struct {
+	lat         []time.Duration // of every decision, sorted
+	wall        time.Duration
+	self, redis time.Duration // the CPU time of this process and of Redis
+}
+
+// measure runs b.n decisions from b.c goroutines, timing each, and the
+// CPU time this process and Redis spent on them.
+func (b *bench) measure(ctx context.Context, decide func(*rand.Rand) error) (measurement, error) {
+	cpu0, err := redisCPU(ctx, b.client)
 	if err != nil {
-		return err
+		return measurement{}, err
 	}
 	self0 := selfCPU()
-	lat := make([][]time.Duration, c)
+	lat := make([][]time.Duration, b.c)
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	errs := make(chan error, c)
+	errs := make(chan error, b.c)
 	start := time.Now()
-	for g := range c {
+	for g := range b.c {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(g)+1, 1))
-			mine := make([]time.Duration, 0, n/c+1)
-			for next.Add(1) <= int64(n) {
+			mine := make([]time.Duration, 0, b.n/b.c+1)
+			for next.Add(1) <= int64(b.n) {
 				t := time.Now()
 				if err := decide(rng); err != nil {
 					errs <- err
@@ -244,34 +311,35 @@ func run(addr string, n, c int, seed, printCmd bool) error {
 	wg.Wait()
 	wall := time.Since(start)
 	self := selfCPU() - self0
-	cpu1, err := redisCPU(ctx, client)
+	cpu1, err := redisCPU(ctx, b.client)
 	if err != nil {
-		return err
+		return measurement{}, err
 	}
 	close(errs)
 	if err := <-errs; err != nil {
-		return err
+		return measurement{}, err
 	}
-
 	all := slices.Concat(lat...)
 	slices.Sort(all)
+	return measurement{lat: all, wall: wall, self: self, redis: cpu1 - cpu0}, nil
+}
+
+// report prints the latency percentiles of one decision of m, the
+// throughput and the CPU time per decision; what names the design.
+func (b *bench) report(what string, m measurement) {
+	all := m.lat
 	q := func(p float64) time.Duration {
 		i := int(float64(len(all))*p+0.999999) - 1
 		return all[max(0, min(i, len(all)-1))]
 	}
-	what := "store (one EVALSHA of decide.lua)"
-	if seed {
-		what = "seed design (four sequential EVALSHAs)"
-	}
 	per := func(d time.Duration) string {
 		return strconv.FormatFloat(float64(d.Nanoseconds())/1e3/float64(len(all)), 'f', 2, 64)
 	}
-	fmt.Printf("%s, %d decisions of 4 limits, %d goroutines, Redis %s\n", what, len(all), c, addr)
+	fmt.Printf("%s, %d decisions of 4 limits, %d goroutines, Redis %s\n", what, len(all), b.c, b.addr)
 	fmt.Printf("p50 %v  p90 %v  p99 %v  p99.9 %v  max %v\n",
 		us(q(0.50)), us(q(0.90)), us(q(0.99)), us(q(0.999)), us(all[len(all)-1]))
 	fmt.Printf("throughput %.0f decisions/s  cpu/decision: client %s µs, redis %s µs\n",
-		float64(len(all))/wall.Seconds(), per(self), per(cpu1-cpu0))
-	return nil
+		float64(len(all))/m.wall.Seconds(), per(m.self), per(m.redis))
 }
 
 func us(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e3, 'f', 1, 64) + "µs" }
