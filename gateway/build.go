@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,7 +21,6 @@ import (
 	"github.com/floodgate-gw/floodgate/internal/fleetbus"
 	"github.com/floodgate-gw/floodgate/internal/keycache"
 	"github.com/floodgate-gw/floodgate/internal/logsample"
-	"github.com/floodgate-gw/floodgate/internal/tracing"
 	"github.com/floodgate-gw/floodgate/internal/upstream"
 	"github.com/floodgate-gw/floodgate/internal/usagepool"
 	"github.com/floodgate-gw/floodgate/limit"
@@ -175,13 +173,8 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (_ *generation, er
 		"the call's deadline had already passed (grpc-timeout 0)").WithGRPC(answer.GRPCDeadlineExceeded)
 
 	g.local.SetMaxKeys(cfg.Store.Memory.MaxKeys)
-	if prev != nil && sameStore(prev.cfg.Store, cfg.Store) {
-		gen.store, gen.bus = prev.store, prev.bus
-	} else if gen.store, err = openStore(cfg.Store, g.local); err != nil {
+	if gen.store, gen.bus, err = g.storeFor(gen, cfg.Store); err != nil {
 		return nil, err
-	} else {
-		gen.bus = busOf(gen.store)
-		g.subscribe(gen.bus)
 	}
 	share := float64(cfg.Store.LocalShare)
 	gen.share = func() float64 {
@@ -237,23 +230,14 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (_ *generation, er
 		r.record = rc.Fallback.Record
 		gen.routes = append(gen.routes, r)
 	}
-	var prevTrace *tracing.Provider
-	if prev != nil {
-		prevTrace = prev.trace
-	}
-	gen.trace, err = tracing.New(cfg.Tracing, prevTrace, tracing.Options{
-		Version: g.version, Dropped: g.metrics.spansDropped, Log: g.log, Now: g.now})
-	if err != nil {
+	if gen.trace, err = g.tracingFor(gen, cfg.Tracing); err != nil {
 		return nil, err
 	}
-	if gen.jwt, err = g.tokensFor(cfg, prev); err != nil {
-		gen.trace.CloseUnless(prevTrace)
+	if gen.jwt, err = g.tokensFor(gen, cfg); err != nil {
 		return nil, err
 	}
 	// Last, because a new recorder may have to close the running one.
 	if gen.recorder, err = g.recorderFor(gen, cfg); err != nil {
-		gen.jwt.closeUnless(prevTokens(prev))
-		gen.trace.CloseUnless(prevTrace)
 		return nil, err
 	}
 	return gen, nil
@@ -368,16 +352,15 @@ func openStore(c config.Store, local *memory.Store) (limit.Store, error) {
 	return s, nil
 }
 
-func sameStore(a, b config.Store) bool {
-	if a.Type != b.Type || a.Memory != b.Memory ||
-		a.LocalRejects != b.LocalRejects || a.LocalRejectsMax != b.LocalRejectsMax {
-		return false
-	}
-	ra, rb := a.Redis, b.Redis
-	return ra.Mode == rb.Mode && strings.Join(ra.Addrs, ",") == strings.Join(rb.Addrs, ",") &&
-		ra.MasterName == rb.MasterName && ra.Username == rb.Username && ra.Password == rb.Password &&
-		ra.DB == rb.DB && ra.TLS == rb.TLS && ra.Prefix == rb.Prefix && ra.Timeout == rb.Timeout
+// storeKey names a store's settings: two configurations whose stores
+// have the same key share one store.
+func storeKey(c config.Store) string {
+	r := c.Redis
+	return fmt.Sprintf("%s %+v %t %d | %s %q %q %q %q %d %t %q %s", c.Type, c.Memory, c.LocalRejects, c.LocalRejectsMax,
+		r.Mode, r.Addrs, r.MasterName, r.Username, r.Password, r.DB, r.TLS, r.Prefix, r.Timeout)
 }
+
+func sameStore(a, b config.Store) bool { return storeKey(a) == storeKey(b) }
 
 // Reload swaps in cfg. Requests already running finish on the generation they
 // started with; a store that cfg no longer uses is closed once they have
@@ -421,31 +404,6 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	}
 	g.access.Use(sink)
 	g.metrics.reloaded(true, g.now())
-	// Requests still on the old generation may verify with its verifier
-	// after this: a closed one still verifies, with the keys it has.
-	prev.jwt.closeUnless(gen.jwt)
-	if prev.trace != nil && prev.trace != gen.trace {
-		// Its requests still running end their spans into it until grace
-		// has passed; then it exports what it holds, within a bound.
-		old, grace := prev.trace, prev.cfg.Server.ShutdownTimeout+time.Second
-		g.bg.Go(func() {
-			select {
-			case <-time.After(grace):
-			case <-g.stop:
-			}
-			old.Shutdown(tracing.ShutdownWait)
-		})
-	}
-	if prev.store != gen.store && prev.store != limit.Store(g.local) {
-		old, grace := prev.store, prev.cfg.Server.ShutdownTimeout+time.Second
-		g.bg.Go(func() {
-			select {
-			case <-time.After(grace):
-			case <-g.stop:
-			}
-			old.Close()
-		})
-	}
 	return nil
 }
 
@@ -475,11 +433,8 @@ func (g *Gateway) Close() error {
 	g.upgrades.Close(upgradeCloseWait)
 	gen := g.gen.Load()
 	g.withdraw(gen.bus)
-	if gen.store != limit.Store(g.local) {
-		gen.store.Close()
-	}
-	gen.jwt.closeUnless(nil)
-	gen.trace.Shutdown(tracing.ShutdownWait)
+	// What the generation holds goes now: the store, the verifier, the
+	// span export, the clients' idle connections, the recorder.
 	g.closing.Store(true)
 	gen.lease.Release()
 	g.access.Close()

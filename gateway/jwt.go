@@ -33,13 +33,21 @@ type tokens struct {
 	now            func() time.Time
 }
 
-// tokensFor makes the token reader of cfg, with the running one's verifier
-// when server.jwt did not change; nil when cfg has no server.jwt.
-func (g *Gateway) tokensFor(cfg *config.Config, prev *generation) (*tokens, error) {
+// tokensFor is the token reader of cfg, the running one when server.jwt
+// did not change; nil when cfg has no server.jwt.
+func (g *Gateway) tokensFor(gen *generation, cfg *config.Config) (*tokens, error) {
 	j := cfg.Server.JWT
 	if j == nil {
 		return nil, nil
 	}
+	return g.pools.tokens.Hold(gen.lease, fmt.Sprintf("%#v", *j), nil, func(*tokens, bool) (*tokens, error) {
+		return g.newTokens(cfg)
+	})
+}
+
+// newTokens makes the token reader of cfg's server.jwt.
+func (g *Gateway) newTokens(cfg *config.Config) (*tokens, error) {
+	j := cfg.Server.JWT
 	t := &tokens{
 		cfg:      *j,
 		failures: g.metrics.jwtFailures,
@@ -53,10 +61,6 @@ func (g *Gateway) tokensFor(cfg *config.Config, prev *generation) (*tokens, erro
 	default:
 		t.header = http.CanonicalHeaderKey(j.From.Name)
 		t.bearerRequired = t.header == "Authorization"
-	}
-	if prev != nil && prev.jwt != nil && prev.jwt.cfg == *j {
-		t.v, t.logs = prev.jwt.v, prev.jwt.logs
-		return t, nil
 	}
 	if j.JWKSFile != "" {
 		// Read once here for the error's sake: a file that does not load
@@ -74,14 +78,6 @@ func (g *Gateway) tokensFor(cfg *config.Config, prev *generation) (*tokens, erro
 	}
 	t.v = v
 	return t, nil
-}
-
-// closeUnless closes the verifier unless other, a generation's token reader,
-// shares it.
-func (t *tokens) closeUnless(other *tokens) {
-	if t != nil && (other == nil || other.v != t.v) {
-		t.v.Close()
-	}
 }
 
 // CheckJWKSFile reads the JWKS file of cfg's server.jwt as the gateway
@@ -248,12 +244,4 @@ func (x *exchange) claim(name string) string {
 		return ""
 	}
 	return v
-}
-
-// prevTokens is the token reader of prev, which may be nil.
-func prevTokens(prev *generation) *tokens {
-	if prev == nil {
-		return nil
-	}
-	return prev.jwt
 }

@@ -2,16 +2,20 @@ package gateway
 
 import (
 	"crypto/tls"
+	"fmt"
 	"reflect"
 	"strings"
 	"time"
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/events"
+	"github.com/floodgate-gw/floodgate/internal/fleetbus"
 	"github.com/floodgate-gw/floodgate/internal/logsample"
 	"github.com/floodgate-gw/floodgate/internal/topk"
+	"github.com/floodgate-gw/floodgate/internal/tracing"
 	"github.com/floodgate-gw/floodgate/internal/upstream"
 	"github.com/floodgate-gw/floodgate/internal/usagepool"
+	"github.com/floodgate-gw/floodgate/limit"
 )
 
 // pools keep what outlives one generation: each generation holds what it
@@ -26,6 +30,15 @@ type pools struct {
 	clients  *usagepool.Pool[upstream.Client]    // by upstream.ClientID
 	breakers *usagepool.Pool[*routeBreaker]      // by route
 	recorder *usagepool.Pool[*keptRecorder]      // one, the events recorder
+	stores   *usagepool.Pool[*keptStore]         // by storeKey
+	traces   *usagepool.Pool[*tracing.Provider]  // by the tracing block
+	tokens   *usagepool.Pool[*tokens]            // by the server.jwt block
+}
+
+// keptStore is a store and, for Redis, the fleet bus that rides on it.
+type keptStore struct {
+	store limit.Store
+	bus   *fleetbus.Bus // nil: the memory store
 }
 
 // keptRecorder is the events recorder (nil: events are not recorded), and
@@ -59,7 +72,57 @@ func (g *Gateway) newPools() pools {
 			// and answer "recorded": false, which is the truth.
 			k.r.Close()
 		}),
+		stores: usagepool.New(func(_ string, k *keptStore, _ bool) {
+			if k.store != limit.Store(g.local) {
+				g.later(func() { k.store.Close() })
+			}
+		}),
+		traces: usagepool.New(func(_ string, t *tracing.Provider, _ bool) {
+			// Its requests still running end their spans into it until
+			// they have had time to end; then it exports what it holds,
+			// within a bound.
+			g.later(func() { t.Shutdown(tracing.ShutdownWait) })
+		}),
+		tokens: usagepool.New(func(_ string, t *tokens, _ bool) {
+			// Requests still on the old generation may verify with it
+			// after this: a closed verifier still verifies, with the keys
+			// it has.
+			t.v.Close()
+		}),
 	}
+}
+
+// storeFor returns the store a configuration names, and its fleet bus:
+// the running one when its settings did not change, so that a reload
+// neither drops Redis connections nor loses memory counters. A store no
+// generation uses any longer is closed once the requests of the one a
+// reload replaced have had time to end.
+func (g *Gateway) storeFor(gen *generation, c config.Store) (limit.Store, *fleetbus.Bus, error) {
+	k, err := g.pools.stores.Hold(gen.lease, storeKey(c), nil, func(*keptStore, bool) (*keptStore, error) {
+		s, err := openStore(c, g.local)
+		if err != nil {
+			return nil, err
+		}
+		k := &keptStore{store: s, bus: busOf(s)}
+		g.subscribe(k.bus)
+		return k, nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return k.store, k.bus, nil
+}
+
+// tracingFor is the span export of a tracing block, nil when the block
+// has no otlp endpoint; the running one when it did not change (its queue
+// and connection go on).
+func (g *Gateway) tracingFor(gen *generation, c config.Tracing) (*tracing.Provider, error) {
+	if c.OTLP == "" {
+		return nil, nil
+	}
+	return g.pools.traces.Hold(gen.lease, fmt.Sprintf("%q %v", c.OTLP, c.Sample), nil, func(*tracing.Provider, bool) (*tracing.Provider, error) {
+		return tracing.New(c, tracing.Options{Version: g.version, Dropped: g.metrics.spansDropped, Log: g.log, Now: g.now})
+	})
 }
 
 // later runs f once the requests of the generation a reload replaced have

@@ -98,7 +98,7 @@ func NewRecorded(cfg *config.Config, routeID string, log *slog.Logger) (*Recorde
 	gen.routes = []*route{r}
 	// The verifier of server.jwt, to check the claims an event recorded
 	// against the token it recorded (Check).
-	if gen.jwt, err = g.tokensFor(cfg, nil); err != nil {
+	if gen.jwt, err = g.tokensFor(gen, cfg); err != nil {
 		return nil, err
 	}
 	if gen.jwt != nil && cfg.Server.JWT.JWKSURL != "" {
@@ -112,7 +112,7 @@ func NewRecorded(cfg *config.Config, routeID string, log *slog.Logger) (*Recorde
 }
 
 // Close stops the token verifier's background work.
-func (rc *Recorded) Close() { rc.gen.jwt.closeUnless(nil) }
+func (rc *Recorded) Close() { rc.gen.lease.Release() }
 
 // Check reports why e, recorded for the route, is not a request the
 // gateway can have recorded under this configuration, or nil. An event is

@@ -31,7 +31,6 @@ import (
 // configures (tracing.otlp): the tracer the gateway's spans start from,
 // a bounded queue, and the OTLP exporter behind it.
 type Provider struct {
-	cfg      config.Tracing
 	provider *sdktrace.TracerProvider
 	queue    *boundedQueue
 	// Tracer starts the gateway's spans.
@@ -72,15 +71,10 @@ type Options struct {
 	Now func() time.Time
 }
 
-// New is the provider of cfg, or nil when cfg.OTLP is empty; prev, the
-// running one, is kept when it has the same settings (a reload that left
-// the block alone keeps its queue and connection).
-func New(cfg config.Tracing, prev *Provider, o Options) (*Provider, error) {
+// New is the provider of cfg, or nil when cfg.OTLP is empty.
+func New(cfg config.Tracing, o Options) (*Provider, error) {
 	if cfg.OTLP == "" {
 		return nil, nil
-	}
-	if prev != nil && prev.cfg == cfg {
-		return prev, nil
 	}
 	exp, err := newExporter(cfg.OTLP)
 	if err != nil {
@@ -119,7 +113,7 @@ func New(cfg config.Tracing, prev *Provider, o Options) (*Provider, error) {
 				slog.String("error", err.Error()))
 		}
 	}))
-	return &Provider{cfg: cfg, provider: tp, Tracer: tp.Tracer("github.com/floodgate-gw/floodgate/gateway"), queue: q}, nil
+	return &Provider{provider: tp, Tracer: tp.Tracer("github.com/floodgate-gw/floodgate/gateway"), queue: q}, nil
 }
 
 // newExporter makes the OTLP exporter of endpoint, a URL that config
@@ -172,14 +166,6 @@ func (t *Provider) Shutdown(wait time.Duration) {
 	defer cancel()
 	_ = t.provider.Shutdown(ctx)
 	t.queue.close()
-}
-
-// CloseUnless shuts t down unless it is keep, for a build that failed
-// after making it.
-func (t *Provider) CloseUnless(keep *Provider) {
-	if t != nil && t != keep {
-		t.Shutdown(ShutdownWait)
-	}
 }
 
 // boundedQueue is the batch span processor, with a count of the spans
