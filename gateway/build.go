@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,7 +24,6 @@ import (
 	"github.com/floodgate-gw/floodgate/internal/usagepool"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
-	"github.com/floodgate-gw/floodgate/limit/redisstore"
 )
 
 // Options are what a Gateway needs besides its configuration.
@@ -326,41 +324,6 @@ func keyPartOf(p config.KeyPart) keyPart {
 	}
 	return kp
 }
-
-// openStore makes the store a configuration names. The memory store is
-// the gateway's own, shared with the local fallback.
-func openStore(c config.Store, local *memory.Store) (limit.Store, error) {
-	if c.Type != config.StoreRedis {
-		return local, nil
-	}
-	r := c.Redis
-	o := redisstore.Options{
-		Mode: redisstore.Mode(r.Mode), MasterName: r.MasterName,
-		Addrs: r.Addrs, Username: r.Username, Password: r.Password,
-		DB: r.DB, Prefix: r.Prefix, Timeout: r.Timeout,
-		NoLocalRejects: !c.LocalRejects, LocalRejectsMax: c.LocalRejectsMax,
-	}
-	if r.TLS {
-		o.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	s, err := redisstore.New(o)
-	if err != nil {
-		return nil, err
-	}
-	// Not behind limit.Guard: the store guards itself, node by node, so
-	// that a cluster whose one master fails still decides on the others.
-	return s, nil
-}
-
-// storeKey names a store's settings: two configurations whose stores
-// have the same key share one store.
-func storeKey(c config.Store) string {
-	r := c.Redis
-	return fmt.Sprintf("%s %+v %t %d | %s %q %q %q %q %d %t %q %s", c.Type, c.Memory, c.LocalRejects, c.LocalRejectsMax,
-		r.Mode, r.Addrs, r.MasterName, r.Username, r.Password, r.DB, r.TLS, r.Prefix, r.Timeout)
-}
-
-func sameStore(a, b config.Store) bool { return storeKey(a) == storeKey(b) }
 
 // Reload swaps in cfg. Requests already running finish on the generation they
 // started with; a store that cfg no longer uses is closed once they have

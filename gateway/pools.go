@@ -11,6 +11,7 @@ import (
 	"github.com/floodgate-gw/floodgate/events"
 	"github.com/floodgate-gw/floodgate/internal/fleetbus"
 	"github.com/floodgate-gw/floodgate/internal/logsample"
+	"github.com/floodgate-gw/floodgate/internal/stores"
 	"github.com/floodgate-gw/floodgate/internal/topk"
 	"github.com/floodgate-gw/floodgate/internal/tracing"
 	"github.com/floodgate-gw/floodgate/internal/upstream"
@@ -30,7 +31,7 @@ type pools struct {
 	clients  *usagepool.Pool[upstream.Client]    // by upstream.ClientID
 	breakers *usagepool.Pool[*routeBreaker]      // by route
 	recorder *usagepool.Pool[*keptRecorder]      // one, the events recorder
-	stores   *usagepool.Pool[*keptStore]         // by storeKey
+	stores   *usagepool.Pool[*keptStore]         // by stores.Key
 	traces   *usagepool.Pool[*tracing.Provider]  // by the tracing block
 	tokens   *usagepool.Pool[*tokens]            // by the server.jwt block
 }
@@ -98,8 +99,8 @@ func (g *Gateway) newPools() pools {
 // generation uses any longer is closed once the requests of the one a
 // reload replaced have had time to end.
 func (g *Gateway) storeFor(gen *generation, c config.Store) (limit.Store, *fleetbus.Bus, error) {
-	k, err := g.pools.stores.Hold(gen.lease, storeKey(c), nil, func(*keptStore, bool) (*keptStore, error) {
-		s, err := openStore(c, g.local)
+	k, err := g.pools.stores.Hold(gen.lease, stores.Key(c), nil, func(*keptStore, bool) (*keptStore, error) {
+		s, err := stores.Open(c, g.local)
 		if err != nil {
 			return nil, err
 		}
@@ -214,7 +215,7 @@ func (g *Gateway) breakerFor(gen *generation, rc *config.Route) (*routeBreaker, 
 // holds a lock, and its queue may hold events still to be written.
 func (g *Gateway) recorderFor(gen *generation, cfg *config.Config) (*events.Recorder, error) {
 	same := func(k *keptRecorder) bool {
-		return !k.closed && reflect.DeepEqual(k.cfg, cfg.Events) && sameStore(k.store, cfg.Store)
+		return !k.closed && reflect.DeepEqual(k.cfg, cfg.Events) && stores.Same(k.store, cfg.Store)
 	}
 	k, err := g.pools.recorder.Hold(gen.lease, "events", same, func(old *keptRecorder, had bool) (*keptRecorder, error) {
 		if had {
@@ -227,7 +228,7 @@ func (g *Gateway) recorderFor(gen *generation, cfg *config.Config) (*events.Reco
 		if cfg.Events.Sink == config.SinkNone || cfg.Events.Sink == "" {
 			return k, nil
 		}
-		r, err := events.NewRecorder(EventSink(cfg), events.Options{Logger: g.log, Registerer: g.reg, RecordWait: g.recordWait})
+		r, err := events.NewRecorder(stores.EventSink(cfg), events.Options{Logger: g.log, Registerer: g.reg, RecordWait: g.recordWait})
 		if err != nil {
 			return nil, err
 		}

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/tls"
 	"net/http"
 	"strings"
 	"time"
@@ -10,47 +9,6 @@ import (
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/events"
 )
-
-// EventSink is the sink cfg's events block names, as the recorder and
-// "floodgate events replay" use it. A redis sink without addresses of its
-// own writes to the store's Redis (its sentinels' master, with
-// store.redis.mode sentinel); the store's credentials and TLS apply to
-// either, as the events block has none of its own.
-func EventSink(cfg *config.Config) events.Sink {
-	e, r := cfg.Events, cfg.Store.Redis
-	s := events.Sink{
-		File:          events.FileSink{Path: e.File.Path},
-		NATS:          events.NATSSink{URL: e.NATS.URL, Subject: e.NATS.Subject},
-		SpoolDir:      e.SpoolDir,
-		SpoolMaxBytes: e.SpoolMaxBytes,
-	}
-	switch e.Sink {
-	case config.SinkRedis:
-		s.Kind = events.SinkRedis
-	case config.SinkNATS:
-		s.Kind = events.SinkNATS
-	case config.SinkFile:
-		s.Kind = events.SinkFile
-	}
-	s.Redis = events.RedisSink{
-		Addrs:    e.Redis.Addrs,
-		Username: r.Username,
-		Password: r.Password,
-		DB:       r.DB,
-		Stream:   e.Redis.Stream,
-		MaxLen:   e.Redis.MaxLen,
-	}
-	if len(s.Redis.Addrs) == 0 && cfg.Store.Type == config.StoreRedis {
-		s.Redis.Addrs = r.Addrs
-		if r.Mode == config.RedisSentinel {
-			s.Redis.MasterName = r.MasterName
-		}
-	}
-	if r.TLS {
-		s.Redis.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	return s
-}
 
 // recordRefused writes the event of a request the open breaker turned away
 // (fallback.record) and reports whether it is durable.

@@ -19,7 +19,6 @@ import (
 	"github.com/floodgate-gw/floodgate/internal/pathclean"
 	"github.com/floodgate-gw/floodgate/internal/usagepool"
 	"github.com/floodgate-gw/floodgate/limit"
-	"github.com/floodgate-gw/floodgate/limit/memory"
 )
 
 // Recorded is one route's limits, global ones first, built from a
@@ -362,15 +361,4 @@ func (rc *Recorded) Limits(e *events.Event) []RecordedLimit {
 // and returns the function that releases them.
 func (rc *Recorded) Hold(store limit.Store, lease string, leases []limit.Limit) (release func()) {
 	return holdLeases(rc.log, time.Now, store, lease, leases)
-}
-
-// OpenStore opens the store c names for a process that decides beside the
-// gateways: with redis, the store the fleet shares, so that what it
-// decides counts against the same quotas as the fleet's requests; with
-// memory, a new store of the caller's own. The caller closes it.
-func OpenStore(c config.Store) (limit.Store, error) {
-	if c.Type != config.StoreRedis {
-		return memory.New(memory.Options{MaxKeys: c.Memory.MaxKeys}), nil
-	}
-	return openStore(c, nil)
 }

@@ -19,7 +19,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/events"
-	"github.com/floodgate-gw/floodgate/gateway"
+	"github.com/floodgate-gw/floodgate/internal/stores"
 	"github.com/floodgate-gw/floodgate/internal/testnet"
 	"github.com/floodgate-gw/floodgate/internal/testredis"
 )
@@ -161,7 +161,7 @@ func recordEvents(t *testing.T, c config.Events, o events.Options, n int) []*eve
 func fixtureRecorder(t *testing.T, c config.Events, o events.Options) *events.Recorder {
 	t.Helper()
 	o.RecordWait = waitTimeout
-	r, err := events.NewRecorder(gateway.EventSink(&config.Config{Events: c}), o)
+	r, err := events.NewRecorder(stores.EventSink(&config.Config{Events: c}), o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/floodgate-gw/floodgate/events"
 	"github.com/floodgate-gw/floodgate/gateway"
 	"github.com/floodgate-gw/floodgate/internal/answer"
+	"github.com/floodgate-gw/floodgate/internal/stores"
 	"github.com/floodgate-gw/floodgate/internal/upstream"
 	"github.com/floodgate-gw/floodgate/limit"
 )
@@ -116,12 +117,12 @@ func Run(ctx context.Context, o Options) error {
 	defer rec.Close()
 	var store limit.Store
 	if !o.All {
-		if store, err = gateway.OpenStore(cfg.Store); err != nil {
+		if store, err = stores.Open(cfg.Store, nil); err != nil {
 			return fmt.Errorf("the store: %w", err)
 		}
 		defer store.Close()
 	}
-	src, err := events.OpenSource(ctx, gateway.EventSink(cfg), route.ID, events.Options{Logger: log, MaxEntryBytes: maxEntryBytes(cfg)})
+	src, err := events.OpenSource(ctx, stores.EventSink(cfg), route.ID, events.Options{Logger: log, MaxEntryBytes: maxEntryBytes(cfg)})
 	if err != nil {
 		return err
 	}

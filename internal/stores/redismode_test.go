@@ -1,4 +1,4 @@
-package gateway
+package stores
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 	"github.com/floodgate-gw/floodgate/limit/redisstore"
 )
 
-// The configuration spells Redis's modes as the store does, so openStore
+// The configuration spells Redis's modes as the store does, so Open
 // converts one to the other as they are; config cannot import the store,
 // which would make the YAML schema depend on a Redis client.
 func TestRedisModesAgree(t *testing.T) {

@@ -1,4 +1,4 @@
-package gateway
+package stores
 
 import (
 	"slices"
