@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +19,7 @@ import (
 	"github.com/floodgate-gw/floodgate/internal/fleetbus"
 	"github.com/floodgate-gw/floodgate/internal/keycache"
 	"github.com/floodgate-gw/floodgate/internal/logsample"
+	"github.com/floodgate-gw/floodgate/internal/spec"
 	"github.com/floodgate-gw/floodgate/internal/upstream"
 	"github.com/floodgate-gw/floodgate/internal/usagepool"
 	"github.com/floodgate-gw/floodgate/limit"
@@ -187,7 +187,7 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (_ *generation, er
 
 	for _, rc := range cfg.Routes {
 		r := &route{id: rc.ID, metrics: g.metrics.forRoute(rc.ID), failLog: g.failSampler(gen, rc.ID)}
-		r.setMatch(rc.Match)
+		r.Match = spec.NewMatch(rc.Match)
 		u := rc.Upstream
 		tlsc, tlsID, err := upstream.TLS(u.TLS)
 		if err != nil {
@@ -215,7 +215,7 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (_ *generation, er
 			r.limits = append(r.limits, l)
 		}
 		for _, l := range r.limits {
-			if l.usesIP && gen.ipKeys == nil {
+			if l.UsesIP && gen.ipKeys == nil {
 				gen.ipKeys = newIPKeys(ips)
 			}
 		}
@@ -243,86 +243,21 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (_ *generation, er
 
 func (g *Gateway) limitSpec(gen *generation, cfg *config.Config, routeID string, lc *config.Limit) *limitSpec {
 	l := &limitSpec{
-		name:         lc.Name,
-		rule:         lc.Rule,
-		allowMissing: lc.OnMissing == config.OnMissingAllow,
-		headers:      lc.Headers,
-		reject:       answer.NewAnswer(lc.Reject.Status, lc.Reject.Code, cfg.Message(lc.Reject.Code)).WithGRPC(answer.GRPCResourceExhausted),
-		report:       answer.NewReporter(lc.Name),
-		metrics:      g.metrics.forLimit(routeID, lc.Name),
-		sampler:      g.sampler(gen, routeID+"/"+lc.Name),
+		Limit:   spec.NewLimit(cfg, routeID, lc),
+		reject:  answer.NewAnswer(lc.Reject.Status, lc.Reject.Code, cfg.Message(lc.Reject.Code)).WithGRPC(answer.GRPCResourceExhausted),
+		report:  answer.NewReporter(lc.Name),
+		metrics: g.metrics.forLimit(routeID, lc.Name),
+		sampler: g.sampler(gen, routeID+"/"+lc.Name),
 	}
-	switch oe := lc.OnError; {
-	case oe == "" && cfg.Store.OnError == config.OnErrorAllow, oe == config.OnErrorAllow:
-		l.onError = errAllow
-	case oe == "" && cfg.Store.OnError == config.OnErrorDeny, oe == config.OnErrorDeny:
-		l.onError = errDeny
-	default:
-		l.onError = errLocal
-	}
-	for _, p := range lc.Key {
-		l.key = append(l.key, keyPartOf(p))
-	}
-	// A key of global and route parts only is the same for every request
-	// of the route: it is made once, here.
-	if !slices.ContainsFunc(l.key, func(p keyPart) bool { return p.src != srcGlobal && p.src != srcRoute }) {
-		x := exchange{route: &route{id: routeID}}
-		l.constKey, l.constValues, _ = x.resolve(l.key, false, nil)
-	} else {
+	if !l.Const() {
 		// Made per request, and the same for every request of one
 		// client: a client that comes again finds its key made.
 		l.keys = keycache.New()
 	}
-	for _, p := range lc.Fallback {
-		l.fallback = append(l.fallback, keyPartOf(p))
-	}
-	if len(l.fallback) > 0 {
+	if len(l.Fallback) > 0 {
 		l.fallbackKeys = keycache.New()
 	}
-	l.usesIP = usesIP(l.key) || usesIP(l.fallback)
-	for _, oc := range lc.Overrides {
-		o := override{rule: oc.Rule}
-		if oc.Header != nil {
-			o.header, o.headerValue = http.CanonicalHeaderKey(oc.Header.Name), oc.Header.Value
-		}
-		if oc.Claim != nil {
-			o.claim, o.claimValue = oc.Claim.Name, oc.Claim.Value
-		}
-		for _, kv := range oc.Values {
-			o.values = append(o.values, []string(kv))
-		}
-		l.overrides = append(l.overrides, o)
-	}
 	return l
-}
-
-func keyPartOf(p config.KeyPart) keyPart {
-	kp := keyPart{kind: p.Kind()}
-	switch p.Source {
-	case config.SourceGlobal:
-		kp.src = srcGlobal
-	case config.SourceRoute:
-		kp.src = srcRoute
-	case config.SourcePath:
-		kp.src = srcPath
-	case config.SourceMethod:
-		kp.src = srcMethod
-	case config.SourceHost:
-		kp.src = srcHost
-	case config.SourceIP:
-		kp.src = srcIP
-	case config.SourceHeader:
-		kp.src, kp.name = srcHeader, http.CanonicalHeaderKey(p.Name)
-	case config.SourceQuery:
-		kp.src, kp.name = srcQuery, p.Name
-	case config.SourceCookie:
-		kp.src, kp.name = srcCookie, p.Name
-	case config.SourceJWT:
-		kp.src, kp.name = srcJWT, p.Name
-	case config.SourceTLS:
-		kp.src, kp.name = srcTLS, p.Name
-	}
-	return kp
 }
 
 // Reload swaps in cfg. Requests already running finish on the generation they

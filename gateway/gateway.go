@@ -22,6 +22,7 @@ import (
 	"github.com/floodgate-gw/floodgate/internal/accesslog"
 	"github.com/floodgate-gw/floodgate/internal/answer"
 	"github.com/floodgate-gw/floodgate/internal/fleetbus"
+	"github.com/floodgate-gw/floodgate/internal/leases"
 	"github.com/floodgate-gw/floodgate/internal/logsample"
 	"github.com/floodgate-gw/floodgate/internal/pathclean"
 	"github.com/floodgate-gw/floodgate/internal/tracing"
@@ -426,7 +427,7 @@ func (g *Gateway) limit(w http.ResponseWriter, x *exchange) (verdict, outcome, b
 	o := answered(v.reject.Status, resultKeyRequired)
 	if v.reason >= 0 {
 		g.logRejection(x, &v)
-		o.result, o.limit = resultLimited, v.specs[v.reason].name
+		o.result, o.limit = resultLimited, v.specs[v.reason].Name
 	}
 	return v, o, true
 }
@@ -586,43 +587,6 @@ func (g *Gateway) logSendTimeout(x *exchange, o *upstream.Result) {
 // may stream for longer than a lease lives) and returns the function that
 // releases them. The release is sent even when the decision timed out,
 // because the lease id is ours and releasing an absent lease is harmless.
-func (g *Gateway) holdLeases(store limit.Store, lease string, leases []limit.Limit) func() {
-	return holdLeases(g.log, g.now, store, lease, leases)
-}
-
-func holdLeases(log *slog.Logger, now func() time.Time, store limit.Store, lease string, leases []limit.Limit) func() {
-	ttl := leases[0].Rule.LeaseTTL
-	for _, l := range leases[1:] {
-		ttl = min(ttl, l.Rule.LeaseTTL)
-	}
-	if ttl <= 0 {
-		ttl = limit.DefaultLeaseTTL
-	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(ttl / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				if err := store.Renew(ctx, now(), lease, leases...); err != nil {
-					log.Warn("renewing a concurrency lease failed", "lease", lease, "error", err.Error())
-				}
-				cancel()
-			}
-		}
-	})
-	return func() {
-		close(done)
-		wg.Wait()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if err := store.Release(ctx, lease, leases...); err != nil {
-			log.Warn("releasing a concurrency lease failed; it expires on its own", "lease", lease, "error", err.Error())
-		}
-	}
+func (g *Gateway) holdLeases(store limit.Store, lease string, ls []limit.Limit) func() {
+	return leases.Hold(g.log, g.now, store, lease, ls)
 }

@@ -58,13 +58,3 @@ func (k *ipKeys) key(addr netip.Addr) string {
 	set[rand.Uint32()%ipWays].Store(e)
 	return e.key
 }
-
-// usesIP reports whether parts hold the ip part.
-func usesIP(parts []keyPart) bool {
-	for _, p := range parts {
-		if p.src == srcIP {
-			return true
-		}
-	}
-	return false
-}

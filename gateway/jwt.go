@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net/http"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +13,7 @@ import (
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/internal/jwtverify"
 	"github.com/floodgate-gw/floodgate/internal/logsample"
+	"github.com/floodgate-gw/floodgate/internal/spec"
 )
 
 // tokens finds a request's bearer token where server.jwt says and verifies
@@ -22,15 +21,13 @@ import (
 // generation; its verifier, which holds the keys and the cache of verified
 // tokens, is kept across reloads while server.jwt is the same.
 type tokens struct {
-	cfg            config.JWT
-	v              *jwtverify.Verifier
-	header         string // canonical; "" when the token is in a cookie
-	cookie         string
-	bearerRequired bool // Authorization: a scheme other than Bearer carries no token
-	failures       map[jwtverify.Reason]prometheus.Counter
-	log            *slog.Logger
-	logs           *logsample.Sampler // failure lines, a few a second
-	now            func() time.Time
+	cfg      config.JWT
+	v        *jwtverify.Verifier
+	from     jwtverify.From // where a request carries its token
+	failures map[jwtverify.Reason]prometheus.Counter
+	log      *slog.Logger
+	logs     *logsample.Sampler // failure lines, a few a second
+	now      func() time.Time
 }
 
 // tokensFor is the token reader of cfg, the running one when server.jwt
@@ -50,17 +47,11 @@ func (g *Gateway) newTokens(cfg *config.Config) (*tokens, error) {
 	j := cfg.Server.JWT
 	t := &tokens{
 		cfg:      *j,
+		from:     spec.TokenFrom(j),
 		failures: g.metrics.jwtFailures,
 		log:      g.log,
 		logs:     logsample.New(5),
 		now:      g.now,
-	}
-	switch j.From.Source {
-	case config.SourceCookie:
-		t.cookie = j.From.Name
-	default:
-		t.header = http.CanonicalHeaderKey(j.From.Name)
-		t.bearerRequired = t.header == "Authorization"
 	}
 	if j.JWKSFile != "" {
 		// Read once here for the error's sake: a file that does not load
@@ -113,61 +104,10 @@ func jwksFileError(cfg *config.Config, err error) error {
 	return config.Errors{{File: cfg.File, Line: cfg.Line("server.jwt.jwks_file"), Msg: msg}}
 }
 
-// read finds the request's token: "" when it carries none, and
-// jwtverify.ErrAmbiguous when it carries the header or the cookie more
-// than once. The gateway forwards them all, and which one an upstream
-// reads (the first, the last, the one it parses) is its own choice: were
-// the gateway to count the first, the upstream might act for another user
-// than the one counted.
-func (t *tokens) read(r *http.Request) (string, error) {
-	if t.header != "" {
-		vv := r.Header[t.header]
-		switch {
-		case len(vv) == 0:
-			return "", nil
-		case len(vv) > 1:
-			return "", fmt.Errorf("%d %s headers: %w", len(vv), t.header, jwtverify.ErrAmbiguous)
-		}
-		v := strings.TrimSpace(vv[0])
-		// The scheme is case-insensitive (RFC 9110 §11.1), and one space
-		// or more may follow it (RFC 6750 §2.1 writes one).
-		if scheme, rest, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Bearer") {
-			return strings.TrimSpace(rest), nil
-		}
-		if t.bearerRequired {
-			return "", nil // Basic credentials, say: not a token
-		}
-		return v, nil
-	}
-	// Counted in the header's text, not among the cookies net/http
-	// parses: a value it refuses may be one that an upstream accepts.
-	if n := cookiesNamed(r.Header["Cookie"], t.cookie); n > 1 {
-		return "", fmt.Errorf("%d cookies %s: %w", n, t.cookie, jwtverify.ErrAmbiguous)
-	}
-	if c, err := r.Cookie(t.cookie); err == nil {
-		return c.Value, nil
-	}
-	return "", nil
-}
-
-// cookiesNamed counts the cookies named name in Cookie header lines
-// (RFC 6265 §5.4; HTTP/2 sends one line per cookie, RFC 9113 §8.2.3).
-func cookiesNamed(lines []string, name string) int {
-	n := 0
-	for _, line := range lines {
-		for pair := range strings.SplitSeq(line, ";") {
-			if k, _, _ := strings.Cut(pair, "="); strings.TrimSpace(k) == name {
-				n++
-			}
-		}
-	}
-	return n
-}
-
 // verify reads and verifies the token of x's request; nil when it has
 // none or it fails, which is counted and logged.
 func (t *tokens) verify(x *exchange) *jwtverify.Token {
-	raw, err := t.read(x.r)
+	raw, err := t.from.Read(x.r)
 	if err != nil {
 		t.failed(x, err)
 		return nil

@@ -748,7 +748,7 @@ func BenchmarkJWTKeyPart(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		x := exchange{r: req, gen: gen, route: gen.routes[0], path: "/user"}
-		if _, _, ok := x.resolve(spec.key, false, values[:0]); !ok {
+		if _, _, ok := x.resolve(spec.Key, false, values[:0]); !ok {
 			b.Fatal("no key")
 		}
 	}

@@ -14,90 +14,47 @@ import (
 	"github.com/floodgate-gw/floodgate/internal/keycache"
 	"github.com/floodgate-gw/floodgate/internal/logsample"
 	"github.com/floodgate-gw/floodgate/internal/ruledata"
+	"github.com/floodgate-gw/floodgate/internal/spec"
 	"github.com/floodgate-gw/floodgate/internal/topk"
 	"github.com/floodgate-gw/floodgate/limit"
-)
-
-// onError is what a decision is when the store fails (docs/configuration.md,
-// When the store fails).
-type onError uint8
-
-const (
-	errLocal onError = iota
-	errAllow
-	errDeny
 )
 
 // limitSpec is one configured limit of a route, or a global limit, ready
 // to decide requests.
 type limitSpec struct {
-	name         string
-	rule         *limit.Rule
-	key          []keyPart
-	fallback     []keyPart
-	constKey     limit.Key // the key, when its parts are the same for every request ("" else)
-	constValues  []string  // and their values
-	allowMissing bool
-	headers      bool
-	onError      onError
+	spec.Limit
 	reject       *answer.Answer
 	report       *answer.Reporter // the rate-limit headers, as name
 	keys         *keycache.Cache  // recent keys of key, nil with a constKey
 	fallbackKeys *keycache.Cache  // and of fallback
-	usesIP       bool             // key or fallback has the ip part
-	overrides    []override
 	metrics      *limitMetrics
 	sampler      *logsample.Sampler
 	top          *topk.Sketch // its most rejected keys; nil in a replay
 }
 
 func (l *limitSpec) reportable() bool {
-	return l.headers && l.rule.Algorithm != limit.Concurrency
+	return l.Headers && l.Rule.Algorithm != limit.Concurrency
 }
 
-// override gives some requests a different rule with its own counters.
-type override struct {
-	values      [][]string // the resolved key is one of these
-	header      string     // or the request carries header = value
-	headerValue string
-	claim       string // or its verified token has claim = value
-	claimValue  string
-	rule        *limit.Rule
-}
-
-func (o *override) matches(x *exchange, values []string) bool {
-	if o.claim != "" {
-		return x.claim(o.claim) == o.claimValue
+// overrideTakes reports whether o gives x's request, whose key values are
+// values, its rule.
+func overrideTakes(o *spec.Override, x *exchange, values []string) bool {
+	if o.Claim != "" {
+		return x.claim(o.Claim) == o.ClaimValue
 	}
-	if o.header != "" {
-		for _, v := range x.r.Header[o.header] {
-			if v == o.headerValue {
+	if o.Header != "" {
+		for _, v := range x.r.Header[o.Header] {
+			if v == o.HeaderValue {
 				return true
 			}
 		}
 		return false
 	}
-	return o.matchesValues(values)
+	return o.MatchesValues(values)
 }
 
 // matchesValues reports whether the resolved key values are among the
 // override's (never, for an override by header).
-func (o *override) matchesValues(values []string) bool {
-next:
-	for _, want := range o.values {
-		if len(want) != len(values) {
-			continue
-		}
-		for i := range want {
-			if want[i] != values[i] {
-				continue next
-			}
-		}
-		return true
-	}
-	return false
-}
-
 // verdict is the outcome of the limit step.
 type verdict struct {
 	res      limit.Result
@@ -191,29 +148,29 @@ func (x *exchange) keyLimits(v *verdict, b *stepBuffers) bool {
 		from := len(all)
 		var key limit.Key
 		var ok bool
-		if l.usesIP && x.clientIP == "" {
+		if l.UsesIP && x.clientIP == "" {
 			x.clientIP = gen.ipKeys.key(x.client)
 		}
-		if l.constKey != "" {
-			key, all, ok = l.constKey, append(all, l.constValues...), true
+		if l.ConstKey != "" {
+			key, all, ok = l.ConstKey, append(all, l.ConstValues...), true
 		} else {
-			key, all, ok = x.resolveCached(l.key, false, all, l.keys)
+			key, all, ok = x.resolveCached(l.Key, false, all, l.keys)
 		}
-		if !ok && len(l.fallback) > 0 {
-			key, all, ok = x.resolveCached(l.fallback, true, all[:from], l.fallbackKeys)
+		if !ok && len(l.Fallback) > 0 {
+			key, all, ok = x.resolveCached(l.Fallback, true, all[:from], l.fallbackKeys)
 		}
 		if !ok {
 			all = all[:from]
-			if l.allowMissing {
+			if l.AllowMissing {
 				continue
 			}
 			return false
 		}
 		values := all[from:len(all):len(all)]
-		rule := l.rule
-		for i := range l.overrides {
-			if l.overrides[i].matches(x, values) {
-				rule = l.overrides[i].rule
+		rule := l.Rule
+		for i := range l.Overrides {
+			if overrideTakes(&l.Overrides[i], x, values) {
+				rule = l.Overrides[i].Rule
 				break
 			}
 		}
@@ -273,7 +230,7 @@ func (v *verdict) tally(req *limit.Request, failed bool) {
 			if !failed {
 				l.metrics.allowed.Inc()
 			}
-		case l.rule.Shadow:
+		case l.Rule.Shadow:
 			if !failed {
 				l.metrics.shadow.Inc()
 			}
@@ -350,10 +307,10 @@ func (g *Gateway) decideLocally(ctx context.Context, gen *generation, v *verdict
 	local := &limit.Request{Now: req.Now, Lease: req.Lease}
 	var idx []int
 	for i, l := range v.specs {
-		switch l.onError {
-		case errDeny:
+		switch l.OnError {
+		case spec.OnErrorDeny:
 			return limit.Result{}, errStoreDenied
-		case errLocal:
+		case spec.OnErrorLocal:
 			local.Limits = append(local.Limits, limit.Limit{Rule: gen.localRule(req.Limits[i].Rule), Key: req.Limits[i].Key})
 			idx = append(idx, i)
 		}
@@ -466,7 +423,7 @@ func (g *Gateway) logRejection(x *exchange, v *verdict) {
 // never enforced), sampled as rejections are.
 func (g *Gateway) logShadowed(x *exchange, v *verdict) {
 	for i := range v.res.Decisions {
-		if d := &v.res.Decisions[i]; !d.Allowed && !d.Undecided && v.specs[i].rule.Shadow {
+		if d := &v.res.Decisions[i]; !d.Allowed && !d.Undecided && v.specs[i].Rule.Shadow {
 			g.logLimit(x, v, i, "rate limited (shadow: not enforced)")
 		}
 	}
@@ -485,7 +442,7 @@ func (g *Gateway) logLimit(x *exchange, v *verdict, i int, msg string) {
 	g.log.LogAttrs(context.Background(), slog.LevelWarn, msg,
 		slog.String("request_id", x.rid),
 		slog.String("route", x.route.id),
-		slog.String("limit", l.name),
+		slog.String("limit", l.Name),
 		// A copy: the values are in buffers the next request uses, and
 		// a handler may keep the record.
 		slog.Any("key", slices.Clone(v.values[i])),
@@ -499,7 +456,7 @@ func (g *Gateway) logLimit(x *exchange, v *verdict, i int, msg string) {
 
 // resolveCached is resolve, with the key taken from c when c made it
 // before: c is the cache of parts' keys.
-func (x *exchange) resolveCached(parts []keyPart, fallback bool, values []string, c *keycache.Cache) (limit.Key, []string, bool) {
+func (x *exchange) resolveCached(parts []spec.Part, fallback bool, values []string, c *keycache.Cache) (limit.Key, []string, bool) {
 	var buf [4]limit.Part
 	ps, values, ok := x.parts(parts, fallback, values, buf[:0])
 	if !ok {

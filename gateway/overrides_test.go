@@ -121,8 +121,8 @@ func TestOverrideBurstAndKinds(t *testing.T) {
 				continue
 			}
 			for _, l := range r.limits {
-				if l.name == name {
-					return l.rule
+				if l.Name == name {
+					return l.Rule
 				}
 			}
 		}
@@ -496,7 +496,7 @@ func TestOverrideTTLEndsOnEveryInstance(t *testing.T) {
 		if n := len(h.gw.gen.Load().routes[0].limits); n != 4 {
 			return fmt.Errorf("%d limits", n)
 		}
-		if r := h.gw.gen.Load().routes[0].limits[1].rule; r.Rate.Count != 2 {
+		if r := h.gw.gen.Load().routes[0].limits[1].Rule; r.Rate.Count != 2 {
 			return fmt.Errorf("rate %v", r.Rate)
 		}
 		return nil

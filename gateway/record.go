@@ -45,7 +45,7 @@ func (g *Gateway) audit(x *exchange, v *verdict) {
 	if v.reject != nil {
 		typ = events.TypeRateLimited
 		if v.reason >= 0 {
-			lim = v.specs[v.reason].name
+			lim = v.specs[v.reason].Name
 		}
 	}
 	ev := newEvent(x, typ)
@@ -68,17 +68,17 @@ func newEvent(x *exchange, typ string) *events.Event {
 	// global and route limits); a limit whose key and fallback are both
 	// missing has no entry.
 	for _, l := range x.route.limits {
-		_, values, ok := x.resolve(l.key, false, nil)
+		_, values, ok := x.resolve(l.Key, false, nil)
 		fallback := false
-		if !ok && len(l.fallback) > 0 {
-			_, values, ok = x.resolve(l.fallback, true, nil)
+		if !ok && len(l.Fallback) > 0 {
+			_, values, ok = x.resolve(l.Fallback, true, nil)
 			fallback = ok
 		}
 		if ok {
-			ev.Keys[l.name] = values
+			ev.Keys[l.Name] = values
 		}
 		if fallback {
-			ev.Fallback = append(ev.Fallback, l.name)
+			ev.Fallback = append(ev.Fallback, l.Name)
 		}
 	}
 	return ev

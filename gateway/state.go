@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
-	"slices"
-	"strings"
 
+	"github.com/floodgate-gw/floodgate/internal/spec"
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
@@ -21,15 +19,15 @@ var ErrNoLimit = errors.New("no such route or limit")
 // the first override by key value the values match, whose counters are
 // its own (an override by header cannot be told from values alone).
 func (gen *generation) lookup(route, name string, values []string, fallback bool) (*limit.Rule, limit.Key, error) {
-	spec, err := gen.findLimit(route, name)
+	l, err := gen.findLimit(route, name)
 	if err != nil {
 		return nil, "", err
 	}
-	key, vs, err := gen.keyOf(route, spec, values, fallback)
+	key, vs, err := l.KeyOf(route, gen.ips.Key, values, fallback)
 	if err != nil {
 		return nil, "", err
 	}
-	return spec.ruleFor(vs, nil), key, nil
+	return l.RuleFor(vs, nil), key, nil
 }
 
 // findLimit returns the limit name of route, or of the global limits
@@ -41,68 +39,12 @@ func (gen *generation) findLimit(route, name string) (*limitSpec, error) {
 		}
 		for i, l := range r.limits {
 			isGlobal := i < len(gen.cfg.GlobalLimits)
-			if l.name == name && isGlobal == (route == "global") {
+			if l.Name == name && isGlobal == (route == "global") {
 				return l, nil
 			}
 		}
 	}
 	return nil, fmt.Errorf("%w: route %q, limit %q", ErrNoLimit, route, name)
-}
-
-// keyOf builds the key of spec from values, one per key part (or fallback
-// part) in order, each read as a request's would be: an address as the ip
-// part groups it, a host lowercased and without port. It returns the
-// values as read.
-func (gen *generation) keyOf(route string, spec *limitSpec, values []string, fallback bool) (limit.Key, []string, error) {
-	name := spec.name
-	parts := spec.key
-	if fallback {
-		parts = spec.fallback
-		if len(parts) == 0 {
-			return "", nil, fmt.Errorf("limit %q of route %q has no fallback key", name, route)
-		}
-	}
-	if len(values) != len(parts) {
-		return "", nil, fmt.Errorf("limit %q has %d key parts; %d values given", name, len(parts), len(values))
-	}
-	ps := make([]limit.Part, len(parts))
-	vs := make([]string, len(parts))
-	for i, p := range parts {
-		v := values[i]
-		switch p.src {
-		case srcGlobal:
-			v = "-"
-		case srcIP:
-			if ip, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(v, "["), "]")); err == nil {
-				v = gen.ips.Key(ip)
-			}
-		case srcHost:
-			v = hostKey(v)
-		}
-		ps[i], vs[i] = limit.Part{Kind: p.kind, Value: v, Fallback: fallback}, v
-	}
-	return limit.NewKey(ps...), vs, nil
-}
-
-// ruleFor is the limit's rule for a request whose key values are values,
-// or that of the first override they match, whose counters are its own.
-// An override by header matches when headers (canonical names) hold the
-// value; nil headers match none. An override by claim matches none: there
-// is no verified token to read it from.
-func (l *limitSpec) ruleFor(values []string, headers map[string][]string) *limit.Rule {
-	for i := range l.overrides {
-		o := &l.overrides[i]
-		switch {
-		case o.claim != "":
-		case o.header != "":
-			if slices.Contains(headers[o.header], o.headerValue) {
-				return o.rule
-			}
-		case o.matchesValues(values):
-			return o.rule
-		}
-	}
-	return l.rule
 }
 
 // LimitState reads the state of one key of a limit without consuming it.
@@ -152,8 +94,8 @@ func (g *Gateway) Ready(ctx context.Context) error {
 	}
 	for _, r := range gen.routes {
 		for _, l := range r.limits {
-			if l.onError == errDeny {
-				return fmt.Errorf("store unavailable and limit %s of route %s has on_error deny: %w", l.name, r.id, err)
+			if l.OnError == spec.OnErrorDeny {
+				return fmt.Errorf("store unavailable and limit %s of route %s has on_error deny: %w", l.Name, r.id, err)
 			}
 		}
 	}

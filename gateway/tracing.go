@@ -163,7 +163,7 @@ func endLimits(s trace.Span, v *verdict, err error) {
 	}
 	s.SetAttributes(attrLimitOutcome.String(outcome), attrLimitLocal.Bool(!v.remote))
 	if v.reason >= 0 {
-		s.SetAttributes(attrLimitName.String(v.specs[v.reason].name))
+		s.SetAttributes(attrLimitName.String(v.specs[v.reason].Name))
 	}
 	if v.shadowed {
 		s.SetAttributes(attrLimitShadow.Bool(true))

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/floodgate-gw/floodgate/events"
-	"github.com/floodgate-gw/floodgate/gateway"
 	"github.com/floodgate-gw/floodgate/internal/answer"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
@@ -17,7 +16,7 @@ import (
 
 // Replay keeps "once per user" in two steps, both decided by the limit
 // package's own algorithms on keys the gateway's own code builds from the
-// values each event recorded (gateway.Recorded):
+// values each event recorded (Recorded):
 //
 //  1. collapse: each event is decided at the time it was recorded against
 //     the route's client-keyed limits, in a memory store of the replay's
@@ -55,7 +54,7 @@ func (c *collapser) Close() { c.store.Close() }
 // whose key is the same for every request of the route (global, route)
 // would keep one event of everyone; a concurrency limit counts requests
 // in flight, and recorded requests never were.
-func (c *collapser) collapses(e *events.Event, ls []gateway.RecordedLimit) string {
+func (c *collapser) collapses(e *events.Event, ls []RecordedLimit) string {
 	c.overflow = false
 	if e.Time.IsZero() || e.Time.Unix() <= 0 || e.Time.After(time.Now()) {
 		// No recorded time, or one from a clock ahead of this one: no
@@ -132,7 +131,7 @@ const minWait = 10 * time.Millisecond
 // limited: the user's quota is spent. A refusal by a shared limit
 // (global, route) or a concurrency limit is not the user's: the event
 // waits for it and is decided again.
-func (dc *decider) decide(ctx context.Context, ls []gateway.RecordedLimit) (verdict, error) {
+func (dc *decider) decide(ctx context.Context, ls []RecordedLimit) (verdict, error) {
 	req := &limit.Request{Now: time.Now()}
 	for _, l := range ls {
 		req.Limits = append(req.Limits, l.Limit)
@@ -195,7 +194,7 @@ func leasesOf(ls []limit.Limit) []limit.Limit {
 // peek is the dry run's live step: the name of a client-keyed limit whose
 // key has no room left now for the event, read without consuming
 // anything. What the run's earlier events would take is not counted.
-func (dc *decider) peek(ctx context.Context, ls []gateway.RecordedLimit) (string, error) {
+func (dc *decider) peek(ctx context.Context, ls []RecordedLimit) (string, error) {
 	for _, l := range ls {
 		if l.Shared || l.Rule.Algorithm == limit.Concurrency {
 			continue
@@ -217,7 +216,7 @@ func (dc *decider) peek(ctx context.Context, ls []gateway.RecordedLimit) (string
 
 // unkeyed is why an event gives no key for one of the route's limits that
 // needs one, or nil.
-func unkeyed(ls []gateway.RecordedLimit) error {
+func unkeyed(ls []RecordedLimit) error {
 	for _, l := range ls {
 		if l.Err != nil {
 			return l.Err

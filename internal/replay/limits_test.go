@@ -6,7 +6,6 @@ import (
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/events"
-	"github.com/floodgate-gw/floodgate/gateway"
 )
 
 // TestCollapseRules: which events of a sequence the collapse step keeps,
@@ -51,7 +50,7 @@ routes:
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec, err := gateway.NewRecorded(cfg, "r", nil)
+			rec, err := NewRecorded(cfg, "r", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +80,7 @@ routes:
     upstream: {targets: ["http://127.0.0.1:9"]}
     limits: [{name: user, key: ["header:X-User-Id"], rate: 1/d}]
 `))
-	rec, _ := gateway.NewRecorded(cfg, "r", nil)
+	rec, _ := NewRecorded(cfg, "r", nil)
 	c := newCollapser(100)
 	defer c.Close()
 	for range 2 {

@@ -25,7 +25,6 @@ import (
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/events"
-	"github.com/floodgate-gw/floodgate/gateway"
 	"github.com/floodgate-gw/floodgate/internal/answer"
 	"github.com/floodgate-gw/floodgate/internal/stores"
 	"github.com/floodgate-gw/floodgate/internal/upstream"
@@ -110,7 +109,7 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("rate %v: the count must be positive", o.Rate)
 	}
 	log := slog.New(slog.NewJSONHandler(o.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	rec, err := gateway.NewRecorded(cfg, route.ID, log)
+	rec, err := NewRecorded(cfg, route.ID, log)
 	if err != nil {
 		return err
 	}
@@ -159,7 +158,7 @@ type replayer struct {
 	stdout   io.Writer
 	next     int // round robin over the targets
 
-	limits   *gateway.Recorded
+	limits   *Recorded
 	collapse *collapser               // nil: --all
 	live     *decider                 // nil: --all
 	waited   map[string]time.Duration // by limit: how long events waited for shared limits
@@ -232,7 +231,7 @@ func (rp *replayer) summary(remaining int) {
 // skipped, failed or collapsed, or it is to be decided (send). ls are its
 // limits. An error stops the run: it says nothing about e, which is left
 // for the next one.
-func (rp *replayer) classify(e *events.Event, ls []gateway.RecordedLimit) (handling, string, error) {
+func (rp *replayer) classify(e *events.Event, ls []RecordedLimit) (handling, string, error) {
 	if e.Truncated {
 		return truncated, "", nil
 	}
@@ -242,7 +241,7 @@ func (rp *replayer) classify(e *events.Event, ls []gateway.RecordedLimit) (handl
 	// Even with --all: an event is sent only if it is a request the
 	// gateway can have recorded for the route (the sink is only as
 	// trustworthy as whoever can write it).
-	if err := rp.limits.Check(e); errors.Is(err, gateway.ErrNotRecorded) {
+	if err := rp.limits.Check(e); errors.Is(err, ErrNotRecorded) {
 		return skip, err.Error(), nil
 	} else if err != nil {
 		return 0, "", err
@@ -535,7 +534,7 @@ func (r *runState) step(ctx context.Context) (finished, stop bool) {
 // before the send, so that a replay stopped in between has consumed
 // nothing for it; it waits out the limits every request of the route
 // shares. It reports false when the run must stop.
-func (r *runState) decide(ctx context.Context, e *events.Event, ls []gateway.RecordedLimit) (verdict, bool) {
+func (r *runState) decide(ctx context.Context, e *events.Event, ls []RecordedLimit) (verdict, bool) {
 	rp := r.rp
 	var v verdict
 	for rp.live != nil {

@@ -1,9 +1,12 @@
-package gateway
+package replay
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/events"
+	"github.com/floodgate-gw/floodgate/gateway"
 )
 
 // TestRecordedKeys: the keys Recorded builds from an event are the ones
@@ -19,9 +24,10 @@ import (
 // global limits first and shared ones marked.
 func TestRecordedKeys(t *testing.T) {
 	t.Parallel()
-	up := newBackend(t, nil)
+	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(up.Close)
 	file := filepath.Join(t.TempDir(), "events.jsonl")
-	h := newHarness(t, `
+	h := newGateway(t, up.URL, `
 admin: {listen: ""}
 events:
   sink: file
@@ -43,15 +49,15 @@ routes:
       - {name: team, key: ["header:X-Team"], on_missing: allow, rate: 1/min}
     breaker: {enabled: true}
     fallback: {record: true}
-`, up)
+`)
 	// u1 and the client without a user id (its ip) use their quota.
-	drain(h.do("POST", "/coupon", map[string]string{"X-User-Id": "u1"}, nil))
-	drain(h.do("POST", "/coupon", nil, nil))
+	h.answer(t, "POST", "/coupon", map[string]string{"X-User-Id": "u1"})
+	h.answer(t, "POST", "/coupon", nil)
 	if err := h.gw.ForceBreaker("coupon", "open", 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, hdr := range []map[string]string{{"X-User-Id": "u1"}, nil} {
-		if m := answerOf(t, h.do("POST", "/coupon", hdr, nil), 503, "service_unavailable"); m["recorded"] != true {
+		if m := h.answer(t, "POST", "/coupon", hdr); m["code"] != "service_unavailable" || m["recorded"] != true {
 			t.Fatalf("answer %v: want recorded", m)
 		}
 	}
@@ -86,7 +92,7 @@ routes:
 	store := h.gw.Store()
 	remaining := func(l RecordedLimit) int64 {
 		t.Helper()
-		st, err := store.Peek(context.Background(), h.clock.Now(), l.Rule, l.Key)
+		st, err := store.Peek(context.Background(), h.now, l.Rule, l.Key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,7 +144,60 @@ routes:
 			t.Errorf("event with keys %v: %+v; want the user limit unkeyed", e.Keys, ls)
 		}
 	}
-	if _, err := NewRecorded(h.gw.Config(), "nope", nil); !errors.Is(err, ErrNoLimit) {
+	if _, err := NewRecorded(h.gw.Config(), "nope", nil); !errors.Is(err, gateway.ErrNoLimit) {
 		t.Errorf("NewRecorded of an unknown route: %v", err)
 	}
+}
+
+// gatewayRig is a gateway on a frozen clock, served over HTTP.
+type gatewayRig struct {
+	gw  *gateway.Gateway
+	srv *httptest.Server
+	now time.Time // the gateway's clock, which does not move
+}
+
+// newGateway serves yaml, with {{UP}} the upstream's URL up.
+func newGateway(t *testing.T, up, yaml string) *gatewayRig {
+	t.Helper()
+	cfg, err := config.Parse("test.yaml", []byte(strings.ReplaceAll(yaml, "{{UP}}", up)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &gatewayRig{now: time.Now()}
+	h.gw, err = gateway.New(cfg, gateway.Options{
+		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return h.now },
+		RecordWait: 10 * time.Second, // what is recorded is checked, not how fast the disk is
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.srv = httptest.NewServer(h.gw)
+	t.Cleanup(func() {
+		h.srv.Close()
+		h.gw.Close()
+	})
+	return h
+}
+
+// answer sends a request and returns its JSON answer (nil: the body is
+// not JSON).
+func (h *gatewayRig) answer(t *testing.T, method, path string, hdr map[string]string) map[string]any {
+	t.Helper()
+	req, err := http.NewRequest(method, h.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	if json.NewDecoder(resp.Body).Decode(&m) != nil {
+		return nil
+	}
+	return m
 }

@@ -1,4 +1,4 @@
-package gateway
+package replay
 
 import (
 	"errors"
@@ -10,14 +10,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/events"
+	"github.com/floodgate-gw/floodgate/gateway"
 	"github.com/floodgate-gw/floodgate/gateway/clientip"
 	"github.com/floodgate-gw/floodgate/internal/jwtverify"
+	"github.com/floodgate-gw/floodgate/internal/leases"
 	"github.com/floodgate-gw/floodgate/internal/pathclean"
-	"github.com/floodgate-gw/floodgate/internal/usagepool"
+	"github.com/floodgate-gw/floodgate/internal/spec"
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
@@ -28,9 +28,20 @@ import (
 // event kept (events.Event.Keys), so the stored keys, and the counters,
 // are those the request would have used.
 type Recorded struct {
-	gen   *generation
-	route *route
-	log   *slog.Logger
+	cfg     *config.Config
+	route   string
+	match   spec.Match
+	limits  []spec.Limit // global ones first
+	globals int          // how many of limits are global
+	ips     *clientip.Resolver
+	tokens  *tokenCheck // nil: no server.jwt
+	log     *slog.Logger
+}
+
+// tokenCheck verifies a recorded request's token as server.jwt says.
+type tokenCheck struct {
+	from jwtverify.From
+	v    *jwtverify.Verifier
 }
 
 // ErrNotRecorded is wrapped by the error of Recorded.Check: the event is
@@ -61,9 +72,9 @@ type RecordedLimit struct {
 // usable key for a limit whose key is required (on_missing deny).
 var ErrNoRecordedKey = errors.New("no key recorded")
 
-// NewRecorded builds the limits of the route routeID in cfg. log receives what goes
-// wrong while leases are held (Hold); nil: slog.Default(). The caller
-// closes it.
+// NewRecorded builds the limits of the route routeID in cfg, as the
+// gateway builds them. log receives what goes wrong while leases are held
+// (Hold); nil: slog.Default(). The caller closes it.
 func NewRecorded(cfg *config.Config, routeID string, log *slog.Logger) (*Recorded, error) {
 	if log == nil {
 		log = slog.Default()
@@ -75,43 +86,50 @@ func NewRecorded(cfg *config.Config, routeID string, log *slog.Logger) (*Recorde
 		}
 	}
 	if rc == nil {
-		return nil, fmt.Errorf("%w: route %q", ErrNoLimit, routeID)
+		return nil, fmt.Errorf("%w: route %q", gateway.ErrNoLimit, routeID)
 	}
 	ips, err := clientip.New(cfg.Server.TrustedProxies, cfg.Server.IPv6Prefix)
 	if err != nil {
 		return nil, err
 	}
-	// The specs' metrics and log samplers are never used: nothing here
-	// answers a request.
-	g := &Gateway{metrics: NewMetrics(prometheus.NewRegistry()), log: log, now: time.Now}
-	g.pools = g.newPools()
-	gen := &generation{lease: new(usagepool.Lease), cfg: cfg, ips: ips}
-	r := &route{id: rc.ID}
-	r.setMatch(rc.Match)
+	rec := &Recorded{cfg: cfg, route: rc.ID, match: spec.NewMatch(rc.Match), globals: len(cfg.GlobalLimits), ips: ips, log: log}
 	for _, lc := range cfg.GlobalLimits {
-		r.limits = append(r.limits, g.limitSpec(gen, cfg, rc.ID, lc))
+		rec.limits = append(rec.limits, spec.NewLimit(cfg, rc.ID, lc))
 	}
 	for _, lc := range rc.Limits {
-		r.limits = append(r.limits, g.limitSpec(gen, cfg, rc.ID, lc))
+		rec.limits = append(rec.limits, spec.NewLimit(cfg, rc.ID, lc))
 	}
-	gen.routes = []*route{r}
 	// The verifier of server.jwt, to check the claims an event recorded
 	// against the token it recorded (Check).
-	if gen.jwt, err = g.tokensFor(gen, cfg); err != nil {
-		return nil, err
-	}
-	if gen.jwt != nil && cfg.Server.JWT.JWKSURL != "" {
-		// Fetched in the background: give the first fetch its time, so
-		// that the first events need not stop the replay (Check).
-		for deadline := time.Now().Add(jwtverify.DefaultFetchTimeout); gen.jwt.v.Status() != nil && time.Now().Before(deadline); {
-			time.Sleep(50 * time.Millisecond)
+	if j := cfg.Server.JWT; j != nil {
+		if _, err := gateway.CheckJWKSFile(cfg); err != nil {
+			return nil, err
+		}
+		v, err := jwtverify.New(jwtverify.Options{
+			File: j.JWKSFile, URL: j.JWKSURL, Issuer: j.Issuer, Audience: j.Audience, Leeway: j.Leeway,
+			Logger: log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("server.jwt: %w", err)
+		}
+		rec.tokens = &tokenCheck{from: spec.TokenFrom(j), v: v}
+		if j.JWKSURL != "" {
+			// Fetched in the background: give the first fetch its time, so
+			// that the first events need not stop the replay (Check).
+			for deadline := time.Now().Add(jwtverify.DefaultFetchTimeout); v.Status() != nil && time.Now().Before(deadline); {
+				time.Sleep(50 * time.Millisecond)
+			}
 		}
 	}
-	return &Recorded{gen: gen, route: r, log: log}, nil
+	return rec, nil
 }
 
 // Close stops the token verifier's background work.
-func (rc *Recorded) Close() { rc.gen.lease.Release() }
+func (rc *Recorded) Close() {
+	if rc.tokens != nil {
+		rc.tokens.v.Close()
+	}
+}
 
 // Check reports why e, recorded for the route, is not a request the
 // gateway can have recorded under this configuration, or nil. An event is
@@ -140,10 +158,10 @@ func (rc *Recorded) Check(e *events.Event) error {
 	if clean, err := pathclean.Clean(path); err != nil || clean != path {
 		return fmt.Errorf("%w: path %q is not a cleaned absolute path", ErrNotRecorded, path)
 	}
-	if !rc.route.matches(e.Method, rc.route.host, path) {
-		return fmt.Errorf("%w: route %s does not take %s %s", ErrNotRecorded, rc.route.id, e.Method, path)
+	if !rc.match.TakesAnyHost(e.Method, path) {
+		return fmt.Errorf("%w: route %s does not take %s %s", ErrNotRecorded, rc.route, e.Method, path)
 	}
-	if max := rc.gen.cfg.Events.MaxBody; int64(len(e.Body)) > max {
+	if max := rc.cfg.Events.MaxBody; int64(len(e.Body)) > max {
 		return fmt.Errorf("%w: a body of %d bytes, and events.max_body is %d", ErrNotRecorded, len(e.Body), max)
 	}
 	rv := &recordedValues{rc: rc, e: e, headers: http.Header{}}
@@ -151,21 +169,22 @@ func (rc *Recorded) Check(e *events.Event) error {
 		ck := http.CanonicalHeaderKey(k)
 		rv.headers[ck] = append(rv.headers[ck], vs...)
 	}
-	for _, l := range rc.route.limits {
-		if l.constKey != "" {
+	for i := range rc.limits {
+		l := &rc.limits[i]
+		if l.Const() {
 			continue
 		}
-		values, ok := e.Keys[l.name]
+		values, ok := e.Keys[l.Name]
 		if !ok {
 			continue
 		}
-		fallback := slices.Contains(e.Fallback, l.name)
-		if !fallback && len(values) != len(l.key) && len(values) == len(l.fallback) {
+		fallback := slices.Contains(e.Fallback, l.Name)
+		if !fallback && len(values) != len(l.Key) && len(values) == len(l.Fallback) {
 			fallback = true // as Limits reads it
 		}
-		parts := l.key
+		parts := l.Key
 		if fallback {
-			parts = l.fallback
+			parts = l.Fallback
 		}
 		if len(values) != len(parts) {
 			continue // Limits says so
@@ -173,17 +192,17 @@ func (rc *Recorded) Check(e *events.Event) error {
 		for i, p := range parts {
 			v, known, err := rv.value(p)
 			if errors.Is(err, errNoKeys) {
-				return fmt.Errorf("limit %s: %w", l.name, err)
+				return fmt.Errorf("limit %s: %w", l.Name, err)
 			}
 			if err != nil {
-				return fmt.Errorf("%w: limit %s: %v", ErrNotRecorded, l.name, err)
+				return fmt.Errorf("%w: limit %s: %v", ErrNotRecorded, l.Name, err)
 			}
 			if known && v != values[i] {
-				return fmt.Errorf("%w: limit %s: the key value %q is not the recorded request's %s %q", ErrNotRecorded, l.name, values[i], p.kind, v)
+				return fmt.Errorf("%w: limit %s: the key value %q is not the recorded request's %s %q", ErrNotRecorded, l.Name, values[i], p.Kind, v)
 			}
 		}
-		if fallback && rv.carries(l.key) {
-			return fmt.Errorf("%w: limit %s: recorded under its fallback key, but the recorded request has its key", ErrNotRecorded, l.name)
+		if fallback && rv.carries(l.Key) {
+			return fmt.Errorf("%w: limit %s: recorded under its fallback key, but the recorded request has its key", ErrNotRecorded, l.Name)
 		}
 	}
 	return nil
@@ -200,42 +219,42 @@ type recordedValues struct {
 // value is the value the gateway would have resolved for p from what e
 // recorded ("" when missing, as on a request), with known false when e
 // did not record the part's source.
-func (rv *recordedValues) value(p keyPart) (v string, known bool, err error) {
-	switch p.src {
-	case srcRoute:
-		v = rv.rc.route.id
-	case srcPath:
+func (rv *recordedValues) value(p spec.Part) (v string, known bool, err error) {
+	switch p.Src {
+	case spec.Route:
+		v = rv.rc.route
+	case spec.Path:
 		v = rv.e.Path
-	case srcMethod:
+	case spec.Method:
 		v = rv.e.Method
-	case srcHeader:
-		vv, ok := rv.headers[p.name]
+	case spec.Header:
+		vv, ok := rv.headers[p.Name]
 		if !ok {
 			return "", false, nil
 		}
 		if len(vv) > 0 {
 			v = vv[0]
 		}
-	case srcQuery:
+	case spec.Query:
 		if rv.query == nil {
 			rv.query, _ = url.ParseQuery(rv.e.Query) // as URL.Query reads it
 		}
-		if vv := rv.query[p.name]; len(vv) > 0 {
+		if vv := rv.query[p.Name]; len(vv) > 0 {
 			v = vv[0]
 		}
-	case srcCookie:
+	case spec.Cookie:
 		if _, ok := rv.headers["Cookie"]; !ok {
 			return "", false, nil
 		}
-		if c, err := (&http.Request{Header: rv.headers}).Cookie(p.name); err == nil {
+		if c, err := (&http.Request{Header: rv.headers}).Cookie(p.Name); err == nil {
 			v = c.Value
 		}
-	case srcJWT:
-		t := rv.rc.gen.jwt
+	case spec.JWT:
+		t := rv.rc.tokens
 		if t == nil || !rv.recorded(t) {
 			return "", false, nil
 		}
-		if v, err = rv.claim(t, p.name); err != nil {
+		if v, err = rv.claim(t, p.Name); err != nil {
 			return "", false, err
 		}
 	default: // global (always "-"), ip, host: not recorded
@@ -248,8 +267,8 @@ func (rv *recordedValues) value(p keyPart) (v string, known bool, err error) {
 }
 
 // recorded says whether e recorded where t reads the token from.
-func (rv *recordedValues) recorded(t *tokens) bool {
-	name := t.header
+func (rv *recordedValues) recorded(t *tokenCheck) bool {
+	name := t.from.Header
 	if name == "" {
 		name = "Cookie"
 	}
@@ -261,8 +280,8 @@ func (rv *recordedValues) recorded(t *tokens) bool {
 // "" when the recorded request carries no token or the claim is not there.
 // A token that does not verify is an error: the gateway would have had no
 // claim to record.
-func (rv *recordedValues) claim(t *tokens, name string) (string, error) {
-	raw, err := t.read(&http.Request{Header: rv.headers})
+func (rv *recordedValues) claim(t *tokenCheck, name string) (string, error) {
+	raw, err := t.from.Read(&http.Request{Header: rv.headers})
 	if err != nil || raw == "" {
 		return "", err
 	}
@@ -290,7 +309,7 @@ var errNoKeys = errors.New("server.jwt has no keys to verify the recorded token 
 
 // carries says whether every part of parts has a known, present value in
 // the recorded request.
-func (rv *recordedValues) carries(parts []keyPart) bool {
+func (rv *recordedValues) carries(parts []spec.Part) bool {
 	if len(parts) == 0 {
 		return false
 	}
@@ -310,23 +329,23 @@ func (rv *recordedValues) carries(parts []keyPart) bool {
 // empty or only white space is missing, as it is on a request; a limit
 // named in e.Fallback is read as its fallback key.
 func (rc *Recorded) Limits(e *events.Event) []RecordedLimit {
-	out := make([]RecordedLimit, 0, len(rc.route.limits))
-	globals := len(rc.gen.cfg.GlobalLimits)
-	for i, l := range rc.route.limits {
-		rl := RecordedLimit{Name: l.name, Global: i < globals, Shared: l.constKey != ""}
+	out := make([]RecordedLimit, 0, len(rc.limits))
+	for i := range rc.limits {
+		l := &rc.limits[i]
+		rl := RecordedLimit{Name: l.Name, Global: i < rc.globals, Shared: l.Const()}
 		if rl.Shared {
 			// The same for every request of the route, whatever was
 			// recorded: an event without keys is still decided by it.
-			rl.Limit = limit.Limit{Rule: l.ruleFor(l.constValues, e.Headers), Key: l.constKey}
+			rl.Limit = limit.Limit{Rule: l.RuleFor(l.ConstValues, e.Headers), Key: l.ConstKey}
 			out = append(out, rl)
 			continue
 		}
-		values, ok := e.Keys[l.name]
+		values, ok := e.Keys[l.Name]
 		fallback := false
 		for _, name := range e.Fallback {
-			fallback = fallback || name == l.name
+			fallback = fallback || name == l.Name
 		}
-		if !fallback && len(values) != len(l.key) && len(values) == len(l.fallback) {
+		if !fallback && len(values) != len(l.Key) && len(values) == len(l.Fallback) {
 			// An event recorded before Fallback was: its values can
 			// only be the fallback's.
 			fallback = true
@@ -335,14 +354,14 @@ func (rc *Recorded) Limits(e *events.Event) []RecordedLimit {
 			ok = ok && strings.TrimSpace(v) != ""
 		}
 		if !ok {
-			if l.allowMissing {
+			if l.AllowMissing {
 				continue
 			}
-			rl.Err = fmt.Errorf("limit %s: %w (on_missing: deny)", l.name, ErrNoRecordedKey)
+			rl.Err = fmt.Errorf("limit %s: %w (on_missing: deny)", l.Name, ErrNoRecordedKey)
 			out = append(out, rl)
 			continue
 		}
-		key, vs, err := rc.gen.keyOf(rc.route.id, l, values, fallback)
+		key, vs, err := l.KeyOf(rc.route, rc.ips.Key, values, fallback)
 		if err != nil {
 			// The configuration changed since the event was recorded:
 			// the key has other parts now.
@@ -350,7 +369,7 @@ func (rc *Recorded) Limits(e *events.Event) []RecordedLimit {
 			out = append(out, rl)
 			continue
 		}
-		rl.Limit = limit.Limit{Rule: l.ruleFor(vs, e.Headers), Key: key}
+		rl.Limit = limit.Limit{Rule: l.RuleFor(vs, e.Headers), Key: key}
 		out = append(out, rl)
 	}
 	return out
@@ -359,6 +378,6 @@ func (rc *Recorded) Limits(e *events.Event) []RecordedLimit {
 // Hold renews the concurrency leases that lease holds on leases while a
 // recorded request is sent, as the gateway does for a request it proxies,
 // and returns the function that releases them.
-func (rc *Recorded) Hold(store limit.Store, lease string, leases []limit.Limit) (release func()) {
-	return holdLeases(rc.log, time.Now, store, lease, leases)
+func (rc *Recorded) Hold(store limit.Store, lease string, ls []limit.Limit) (release func()) {
+	return leases.Hold(rc.log, time.Now, store, lease, ls)
 }
