@@ -148,7 +148,7 @@ func (h *handler) setOverride(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		if errors.Is(err, gateway.ErrUnconfirmed) {
 			// It may be in force all the same: the trail says it was asked.
-			h.log.Warn("runtime override not confirmed", "route", route, "limit", lim, "scope", scope, "by", req.By, "after", describe(req.OverrideChange), "error", err.Error())
+			h.log.Warn("runtime override not confirmed", "route", route, "limit", lim, "scope", scope, "by", req.By, "after", describe(req.Change), "error", err.Error())
 		}
 		h.overrideError(w, "", err)
 		return

@@ -19,6 +19,7 @@ import (
 	"github.com/floodgate-gw/floodgate/internal/fleetbus"
 	"github.com/floodgate-gw/floodgate/internal/keycache"
 	"github.com/floodgate-gw/floodgate/internal/logsample"
+	"github.com/floodgate-gw/floodgate/internal/overlay"
 	"github.com/floodgate-gw/floodgate/internal/spec"
 	"github.com/floodgate-gw/floodgate/internal/upstream"
 	"github.com/floodgate-gw/floodgate/internal/usagepool"
@@ -281,9 +282,9 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	// not applied here.
 	set, gone := g.ov.set, []Override(nil)
 	if prev.bus == nil {
-		set, gone = withoutGone(cfg, g.ov.set)
+		set, gone = overlay.WithoutGone(cfg, g.ov.set)
 	}
-	eff, skipped := overlay(cfg, set)
+	eff, skipped := overlay.Apply(cfg, set)
 	gen, err := g.build(eff, prev)
 	if err != nil {
 		sink.Close()

@@ -8,22 +8,19 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
-	"unicode"
 
-	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/internal/fleetbus"
+	"github.com/floodgate-gw/floodgate/internal/overlay"
 	"github.com/floodgate-gw/floodgate/limit"
 )
 
-// A runtime override changes one running limit without editing a file:
-// its rate (and burst), whether it is shadow, or whether it is decided at
-// all. With a store the instances share, the overrides live in it as one
+// A runtime override changes one running limit without editing a file;
+// package internal/overlay is what one is and how a set of them is laid
+// over the file's config. This file is the gateway's control of them.
+// With a store the instances share, the overrides live in it as one
 // versioned set, and every instance applies each version; with the memory
-// store they apply to the one instance. An override wins over the file
-// until it is removed or its ttl ends, across reloads; a reload that
-// removes its limit drops it.
+// store they apply to the one instance.
 //
 // The gateway applies a set of overrides as it applies a reload: it builds
 // a generation from the file's config with the overrides laid over it. A
@@ -32,63 +29,22 @@ import (
 
 // OverrideChange is what an override changes; nil fields keep the file's
 // value. It reads and writes as the JSON of PUT /admin/overrides.
-type OverrideChange struct {
-	// Rate is a rate limit's new rate, as a file writes it ("800/s").
-	Rate string `json:"rate,omitempty"`
-
-	// Limit is a concurrency limit's new count of requests in flight.
-	Limit int64 `json:"limit,omitempty"`
-
-	// Burst is a token bucket's new size. Without it a new rate brings
-	// its own count as the burst when the file's burst is the file rate's
-	// count (written so or by default), and keeps the file's otherwise.
-	Burst int64 `json:"burst,omitempty"`
-
-	Shadow  *bool `json:"shadow,omitempty"`
-	Enabled *bool `json:"enabled,omitempty"`
-}
+type OverrideChange = overlay.Change
 
 // OverrideRequest is one override as an operator asks for it.
-type OverrideRequest struct {
-	OverrideChange
+type OverrideRequest = overlay.Request
 
-	// TTL ends the override after this long, on every instance; zero:
-	// until removed. From MinOverrideTTL to MaxOverrideTTL.
-	TTL time.Duration
-
-	// Reason and By are kept with the override and logged.
-	Reason, By string
-}
-
-// Bounds of an override.
+// Bounds of an override's ttl.
 const (
-	MinOverrideTTL = time.Second
-	MaxOverrideTTL = 30 * 24 * time.Hour
-	maxReason      = 200
-	maxBy          = 64
+	MinOverrideTTL = overlay.MinTTL
+	MaxOverrideTTL = overlay.MaxTTL
 )
 
 // Override is an override as the set holds it.
-type Override struct {
-	Route    string         `json:"route"`
-	Limit    string         `json:"limit"`
-	Change   OverrideChange `json:"override"`
-	Reason   string         `json:"reason,omitempty"`
-	By       string         `json:"by,omitempty"`
-	Set      time.Time      `json:"set_at"`
-	Expires  time.Time      `json:"expires_at,omitzero"` // zero: until removed
-	Instance string         `json:"instance,omitempty"`  // the instance that set it
-}
-
-func overrideName(route, lim string) string { return route + "/" + lim }
+type Override = overlay.Override
 
 // OverrideError is an override refused for one of its fields.
-type OverrideError struct {
-	Field string // as the JSON names it: rate, burst, ttl…
-	Msg   string
-}
-
-func (e *OverrideError) Error() string { return e.Field + ": " + e.Msg }
+type OverrideError = overlay.Error
 
 // ErrNoOverride is returned for removing an override that is not set.
 var ErrNoOverride = errors.New("no such override")
@@ -153,8 +109,8 @@ func (g *Gateway) overridesLocked() Overrides {
 		if why, ok := g.ov.skipped[name]; ok {
 			st.Applied, st.Why = false, why
 		}
-		if l := fileLimit(gen.file, ov.Route, ov.Limit); l != nil {
-			st.File = fileValues(l, ov.Change)
+		if l := overlay.FindLimit(gen.file, ov.Route, ov.Limit); l != nil {
+			st.File = overlay.FileValues(l, ov.Change)
 		}
 		if !ov.Expires.IsZero() {
 			st.TTLLeft = milliRound(ov.Expires.Sub(now))
@@ -162,49 +118,6 @@ func (g *Gateway) overridesLocked() Overrides {
 		o.Overrides = append(o.Overrides, st)
 	}
 	return o
-}
-
-// fileValues are the values of l that c changes, as the file has them.
-func fileValues(l *config.Limit, c OverrideChange) OverrideChange {
-	var f OverrideChange
-	if c.Rate != "" || c.Limit != 0 {
-		if l.Algorithm == limit.Concurrency {
-			f.Limit = l.Rate.Count
-		} else {
-			f.Rate = l.Rate.String()
-		}
-	}
-	if l.Algorithm == limit.TokenBucket && (c.Rate != "" || c.Burst != 0) {
-		f.Burst = l.Burst
-	}
-	if c.Shadow != nil {
-		f.Shadow = &l.Shadow
-	}
-	if c.Enabled != nil {
-		f.Enabled = new(bool)
-		*f.Enabled = true
-	}
-	return f
-}
-
-// fileLimit finds a limit of cfg: route "global" names the global limits.
-func fileLimit(cfg *config.Config, route, name string) *config.Limit {
-	var ls []*config.Limit
-	if route == "global" {
-		ls = cfg.GlobalLimits
-	} else {
-		for _, r := range cfg.Routes {
-			if r.ID == route {
-				ls = r.Limits
-			}
-		}
-	}
-	for _, l := range ls {
-		if l.Name == name {
-			return l
-		}
-	}
-	return nil
 }
 
 // SetOverride sets an override of a route's limit (route "global" for a
@@ -216,15 +129,15 @@ func fileLimit(cfg *config.Config, route, name string) *config.Limit {
 // the override is in force nowhere, or (when the answer was lost) on
 // every instance once they read the store.
 func (g *Gateway) SetOverride(ctx context.Context, route, name string, req OverrideRequest) (OverrideStatus, error) {
-	if err := checkRequest(req); err != nil {
+	if err := overlay.Check(req); err != nil {
 		return OverrideStatus{}, err
 	}
 	gen := g.gen.Load()
-	l := fileLimit(gen.file, route, name)
+	l := overlay.FindLimit(gen.file, route, name)
 	if l == nil {
 		return OverrideStatus{}, fmt.Errorf("%w: route %q has no limit %q", ErrNoLimit, route, name)
 	}
-	if _, err := adjust(l, req.OverrideChange); err != nil {
+	if _, err := overlay.Adjust(l, req.Change); err != nil {
 		return OverrideStatus{}, err
 	}
 	if req.Rate != "" {
@@ -233,13 +146,13 @@ func (g *Gateway) SetOverride(ctx context.Context, route, name string, req Overr
 		req.Rate = r.String()
 	}
 	ov := Override{
-		Route: route, Limit: name, Change: req.OverrideChange,
+		Route: route, Limit: name, Change: req.Change,
 		Reason: req.Reason, By: req.By, Set: g.now().UTC().Truncate(time.Millisecond), Instance: g.ids.Prefix(),
 	}
 	if req.TTL > 0 {
 		ov.Expires = ov.Set.Add(req.TTL)
 	}
-	key := overrideName(route, name)
+	key := overlay.Name(route, name)
 	var replaced *Override
 	var version int64
 	if s := gen.bus; s != nil {
@@ -251,7 +164,7 @@ func (g *Gateway) SetOverride(ctx context.Context, route, name string, req Overr
 		if err != nil {
 			return OverrideStatus{}, g.changeFailed("set", err)
 		}
-		replaced = parseReplaced(set.Replaced)
+		replaced = overlay.Replaced(set.Replaced)
 		version = set.Version
 		g.applyStoreSet(set, key)
 	} else {
@@ -292,25 +205,16 @@ func (g *Gateway) changeFailed(what string, err error) error {
 	return fmt.Errorf("override not %s on any instance: %w", what, err)
 }
 
-// parseReplaced reads the override a change replaced, nil for none.
-func parseReplaced(b []byte) *Override {
-	var ov Override
-	if b == nil || json.Unmarshal(b, &ov) != nil {
-		return nil
-	}
-	return &ov
-}
-
 // RemoveOverride removes the override of a route's limit on every
 // instance, or on this one with the memory store, and returns it with the
 // version its removal made. It returns an error wrapping ErrNoOverride
 // when none is set, and one wrapping ErrNoLimit when the running file has
 // no such limit either.
 func (g *Gateway) RemoveOverride(ctx context.Context, route, name string) (Override, int64, error) {
-	key := overrideName(route, name)
+	key := overlay.Name(route, name)
 	gen := g.gen.Load()
 	none := func() error {
-		if fileLimit(gen.file, route, name) == nil {
+		if overlay.FindLimit(gen.file, route, name) == nil {
 			return fmt.Errorf("%w: route %q has no limit %q, nor an override of one", ErrNoLimit, route, name)
 		}
 		return fmt.Errorf("%w for limit %q of route %q", ErrNoOverride, name, route)
@@ -325,7 +229,7 @@ func (g *Gateway) RemoveOverride(ctx context.Context, route, name string) (Overr
 			return Override{}, 0, none()
 		}
 		old := Override{Route: route, Limit: name}
-		if r := parseReplaced(set.Replaced); r != nil {
+		if r := overlay.Replaced(set.Replaced); r != nil {
 			old = *r
 		}
 		return old, set.Version, nil
@@ -340,164 +244,6 @@ func (g *Gateway) RemoveOverride(ctx context.Context, route, name string) (Overr
 	g.ov.version++
 	g.applyLocked(g.ov.epoch, g.ov.version, maps.Clone(g.ov.local), key)
 	return old, g.ov.version, nil
-}
-
-// checkRequest checks what does not depend on the limit.
-func checkRequest(req OverrideRequest) error {
-	c := req.OverrideChange
-	switch {
-	case c.Rate == "" && c.Limit == 0 && c.Burst == 0 && c.Shadow == nil && c.Enabled == nil:
-		return &OverrideError{Field: "override", Msg: "nothing to change: give rate (or limit for concurrency), burst, shadow or enabled"}
-	case c.Limit < 0:
-		return &OverrideError{Field: "limit", Msg: fmt.Sprintf("%d must be positive", c.Limit)}
-	case c.Burst < 0:
-		return &OverrideError{Field: "burst", Msg: fmt.Sprintf("%d must be positive", c.Burst)}
-	case req.TTL < 0, req.TTL > 0 && req.TTL < MinOverrideTTL:
-		return &OverrideError{Field: "ttl", Msg: fmt.Sprintf("%v: at least %v", req.TTL, MinOverrideTTL)}
-	case req.TTL > MaxOverrideTTL:
-		return &OverrideError{Field: "ttl", Msg: fmt.Sprintf("%v: at most %v (30 days)", req.TTL, MaxOverrideTTL)}
-	}
-	if err := checkText("reason", req.Reason, maxReason); err != nil {
-		return err
-	}
-	return checkText("by", req.By, maxBy)
-}
-
-// checkText refuses what would break a log line or a terminal.
-func checkText(field, s string, n int) error {
-	if len(s) > n {
-		return &OverrideError{Field: field, Msg: fmt.Sprintf("%d bytes, at most %d", len(s), n)}
-	}
-	if strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) || r == unicode.ReplacementChar }) {
-		return &OverrideError{Field: field, Msg: "holds a control character or invalid UTF-8"}
-	}
-	return nil
-}
-
-// adjust returns l with c laid over it, its rule and its value overrides'
-// rules rebuilt; nil when c disables it.
-func adjust(l *config.Limit, c OverrideChange) (*config.Limit, error) {
-	alg := l.Algorithm
-	n := *l
-	r := freshRule(l.Rule)
-	switch {
-	case c.Rate != "" && alg == limit.Concurrency:
-		return nil, &OverrideError{Field: "rate", Msg: "concurrency takes limit: N (requests in flight), not a rate"}
-	case c.Limit != 0 && alg != limit.Concurrency:
-		return nil, &OverrideError{Field: "limit", Msg: fmt.Sprintf("limit: N is for concurrency; a %v takes rate (rate: 100/s)", alg)}
-	case c.Burst != 0 && alg != limit.TokenBucket:
-		return nil, &OverrideError{Field: "burst", Msg: fmt.Sprintf("burst applies to token_bucket only (algorithm is %v)", alg)}
-	}
-	if c.Rate != "" {
-		rate, err := limit.ParseRate(c.Rate)
-		if err != nil {
-			return nil, &OverrideError{Field: "rate", Msg: strings.TrimPrefix(err.Error(), fmt.Sprintf("rate %q: ", c.Rate))}
-		}
-		if alg == limit.TokenBucket && c.Burst == 0 && l.Burst == l.Rate.Count {
-			n.Burst, r.Burst = rate.Count, rate.Count
-		}
-		n.Rate, r.Rate = rate, rate
-	}
-	if c.Limit != 0 {
-		n.Rate = limit.Rate{Count: c.Limit}
-		n.Limit, r.Rate = c.Limit, n.Rate
-	}
-	if c.Burst != 0 {
-		n.Burst, r.Burst = c.Burst, c.Burst
-	}
-	if c.Shadow != nil {
-		n.Shadow, r.Shadow = *c.Shadow, *c.Shadow
-		n.Overrides = make([]*config.Override, len(l.Overrides))
-		for i, o := range l.Overrides {
-			oc, or := *o, freshRule(o.Rule)
-			or.Shadow = *c.Shadow
-			if err := or.Validate(); err != nil {
-				return nil, &OverrideError{Field: "shadow", Msg: err.Error()}
-			}
-			oc.Rule = or
-			n.Overrides[i] = &oc
-		}
-	}
-	if err := r.Validate(); err != nil {
-		field := "rate"
-		switch {
-		case c.Limit != 0:
-			field = "limit"
-		case c.Burst != 0 || c.Rate == "":
-			field = "burst"
-		}
-		return nil, &OverrideError{Field: field, Msg: strings.TrimPrefix(err.Error(), "rule "+r.Name+": ")}
-	}
-	n.Rule = r
-	if c.Enabled != nil && !*c.Enabled {
-		return nil, nil
-	}
-	return &n, nil
-}
-
-// freshRule copies r's settings into a rule of its own, which derives
-// its data again when validated.
-func freshRule(r *limit.Rule) *limit.Rule {
-	return &limit.Rule{
-		Name: r.Name, Algorithm: r.Algorithm, Rate: r.Rate, Burst: r.Burst, Cost: r.Cost,
-		Queue: r.Queue, Align: r.Align, Location: r.Location, Shadow: r.Shadow,
-		Sliced: r.Sliced, LeaseTTL: r.LeaseTTL,
-	}
-}
-
-// overlay returns file with set laid over it, and the overrides of set it
-// could not apply, with why. file is not changed: what an override
-// touches is copied.
-func overlay(file *config.Config, set map[string]Override) (*config.Config, map[string]string) {
-	skipped := map[string]string{}
-	if len(set) == 0 {
-		return file, skipped
-	}
-	cfg := *file
-	// changed returns ls with the overrides of route laid over it, a new
-	// slice when one applies.
-	changed := func(ls []*config.Limit, route string) ([]*config.Limit, bool) {
-		out := make([]*config.Limit, 0, len(ls))
-		touched := false
-		for _, l := range ls {
-			name := overrideName(route, l.Name)
-			ov, ok := set[name]
-			if !ok {
-				out = append(out, l)
-				continue
-			}
-			n, err := adjust(l, ov.Change)
-			if err != nil {
-				skipped[name] = err.Error()
-				out = append(out, l)
-				continue
-			}
-			touched = true
-			if n != nil {
-				out = append(out, n)
-			}
-		}
-		if !touched {
-			return ls, false
-		}
-		return out, true
-	}
-	cfg.GlobalLimits, _ = changed(file.GlobalLimits, "global")
-	cfg.Routes = make([]*config.Route, len(file.Routes))
-	for i, r := range file.Routes {
-		cfg.Routes[i] = r
-		if ls, ok := changed(r.Limits, r.ID); ok {
-			rc := *r
-			rc.Limits = ls
-			cfg.Routes[i] = &rc
-		}
-	}
-	for name, ov := range set {
-		if fileLimit(file, ov.Route, ov.Limit) == nil {
-			skipped[name] = fmt.Sprintf("this instance's config has no limit %q on route %q", ov.Limit, ov.Route)
-		}
-	}
-	return &cfg, skipped
 }
 
 // applyStoreSet applies a set read from the store, if it is not older
@@ -523,9 +269,8 @@ func (g *Gateway) applyStoreSet(set fleetbus.Set, own string) {
 	}
 	m := map[string]Override{}
 	for name, e := range set.Entries {
-		var ov Override
-		if len(e.Value) > maxOverrideJSON || json.Unmarshal(e.Value, &ov) != nil ||
-			overrideName(ov.Route, ov.Limit) != name || checkRequest(OverrideRequest{OverrideChange: ov.Change, Reason: ov.Reason, By: ov.By}) != nil {
+		ov, err := overlay.Decode(name, e.Value)
+		if err != nil {
 			g.metrics.fleetIgnored.WithLabelValues("malformed").Inc()
 			continue
 		}
@@ -541,9 +286,6 @@ func (g *Gateway) applyStoreSet(set fleetbus.Set, own string) {
 	}
 	g.applyLocked(set.Epoch, set.Version, m, own)
 }
-
-// maxOverrideJSON bounds an override read from the store.
-const maxOverrideJSON = 4 << 10
 
 // applyLocked makes set, at version, the overrides in force: it builds the
 // generation of the file's config with set laid over it and swaps it in.
@@ -578,7 +320,7 @@ func (g *Gateway) applyLocked(epoch string, version int64, set map[string]Overri
 // swapOverlay builds the generation of prev's file with set laid over it,
 // and swaps it in. reloadMu is held.
 func (g *Gateway) swapOverlay(prev *generation, set map[string]Override) error {
-	cfg, skipped := overlay(prev.file, set)
+	cfg, skipped := overlay.Apply(prev.file, set)
 	gen, err := g.build(cfg, prev)
 	if err != nil {
 		return err
@@ -600,7 +342,7 @@ func (g *Gateway) logOverrides(before, after map[string]Override, version int64,
 			continue
 		}
 		args := []any{"route", ov.Route, "limit", ov.Limit, "by", ov.By, "version", version}
-		args = append(args, changeArgs(ov.Change)...)
+		args = append(args, ov.Change.LogArgs()...)
 		if ov.Reason != "" {
 			args = append(args, "reason", ov.Reason)
 		}
@@ -633,26 +375,6 @@ func (g *Gateway) noteSkipped(before map[string]string) {
 		g.log.Warn("runtime override not applied here", "route", ov.Route, "limit", ov.Limit, "by", ov.By, "why", why)
 	}
 	g.metrics.overrides.Set(float64(len(g.ov.set) - len(g.ov.skipped)))
-}
-
-func changeArgs(c OverrideChange) []any {
-	var args []any
-	if c.Rate != "" {
-		args = append(args, "rate", c.Rate)
-	}
-	if c.Limit != 0 {
-		args = append(args, "in_flight", c.Limit)
-	}
-	if c.Burst != 0 {
-		args = append(args, "burst", c.Burst)
-	}
-	if c.Shadow != nil {
-		args = append(args, "shadow", *c.Shadow)
-	}
-	if c.Enabled != nil {
-		args = append(args, "enabled", *c.Enabled)
-	}
-	return args
 }
 
 // scheduleExpiry arms the timer that lays the set over the file again
@@ -777,23 +499,6 @@ func (g *Gateway) onOverrides(b []byte) {
 	g.ovSignal()
 }
 
-// withoutGone splits set into the overrides whose limit file has and
-// those of limits it no longer has.
-func withoutGone(file *config.Config, set map[string]Override) (kept map[string]Override, gone []Override) {
-	if set == nil {
-		return nil, nil
-	}
-	kept = map[string]Override{}
-	for name, ov := range set {
-		if fileLimit(file, ov.Route, ov.Limit) == nil {
-			gone = append(gone, ov)
-			continue
-		}
-		kept[name] = ov
-	}
-	return kept, gone
-}
-
 // forgetGone drops the overrides of limits that the file running now no
 // longer has from the memory store's set. reloadMu is held.
 func (g *Gateway) forgetGone(gone []Override) {
@@ -802,8 +507,8 @@ func (g *Gateway) forgetGone(gone []Override) {
 	}
 	for _, ov := range gone {
 		g.log.Warn("runtime override dropped: the config no longer has its limit",
-			append([]any{"route", ov.Route, "limit", ov.Limit, "by", ov.By}, changeArgs(ov.Change)...)...)
-		delete(g.ov.local, overrideName(ov.Route, ov.Limit))
+			append([]any{"route", ov.Route, "limit", ov.Limit, "by", ov.By}, ov.Change.LogArgs()...)...)
+		delete(g.ov.local, overlay.Name(ov.Route, ov.Limit))
 	}
 	g.ov.version++
 	g.metrics.overridesVersion.Set(float64(g.ov.version))

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -68,7 +67,7 @@ func TestOverrideChangesTheRunningLimit(t *testing.T) {
 	if n := admits(h, "u1", 3); n != 2 {
 		t.Fatalf("the file's 2/1h admitted %d of 3", n)
 	}
-	st := setOverride(t, h, "api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "5/h"}, Reason: "sale", By: "alice"})
+	st := setOverride(t, h, "api", "user", OverrideRequest{Change: OverrideChange{Rate: "5/h"}, Reason: "sale", By: "alice"})
 	if !st.Applied || st.Change.Rate != "5/h" || st.File.Rate != "2/h" || st.By != "alice" || st.Reason != "sale" {
 		t.Fatalf("override as listed: %+v", st)
 	}
@@ -79,11 +78,11 @@ func TestOverrideChangesTheRunningLimit(t *testing.T) {
 	if got := h.gw.Config().Routes[0].Limits[0].Rate.String(); got != "2/h" {
 		t.Fatalf("Config shows %s: it is the file's", got)
 	}
-	setOverride(t, h, "api", "user", OverrideRequest{OverrideChange: OverrideChange{Shadow: bptr(true)}})
+	setOverride(t, h, "api", "user", OverrideRequest{Change: OverrideChange{Shadow: bptr(true)}})
 	if n := admits(h, "u1", 3); n != 3 {
 		t.Fatalf("a shadow override admitted %d of 3", n)
 	}
-	setOverride(t, h, "api", "user", OverrideRequest{OverrideChange: OverrideChange{Enabled: bptr(false)}})
+	setOverride(t, h, "api", "user", OverrideRequest{Change: OverrideChange{Enabled: bptr(false)}})
 	resp := h.do("GET", "/api", map[string]string{"X-User-Id": "u1"}, nil)
 	drain(resp)
 	if resp.StatusCode != http.StatusOK || strings.Contains(resp.Header.Get("RateLimit-Policy"), "user") {
@@ -128,19 +127,19 @@ func TestOverrideBurstAndKinds(t *testing.T) {
 		}
 		return nil
 	}
-	setOverride(t, h, "api", "burst", OverrideRequest{OverrideChange: OverrideChange{Rate: "10/s"}})
+	setOverride(t, h, "api", "burst", OverrideRequest{Change: OverrideChange{Rate: "10/s"}})
 	if r := rule("api", "burst"); r.Rate.Count != 10 || r.Burst != 50000 {
 		t.Fatalf("burst 50000 written apart from the rate: rule %v burst %d", r.Rate, r.Burst)
 	}
-	setOverride(t, h, "api", "burst", OverrideRequest{OverrideChange: OverrideChange{Rate: "10/s", Burst: 20}})
+	setOverride(t, h, "api", "burst", OverrideRequest{Change: OverrideChange{Rate: "10/s", Burst: 20}})
 	if r := rule("api", "burst"); r.Burst != 20 {
 		t.Fatalf("burst given: %d", r.Burst)
 	}
-	setOverride(t, h, "api", "flight", OverrideRequest{OverrideChange: OverrideChange{Limit: 7}})
+	setOverride(t, h, "api", "flight", OverrideRequest{Change: OverrideChange{Limit: 7}})
 	if r := rule("api", "flight"); r.Rate.Count != 7 || r.Algorithm != limit.Concurrency {
 		t.Fatalf("concurrency: %+v", r.Rate)
 	}
-	setOverride(t, h, "global", "all", OverrideRequest{OverrideChange: OverrideChange{Rate: "3/h"}})
+	setOverride(t, h, "global", "all", OverrideRequest{Change: OverrideChange{Rate: "3/h"}})
 	if r := rule("api", "all"); r.Rate.Count != 3 {
 		t.Fatalf("global limit: %v", r.Rate)
 	}
@@ -164,16 +163,16 @@ func TestOverrideRefusals(t *testing.T) {
 		field       string
 	}{
 		{"api", "user", OverrideRequest{}, "override"},
-		{"api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "0/s"}}, "rate"},
-		{"api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "fast"}}, "rate"},
-		{"api", "user", OverrideRequest{OverrideChange: OverrideChange{Burst: 5}}, "burst"},
-		{"api", "user", OverrideRequest{OverrideChange: OverrideChange{Limit: 5}}, "limit"},
-		{"api", "flight", OverrideRequest{OverrideChange: OverrideChange{Rate: "5/s"}}, "rate"},
-		{"api", "burst", OverrideRequest{OverrideChange: OverrideChange{Rate: "2000000000/s"}}, "rate"},
-		{"api", "user", OverrideRequest{OverrideChange: OverrideChange{Shadow: bptr(true)}, TTL: 500 * time.Millisecond}, "ttl"},
-		{"api", "user", OverrideRequest{OverrideChange: OverrideChange{Shadow: bptr(true)}, TTL: 31 * 24 * time.Hour}, "ttl"},
-		{"api", "user", OverrideRequest{OverrideChange: OverrideChange{Shadow: bptr(true)}, Reason: "a\nb"}, "reason"},
-		{"api", "user", OverrideRequest{OverrideChange: OverrideChange{Shadow: bptr(true)}, By: strings.Repeat("x", 65)}, "by"},
+		{"api", "user", OverrideRequest{Change: OverrideChange{Rate: "0/s"}}, "rate"},
+		{"api", "user", OverrideRequest{Change: OverrideChange{Rate: "fast"}}, "rate"},
+		{"api", "user", OverrideRequest{Change: OverrideChange{Burst: 5}}, "burst"},
+		{"api", "user", OverrideRequest{Change: OverrideChange{Limit: 5}}, "limit"},
+		{"api", "flight", OverrideRequest{Change: OverrideChange{Rate: "5/s"}}, "rate"},
+		{"api", "burst", OverrideRequest{Change: OverrideChange{Rate: "2000000000/s"}}, "rate"},
+		{"api", "user", OverrideRequest{Change: OverrideChange{Shadow: bptr(true)}, TTL: 500 * time.Millisecond}, "ttl"},
+		{"api", "user", OverrideRequest{Change: OverrideChange{Shadow: bptr(true)}, TTL: 31 * 24 * time.Hour}, "ttl"},
+		{"api", "user", OverrideRequest{Change: OverrideChange{Shadow: bptr(true)}, Reason: "a\nb"}, "reason"},
+		{"api", "user", OverrideRequest{Change: OverrideChange{Shadow: bptr(true)}, By: strings.Repeat("x", 65)}, "by"},
 	} {
 		_, err := h.gw.SetOverride(context.Background(), tc.route, tc.name, tc.req)
 		var oe *OverrideError
@@ -182,7 +181,7 @@ func TestOverrideRefusals(t *testing.T) {
 		}
 	}
 	for _, target := range [][2]string{{"api", "nope"}, {"nope", "user"}, {"global", "user"}} {
-		_, err := h.gw.SetOverride(context.Background(), target[0], target[1], OverrideRequest{OverrideChange: OverrideChange{Shadow: bptr(true)}})
+		_, err := h.gw.SetOverride(context.Background(), target[0], target[1], OverrideRequest{Change: OverrideChange{Shadow: bptr(true)}})
 		if !errors.Is(err, ErrNoLimit) {
 			t.Errorf("%s/%s: %v; want ErrNoLimit", target[0], target[1], err)
 		}
@@ -198,8 +197,8 @@ func TestOverrideOutlivesReload(t *testing.T) {
 	t.Parallel()
 	up := newBackend(t, nil)
 	h := overrideHarness(t, "{type: memory}", up)
-	setOverride(t, h, "api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "5/h"}})
-	setOverride(t, h, "api", "burst", OverrideRequest{OverrideChange: OverrideChange{Enabled: bptr(false)}})
+	setOverride(t, h, "api", "user", OverrideRequest{Change: OverrideChange{Rate: "5/h"}})
+	setOverride(t, h, "api", "burst", OverrideRequest{Change: OverrideChange{Enabled: bptr(false)}})
 	reload := func(yaml string) {
 		t.Helper()
 		cfg, err := config.Parse("test.yaml", []byte(strings.ReplaceAll(strings.Replace(yaml, "STORE", "{type: memory}", 1), "{{UP}}", up.URL)))
@@ -227,7 +226,7 @@ func TestOverrideOutlivesReload(t *testing.T) {
 func TestOverrideTTLEnds(t *testing.T) {
 	t.Parallel()
 	h := overrideHarness(t, "{type: memory}", newBackend(t, nil))
-	setOverride(t, h, "api", "user", OverrideRequest{OverrideChange: OverrideChange{Shadow: bptr(true)}, TTL: time.Second})
+	setOverride(t, h, "api", "user", OverrideRequest{Change: OverrideChange{Shadow: bptr(true)}, TTL: time.Second})
 	if left := h.gw.Overrides().Overrides[0].TTLLeft; left <= 0 || left > 1 {
 		t.Fatalf("ttl_left %v", left)
 	}
@@ -247,29 +246,6 @@ func TestOverrideTTLEnds(t *testing.T) {
 	}
 	if !strings.Contains(h.log.String(), `"msg":"runtime override expired"`) {
 		t.Fatalf("the end is not logged:\n%s", h.log)
-	}
-}
-
-// freshRule copies every setting of a rule: a field added to limit.Rule
-// must be added there too.
-func TestFreshRuleCopiesEveryField(t *testing.T) {
-	t.Parallel()
-	r := &limit.Rule{Name: "n", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 3, Period: time.Second},
-		Burst: 4, Cost: 2, Queue: time.Second, Align: limit.AlignFirst, Location: time.UTC, Shadow: true,
-		Sliced: true, LeaseTTL: time.Minute}
-	c := freshRule(r)
-	rv, cv := reflect.ValueOf(r).Elem(), reflect.ValueOf(c).Elem()
-	for i := range rv.NumField() {
-		f := rv.Type().Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		if rv.Field(i).IsZero() {
-			t.Errorf("the test leaves %s zero: set it", f.Name)
-		}
-		if !reflect.DeepEqual(rv.Field(i).Interface(), cv.Field(i).Interface()) {
-			t.Errorf("freshRule drops %s", f.Name)
-		}
 	}
 }
 
@@ -339,7 +315,7 @@ func overrideReachesTheFleet(t *testing.T, store string) {
 			t.Fatalf("admitted %d of a spent user", n)
 		}
 	}
-	st := setOverride(t, hs[0], "api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "4/h"}, By: "alice"})
+	st := setOverride(t, hs[0], "api", "user", OverrideRequest{Change: OverrideChange{Rate: "4/h"}, By: "alice"})
 	if st.Applied != true {
 		t.Fatalf("%+v", st)
 	}
@@ -392,10 +368,10 @@ func TestOverrideStoreDown(t *testing.T) {
 	t.Parallel()
 	srv := testredis.Start(t)
 	hs := redisOverrideFleet(t, srv, newBackend(t, nil))
-	setOverride(t, hs[0], "api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "4/h"}})
+	setOverride(t, hs[0], "api", "user", OverrideRequest{Change: OverrideChange{Rate: "4/h"}})
 	everyInstance(t, hs, hasOverride("api", "user", "4/h"))
 	srv.Stop()
-	_, err := hs[0].gw.SetOverride(context.Background(), "api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "9/h"}})
+	_, err := hs[0].gw.SetOverride(context.Background(), "api", "user", OverrideRequest{Change: OverrideChange{Rate: "9/h"}})
 	if !errors.Is(err, limit.ErrStoreUnavailable) {
 		t.Fatalf("with Redis stopped: %v", err)
 	}
@@ -417,7 +393,7 @@ func TestOverrideStoreDown(t *testing.T) {
 			t.Errorf("instance %d does not say the store lost its set:\n%s", i, h.log)
 		}
 	}
-	setOverride(t, hs[1], "api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "6/h"}})
+	setOverride(t, hs[1], "api", "user", OverrideRequest{Change: OverrideChange{Rate: "6/h"}})
 	everyInstance(t, hs, hasOverride("api", "user", "6/h"))
 }
 
@@ -432,7 +408,7 @@ func TestOverrideConcurrentOperators(t *testing.T) {
 		wg.Go(func() {
 			for i := range 20 {
 				rate := fmt.Sprintf("%d/h", 10+op*100+i)
-				if _, err := hs[op].gw.SetOverride(context.Background(), "api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: rate}}); err != nil {
+				if _, err := hs[op].gw.SetOverride(context.Background(), "api", "user", OverrideRequest{Change: OverrideChange{Rate: rate}}); err != nil {
 					t.Error(err)
 				}
 			}
@@ -487,7 +463,7 @@ func TestOverrideTTLEndsOnEveryInstance(t *testing.T) {
 	t.Parallel()
 	srv := testredis.Start(t)
 	hs := redisOverrideFleet(t, srv, newBackend(t, nil))
-	setOverride(t, hs[0], "api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "4/h"}, TTL: time.Second})
+	setOverride(t, hs[0], "api", "user", OverrideRequest{Change: OverrideChange{Rate: "4/h"}, TTL: time.Second})
 	everyInstance(t, hs, hasOverride("api", "user", "4/h"))
 	everyInstance(t, hs, func(h *harness) error {
 		if o := h.gw.Overrides(); len(o.Overrides) != 0 {
@@ -512,8 +488,8 @@ func TestOverrideOfARemovedLimitStaysWithTheFleet(t *testing.T) {
 	up := newBackend(t, nil)
 	store := fmt.Sprintf(`{type: redis, redis: {addrs: ["%s"], timeout: 500ms}}`, srv.Addr())
 	hs := overrideFleet(t, store, up)
-	setOverride(t, hs[0], "api", "burst", OverrideRequest{OverrideChange: OverrideChange{Enabled: bptr(false)}})
-	setOverride(t, hs[0], "api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "4/h"}})
+	setOverride(t, hs[0], "api", "burst", OverrideRequest{Change: OverrideChange{Enabled: bptr(false)}})
+	setOverride(t, hs[0], "api", "user", OverrideRequest{Change: OverrideChange{Rate: "4/h"}})
 	everyInstance(t, hs, func(h *harness) error {
 		if n := len(h.gw.Overrides().Overrides); n != 2 {
 			return fmt.Errorf("%d overrides", n)
@@ -560,7 +536,7 @@ func TestOverrideTTLByTheRedisClock(t *testing.T) {
 	store := fmt.Sprintf(`{type: redis, redis: {addrs: ["%s"], timeout: 500ms}}`, srv.Addr())
 	hs := overrideFleet(t, store, up)
 	hs[1].clock.Step(2 * time.Minute)
-	setOverride(t, hs[0], "api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "4/h"}, TTL: time.Minute})
+	setOverride(t, hs[0], "api", "user", OverrideRequest{Change: OverrideChange{Rate: "4/h"}, TTL: time.Minute})
 	everyInstance(t, hs, hasOverride("api", "user", "4/h"))
 	if left := hs[1].gw.Overrides().Overrides[0].TTLLeft; left < 55 || left > 60 {
 		t.Fatalf("the instance ahead sees %v s left", left)
@@ -575,7 +551,7 @@ func TestOverrideToAStalledRedis(t *testing.T) {
 	srv := testredis.Start(t)
 	hs := redisOverrideFleet(t, srv, newBackend(t, nil))
 	srv.Pause()
-	_, err := hs[0].gw.SetOverride(context.Background(), "api", "user", OverrideRequest{OverrideChange: OverrideChange{Rate: "4/h"}})
+	_, err := hs[0].gw.SetOverride(context.Background(), "api", "user", OverrideRequest{Change: OverrideChange{Rate: "4/h"}})
 	srv.Resume()
 	if !errors.Is(err, limit.ErrStoreUnavailable) || !strings.Contains(err.Error(), "may or may not") {
 		t.Fatalf("an override to a stalled Redis: %v", err)
