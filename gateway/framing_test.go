@@ -908,7 +908,7 @@ func TestBodyTimeout(t *testing.T) {
 	up := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		if r.URL.Path == "/api/stream" {
-			for range 6 {
+			for range 8 {
 				io.WriteString(w, "x")
 				http.NewResponseController(w).Flush()
 				time.Sleep(100 * time.Millisecond)
@@ -917,7 +917,10 @@ func TestBodyTimeout(t *testing.T) {
 		}
 		fmt.Fprintf(w, "got %d", len(b))
 	})
-	h := newHarness(t, "server: {body_timeout: 250ms}\n"+basic, up)
+	// A chunk every 50 ms against a bound of 500 ms: ten times apart, so
+	// that a busy machine's scheduler cannot make the steady client look
+	// silent.
+	h := newHarness(t, "server: {body_timeout: 500ms}\n"+basic, up)
 	addr := h.srv.Listener.Addr().String()
 	for _, size := range []int{1000, 20000} {
 		conn, err := net.Dial("tcp", addr)
@@ -936,22 +939,22 @@ func TestBodyTimeout(t *testing.T) {
 		}
 		conn.Close()
 	}
-	// Steady but slow: a chunk every 100 ms for a second.
+	// Steady but slow: a chunk every 50 ms for a second.
 	pr, pw := io.Pipe()
 	go func() {
-		for range 10 {
-			time.Sleep(100 * time.Millisecond)
+		for range 20 {
+			time.Sleep(50 * time.Millisecond)
 			pw.Write([]byte("chunk"))
 		}
 		pw.Close()
 	}()
 	resp := h.do("POST", "/api/x", nil, pr)
-	if body := drain(resp); resp.StatusCode != 200 || body != "got 50" {
+	if body := drain(resp); resp.StatusCode != 200 || body != "got 100" {
 		t.Errorf("a slow body: %d %q", resp.StatusCode, body)
 	}
-	// The answer streams for 600 ms after the body is in.
+	// The answer streams for 800 ms after the body is in.
 	resp = h.do("POST", "/api/stream", nil, strings.NewReader("hi"))
-	if body := drain(resp); resp.StatusCode != 200 || body != "xxxxxx" {
+	if body := drain(resp); resp.StatusCode != 200 || body != "xxxxxxxx" {
 		t.Errorf("a long answer: %d %q", resp.StatusCode, body)
 	}
 }
