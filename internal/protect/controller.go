@@ -1,0 +1,232 @@
+package protect
+
+import (
+	"math"
+	"time"
+)
+
+// Settings configure a route's protection.
+type Settings struct {
+	// Min and Max bound the limit, in requests a second; Max 0 is none.
+	Min, Max float64
+	// Start is the limit before anything is learned; 0: Max, or Min×10
+	// without a Max.
+	Start float64
+	// Tolerance is how many times its baseline an answer may take before
+	// it counts as slow. Default 2.
+	Tolerance float64
+	// Interval is how often the controller looks. Default 500 ms.
+	Interval time.Duration
+	// BaselineWindow is how far back the baseline looks. Default 1 min.
+	BaselineWindow time.Duration
+}
+
+// Defaults.
+const (
+	DefaultTolerance      = 2
+	DefaultInterval       = 500 * time.Millisecond
+	DefaultBaselineWindow = time.Minute
+	DefaultMin            = 1
+)
+
+func (s Settings) withDefaults() Settings {
+	if s.Tolerance <= 1 {
+		s.Tolerance = DefaultTolerance
+	}
+	if s.Interval <= 0 {
+		s.Interval = DefaultInterval
+	}
+	if s.BaselineWindow < s.Interval {
+		s.BaselineWindow = DefaultBaselineWindow
+	}
+	if s.Min <= 0 {
+		s.Min = DefaultMin
+	}
+	if s.Max > 0 && s.Max < s.Min {
+		s.Max = s.Min
+	}
+	if s.Start <= 0 {
+		s.Start = s.Max
+		if s.Start == 0 {
+			s.Start = 10 * s.Min
+		}
+	}
+	s.Start = s.clamp(s.Start)
+	return s
+}
+
+func (s Settings) clamp(v float64) float64 {
+	if s.Max > 0 && v > s.Max {
+		v = s.Max
+	}
+	return math.Max(v, s.Min)
+}
+
+// Tally is what a gate saw in one interval.
+type Tally struct {
+	Elapsed time.Duration // the interval's length
+	// Admitted and Refused count the requests admitted and turned away.
+	Admitted, Refused int64
+	// Good, Slow, Failed and Throttled count the exchanges that ended,
+	// of those admitted since the last cut: in time, slower than the
+	// tolerance, failed (no answer, a timeout, a 5xx), and the upstream's
+	// 429 or 503.
+	Good, Slow, Failed, Throttled int64
+	// RetryAfter is the longest Retry-After a throttling answer asked for.
+	RetryAfter time.Duration
+	// Overdue counts the requests in flight for longer than the tolerance,
+	// of those admitted since the last cut.
+	Overdue int64
+	// Median is the median latency of the answers that ended in the
+	// interval (0: fewer than MinSamples).
+	Median time.Duration
+}
+
+// MinSamples is how many answers an interval needs for its median to
+// count towards the baseline, and its shares of slow and failed answers
+// to count as congestion.
+const MinSamples = 5
+
+// Controller learns the limit from the gate's tallies, one an interval.
+// It is not safe for concurrent use: one goroutine ticks it.
+type Controller struct {
+	s        Settings
+	limit    float64
+	lastMax  float64 // the limit that last congested; 0: none yet
+	step     float64 // the probe's fraction past lastMax; 0: not probing
+	medians  []time.Duration
+	next     int
+	baseline time.Duration
+	hold     time.Time // no rise before: the upstream's Retry-After
+	prev     Tally     // the interval before, whose answers in time count in a cut
+	settle   bool      // the interval after a cut: no rise
+}
+
+// NewController returns a controller that starts at s.Start.
+func NewController(s Settings) *Controller {
+	s = s.withDefaults()
+	return &Controller{s: s, limit: s.Start, medians: make([]time.Duration, int(s.BaselineWindow/s.Interval))}
+}
+
+// Settings are the controller's, defaults filled in.
+func (c *Controller) Settings() Settings { return c.s }
+
+// Limit is the limit in force, in requests a second.
+func (c *Controller) Limit() float64 { return c.limit }
+
+// Baseline is the healthy latency learned; 0 until an interval had
+// MinSamples answers.
+func (c *Controller) Baseline() time.Duration { return c.baseline }
+
+// SlowAfter is the latency past which an answer is slow: Tolerance × the
+// baseline; 0 while there is no baseline.
+func (c *Controller) SlowAfter() time.Duration {
+	return time.Duration(float64(c.baseline) * c.s.Tolerance)
+}
+
+// Step is what one Update did.
+type Step uint8
+
+const (
+	Held Step = iota // the limit stayed
+	Rose
+	Cut
+)
+
+// Update takes an interval's tally, seen at now, and moves the limit.
+func (c *Controller) Update(now time.Time, t Tally) Step {
+	c.learnBaseline(t)
+	if t.Elapsed <= 0 {
+		t.Elapsed = c.s.Interval
+	}
+	if t.RetryAfter > 0 {
+		if h := now.Add(t.RetryAfter); h.After(c.hold) {
+			c.hold = h
+		}
+	}
+	defer func() { c.prev = t }()
+	if c.congested(t) {
+		c.cut(t)
+		return Cut
+	}
+	if c.settle {
+		// What was admitted before the cut is still being answered:
+		// the interval after it says little of the new limit.
+		c.settle = false
+		return Held
+	}
+	if now.Before(c.hold) || !c.binds(t) {
+		c.step = 0
+		return Held
+	}
+	return c.rise()
+}
+
+// learnBaseline keeps the interval's median and takes the lowest of the
+// window's.
+func (c *Controller) learnBaseline(t Tally) {
+	c.medians[c.next] = t.Median
+	c.next = (c.next + 1) % len(c.medians)
+	c.baseline = 0
+	for _, m := range c.medians {
+		if m > 0 && (c.baseline == 0 || m < c.baseline) {
+			c.baseline = m
+		}
+	}
+}
+
+// congested says whether the interval saw the upstream short of capacity.
+func (c *Controller) congested(t Tally) bool {
+	if t.Throttled > 0 {
+		return true
+	}
+	answered := t.Good + t.Slow + t.Failed
+	if answered >= MinSamples && (t.Slow*50 > answered || t.Failed*10 > answered) {
+		return true
+	}
+	// In flight past the tolerance, beyond a few stragglers: 2 % of what
+	// the limit admits in an interval.
+	return c.baseline > 0 && float64(t.Overdue) > 2+0.02*c.limit*c.s.Interval.Seconds()
+}
+
+// cut drops the limit to a little under the rate the upstream answered in
+// time over the last two intervals (one alone may have had the answers of
+// a moment's overshoot held back).
+func (c *Controller) cut(t Tally) {
+	good := float64(t.Good+c.prev.Good) / (t.Elapsed + c.prev.Elapsed).Seconds()
+	// What the upstream took is where the limit congests: the rise goes
+	// back towards it, slowly near it.
+	c.lastMax = math.Max(good, c.s.Min)
+	c.limit = c.s.clamp(math.Min(c.limit, 0.95*good))
+	c.step = 0
+	c.settle = true
+}
+
+// binds says whether the limit held demand back in the interval.
+func (c *Controller) binds(t Tally) bool {
+	return t.Refused > 0 || float64(t.Admitted) >= 0.9*c.limit*t.Elapsed.Seconds()
+}
+
+// rise moves the limit up: slowly back to where it last congested, then
+// probing past it, faster each interval it does not congest.
+func (c *Controller) rise() Step {
+	before := c.limit
+	if c.limit < c.lastMax {
+		// Back towards where it congested: a tenth of the way each
+		// interval, at least 1 %, so that a cut too deep recovers in
+		// seconds and the approach to the edge is slow.
+		c.limit = math.Min(c.limit+math.Max(0.01*c.limit, 0.1*(c.lastMax-c.limit)), c.lastMax)
+	} else {
+		if c.step == 0 {
+			c.step = 0.005
+		} else {
+			c.step = math.Min(2*c.step, 0.1)
+		}
+		c.limit *= 1 + c.step
+	}
+	c.limit = c.s.clamp(c.limit)
+	if c.limit == before {
+		return Held
+	}
+	return Rose
+}

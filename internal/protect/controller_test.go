@@ -1,0 +1,160 @@
+package protect
+
+import (
+	"testing"
+	"time"
+)
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+// tally of an interval in which n requests were admitted at the limit
+// and answered in time, with the median med.
+func healthyTally(n int64, med time.Duration) Tally {
+	return Tally{Elapsed: DefaultInterval, Admitted: n, Refused: 1, Good: n, Median: med}
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	c := NewController(Settings{})
+	s := c.Settings()
+	if s.Min != DefaultMin || s.Tolerance != DefaultTolerance || s.Interval != DefaultInterval || s.BaselineWindow != DefaultBaselineWindow {
+		t.Errorf("defaults %+v", s)
+	}
+	if c.Limit() != 10*DefaultMin {
+		t.Errorf("start %v, want 10 × min without a max", c.Limit())
+	}
+	if c := NewController(Settings{Min: 5, Max: 300}); c.Limit() != 300 {
+		t.Errorf("start %v, want the max", c.Limit())
+	}
+	if c := NewController(Settings{Min: 50, Max: 20}); c.Settings().Max != 50 {
+		t.Errorf("a max under the min: %v", c.Settings().Max)
+	}
+}
+
+// The baseline is the lowest median of the window's intervals, and
+// forgets one that left the window.
+func TestBaselineWindow(t *testing.T) {
+	t.Parallel()
+	c := NewController(Settings{Min: 1, Max: 100, BaselineWindow: 2 * time.Second}) // 4 intervals
+	now := t0
+	for _, med := range []time.Duration{300, 100, 200, 0, 400} {
+		now = now.Add(DefaultInterval)
+		c.Update(now, Tally{Elapsed: DefaultInterval, Median: med * time.Millisecond})
+	}
+	if c.Baseline() != 100*time.Millisecond {
+		t.Errorf("baseline %v, want the lowest of the window, 100ms", c.Baseline())
+	}
+	if c.SlowAfter() != 200*time.Millisecond {
+		t.Errorf("slow after %v, want 2 × the baseline", c.SlowAfter())
+	}
+	for range 3 { // 100 leaves the window; 200, 0 (no median) and 400 stay... then 200 goes too
+		now = now.Add(DefaultInterval)
+		c.Update(now, Tally{Elapsed: DefaultInterval, Median: 500 * time.Millisecond})
+	}
+	if c.Baseline() != 400*time.Millisecond {
+		t.Errorf("baseline %v, want 400ms once 100 and 200 left the window", c.Baseline())
+	}
+}
+
+// Each signal of congestion cuts the limit to 0.95 × what the upstream
+// answered in time; stragglers below the thresholds do not.
+func TestCongestion(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		t    Tally
+		cut  bool
+	}{
+		{"healthy", Tally{Good: 100}, false},
+		{"one slow in a hundred", Tally{Good: 99, Slow: 1}, false},
+		{"3 % slow", Tally{Good: 97, Slow: 3}, true},
+		{"5 % failed", Tally{Good: 95, Failed: 5}, false},
+		{"11 % failed", Tally{Good: 89, Failed: 11}, true},
+		{"one throttled", Tally{Good: 100, Throttled: 1}, true},
+		{"slow among too few answers", Tally{Good: 2, Slow: 2}, false},
+		{"a few overdue", Tally{Good: 100, Overdue: 3}, false},
+		{"many overdue", Tally{Good: 100, Overdue: 20}, true},
+	} {
+		c := NewController(Settings{Min: 1, Max: 400})
+		c.Update(t0, healthyTally(100, 200*time.Millisecond)) // a baseline, and a first interval
+		tc.t.Elapsed = DefaultInterval
+		tc.t.Median = 200 * time.Millisecond
+		st := c.Update(t0.Add(DefaultInterval), tc.t)
+		if (st == Cut) != tc.cut {
+			t.Errorf("%s: %v, want cut %v", tc.name, st, tc.cut)
+			continue
+		}
+		// What came in time over the two intervals: (100 + Good) a second.
+		if want := 0.95 * float64(100+tc.t.Good); tc.cut && c.Limit() != want {
+			t.Errorf("%s: cut to %v, want %v", tc.name, c.Limit(), want)
+		}
+	}
+}
+
+// A cut never goes under Min, and an upstream that answered nothing in
+// time takes the limit to Min.
+func TestCutToMin(t *testing.T) {
+	t.Parallel()
+	c := NewController(Settings{Min: 20, Max: 400})
+	c.Update(t0, Tally{Elapsed: DefaultInterval, Failed: 50})
+	if c.Limit() != 20 {
+		t.Errorf("limit %v after nothing answered, want min 20", c.Limit())
+	}
+}
+
+// The limit rises only while it binds, by the rules of the doc: back
+// towards what the upstream last took, then probing past it, never past
+// Max, and not while the upstream's Retry-After runs.
+func TestRise(t *testing.T) {
+	t.Parallel()
+	c := NewController(Settings{Min: 1, Max: 1000})
+	now := t0
+	step := func(tl Tally) Step {
+		now = now.Add(DefaultInterval)
+		tl.Elapsed, tl.Median = DefaultInterval, 100*time.Millisecond
+		return c.Update(now, tl)
+	}
+	step(healthyTally(400, 0))
+	// 200 answered a second, then slow answers: cut to 0.95 × 200... with
+	// the interval before's 400 in time: (400+100)/1s.
+	step(Tally{Good: 100, Slow: 50, Admitted: 150})
+	if c.Limit() != 475 {
+		t.Fatalf("cut to %v, want 475", c.Limit())
+	}
+	if st := step(healthyTally(1000, 0)); st != Held {
+		t.Errorf("the interval after a cut: %v, want held", st)
+	}
+	// Not binding: admitted under 90 % of the limit, none refused.
+	if st := step(Tally{Admitted: 100, Good: 100}); st != Held {
+		t.Errorf("a limit that does not bind: %v, want held", st)
+	}
+	// Binding: back towards 500 by a tenth of the gap, at least 1 %.
+	before := c.Limit()
+	step(healthyTally(400, 0))
+	if want := before + max(0.01*before, 0.1*(500-before)); c.Limit() != want {
+		t.Errorf("rise to %v, want %v", c.Limit(), want)
+	}
+	for range 40 {
+		step(healthyTally(1000, 0))
+	}
+	if c.Limit() != 1000 {
+		t.Errorf("limit %v after probing for 20 s, want the max 1000", c.Limit())
+	}
+	// Throttled with Retry-After: cut, and no rise until it has passed.
+	step(Tally{Admitted: 100, Refused: 1, Good: 100})
+	step(Tally{Good: 100, Throttled: 1, RetryAfter: 3 * time.Second})
+	cut := c.Limit()
+	if cut != 190 {
+		t.Fatalf("throttled: cut to %v, want 0.95 × 200", cut)
+	}
+	for range 5 { // up to 2.5 s of the 3
+		step(healthyTally(1000, 0))
+	}
+	if c.Limit() != cut {
+		t.Errorf("rose to %v within the upstream's Retry-After", c.Limit())
+	}
+	step(healthyTally(1000, 0))
+	if c.Limit() <= cut {
+		t.Errorf("held at %v after the Retry-After passed", c.Limit())
+	}
+}

@@ -1,0 +1,52 @@
+// Package protect learns how many requests a second an upstream can take
+// now, from the route's own exchanges, and admits no more: a route's
+// adaptive protection (protect:).
+//
+// # The controller, and why
+//
+// The upstream it guards is a remote API with a capacity in requests a
+// second, which it keeps only on a good day: past it, answers turn slow
+// (a queue builds in front of its database) and then fail. What the
+// gateway can see of it is its own exchanges. The controller (Controller)
+// is a rate limit moved by those, once an interval (500 ms):
+//
+//   - Congestion is any of: answers slower than Tolerance × the healthy
+//     baseline (more than 2 % of them), requests in flight for longer than
+//     that (overdue: seen before they answer, which a 3 s answer would make
+//     3 s late), the upstream's own 429 or 503, or more than 10 % of
+//     exchanges failing. Failures alone are the breaker's business: an
+//     upstream that answers 500 to some requests whatever the load is not
+//     short of capacity.
+//   - On congestion the limit drops to 0.95 × the rate of answers that came
+//     in time in the interval: what the upstream did take, not a fraction of
+//     what was asked, so that one step follows a capacity that halved. The
+//     requests admitted before the cut, still answering slowly, do not cut
+//     it again (each one's admission is tagged).
+//   - Without congestion, and only while the limit binds (requests were
+//     turned away, or admitted at 90 % of the limit), it rises: by 1 % an
+//     interval back up to the level that last congested, then, past it,
+//     probing, by 0.5 % and doubling each interval up to 10 %, as TCP CUBIC
+//     is slow near its last maximum and fast far from it. A limit that does
+//     not bind does not rise: a limit must not creep up with no evidence.
+//   - The baseline is the lowest median latency of the intervals of the last
+//     minute. Unlike an average of recent latencies (Netflix's Gradient2 is
+//     reported to drift up under sustained load, and Vegas to need a probe
+//     that turns users away), a windowed minimum of medians moves up only
+//     when the upstream stayed slow for a whole minute at every load, which
+//     is a slower upstream, not congestion; it needs no probe.
+//
+// It assumes that the upstream's latency rises, or that it answers 429 or
+// 503, before it breaks; that it answers within Tolerance × its baseline
+// when it is not overloaded; and that the route sends enough requests
+// (tens a second) for an interval's median to mean something. It fails
+// when those do not hold: an upstream that fails fast without slowing
+// (answers 500 at once past its capacity) is seen only through failures
+// past 10 %; one whose latency varies by more than Tolerance on its own
+// keeps the limit low; with a few requests a second it learns slowly.
+// Min and Max bound it, and the route's static limits still apply first.
+//
+// Gate is the request path's side: an admission at the limit (GCRA: one
+// compare-and-swap, smooth, with a burst of a few milliseconds), and the
+// counts of how the admitted requests ended, all atomic, with no lock and
+// no allocation.
+package protect
