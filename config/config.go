@@ -488,6 +488,10 @@ type Route struct {
 	// Fallback is the answer while the breaker is open.
 	Fallback Fallback `yaml:"fallback"`
 
+	// Protect, when the block is there, guards the upstream by what it
+	// can take now, learned from the route's exchanges. Nil: off.
+	Protect *Protect `yaml:"protect"`
+
 	// Line is where the route starts in the file.
 	Line int `yaml:"-" json:"-"`
 }
@@ -881,6 +885,24 @@ type Breaker struct {
 	// the default) or every instance's that shares the Redis store (fleet),
 	// which then open, close and take their trials together.
 	Scope BreakerScope `yaml:"scope"`
+}
+
+// Protect is a route's adaptive protection: the gateway learns from the
+// route's own exchanges how many requests a second the upstream can take
+// now, and admits no more (docs/configuration.md, protect).
+type Protect struct {
+	// Min and Max bound the learned limit, in requests a second. Min
+	// default 1; Max 0 (the default) is none.
+	Min float64 `yaml:"min"`
+	Max float64 `yaml:"max"`
+
+	// Tolerance is how many times the upstream's healthy latency an
+	// answer may take before it counts as a sign of overload. Default 2.
+	Tolerance float64 `yaml:"tolerance"`
+
+	// Reject is the answer to a request protection turns away. Default
+	// 503 overloaded, with Retry-After.
+	Reject Reject `yaml:"reject"`
 }
 
 // Fallback is the answer an open breaker gives.

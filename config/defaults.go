@@ -19,6 +19,7 @@ const (
 	CodeKeyRequired         = "key_required"
 	CodeLimiterUnavailable  = "limiter_unavailable"
 	CodeRequestTimeout      = "request_timeout"
+	CodeOverloaded          = "overloaded"
 )
 
 // builtinMessages are the texts of the gateway's own codes when neither a
@@ -35,6 +36,7 @@ var builtinMessages = map[string]string{
 	CodeKeyRequired:         "The request lacks the value this route is limited by",
 	CodeLimiterUnavailable:  "The rate limiter is unavailable, try again later",
 	CodeRequestTimeout:      "The request body arrived too slowly",
+	CodeOverloaded:          "The service is at its capacity, try again shortly",
 }
 
 // The defaults are set before decoding, so a value the file gives, even a
@@ -114,6 +116,12 @@ func (r *Route) setDefaults() {
 		Scope:           BreakerInstance,
 	}
 	r.Fallback = Fallback{Status: 503, Code: CodeServiceUnavailable}
+}
+
+func (p *Protect) setDefaults() {
+	p.Min = 1
+	p.Tolerance = 2
+	p.Reject = Reject{Status: 503, Code: CodeOverloaded}
 }
 
 func (l *Limit) setDefaults() {

@@ -131,6 +131,14 @@ func (v *validator) codes(c *Config) {
 			line = v.line(fp + ".code")
 		}
 		uses = append(uses, use{fp + ".message", r.Fallback.Code, r.Fallback.Message, line, CodeServiceUnavailable})
+		if r.Protect != nil {
+			pp := rp + ".protect.reject"
+			line := v.line(pp + ".message")
+			if !v.has(pp + ".message") {
+				line = v.line(pp + ".code")
+			}
+			uses = append(uses, use{pp + ".message", r.Protect.Reject.Code, r.Protect.Reject.Message, line, CodeOverloaded})
+		}
 	}
 	slices.SortStableFunc(uses, func(a, b use) int { return cmp.Compare(a.line, b.line) })
 

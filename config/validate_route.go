@@ -60,6 +60,28 @@ func (v *validator) route(c *Config, r *Route, p string, ids, global map[string]
 	if f.Record && c.Events.Sink == SinkNone {
 		v.errorf(fp+".record", "record: true needs an events sink, but events.sink is none")
 	}
+	if r.Protect != nil {
+		v.protect(r.Protect, p+".protect")
+	}
+}
+
+// protect checks a route's protect block.
+func (v *validator) protect(pr *Protect, p string) {
+	switch {
+	case !(pr.Min > 0) || pr.Min > 1e9:
+		v.errorf(p+".min", "%v: the least the learned limit may be, in requests a second: more than 0", pr.Min)
+	case !(pr.Max >= 0) || pr.Max > 1e9:
+		v.errorf(p+".max", "%v: the most the learned limit may be, in requests a second (0: none)", pr.Max)
+	case pr.Max > 0 && pr.Max < pr.Min:
+		v.errorf(p+".max", "%v is under min %v", pr.Max, pr.Min)
+	}
+	if !(pr.Tolerance > 1) || pr.Tolerance > 100 {
+		v.errorf(p+".tolerance", "%v: how many times its healthy latency an answer may take, more than 1 and at most 100", pr.Tolerance)
+	}
+	if s := pr.Reject.Status; s < 400 || s > 599 {
+		v.errorf(p+".reject.status", "%d is outside 400..599", s)
+	}
+	v.code(p+".reject.code", pr.Reject.Code)
 }
 
 func (v *validator) code(p, code string) {

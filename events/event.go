@@ -19,6 +19,10 @@ const (
 	// TypeRateLimited is a request a limit rejected (events.audit rejected
 	// or all).
 	TypeRateLimited = "rate_limited"
+	// TypeOverloaded is a request a route's protection turned away (the
+	// upstream was at the limit learned for it), with fallback.record
+	// set; "floodgate events replay" sends these too.
+	TypeOverloaded = "overloaded"
 	// TypeAdmitted is a request every limit admitted (events.audit all).
 	TypeAdmitted = "admitted"
 	// TypeAdminAction is an operator's reset or forced breaker through the

@@ -104,7 +104,7 @@ func (m matcher) decode(data []byte, where ...any) (*Event, bool) {
 		m.log.Warn("events: passing over an entry that is not an event", append(where, "error", err.Error())...)
 		return nil, false
 	}
-	if e.Type != TypeBreakerRejected || e.Route != m.route {
+	if e.Type != TypeBreakerRejected && e.Type != TypeOverloaded || e.Route != m.route {
 		return nil, false
 	}
 	return &e, true

@@ -25,6 +25,7 @@ const (
 	resultKeyRequired
 	resultLimiterUnavailable
 	resultGRPCRefused // a gRPC request the route cannot take (grpc.go)
+	resultOverloaded  // the route's protection turned it away (protect.go)
 )
 
 var accessResults = [...]string{
@@ -37,6 +38,7 @@ var accessResults = [...]string{
 	resultKeyRequired:        "key_required",
 	resultLimiterUnavailable: "limiter_unavailable",
 	resultGRPCRefused:        "grpc_refused",
+	resultOverloaded:         "overloaded",
 }
 
 // logAccess writes the access log line of x's request, answered with o.

@@ -125,6 +125,7 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 	g.bg.Go(g.announce)
 	g.bg.Go(g.syncOverrides)
 	g.bg.Go(g.tickFleetBreakers)
+	g.bg.Go(g.tickProtectors)
 	return g, nil
 }
 
@@ -227,6 +228,12 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (_ *generation, er
 			return nil, err
 		}
 		r.record = rc.Fallback.Record
+		if rc.Protect != nil {
+			if r.protect, err = g.protectorFor(gen, rc); err != nil {
+				return nil, err
+			}
+			r.overloaded = overloadedAnswer(cfg, rc.Protect)
+		}
 		gen.routes = append(gen.routes, r)
 	}
 	if gen.trace, err = g.tracingFor(gen, cfg.Tracing); err != nil {

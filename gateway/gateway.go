@@ -373,7 +373,18 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report fun
 		}
 	}
 	setForwarded(x, xff)
-	return g.forward(w, x, &v, report)
+	if x.route.protect == nil {
+		return g.forward(w, x, &v, report)
+	}
+	// The route's limits first: protection never admits what they would
+	// not.
+	tk, o, ok := g.admit(w, x)
+	if !ok {
+		return o
+	}
+	o = g.forward(w, x, &v, report)
+	ended(x.route.protect, tk, &o.Result, w.Header())
+	return o
 }
 
 // boundBody bounds the request's body by server.max_body_bytes and

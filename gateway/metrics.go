@@ -27,6 +27,11 @@ type Metrics struct {
 	logsSuppressed prometheus.Counter
 	breakerState   *prometheus.GaugeVec
 	breakerChanges *prometheus.CounterVec
+	// protectLimit, protectBaseline and protectRefused are the routes'
+	// protection: the limit learned, the healthy latency, and the requests
+	// turned away.
+	protectLimit, protectBaseline *prometheus.GaugeVec
+	protectRefused                *prometheus.CounterVec
 	// breakerRefused counts the requests an open breaker answered.
 	breakerRefused *prometheus.CounterVec
 	// breakerFallback is 1 for a fleet breaker deciding on this
@@ -89,6 +94,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		breakerRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_circuit_breaker_refused_total", Help: "Requests the route's open breaker answered with its fallback instead of the upstream.",
 		}, []string{"route"}),
+		protectLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gateway_protect_limit", Help: "The requests a second a route's protection admits to its upstream: what it learned the upstream can take now (protect).",
+		}, []string{"route"}),
+		protectBaseline: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gateway_protect_baseline_seconds", Help: "A protected route's upstream's healthy latency: the lowest median of the last minute's intervals; 0 until learned.",
+		}, []string{"route"}),
+		protectRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_protect_refused_total", Help: "Requests a route's protection turned away (503 overloaded) because its upstream was at the limit learned for it.",
+		}, []string{"route"}),
 		breakerFallback: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "gateway_breaker_fleet_fallback", Help: "1 while a breaker of scope fleet decides on this instance's own window because the fleet's, in Redis, is out of reach; 0 while it follows the fleet.",
 		}, []string{"route"}),
@@ -118,7 +132,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "gateway_jwt_failures_total", Help: "Bearer tokens not accepted for jwt: key parts and claim overrides, by reason; their parts are missing.",
 	}, []string{"reason"})
 	reg.MustRegister(m.requests, m.grpcResponses, m.duration, m.rateLimited, m.decisions, m.storeDuration,
-		m.storeErrors, m.reloads, m.reloadSuccess, m.reloadTime, m.logsSuppressed, m.breakerState, m.breakerChanges, m.breakerRefused, m.breakerFallback, jwtFailures, m.framingRefused, m.localAnswers, m.accessDropped, m.spansDropped, m.fleetIgnored, m.overrides, m.overridesVersion)
+		m.storeErrors, m.reloads, m.reloadSuccess, m.reloadTime, m.logsSuppressed, m.breakerState, m.breakerChanges, m.breakerRefused, m.breakerFallback, m.protectLimit, m.protectBaseline, m.protectRefused, jwtFailures, m.framingRefused, m.localAnswers, m.accessDropped, m.spansDropped, m.fleetIgnored, m.overrides, m.overridesVersion)
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
 	for _, r := range []string{"too_large", "malformed", "unknown_kind"} {

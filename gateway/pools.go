@@ -25,15 +25,16 @@ import (
 // takes what it shares with the running one, then releases the running
 // one's lease.
 type pools struct {
-	samplers *usagepool.Pool[*logsample.Sampler] // rejection lines, by route and limit
-	failLogs *usagepool.Pool[*logsample.Sampler] // upstream failure lines, by route
-	tops     *usagepool.Pool[*topk.Sketch]       // rejected keys, by route and limit (topkeys.go)
-	clients  *usagepool.Pool[upstream.Client]    // by upstream.ClientID
-	breakers *usagepool.Pool[*routeBreaker]      // by route
-	recorder *usagepool.Pool[*keptRecorder]      // one, the events recorder
-	stores   *usagepool.Pool[*keptStore]         // by stores.Key
-	traces   *usagepool.Pool[*tracing.Provider]  // by the tracing block
-	tokens   *usagepool.Pool[*tokens]            // by the server.jwt block
+	samplers   *usagepool.Pool[*logsample.Sampler] // rejection lines, by route and limit
+	failLogs   *usagepool.Pool[*logsample.Sampler] // upstream failure lines, by route
+	tops       *usagepool.Pool[*topk.Sketch]       // rejected keys, by route and limit (topkeys.go)
+	clients    *usagepool.Pool[upstream.Client]    // by upstream.ClientID
+	breakers   *usagepool.Pool[*routeBreaker]      // by route
+	recorder   *usagepool.Pool[*keptRecorder]      // one, the events recorder
+	stores     *usagepool.Pool[*keptStore]         // by stores.Key
+	traces     *usagepool.Pool[*tracing.Provider]  // by the tracing block
+	tokens     *usagepool.Pool[*tokens]            // by the server.jwt block
+	protectors *usagepool.Pool[*routeProtect]      // by route
 }
 
 // keptStore is a store and, for Redis, the fleet bus that rides on it.
@@ -83,6 +84,9 @@ func (g *Gateway) newPools() pools {
 			// they have had time to end; then it exports what it holds,
 			// within a bound.
 			g.later(func() { t.Shutdown(tracing.ShutdownWait) })
+		}),
+		protectors: usagepool.New(func(route string, _ *routeProtect, replaced bool) {
+			g.dropProtector(route, replaced)
 		}),
 		tokens: usagepool.New(func(_ string, t *tokens, _ bool) {
 			// Requests still on the old generation may verify with it

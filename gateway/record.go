@@ -25,6 +25,20 @@ func (g *Gateway) recordRefused(x *exchange) bool {
 	return gen.recorder.Record(r.Context(), ev)
 }
 
+// recordOverloaded records a request the route's protection turned away,
+// as recordRefused does one of the open breaker's.
+func (g *Gateway) recordOverloaded(x *exchange) bool {
+	r, gen := x.r, x.gen
+	if gen.recorder == nil {
+		return false
+	}
+	ev := newEvent(x, events.TypeOverloaded)
+	if r.Body != nil && r.Body != http.NoBody {
+		ev.Body, ev.Truncated, _ = events.CaptureBody(r.Body, gen.cfg.Events.MaxBody)
+	}
+	return gen.recorder.Record(r.Context(), ev)
+}
+
 // audit records a rate-limit decision when events.audit asks for it. It
 // does not wait for the event to be durable: no answer depends on it.
 func (g *Gateway) audit(x *exchange, v *verdict) {

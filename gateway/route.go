@@ -19,8 +19,10 @@ type route struct {
 	// grpcRefused answers gRPC requests, which a route of protocol
 	// http1 cannot carry; nil on h2c and h2 routes.
 	grpcRefused *answer.Answer
-	breaker     *routeBreaker // nil: none
-	record      bool          // fallback.record: write an event per refusal
+	breaker     *routeBreaker  // nil: none
+	record      bool           // fallback.record: write an event per refusal
+	protect     *routeProtect  // nil: no protect block
+	overloaded  *answer.Answer // protect's answer to a request turned away
 	metrics     *routeMetrics
 	failLog     *logsample.Sampler // WARN lines of failed exchanges, as many a second as rejections
 }

@@ -94,6 +94,7 @@ type Controller struct {
 	limit    float64
 	lastMax  float64 // the limit that last congested; 0: none yet
 	step     float64 // the probe's fraction past lastMax; 0: not probing
+	probed   int     // intervals the probe has risen
 	medians  []time.Duration
 	next     int
 	baseline time.Duration
@@ -156,7 +157,7 @@ func (c *Controller) Update(now time.Time, t Tally) Step {
 		return Held
 	}
 	if now.Before(c.hold) || !c.binds(t) {
-		c.step = 0
+		c.step, c.probed = 0, 0
 		return Held
 	}
 	return c.rise()
@@ -197,8 +198,8 @@ func (c *Controller) cut(t Tally) {
 	// What the upstream took is where the limit congests: the rise goes
 	// back towards it, slowly near it.
 	c.lastMax = math.Max(good, c.s.Min)
-	c.limit = c.s.clamp(math.Min(c.limit, 0.95*good))
-	c.step = 0
+	c.limit = c.s.clamp(math.Min(c.limit, cutTo*good))
+	c.step, c.probed = 0, 0
 	c.settle = true
 }
 
@@ -217,11 +218,17 @@ func (c *Controller) rise() Step {
 		// seconds and the approach to the edge is slow.
 		c.limit = math.Min(c.limit+math.Max(0.01*c.limit, 0.1*(c.lastMax-c.limit)), c.lastMax)
 	} else {
-		if c.step == 0 {
+		// The step doubles every other interval: a level is seen to hold
+		// (its requests answered or overdue) an interval or so after it
+		// is set, and a step that doubled each interval would overshoot
+		// by the two it took meanwhile.
+		switch {
+		case c.step == 0:
 			c.step = 0.005
-		} else {
+		case c.probed%2 == 1:
 			c.step = math.Min(2*c.step, 0.1)
 		}
+		c.probed++
 		c.limit *= 1 + c.step
 	}
 	c.limit = c.s.clamp(c.limit)
@@ -230,3 +237,8 @@ func (c *Controller) rise() Step {
 	}
 	return Rose
 }
+
+// cutTo is the share of the rate answered in time that a cut leaves: a
+// little under what the upstream took, so that the limit sits under its
+// capacity more than over it.
+const cutTo = 0.9

@@ -56,7 +56,7 @@ func TestBaselineWindow(t *testing.T) {
 	}
 }
 
-// Each signal of congestion cuts the limit to 0.95 × what the upstream
+// Each signal of congestion cuts the limit to cutTo × what the upstream
 // answered in time; stragglers below the thresholds do not.
 func TestCongestion(t *testing.T) {
 	t.Parallel()
@@ -85,7 +85,7 @@ func TestCongestion(t *testing.T) {
 			continue
 		}
 		// What came in time over the two intervals: (100 + Good) a second.
-		if want := 0.95 * float64(100+tc.t.Good); tc.cut && c.Limit() != want {
+		if want := cutTo * float64(100+tc.t.Good); tc.cut && c.Limit() != want {
 			t.Errorf("%s: cut to %v, want %v", tc.name, c.Limit(), want)
 		}
 	}
@@ -118,8 +118,8 @@ func TestRise(t *testing.T) {
 	// 200 answered a second, then slow answers: cut to 0.95 × 200... with
 	// the interval before's 400 in time: (400+100)/1s.
 	step(Tally{Good: 100, Slow: 50, Admitted: 150})
-	if c.Limit() != 475 {
-		t.Fatalf("cut to %v, want 475", c.Limit())
+	if c.Limit() != cutTo*500 {
+		t.Fatalf("cut to %v, want %v", c.Limit(), cutTo*500)
 	}
 	if st := step(healthyTally(1000, 0)); st != Held {
 		t.Errorf("the interval after a cut: %v, want held", st)
@@ -144,8 +144,8 @@ func TestRise(t *testing.T) {
 	step(Tally{Admitted: 100, Refused: 1, Good: 100})
 	step(Tally{Good: 100, Throttled: 1, RetryAfter: 3 * time.Second})
 	cut := c.Limit()
-	if cut != 190 {
-		t.Fatalf("throttled: cut to %v, want 0.95 × 200", cut)
+	if cut != cutTo*200 {
+		t.Fatalf("throttled: cut to %v, want %v × 200", cut, cutTo)
 	}
 	for range 5 { // up to 2.5 s of the 3
 		step(healthyTally(1000, 0))

@@ -17,17 +17,21 @@
 //     exchanges failing. Failures alone are the breaker's business: an
 //     upstream that answers 500 to some requests whatever the load is not
 //     short of capacity.
-//   - On congestion the limit drops to 0.95 × the rate of answers that came
-//     in time in the interval: what the upstream did take, not a fraction of
-//     what was asked, so that one step follows a capacity that halved. The
-//     requests admitted before the cut, still answering slowly, do not cut
-//     it again (each one's admission is tagged).
+//   - On congestion the limit drops to 0.9 × the rate of answers that came
+//     in time over the last second: what the upstream did take, not a
+//     fraction of what was asked, so that one step follows a capacity that
+//     halved; a little under it, so that the limit sits under the capacity
+//     more than over it. The requests admitted before the cut, and in the
+//     interval after it, still meeting what the overshoot left queued, do
+//     not cut it again (each one's admission is tagged).
 //   - Without congestion, and only while the limit binds (requests were
-//     turned away, or admitted at 90 % of the limit), it rises: by 1 % an
-//     interval back up to the level that last congested, then, past it,
-//     probing, by 0.5 % and doubling each interval up to 10 %, as TCP CUBIC
-//     is slow near its last maximum and fast far from it. A limit that does
-//     not bind does not rise: a limit must not creep up with no evidence.
+//     turned away, or admitted at 90 % of the limit), it rises: back
+//     towards the rate that last congested by a tenth of the gap an
+//     interval (at least 1 %), then, past it, probing by 0.5 % and doubling
+//     every other interval up to 10 %, as TCP CUBIC is slow near its last
+//     maximum and fast far from it; every other, because a level is seen
+//     to hold only an interval or so after it is set. A limit that does not
+//     bind does not rise: a limit must not creep up with no evidence.
 //   - The baseline is the lowest median latency of the intervals of the last
 //     minute. Unlike an average of recent latencies (Netflix's Gradient2 is
 //     reported to drift up under sustained load, and Vegas to need a probe

@@ -153,6 +153,11 @@ func (g *Gate) Done(t Ticket, now int64, r Result, retryAfter time.Duration) {
 	}
 }
 
+// End is Done for an exchange that took took from its admission.
+func (g *Gate) End(t Ticket, took time.Duration, r Result, retryAfter time.Duration) {
+	g.Done(t, t.at+int64(took), r, retryAfter)
+}
+
 // Tally ends the interval at now: it returns what the gate saw since the
 // last Tally, and starts the next cohort.
 func (g *Gate) Tally(now time.Time) Tally {
