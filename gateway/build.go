@@ -150,9 +150,12 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (_ *generation, er
 	}
 	defer func() {
 		if err != nil {
-			// What it took from the pools goes back; the running
+			// What it took from the pools goes back, and what it opened
+			// closes at once: no request ever used it. The running
 			// generation keeps what it holds.
+			g.abandoning.Store(true)
 			gen.lease.Release()
+			g.abandoning.Store(false)
 		}
 	}()
 	a := func(status int, code string) *answer.Answer {

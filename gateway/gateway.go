@@ -65,7 +65,10 @@ type Gateway struct {
 	pools   pools        // what outlives a generation (pools.go)
 	grace   atomic.Int64 // ns a retired generation's requests have to end
 	closing atomic.Bool  // Close is under way: what goes, goes at once
-	reg     prometheus.Registerer
+	// abandoning is set while a build that failed gives back what it
+	// took (reloadMu is held): what goes, goes at once.
+	abandoning atomic.Bool
+	reg        prometheus.Registerer
 
 	access *accesslog.Log // the access log's queue and writer
 	stdout io.Writer      // server.access_log: stdout

@@ -29,7 +29,7 @@ type pools struct {
 	failLogs   *usagepool.Pool[*logsample.Sampler] // upstream failure lines, by route
 	tops       *usagepool.Pool[*topk.Sketch]       // rejected keys, by route and limit (topkeys.go)
 	clients    *usagepool.Pool[upstream.Client]    // by upstream.ClientID
-	breakers   *usagepool.Pool[*routeBreaker]      // by route
+	breakers   *usagepool.Pool[*routeBreaker]      // by route, kept while the route is out of the config
 	recorder   *usagepool.Pool[*keptRecorder]      // one, the events recorder
 	stores     *usagepool.Pool[*keptStore]         // by stores.Key
 	traces     *usagepool.Pool[*tracing.Provider]  // by the tracing block
@@ -63,7 +63,10 @@ func (g *Gateway) newPools() pools {
 			// to end.
 			g.later(c.CloseIdle)
 		}),
-		breakers: usagepool.New(func(route string, _ *routeBreaker, replaced bool) {
+		// A breaker outlives its route: a reload that takes a route out and
+		// puts it back finds its breaker as it was (open over an outage),
+		// unless the breaker was disabled meanwhile.
+		breakers: usagepool.NewKept(func(route string, _ *routeBreaker, replaced bool) {
 			if !replaced {
 				g.metrics.breakerState.DeleteLabelValues(route)
 				g.metrics.breakerFallback.DeleteLabelValues(route)
@@ -132,9 +135,9 @@ func (g *Gateway) tracingFor(gen *generation, c config.Tracing) (*tracing.Provid
 
 // later runs f once the requests of the generation a reload replaced have
 // had time to end (its server.shutdown_timeout and a second), or at once
-// when the gateway closes.
+// when the gateway closes or a build that failed gives back what it made.
 func (g *Gateway) later(f func()) {
-	if g.closing.Load() {
+	if g.closing.Load() || g.abandoning.Load() {
 		f()
 		return
 	}
@@ -201,6 +204,7 @@ func (g *Gateway) client(gen *generation, u config.Upstream, tlsc *tls.Config, t
 // that resumes the old one's state (breaker.Resume).
 func (g *Gateway) breakerFor(gen *generation, rc *config.Route) (*routeBreaker, error) {
 	if !rc.Breaker.Enabled {
+		g.pools.breakers.Forget(rc.ID)
 		return nil, nil
 	}
 	same := func(old *routeBreaker) bool {

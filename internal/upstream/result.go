@@ -92,8 +92,12 @@ func (r *Result) Broken() bool { return r.Head && r.End > Done }
 
 // Cancelled reports an exchange that says nothing about the upstream: it
 // never went there, the client went away first or stopped reading, the
-// client's body failed, or the call's own deadline ran out.
+// client's body failed, or the call's own deadline ran out. An answer of
+// 499 says the client went away too, whoever sent it.
 func (r *Result) Cancelled() bool {
+	if r.Status == StatusClientClosed {
+		return true
+	}
 	switch r.End {
 	case Done, Failed, TimedOut, Unjoined:
 		return false

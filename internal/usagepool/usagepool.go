@@ -22,6 +22,7 @@ type Pool[V any] struct {
 	mu      sync.Mutex
 	entries map[string]*entry[V]
 	destroy func(key string, v V, replaced bool)
+	keep    bool // a value no lease holds stays until Forget (NewKept)
 }
 
 type entry[V any] struct {
@@ -29,6 +30,7 @@ type entry[V any] struct {
 	v        V
 	refs     int
 	replaced bool      // another value took its key; it is no longer the pool's
+	forgot   bool      // Forget was called: it goes with its last lease, even in a kept pool
 	prev     *entry[V] // the value it replaced, back under the key if this one goes first
 }
 
@@ -37,6 +39,38 @@ type entry[V any] struct {
 // value has taken its key since it was made.
 func New[V any](destroy func(key string, v V, replaced bool)) *Pool[V] {
 	return &Pool[V]{entries: map[string]*entry[V]{}, destroy: destroy}
+}
+
+// NewKept is New for values that outlive the configurations that use
+// them: one no lease holds stays under its key, for a later configuration
+// to take up again, until Forget lets it go (a circuit breaker keeps its
+// state while its route is out of the configuration).
+func NewKept[V any](destroy func(key string, v V, replaced bool)) *Pool[V] {
+	p := New(destroy)
+	p.keep = true
+	return p
+}
+
+// Forget lets the value kept under key go once no lease holds it (at
+// once if none does), in a pool made by NewKept; in any other it changes
+// nothing.
+func (p *Pool[V]) Forget(key string) {
+	p.mu.Lock()
+	e := p.entries[key]
+	if e == nil || !p.keep {
+		p.mu.Unlock()
+		return
+	}
+	e.forgot = true
+	if e.refs > 0 {
+		p.mu.Unlock()
+		return
+	}
+	delete(p.entries, key)
+	p.mu.Unlock()
+	if p.destroy != nil {
+		p.destroy(key, e.v, false)
+	}
 }
 
 // Hold returns the value kept under key, for l to hold, made by make when
@@ -64,6 +98,7 @@ func (p *Pool[V]) Hold(l *Lease, key string, keep func(V) bool, make func(prev V
 		p.entries[key] = e
 	}
 	e.refs++
+	e.forgot = false
 	p.mu.Unlock()
 	l.add(func() { p.release(e) })
 	return e.v, nil
@@ -74,6 +109,11 @@ func (p *Pool[V]) release(e *entry[V]) {
 	p.mu.Lock()
 	e.refs--
 	last := e.refs == 0
+	if last && !e.replaced && p.keep && !e.forgot {
+		// Kept for the next configuration that takes it up.
+		p.mu.Unlock()
+		return
+	}
 	if last && !e.replaced {
 		if pe := e.prev; pe != nil && pe.refs > 0 {
 			// The value it replaced is still held (a build that made

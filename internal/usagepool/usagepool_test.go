@@ -183,3 +183,46 @@ func TestConcurrentLeases(t *testing.T) {
 		t.Errorf("destroyed %v, want k=v once", got)
 	}
 }
+
+// A kept pool keeps a value no lease holds, for the next one to take up,
+// until Forget; Forget of a value still held lets it go with its last
+// lease.
+func TestKept(t *testing.T) {
+	t.Parallel()
+	var d destroyed
+	p := NewKept(d.destroy)
+	a := new(Lease)
+	v := hold(t, p, a, "k", nil, maker("v1"))
+	a.Release()
+	if got := d.take(); len(got) != 0 || p.Len() != 1 {
+		t.Fatalf("destroyed %v, %d kept; want v1 kept", got, p.Len())
+	}
+	b := new(Lease)
+	if got := hold(t, p, b, "k", nil, maker("v2")); got != v {
+		t.Errorf("got %v, want the kept %v", got, v)
+	}
+	p.Forget("k")
+	if got := d.take(); len(got) != 0 {
+		t.Fatalf("Forget of a held value destroyed %v at once", got)
+	}
+	b.Release()
+	if got := d.take(); !slices.Equal(got, []string{"k=v1"}) || p.Len() != 0 {
+		t.Errorf("destroyed %v, %d kept; want v1 gone with its last lease", got, p.Len())
+	}
+	c := new(Lease)
+	hold(t, p, c, "j", nil, maker("w"))
+	c.Release()
+	p.Forget("j")
+	if got := d.take(); !slices.Equal(got, []string{"j=w"}) {
+		t.Errorf("Forget of a value no lease holds: destroyed %v, want j=w", got)
+	}
+	// Held again after Forget, it is kept again.
+	e := new(Lease)
+	hold(t, p, e, "k", nil, maker("x"))
+	p.Forget("k")
+	hold(t, p, e, "k", nil, maker("y"))
+	e.Release()
+	if got := d.take(); len(got) != 0 {
+		t.Errorf("a value held again after Forget went with its lease: %v", got)
+	}
+}
