@@ -26,7 +26,7 @@ func TestSource(t *testing.T) {
 			// again, with the same ids; this test is about replay.
 			o.directTimeout = deliverTimeout
 			r := newTestRecorder(t, c, o)
-			var want []string // the ids of route A's breaker events, in order
+			var want []string // the ids of route A's events to replay, in order
 			for i := range 30 {
 				e := testEvent(i)
 				e.Type = TypeBreakerRejected
@@ -40,14 +40,18 @@ func TestSource(t *testing.T) {
 				case 1:
 					e.Route = "other"
 				case 2:
-					if i%2 == 0 {
+					switch i % 4 {
+					case 0:
 						e.Type = TypeAdmitted
+					case 1:
+						// Turned away by the route's protection: replayed too.
+						e.Type = TypeOverloaded
 					}
 				}
 				if !r.Record(context.Background(), e) {
 					t.Fatalf("Record(%d) = false", i)
 				}
-				if e.Route == "lucky-meal" && e.Type == TypeBreakerRejected {
+				if e.Route == "lucky-meal" && (e.Type == TypeBreakerRejected || e.Type == TypeOverloaded) {
 					want = append(want, e.ID)
 				}
 			}

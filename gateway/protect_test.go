@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -97,5 +100,94 @@ routes:
 			}
 			t.Errorf("second %d: %d requests reached the API of capacity %d", s-last+2, got, capacity)
 		}
+	}
+}
+
+// A request protection turns away gets the route's reject answer with
+// Retry-After, the access log's outcome overloaded and, with
+// fallback.record, an event of type overloaded; a gRPC call gets
+// UNAVAILABLE. A reload that keeps the block keeps what was learned; one
+// that changes it starts again.
+func TestProtectTurnsAway(t *testing.T) {
+	t.Parallel()
+	up := newBackend(t, nil)
+	file := filepath.Join(t.TempDir(), "events.jsonl")
+	stdout := &syncWriter{b: &strings.Builder{}}
+	yaml := func(max string) string {
+		return strings.ReplaceAll(`
+admin: {listen: ""}
+server: {access_log: stdout}
+events:
+  sink: file
+  file: {path: "`+file+`"}
+routes:
+  - id: coupon
+    match: {path: /coupon}
+    upstream: {targets: ["{{UP}}"]}
+    fallback: {record: true}
+    protect: {min: 1, max: `+max+`, reject: {code: busy, message: "Full; come back in a second"}}
+`, "{{UP}}", up.URL)
+	}
+	h := newHarnessWith(t, yaml("1"), up, func(o *Options) { o.Stdout = stdout })
+	// 1 a second, with a burst of a few ms: the first passes, the next is
+	// turned away.
+	drain(h.do("POST", "/coupon", nil, nil))
+	resp := h.do("POST", "/coupon", map[string]string{"X-User-Id": "u1"}, nil)
+	if ra := resp.Header.Get("Retry-After"); ra != "1" {
+		t.Errorf("Retry-After %q, want 1", ra)
+	}
+	m := answerOf(t, resp, 503, "busy")
+	if m["message"] != "Full; come back in a second" || m["recorded"] != true {
+		t.Errorf("answer %v: want the reject's message, recorded", m)
+	}
+	var ev map[string]any
+	for deadline := time.Now().Add(3 * time.Second); ev == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		data, _ := os.ReadFile(file)
+		json.Unmarshal(data, &ev)
+	}
+	if ev["type"] != "overloaded" || ev["route"] != "coupon" || ev["path"] != "/coupon" {
+		t.Errorf("event %v, want type overloaded of the route", ev)
+	}
+	var overloaded int
+	for deadline := time.Now().Add(3 * time.Second); overloaded == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		overloaded = strings.Count(stdout.String(), `"outcome":"overloaded"`)
+	}
+	if overloaded != 1 {
+		t.Errorf("%d access log lines with outcome overloaded, want 1:\n%s", overloaded, stdout.String())
+	}
+	// A reload that keeps the block keeps the protector; one that changes
+	// it makes a new one, at its new start.
+	before := h.gw.gen.Load().routes[0].protect
+	if err := h.gw.Reload(mustParse(t, yaml("1"))); err != nil {
+		t.Fatal(err)
+	}
+	if h.gw.gen.Load().routes[0].protect != before {
+		t.Error("a reload that kept the protect block made a new protector")
+	}
+	if err := h.gw.Reload(mustParse(t, yaml("50"))); err != nil {
+		t.Fatal(err)
+	}
+	if p := h.gw.Protected(); len(p) != 1 || p[0].Limit != 50 || p[0].Max != 50 {
+		t.Errorf("after a reload to max 50: %+v", p)
+	}
+}
+
+// A gRPC call protection turns away gets UNAVAILABLE, in a trailers-only
+// answer.
+func TestProtectTurnsAwayGRPC(t *testing.T) {
+	t.Parallel()
+	up := newBackend(t, nil)
+	h := newH2Harness(t, `
+admin: {listen: ""}
+routes:
+  - id: g
+    match: {path: /pkg.Svc/**}
+    upstream: {targets: ["{{UP}}"], protocol: h2c}
+    protect: {min: 1, max: 1}
+`, up.URL, nil)
+	grpcCall(t, h, "/pkg.Svc/Call", "5S")
+	resp, _ := grpcCall(t, h, "/pkg.Svc/Call", "5S")
+	if st, msg := resp.Header.Get("Grpc-Status"), resp.Header.Get("Grpc-Message"); st != "14" || !strings.Contains(msg, "capacity") {
+		t.Errorf("grpc-status %q (%q), want 14 UNAVAILABLE with overloaded's message", st, msg)
 	}
 }

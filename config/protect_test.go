@@ -1,0 +1,57 @@
+package config
+
+import "testing"
+
+// protect: {} turns protection on with its defaults; its settings are
+// checked at their lines.
+func TestProtect(t *testing.T) {
+	c := mustParse(t, `
+routes:
+  - id: a
+    match: {path: /a}
+    upstream: {targets: ["http://10.0.0.1:8080"]}
+    protect: {}
+  - id: b
+    match: {path: /b}
+    upstream: {targets: ["http://10.0.0.1:8080"]}
+`)
+	want := Protect{Min: 1, Tolerance: 2, Reject: Reject{Status: 503, Code: CodeOverloaded}}
+	if p := c.Routes[0].Protect; p == nil || *p != want {
+		t.Errorf("protect: {} = %+v, want %+v", p, want)
+	}
+	if c.Routes[1].Protect != nil {
+		t.Errorf("a route without the block: %+v", c.Routes[1].Protect)
+	}
+	if m := c.Message(CodeOverloaded); m == "" {
+		t.Error("overloaded has no message")
+	}
+	for _, tc := range []struct{ name, block string }{
+		{"min 0", `
+    protect:
+      min: 0 #want: routes[0].protect.min: 0: the least the learned limit may be, in requests a second: more than 0`},
+		{"max under min", `
+    protect:
+      min: 10
+      max: 5 #want: routes[0].protect.max: 5 is under min 10`},
+		{"negative max", `
+    protect: {max: -1} #want: routes[0].protect.max: -1: the most the learned limit may be`},
+		{"tolerance 1", `
+    protect: {tolerance: 1} #want: routes[0].protect.tolerance: 1: how many times its healthy latency an answer may take`},
+		{"a 2xx reject", `
+    protect:
+      reject: {status: 200} #want: routes[0].protect.reject.status: 200 is outside 400..599`},
+		{"a bad code", `
+    protect:
+      reject: {code: Busy} #want: routes[0].protect.reject.code: "Busy": a code is made of a-z, 0-9 and _`},
+		{"an unknown key", `
+    protect: {rate: 10} #want: unknown key`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkErrors(t, `
+routes:
+  - id: a
+    match: {path: /a}
+    upstream: {targets: ["http://10.0.0.1:8080"]}`+tc.block+"\n")
+		})
+	}
+}
