@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +27,10 @@ type UpstreamConfig struct {
 	// Capacity is how many requests per 1-second window are served
 	// normally; zero means no limit. See Upstream for the overload model.
 	Capacity int
+	// CapacitySchedule changes Capacity during a run: from each step's At
+	// (since the start) on, the capacity is the step's, until the next
+	// step; before the first, Capacity. Steps are in the order of At.
+	CapacitySchedule []CapacityStep
 	// OverloadLatency replaces Latency for the requests past Capacity in a
 	// window; zero answers them at once.
 	OverloadLatency time.Duration
@@ -60,6 +65,14 @@ func (c UpstreamConfig) Validate() error {
 	if c.Capacity < 0 {
 		bad("capacity %d: must not be negative (0 is no limit)", c.Capacity)
 	}
+	for i, st := range c.CapacitySchedule {
+		switch {
+		case st.At < 0 || st.Capacity < 0:
+			bad("capacity-schedule %v:%d: a time and a capacity that are not negative", st.At, st.Capacity)
+		case i > 0 && st.At <= c.CapacitySchedule[i-1].At:
+			bad("capacity-schedule: %v after %v: the steps go in order of time", st.At, c.CapacitySchedule[i-1].At)
+		}
+	}
 	if c.RecoverAfter > 0 && c.FailAfter == 0 {
 		bad("recover-after needs fail-after: there is no outage to recover from")
 	}
@@ -67,6 +80,48 @@ func (c UpstreamConfig) Validate() error {
 		bad("status %d: must be between 200 and 599", c.Status)
 	}
 	return errors.Join(errs...)
+}
+
+// A CapacityStep is one step of a capacity schedule: from At on, Capacity.
+type CapacityStep struct {
+	At       time.Duration
+	Capacity int
+}
+
+// ParseCapacitySchedule reads a schedule written as --capacity-schedule
+// takes it: steps "AT:CAPACITY" separated by commas, AT a duration from
+// the start ("0s:500,20s:250,40s:500").
+func ParseCapacitySchedule(s string) ([]CapacityStep, error) {
+	var steps []CapacityStep
+	for part := range strings.SplitSeq(s, ",") {
+		at, c, ok := strings.Cut(strings.TrimSpace(part), ":")
+		if !ok {
+			return nil, fmt.Errorf("%q: a step is AT:CAPACITY, such as 20s:250", part)
+		}
+		d, err := time.ParseDuration(at)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %v", part, err)
+		}
+		n, err := strconv.Atoi(c)
+		if err != nil {
+			return nil, fmt.Errorf("%q: the capacity is a whole number of requests a second", part)
+		}
+		steps = append(steps, CapacityStep{At: d, Capacity: n})
+	}
+	return steps, nil
+}
+
+// capacityAt is the capacity at since from the start. The caller holds
+// u.mu.
+func (u *Upstream) capacityAt(since time.Duration) int {
+	c := u.cfg.Capacity
+	for _, st := range u.cfg.CapacitySchedule {
+		if since < st.At {
+			break
+		}
+		c = st.Capacity
+	}
+	return c
 }
 
 // A Reason says why an Upstream answered as it did. The mock sends it in
@@ -198,13 +253,14 @@ func (u *Upstream) Decide(now time.Time) Answer {
 	u.roll(since)
 	u.count++
 	c := &u.cfg
+	capacity := u.capacityAt(since)
 	var a Answer
 	switch {
 	case u.inOutage(since):
 		a = Answer{Status: http.StatusServiceUnavailable, Reason: ReasonOutage}
-	case c.Capacity > 0 && float64(u.count) > 1.5*float64(c.Capacity):
+	case capacity > 0 && float64(u.count) > 1.5*float64(capacity):
 		a = Answer{Status: http.StatusServiceUnavailable, Delay: u.jittered(c.OverloadLatency), Reason: ReasonOverload}
-	case c.Capacity > 0 && u.count > c.Capacity:
+	case capacity > 0 && u.count > capacity:
 		a = Answer{Status: c.Status, Delay: u.jittered(c.OverloadLatency), Reason: ReasonSlow}
 	default:
 		a = Answer{Status: c.Status, Delay: u.jittered(c.Latency), Reason: ReasonOK}
@@ -235,8 +291,10 @@ type UpstreamStats struct {
 	LastSecond LatencyMS `json:"latency_last_second_ms"`
 	// Outage is whether the scripted outage is on.
 	Outage bool `json:"outage"`
-	// Overloaded is whether the current window is past Capacity.
+	// Overloaded is whether the current window is past its capacity.
 	Overloaded bool `json:"overloaded"`
+	// Capacity is the capacity now (0: no limit), as the schedule has it.
+	Capacity int `json:"capacity"`
 }
 
 // LatencyMS holds percentiles in milliseconds.
@@ -259,8 +317,9 @@ func (u *Upstream) Stats(now time.Time) UpstreamStats {
 		Latency:    percentiles(&u.delays),
 		LastSecond: percentiles(&u.prevDelays),
 		Outage:     u.inOutage(since),
-		Overloaded: u.cfg.Capacity > 0 && u.count > u.cfg.Capacity,
+		Capacity:   u.capacityAt(since),
 	}
+	s.Overloaded = s.Capacity > 0 && u.count > s.Capacity
 	for code, n := range u.byStatus {
 		s.Status[code] = n
 	}

@@ -210,3 +210,45 @@ func TestUpstreamHTTP(t *testing.T) {
 		t.Errorf("/stats latency_ms = %v, want 20 and 20", lat)
 	}
 }
+
+// A capacity schedule changes the capacity from each step on: requests
+// past the capacity of their window's time are slow.
+func TestUpstreamCapacitySchedule(t *testing.T) {
+	t.Parallel()
+	steps, err := ParseCapacitySchedule("0s:4, 2s:2,3s:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := newTestUpstream(t, UpstreamConfig{Latency: time.Millisecond, OverloadLatency: time.Second, Capacity: 100, CapacitySchedule: steps})
+	slow := func(sec int, n int) int {
+		k := 0
+		for i := range n {
+			if u.Decide(t0.Add(time.Duration(sec)*time.Second+time.Duration(i)*time.Millisecond)).Reason != ReasonOK {
+				k++
+			}
+		}
+		return k
+	}
+	for _, tc := range []struct{ sec, n, slow, capacity int }{
+		{0, 5, 1, 4}, {1, 4, 0, 4}, {2, 4, 2, 2}, {3, 50, 0, 0},
+	} {
+		if got := slow(tc.sec, tc.n); got != tc.slow {
+			t.Errorf("second %d: %d of %d not ok, want %d", tc.sec, got, tc.n, tc.slow)
+		}
+		if c := u.Stats(t0.Add(time.Duration(tc.sec)*time.Second + 900*time.Millisecond)).Capacity; c != tc.capacity {
+			t.Errorf("second %d: stats say capacity %d, want %d", tc.sec, c, tc.capacity)
+		}
+	}
+	for _, bad := range []string{"20s", "x:1", "1s:many", "1s:-1"} {
+		steps, err := ParseCapacitySchedule(bad)
+		if err == nil {
+			err = UpstreamConfig{CapacitySchedule: steps}.Validate()
+		}
+		if err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+	if err := (UpstreamConfig{CapacitySchedule: []CapacityStep{{At: 2 * time.Second}, {At: time.Second}}}).Validate(); err == nil {
+		t.Error("steps out of order: no error")
+	}
+}

@@ -40,6 +40,7 @@ func runUpstream(args []string, stdout, stderr io.Writer) int {
 	jitter := fs.Duration("jitter", 0, "vary every latency uniformly by up to ± `D`")
 	errorRate := fs.Float64("error-rate", 0, "the share `F` (0 to 1) of answers that are 500")
 	capacity := fs.Int("capacity", 0, "the requests per second `N` served normally (0: no limit)")
+	schedule := fs.String("capacity-schedule", "", "change the capacity during the run: `STEPS` such as 0s:500,20s:250,40s:500 (from 20 s on, 250 a second...)")
 	overload := fs.Duration("overload-latency", 3*time.Second, "the latency `D` of answers past --capacity")
 	failAfter := fs.Duration("fail-after", 0, "start an outage `D` after the start: every request gets 503 at once")
 	recoverAfter := fs.Duration("recover-after", 0, "end the outage `D` after it began (default: never)")
@@ -64,6 +65,13 @@ func runUpstream(args []string, stdout, stderr io.Writer) int {
 		Capacity: *capacity, OverloadLatency: *overload,
 		FailAfter: *failAfter, RecoverAfter: *recoverAfter,
 		Status: *status, Body: *body,
+	}
+	if *schedule != "" {
+		steps, err := rehearse.ParseCapacitySchedule(*schedule)
+		if err != nil {
+			return cli.UsageError(fs, stderr, "--capacity-schedule %s", err)
+		}
+		cfg.CapacitySchedule = steps
 	}
 	if err := cfg.Validate(); err != nil {
 		return cli.UsageError(fs, stderr, "%s", flagErrors(err))
