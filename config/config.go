@@ -900,6 +900,11 @@ type Protect struct {
 	// answer may take before it counts as a sign of overload. Default 2.
 	Tolerance float64 `yaml:"tolerance"`
 
+	// WarmUp is how long admission takes to ramp from a tenth of the
+	// learned limit to all of it when traffic comes back after an idle
+	// spell, and when the route's breaker closes. Default 5s; 0s: none.
+	WarmUp time.Duration `yaml:"warm_up"`
+
 	// Reject is the answer to a request protection turns away. Default
 	// 503 overloaded, with Retry-After.
 	Reject Reject `yaml:"reject"`

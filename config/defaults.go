@@ -121,6 +121,7 @@ func (r *Route) setDefaults() {
 func (p *Protect) setDefaults() {
 	p.Min = 1
 	p.Tolerance = 2
+	p.WarmUp = 5 * time.Second
 	p.Reject = Reject{Status: 503, Code: CodeOverloaded}
 }
 

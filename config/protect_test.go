@@ -1,6 +1,9 @@
 package config
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // protect: {} turns protection on with its defaults; its settings are
 // checked at their lines.
@@ -15,7 +18,7 @@ routes:
     match: {path: /b}
     upstream: {targets: ["http://10.0.0.1:8080"]}
 `)
-	want := Protect{Min: 1, Tolerance: 2, Reject: Reject{Status: 503, Code: CodeOverloaded}}
+	want := Protect{Min: 1, Tolerance: 2, WarmUp: 5 * time.Second, Reject: Reject{Status: 503, Code: CodeOverloaded}}
 	if p := c.Routes[0].Protect; p == nil || *p != want {
 		t.Errorf("protect: {} = %+v, want %+v", p, want)
 	}
@@ -43,6 +46,8 @@ routes:
 		{"a bad code", `
     protect:
       reject: {code: Busy} #want: routes[0].protect.reject.code: "Busy": a code is made of a-z, 0-9 and _`},
+		{"a negative warm-up", `
+    protect: {warm_up: -1s} #want: routes[0].protect.warm_up: -1s: how long admission ramps up`},
 		{"an unknown key", `
     protect: {rate: 10} #want: unknown key`},
 	} {

@@ -78,6 +78,9 @@ func (v *validator) protect(pr *Protect, p string) {
 	if !(pr.Tolerance > 1) || pr.Tolerance > 100 {
 		v.errorf(p+".tolerance", "%v: how many times its healthy latency an answer may take, more than 1 and at most 100", pr.Tolerance)
 	}
+	if pr.WarmUp < 0 || pr.WarmUp > 10*time.Minute {
+		v.errorf(p+".warm_up", "%v: how long admission ramps up after an idle spell or the breaker closing, 0s to 10m", pr.WarmUp)
+	}
 	if s := pr.Reject.Status; s < 400 || s > 599 {
 		v.errorf(p+".reject.status", "%d is outside 400..599", s)
 	}

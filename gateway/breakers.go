@@ -54,6 +54,9 @@ func (g *Gateway) newBreaker(rc *config.Route, old *routeBreaker) (*routeBreaker
 		OpenFor: c.OpenFor, HalfOpenCalls: c.HalfOpenCalls, TrialTimeout: rc.Upstream.Timeout,
 		OnTransition: func(from, to breaker.State, at time.Time) {
 			state.Set(float64(to))
+			if to == breaker.Closed && from != breaker.Closed {
+				g.warmUp(route)
+			}
 			g.metrics.breakerChanges.WithLabelValues(route, from.String(), to.String()).Inc()
 			g.log.Warn("circuit breaker "+to.String(), "route", route, "from", from.String(), "to", to.String())
 		},

@@ -40,7 +40,11 @@ func (g *Gateway) protectorFor(gen *generation, rc *config.Route) (*routeProtect
 	pc.Reject = config.Reject{} // the answer is the generation's; what is learned is not
 	same := func(rp *routeProtect) bool { return rp.settings == pc }
 	return g.pools.protectors.Hold(gen.lease, rc.ID, same, func(*routeProtect, bool) (*routeProtect, error) {
-		p := protect.New(protect.Settings{Min: pc.Min, Max: pc.Max, Tolerance: pc.Tolerance}, time.Now())
+		warm := pc.WarmUp
+		if warm == 0 {
+			warm = protect.NoWarmUp
+		}
+		p := protect.New(protect.Settings{Min: pc.Min, Max: pc.Max, Tolerance: pc.Tolerance, WarmUp: warm}, time.Now())
 		return &routeProtect{
 			p:        p,
 			settings: pc,
@@ -93,6 +97,20 @@ func (g *Gateway) tickProtector(route string, rp *routeProtect, now time.Time) {
 			slog.Float64("limit", limit), slog.Float64("from", rp.logged),
 			slog.Float64("baseline", rp.p.Baseline().Seconds()))
 		rp.logged = limit
+	}
+}
+
+// warmUp ramps the admission of route's protection up again, when its
+// breaker closed: the upstream is coming back.
+func (g *Gateway) warmUp(route string) {
+	gen := g.gen.Load()
+	if gen == nil {
+		return
+	}
+	for _, r := range gen.routes {
+		if r.id == route && r.protect != nil {
+			r.protect.p.WarmUp()
+		}
 	}
 }
 
@@ -166,8 +184,11 @@ type ProtectStatus struct {
 	Route    string  `json:"route"`
 	Limit    float64 `json:"limit"`    // requests a second
 	Baseline float64 `json:"baseline"` // seconds; 0: not learned yet
-	Min      float64 `json:"min"`
-	Max      float64 `json:"max,omitempty"`
+	// Admitting is what is admitted now: the limit, or less while
+	// admission warms up.
+	Admitting float64 `json:"admitting"`
+	Min       float64 `json:"min"`
+	Max       float64 `json:"max,omitempty"`
 }
 
 // Protected lists the running routes' protection.
@@ -176,7 +197,8 @@ func (g *Gateway) Protected() []ProtectStatus {
 	for _, r := range g.gen.Load().routes {
 		if rp := r.protect; rp != nil {
 			s := rp.p.Settings()
-			out = append(out, ProtectStatus{Route: r.id, Limit: rp.p.Limit(), Baseline: rp.p.Baseline().Seconds(), Min: s.Min, Max: s.Max})
+			out = append(out, ProtectStatus{Route: r.id, Limit: rp.p.Limit(), Baseline: rp.p.Baseline().Seconds(),
+				Admitting: rp.p.Admits(), Min: s.Min, Max: s.Max})
 		}
 	}
 	return out

@@ -191,3 +191,40 @@ routes:
 		t.Errorf("grpc-status %q (%q), want 14 UNAVAILABLE with overloaded's message", st, msg)
 	}
 }
+
+// When the route's breaker closes, the upstream behind it is coming back:
+// admission warms up again from a tenth of the limit learned.
+func TestProtectWarmsUpWhenTheBreakerCloses(t *testing.T) {
+	t.Parallel()
+	up := newBackend(t, nil)
+	h := newHarness(t, `
+admin: {listen: ""}
+routes:
+  - id: coupon
+    match: {path: /coupon}
+    upstream: {targets: ["{{UP}}"]}
+    breaker: {enabled: true}
+    protect: {min: 1, max: 200, warm_up: 1s}
+`, up)
+	// The first requests warm up from 20 (a route starts idle); a second
+	// later, and some ticks, admission is the limit.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		drain(h.do("POST", "/coupon", nil, nil))
+		if h.gw.Protected()[0].Admitting == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s of traffic: %+v, want admitting the limit 200", h.gw.Protected()[0])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := h.gw.ForceBreaker("coupon", "open", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.gw.ForceBreaker("coupon", "auto", 0); err != nil {
+		t.Fatal(err)
+	}
+	if p := h.gw.Protected()[0]; p.Admitting != 20 || p.Limit != 200 {
+		t.Errorf("when the breaker closed: admitting %v of a limit %v, want 20 of 200", p.Admitting, p.Limit)
+	}
+}

@@ -19,7 +19,15 @@ type Settings struct {
 	Interval time.Duration
 	// BaselineWindow is how far back the baseline looks. Default 1 min.
 	BaselineWindow time.Duration
+	// WarmUp is how long admission takes to ramp from a tenth of the limit
+	// up to it after an idle spell (no request for WarmUp or 10 s, the
+	// longer) or when WarmUp is called (the breaker closed). Zero: no
+	// warm-up; NoWarmUp in Settings given to New means zero.
+	WarmUp time.Duration
 }
+
+// NoWarmUp turns warm-up off (a zero WarmUp takes the default).
+const NoWarmUp = -1
 
 // Defaults.
 const (
@@ -27,6 +35,11 @@ const (
 	DefaultInterval       = 500 * time.Millisecond
 	DefaultBaselineWindow = time.Minute
 	DefaultMin            = 1
+	DefaultWarmUp         = 5 * time.Second
+	// idleAfter is the least idle spell that warms up again.
+	idleAfter = 10 * time.Second
+	// warmFloor is where a warm-up starts, as a share of the limit.
+	warmFloor = 0.1
 )
 
 func (s Settings) withDefaults() Settings {
@@ -35,6 +48,12 @@ func (s Settings) withDefaults() Settings {
 	}
 	if s.Interval <= 0 {
 		s.Interval = DefaultInterval
+	}
+	switch {
+	case s.WarmUp == 0:
+		s.WarmUp = DefaultWarmUp
+	case s.WarmUp < 0:
+		s.WarmUp = 0
 	}
 	if s.BaselineWindow < s.Interval {
 		s.BaselineWindow = DefaultBaselineWindow
@@ -98,32 +117,89 @@ type Controller struct {
 	medians  []time.Duration
 	next     int
 	baseline time.Duration
-	hold     time.Time // no rise before: the upstream's Retry-After
-	prev     Tally     // the interval before, whose answers in time count in a cut
-	settle   bool      // the interval after a cut: no rise
+	hold     time.Time     // no rise before: the upstream's Retry-After
+	prev     Tally         // the interval before, whose answers in time count in a cut
+	settle   bool          // the interval after a cut: no rise
+	idle     time.Duration // how long no request came
+	warmFrom time.Time     // when the warm-up under way began; zero: none
+	warmNext bool          // warm up when traffic comes back
 }
 
 // NewController returns a controller that starts at s.Start.
 func NewController(s Settings) *Controller {
 	s = s.withDefaults()
-	return &Controller{s: s, limit: s.Start, medians: make([]time.Duration, int(s.BaselineWindow/s.Interval))}
+	// A route is idle until its first request: that one warms up too.
+	return &Controller{s: s, limit: s.Start, medians: make([]time.Duration, int(s.BaselineWindow/s.Interval)), warmNext: s.WarmUp > 0}
 }
 
 // Settings are the controller's, defaults filled in.
 func (c *Controller) Settings() Settings { return c.s }
 
-// Limit is the limit in force, in requests a second.
+// Limit is the limit learned, in requests a second.
 func (c *Controller) Limit() float64 { return c.limit }
+
+// Admits is what the gate admits at now: the limit, or during a warm-up
+// a share of it that grows from a tenth to the whole over WarmUp.
+func (c *Controller) Admits(now time.Time) float64 {
+	if c.warmNext {
+		return c.s.clamp(warmFloor * c.limit)
+	}
+	if c.warmFrom.IsZero() {
+		return c.limit
+	}
+	f := float64(now.Sub(c.warmFrom)) / float64(c.s.WarmUp)
+	if f >= 1 {
+		c.warmFrom = time.Time{}
+		return c.limit
+	}
+	return c.s.clamp(c.limit * (warmFloor + (1-warmFloor)*max(f, 0)))
+}
+
+// WarmUp starts a warm-up at now (the breaker closed: the upstream is
+// coming back, and must not get the whole surge at once).
+func (c *Controller) WarmUp(now time.Time) {
+	if c.s.WarmUp > 0 {
+		c.warmFrom, c.warmNext = now, false
+	}
+}
+
+// noteIdle follows idle spells: after one, the next traffic warms up.
+func (c *Controller) noteIdle(now time.Time, t Tally) {
+	if c.s.WarmUp <= 0 {
+		return
+	}
+	if t.Admitted+t.Refused > 0 {
+		if c.warmNext {
+			c.warmNext = false
+			c.warmFrom = now.Add(-t.Elapsed) // from when the interval's traffic began, about
+		}
+		c.idle = 0
+		return
+	}
+	c.idle += t.Elapsed
+	if c.idle >= max(c.s.WarmUp, idleAfter) {
+		c.warmNext = true
+	}
+}
 
 // Baseline is the healthy latency learned; 0 until an interval had
 // MinSamples answers.
 func (c *Controller) Baseline() time.Duration { return c.baseline }
 
 // SlowAfter is the latency past which an answer is slow: Tolerance × the
-// baseline; 0 while there is no baseline.
+// baseline, and at least MinSlack more than it; 0 while there is no
+// baseline.
 func (c *Controller) SlowAfter() time.Duration {
-	return time.Duration(float64(c.baseline) * c.s.Tolerance)
+	if c.baseline == 0 {
+		return 0
+	}
+	return max(time.Duration(float64(c.baseline)*c.s.Tolerance), c.baseline+MinSlack)
 }
+
+// MinSlack is the least an answer may take past the baseline before it is
+// slow: an upstream that answers in a millisecond is not overloaded for
+// answering in three, which a garbage collection or a busy core does.
+const MinSlack = 25 * time.Millisecond
 
 // Step is what one Update did.
 type Step uint8
@@ -140,6 +216,7 @@ func (c *Controller) Update(now time.Time, t Tally) Step {
 	if t.Elapsed <= 0 {
 		t.Elapsed = c.s.Interval
 	}
+	c.noteIdle(now, t)
 	if t.RetryAfter > 0 {
 		if h := now.Add(t.RetryAfter); h.After(c.hold) {
 			c.hold = h
@@ -203,8 +280,13 @@ func (c *Controller) cut(t Tally) {
 	c.settle = true
 }
 
-// binds says whether the limit held demand back in the interval.
+// binds says whether the limit held demand back in the interval. During
+// a warm-up the ramp, not the limit, holds it back: that says nothing of
+// the limit.
 func (c *Controller) binds(t Tally) bool {
+	if !c.warmFrom.IsZero() {
+		return false
+	}
 	return t.Refused > 0 || float64(t.Admitted) >= 0.9*c.limit*t.Elapsed.Seconds()
 }
 

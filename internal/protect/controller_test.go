@@ -1,6 +1,7 @@
 package protect
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -107,7 +108,7 @@ func TestCutToMin(t *testing.T) {
 // Max, and not while the upstream's Retry-After runs.
 func TestRise(t *testing.T) {
 	t.Parallel()
-	c := NewController(Settings{Min: 1, Max: 1000})
+	c := NewController(Settings{Min: 1, Max: 1000, WarmUp: NoWarmUp})
 	now := t0
 	step := func(tl Tally) Step {
 		now = now.Add(DefaultInterval)
@@ -156,5 +157,57 @@ func TestRise(t *testing.T) {
 	step(healthyTally(1000, 0))
 	if c.Limit() <= cut {
 		t.Errorf("held at %v after the Retry-After passed", c.Limit())
+	}
+}
+
+// After an idle spell, and when the breaker closes, admission ramps from
+// a tenth of the limit to the whole of it over WarmUp; the limit learned
+// stays, and does not rise on a ramp that holds demand back.
+func TestWarmUp(t *testing.T) {
+	t.Parallel()
+	c := NewController(Settings{Min: 1, Max: 400, WarmUp: 4 * time.Second})
+	now := t0
+	step := func(tl Tally) {
+		now = now.Add(DefaultInterval)
+		tl.Elapsed = DefaultInterval
+		c.Update(now, tl)
+	}
+	if got := c.Admits(now); got != 40 {
+		t.Fatalf("before the first request: admits %v, want a tenth of 400", got)
+	}
+	step(Tally{Admitted: 20, Refused: 5, Good: 20, Median: 100 * time.Millisecond})
+	// The ramp began with the interval that brought traffic: 0.5 s of 4.
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	if got, want := c.Admits(now), 400*(0.1+0.9*0.5/4); !near(got, want) {
+		t.Errorf("0.5 s into the warm-up: admits %v, want %v", got, want)
+	}
+	if got := c.Admits(now.Add(1500 * time.Millisecond)); !near(got, 400*(0.1+0.9*2/4.0)) {
+		t.Errorf("2 s in: admits %v", got)
+	}
+	if got := c.Admits(now.Add(4 * time.Second)); got != 400 {
+		t.Errorf("after the warm-up: admits %v, want the limit 400", got)
+	}
+	// Idle for 10 s (the least idle spell): the next traffic warms up.
+	for range 20 {
+		step(Tally{})
+	}
+	if got := c.Admits(now); got != 40 {
+		t.Errorf("after 10 s idle: admits %v, want 40", got)
+	}
+	step(Tally{Admitted: 10, Good: 10})
+	if c.Limit() != 400 {
+		t.Errorf("the limit learned moved to %v with the warm-up", c.Limit())
+	}
+	// The breaker closed: a warm-up from now.
+	c.Admits(now.Add(time.Hour)) // the one under way is over
+	c.WarmUp(now)
+	if got := c.Admits(now); got != 40 {
+		t.Errorf("when the breaker closed: admits %v, want 40", got)
+	}
+	// Off: no ramp.
+	off := NewController(Settings{Min: 1, Max: 400, WarmUp: NoWarmUp})
+	off.WarmUp(now)
+	if got := off.Admits(now); got != 400 {
+		t.Errorf("warm-up off: admits %v, want 400", got)
 	}
 }

@@ -11,7 +11,7 @@
 // is a rate limit moved by those, once an interval (500 ms):
 //
 //   - Congestion is any of: answers slower than Tolerance × the healthy
-//     baseline (more than 2 % of them), requests in flight for longer than
+//     baseline, and at least MinSlack more (more than 2 % of them), requests in flight for longer than
 //     that (overdue: seen before they answer, which a 3 s answer would make
 //     3 s late), the upstream's own 429 or 503, or more than 10 % of
 //     exchanges failing. Failures alone are the breaker's business: an
@@ -48,6 +48,12 @@
 // past 10 %; one whose latency varies by more than Tolerance on its own
 // keeps the limit low; with a few requests a second it learns slowly.
 // Min and Max bound it, and the route's static limits still apply first.
+//
+// Warm-up: after an idle spell, and when the route's breaker closes,
+// admission ramps from a tenth of the limit learned to all of it over
+// WarmUp, as Sentinel's warm-up does for a static limit: a cold cache or
+// a recovering upstream does not get the whole surge at once. The limit
+// learned stays, and does not rise while the ramp holds demand back.
 //
 // Gate is the request path's side: an admission at the limit (GCRA: one
 // compare-and-swap, smooth, with a burst of a few milliseconds), and the
