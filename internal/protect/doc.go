@@ -11,9 +11,10 @@
 // is a rate limit moved by those, once an interval (500 ms):
 //
 //   - Congestion is any of: answers slower than Tolerance × the healthy
-//     baseline, and at least MinSlack more (more than 2 % of them), requests in flight for longer than
-//     that (overdue: seen before they answer, which a 3 s answer would make
-//     3 s late), the upstream's own 429 or 503, or more than 10 % of
+//     baseline, and at least MinSlack more (more than 2 % of them),
+//     requests in flight for longer than that (overdue: seen before they
+//     answer, which a 3 s answer would make 3 s late), the upstream's own
+//     429 or 503, or more than 10 % of
 //     exchanges failing. Failures alone are the breaker's business: an
 //     upstream that answers 500 to some requests whatever the load is not
 //     short of capacity.
