@@ -12,6 +12,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/breaker"
 	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/events"
 	"github.com/floodgate-gw/floodgate/internal/answer"
 	"github.com/floodgate-gw/floodgate/internal/upstream"
 )
@@ -107,7 +108,7 @@ func (g *Gateway) refuse(w http.ResponseWriter, x *exchange, err error) outcome 
 	}
 	x.resolveClient()
 	extra := `,"recorded":false`
-	if g.recordRefused(x) {
+	if g.recordRefused(x, events.TypeBreakerRejected) {
 		extra = `,"recorded":true`
 	}
 	x.reply(w, fallback, extra)

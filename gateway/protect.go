@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/floodgate-gw/floodgate/config"
+	"github.com/floodgate-gw/floodgate/events"
 	"github.com/floodgate-gw/floodgate/internal/answer"
 	"github.com/floodgate-gw/floodgate/internal/protect"
 	"github.com/floodgate-gw/floodgate/internal/upstream"
@@ -132,7 +133,7 @@ func (g *Gateway) admit(w http.ResponseWriter, x *exchange) (protect.Ticket, out
 	if x.route.record {
 		x.resolveClient()
 		extra = `,"recorded":false`
-		if g.recordOverloaded(x) {
+		if g.recordRefused(x, events.TypeOverloaded) {
 			extra = `,"recorded":true`
 		}
 	}

@@ -10,32 +10,20 @@ import (
 	"github.com/floodgate-gw/floodgate/events"
 )
 
-// recordRefused writes the event of a request the open breaker turned away
-// (fallback.record) and reports whether it is durable.
-func (g *Gateway) recordRefused(x *exchange) bool {
+// recordRefused writes the event of a request turned away, of type typ
+// (the open breaker's, events.TypeBreakerRejected, or protection's,
+// events.TypeOverloaded; fallback.record), and reports whether it is
+// durable.
+func (g *Gateway) recordRefused(x *exchange, typ string) bool {
 	r, gen := x.r, x.gen
 	if gen.recorder == nil {
 		return false
 	}
-	ev := newEvent(x, events.TypeBreakerRejected)
+	ev := newEvent(x, typ)
 	if r.Body != nil && r.Body != http.NoBody {
 		ev.Body, ev.Truncated, _ = events.CaptureBody(r.Body, gen.cfg.Events.MaxBody)
 	}
 	// Record bounds the wait itself (Options.RecordWait).
-	return gen.recorder.Record(r.Context(), ev)
-}
-
-// recordOverloaded records a request the route's protection turned away,
-// as recordRefused does one of the open breaker's.
-func (g *Gateway) recordOverloaded(x *exchange) bool {
-	r, gen := x.r, x.gen
-	if gen.recorder == nil {
-		return false
-	}
-	ev := newEvent(x, events.TypeOverloaded)
-	if r.Body != nil && r.Body != http.NoBody {
-		ev.Body, ev.Truncated, _ = events.CaptureBody(r.Body, gen.cfg.Events.MaxBody)
-	}
 	return gen.recorder.Record(r.Context(), ev)
 }
 
