@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -226,5 +227,34 @@ routes:
 	}
 	if p := h.gw.Protected()[0]; p.Admitting != 20 || p.Limit != 200 {
 		t.Errorf("when the breaker closed: admitting %v of a limit %v, want 20 of 200", p.Admitting, p.Limit)
+	}
+}
+
+// BenchmarkServeHTTPProtect is BenchmarkServeHTTP's request without
+// limits through a route's protection, at a limit it never reaches: what
+// protection costs a request (an admission, and the count of its end).
+func BenchmarkServeHTTPProtect(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	defer up.Close()
+	for _, tc := range []struct{ name, protect string }{
+		{"off", ""},
+		{"on", "    protect: {min: 1000000000, warm_up: 0s}\n"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			cfg := mustParseB(b, `admin: {listen: ""}
+routes:
+  - id: api
+    match: {path: /**}
+    upstream: {targets: ["`+up.URL+`"]}
+`+tc.protect)
+			gw, err := New(cfg, Options{Logger: discardLogger()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer gw.Close()
+			serveUsers(b, gw)
+		})
 	}
 }
