@@ -191,51 +191,9 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (_ *generation, er
 	}
 
 	for _, rc := range cfg.Routes {
-		r := &route{id: rc.ID, metrics: g.metrics.forRoute(rc.ID), failLog: g.failSampler(gen, rc.ID)}
-		r.Match = spec.NewMatch(rc.Match)
-		u := rc.Upstream
-		tlsc, tlsID, err := upstream.TLS(u.TLS)
+		r, err := g.buildRoute(gen, cfg, rc)
 		if err != nil {
-			return nil, fmt.Errorf("route %s: %w", rc.ID, err)
-		}
-		r.upstream = upstream.New(u, upstream.Options{
-			Route:           rc.ID,
-			Client:          g.client(gen, u, tlsc, tlsID),
-			TLS:             tlsc,
-			TLSID:           tlsID,
-			Targets:         g.health.Targets(rc.ID, u.Targets),
-			RequestIDHeader: gen.ridHeader,
-			SendTimeout:     cfg.Server.SendTimeout,
-			Upgrades:        &g.upgrades,
-			Now:             g.now,
-		})
-		for _, lc := range cfg.GlobalLimits {
-			l := g.limitSpec(gen, cfg, rc.ID, lc)
-			l.top = g.topSketch(gen, "global/"+lc.Name)
-			r.limits = append(r.limits, l)
-		}
-		for _, lc := range rc.Limits {
-			l := g.limitSpec(gen, cfg, rc.ID, lc)
-			l.top = g.topSketch(gen, rc.ID+"/"+lc.Name)
-			r.limits = append(r.limits, l)
-		}
-		for _, l := range r.limits {
-			if l.UsesIP && gen.ipKeys == nil {
-				gen.ipKeys = newIPKeys(ips)
-			}
-		}
-		r.fallback = answer.NewAnswer(rc.Fallback.Status, rc.Fallback.Code, cfg.Message(rc.Fallback.Code)).
-			WithGRPC(answer.GRPCUnavailable)
-		r.grpcRefused = grpcRefusal(rc.ID, u.Protocol)
-		if r.breaker, err = g.breakerFor(gen, rc); err != nil {
 			return nil, err
-		}
-		r.record = rc.Fallback.Record
-		if rc.Protect != nil {
-			if r.protect, err = g.protectorFor(gen, rc); err != nil {
-				return nil, err
-			}
-			r.overloaded = overloadedAnswer(cfg, rc.Protect)
 		}
 		gen.routes = append(gen.routes, r)
 	}
@@ -250,6 +208,57 @@ func (g *Gateway) build(cfg *config.Config, prev *generation) (_ *generation, er
 		return nil, err
 	}
 	return gen, nil
+}
+
+// buildRoute makes route rc of cfg, for gen.
+func (g *Gateway) buildRoute(gen *generation, cfg *config.Config, rc *config.Route) (*route, error) {
+	r := &route{id: rc.ID, metrics: g.metrics.forRoute(rc.ID), failLog: g.failSampler(gen, rc.ID)}
+	r.Match = spec.NewMatch(rc.Match)
+	u := rc.Upstream
+	tlsc, tlsID, err := upstream.TLS(u.TLS)
+	if err != nil {
+		return nil, fmt.Errorf("route %s: %w", rc.ID, err)
+	}
+	r.upstream = upstream.New(u, upstream.Options{
+		Route:           rc.ID,
+		Client:          g.client(gen, u, tlsc, tlsID),
+		TLS:             tlsc,
+		TLSID:           tlsID,
+		Targets:         g.health.Targets(rc.ID, u.Targets),
+		RequestIDHeader: gen.ridHeader,
+		SendTimeout:     cfg.Server.SendTimeout,
+		Upgrades:        &g.upgrades,
+		Now:             g.now,
+	})
+	for _, lc := range cfg.GlobalLimits {
+		l := g.limitSpec(gen, cfg, rc.ID, lc)
+		l.top = g.topSketch(gen, "global/"+lc.Name)
+		r.limits = append(r.limits, l)
+	}
+	for _, lc := range rc.Limits {
+		l := g.limitSpec(gen, cfg, rc.ID, lc)
+		l.top = g.topSketch(gen, rc.ID+"/"+lc.Name)
+		r.limits = append(r.limits, l)
+	}
+	for _, l := range r.limits {
+		if l.UsesIP && gen.ipKeys == nil {
+			gen.ipKeys = newIPKeys(gen.ips)
+		}
+	}
+	r.fallback = answer.NewAnswer(rc.Fallback.Status, rc.Fallback.Code, cfg.Message(rc.Fallback.Code)).
+		WithGRPC(answer.GRPCUnavailable)
+	r.grpcRefused = grpcRefusal(rc.ID, u.Protocol)
+	if r.breaker, err = g.breakerFor(gen, rc); err != nil {
+		return nil, err
+	}
+	r.record = rc.Fallback.Record
+	if rc.Protect != nil {
+		if r.protect, err = g.protectorFor(gen, rc); err != nil {
+			return nil, err
+		}
+		r.overloaded = overloadedAnswer(cfg, rc.Protect)
+	}
+	return r, nil
 }
 
 func (g *Gateway) limitSpec(gen *generation, cfg *config.Config, routeID string, lc *config.Limit) *limitSpec {
