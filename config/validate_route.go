@@ -69,7 +69,7 @@ func (v *validator) route(c *Config, r *Route, p string, ids, global map[string]
 func (v *validator) protect(pr *Protect, p string) {
 	switch {
 	case !(pr.Min > 0) || pr.Min > 1e9:
-		v.errorf(p+".min", "%v: the least the learned limit may be, in requests a second: more than 0", pr.Min)
+		v.errorf(p+".min", "%v: the least the learned limit may be, in requests a second: more than 0, at most 1e9", pr.Min)
 	case !(pr.Max >= 0) || pr.Max > 1e9:
 		v.errorf(p+".max", "%v: the most the learned limit may be, in requests a second (0: none)", pr.Max)
 	case pr.Max > 0 && pr.Max < pr.Min:

@@ -35,6 +35,9 @@ type exchange struct {
 	// trial says the request is a trial call of the route's half-open
 	// breaker, judged when the answer's head arrives.
 	trial bool
+	// guard is the request's admission by its route's protection, if the
+	// route has one.
+	guard guard
 
 	// The request's trace, when its generation traces (tracing.go): the
 	// server span and the context that carries it, the parent of the

@@ -354,6 +354,11 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report fun
 	if sb, ok := r.Body.(*slowBody); ok {
 		defer sb.end()
 	}
+	if x.route.protect != nil {
+		if o, ok := g.room(w, x); !ok {
+			return o
+		}
+	}
 
 	v, o, refused := g.limit(w, x)
 	defer v.free()
@@ -376,18 +381,14 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report fun
 		}
 	}
 	setForwarded(x, xff)
-	if x.route.protect == nil {
-		return g.forward(w, x, &v, report)
+	if x.route.protect != nil {
+		// After the route's limits: protection never admits what they
+		// would not.
+		if o, ok := g.admit(w, x); !ok {
+			return o
+		}
 	}
-	// The route's limits first: protection never admits what they would
-	// not.
-	tk, o, ok := g.admit(w, x)
-	if !ok {
-		return o
-	}
-	o = g.forward(w, x, &v, report)
-	ended(x.route.protect, tk, &o.Result, w.Header())
-	return o
+	return g.forward(w, x, &v, report)
 }
 
 // boundBody bounds the request's body by server.max_body_bytes and
@@ -478,7 +479,16 @@ func setForwarded(x *exchange, xff []string) {
 func (g *Gateway) forward(w http.ResponseWriter, x *exchange, v *verdict, report func(upstream.Result)) outcome {
 	r := x.r
 	var answered func(upstream.Result)
-	if x.trial {
+	switch {
+	case x.guard.rp != nil:
+		// At the head: a trial's report, and protection's count.
+		answered = func(res upstream.Result) {
+			if x.trial {
+				report(res)
+			}
+			x.ended(&res, w.Header())
+		}
+	case x.trial:
 		answered = report
 	}
 	if x.route.upstream.HTTP2() && r.ProtoMajor == 1 && r.Body != nil && r.Body != http.NoBody {
@@ -496,6 +506,7 @@ func (g *Gateway) forward(w http.ResponseWriter, x *exchange, v *verdict, report
 	if us != nil {
 		endUpstream(us, &o.Result)
 	}
+	x.ended(&o.Result, w.Header()) // an exchange without a head, or a switch of protocols
 	if o.Join != nil {
 		report(o.Result)
 		start := g.now()

@@ -20,9 +20,9 @@ import (
 // take now and admits no more (package internal/protect). Its protector
 // is kept across reloads that leave the route's protect block alone, so
 // that a reload does not forget what was learned; one goroutine ticks
-// every protector. Its pacing goes by the wall clock, as timers do: it
-// measures the upstream's latencies, which the gateway's clock
-// (Options.Now) does not.
+// every protector. Its pacing and the latencies it measures go by the
+// monotonic clock (time.Now's), not the gateway's (Options.Now): a step of
+// the wall clock changes nothing, and a test's clock does not stop it.
 
 // routeProtect is a route's protector and what goes with it.
 type routeProtect struct {
@@ -46,14 +46,16 @@ func (g *Gateway) protectorFor(gen *generation, rc *config.Route) (*routeProtect
 			warm = protect.NoWarmUp
 		}
 		p := protect.New(protect.Settings{Min: pc.Min, Max: pc.Max, Tolerance: pc.Tolerance, WarmUp: warm}, time.Now())
-		return &routeProtect{
+		rp := &routeProtect{
 			p:        p,
 			settings: pc,
 			limit:    g.metrics.protectLimit.WithLabelValues(rc.ID),
 			baseline: g.metrics.protectBaseline.WithLabelValues(rc.ID),
 			refused:  g.metrics.protectRefused.WithLabelValues(rc.ID),
 			logged:   p.Limit(),
-		}, nil
+		}
+		rp.limit.Set(p.Limit())
+		return rp, nil
 	})
 }
 
@@ -115,14 +117,42 @@ func (g *Gateway) warmUp(route string) {
 	}
 }
 
-// admit asks the route's protection for room for x's request; it answers
-// the request itself when there is none.
-func (g *Gateway) admit(w http.ResponseWriter, x *exchange) (protect.Ticket, outcome, bool) {
+// guard is a request's admission by its route's protection.
+type guard struct {
+	rp     *routeProtect // nil: the route has none
+	ticket protect.Ticket
+	at     time.Time // when it was admitted
+	ended  bool      // its end was counted
+}
+
+// room says whether the route's protection has room for x's request now;
+// it answers the request when it has none. Asked before the limits, so
+// that a request it would turn away spends none of its client's quota.
+func (g *Gateway) room(w http.ResponseWriter, x *exchange) (outcome, bool) {
 	rp := x.route.protect
-	tk, ok := rp.p.Gate.Admit(time.Now().UnixNano())
-	if ok {
-		return tk, outcome{}, true
+	if rp.p.Gate.Room(rp.p.Gate.At(time.Now())) {
+		return outcome{}, true
 	}
+	return g.turnAway(w, x), false
+}
+
+// admit admits x's request through its route's protection, after the
+// limits; it answers the request when there is no room (the room the
+// limits' step took meanwhile).
+func (g *Gateway) admit(w http.ResponseWriter, x *exchange) (outcome, bool) {
+	rp := x.route.protect
+	now := time.Now()
+	tk, ok := rp.p.Gate.Admit(rp.p.Gate.At(now))
+	if !ok {
+		return g.turnAway(w, x), false
+	}
+	x.guard = guard{rp: rp, ticket: tk, at: now}
+	return outcome{}, true
+}
+
+// turnAway answers a request protection turned away.
+func (g *Gateway) turnAway(w http.ResponseWriter, x *exchange) outcome {
+	rp := x.route.protect
 	rp.refused.Inc()
 	// The limit admits a request every 1/limit seconds: a second is long
 	// enough for any limit worth having, and short enough to come back
@@ -138,41 +168,72 @@ func (g *Gateway) admit(w http.ResponseWriter, x *exchange) (protect.Ticket, out
 		}
 	}
 	x.reply(w, a, extra)
-	return tk, answered(a.Status, resultOverloaded), false
+	return answered(a.Status, resultOverloaded)
 }
 
-// ended tells the route's protection how the exchange of tk ended.
-func ended(rp *routeProtect, tk protect.Ticket, o *upstream.Result, h http.Header) {
+// ended tells the route's protection how x's exchange went, once: at the
+// answer's head, or when it failed before one. The latency is from the
+// admission, or from the end of the client's upload if that came later
+// (a slow upload is the client's), to now; a stream or a joined
+// connection after the head is not the upstream's either.
+func (x *exchange) ended(o *upstream.Result, h http.Header) {
+	gd := &x.guard
+	if gd.rp == nil || gd.ended {
+		return
+	}
+	gd.ended = true
+	from := gd.at
+	if o.BodyRead.After(from) {
+		from = o.BodyRead
+	}
 	r, retryAfter := protectResult(o, h)
-	rp.p.Gate.End(tk, o.Took, r, retryAfter)
+	gd.rp.p.Gate.End(gd.ticket, max(time.Since(from), 0), r, retryAfter)
 }
 
 // protectResult is what an exchange tells protection: an answer (its
-// latency says whether in time), a failure, the upstream's own 429 or 503
-// (with its Retry-After, from the answer's fields h), or nothing.
+// latency says whether in time), a failure of the upstream's, its own 429
+// or 503 (with its Retry-After, from the answer's fields h), or nothing
+// of its capacity (Dropped: the client's doing or deadline, a 4xx or a
+// 500, the application's answers to the request, which a client can
+// provoke at will; the gate still counts a Dropped that had waited past
+// the threshold as slow).
 func protectResult(o *upstream.Result, h http.Header) (protect.Result, time.Duration) {
 	switch o.End {
 	case upstream.Failed, upstream.TimedOut:
 		return protect.Failed, 0
 	case upstream.Done:
 	default:
-		// Never sent, the client's doing, or its own deadline: nothing
-		// about the upstream.
 		return protect.Dropped, 0
 	}
-	switch s := o.Status; {
+	s := o.Status
+	if o.GRPCFailed > 0 {
+		s = o.GRPCFailed
+	}
+	switch {
 	case s == http.StatusTooManyRequests || s == http.StatusServiceUnavailable:
-		var ra time.Duration
-		if v := h["Retry-After"]; len(v) == 1 {
-			if n, err := strconv.Atoi(v[0]); err == nil && n > 0 && n <= 3600 {
-				ra = time.Duration(n) * time.Second
-			}
-		}
-		return protect.Throttled, ra
-	case s >= 500 || o.GRPCFailed >= 500:
+		return protect.Throttled, retryAfter(h)
+	case s == http.StatusBadGateway || s == http.StatusGatewayTimeout:
 		return protect.Failed, 0
+	case s >= 400:
+		return protect.Dropped, 0
 	}
 	return protect.Answered, 0
+}
+
+// retryAfter reads a Retry-After of seconds or an HTTP date; 0 for none,
+// or one in the past. The controller bounds what it takes of it.
+func retryAfter(h http.Header) time.Duration {
+	v := h["Retry-After"]
+	if len(v) != 1 {
+		return 0
+	}
+	if n, err := strconv.ParseInt(v[0], 10, 64); err == nil {
+		return time.Duration(min(max(n, 0), 86400)) * time.Second
+	}
+	if t, err := http.ParseTime(v[0]); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return 0
 }
 
 // overloadedAnswer is the answer of a route's protect block.

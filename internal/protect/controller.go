@@ -103,8 +103,20 @@ type Tally struct {
 
 // MinSamples is how many answers an interval needs for its median to
 // count towards the baseline, and its shares of slow and failed answers
-// to count as congestion.
-const MinSamples = 5
+// to count as congestion; MinBad is the fewest slow, throttled or failed
+// answers that do.
+const (
+	MinSamples = 5
+	MinBad     = 3
+)
+
+// MaxHold bounds the pause an upstream's Retry-After makes: an upstream
+// cannot hold the limit down for longer than this in one answer.
+const MaxHold = 30 * time.Second
+
+// RebaseAfter is how many intervals in a row of slow answers, at a limit
+// cut meanwhile, make the baseline the recent median.
+const RebaseAfter = 4
 
 // Controller learns the limit from the gate's tallies, one an interval.
 // It is not safe for concurrent use: one goroutine ticks it.
@@ -120,6 +132,8 @@ type Controller struct {
 	hold     time.Time     // no rise before: the upstream's Retry-After
 	prev     Tally         // the interval before, whose answers in time count in a cut
 	settle   bool          // the interval after a cut: no rise
+	learned  bool          // a cut has found the upstream's capacity once
+	slowRun  int           // intervals in a row whose median was slow (rebase)
 	idle     time.Duration // how long no request came
 	warmFrom time.Time     // when the warm-up under way began; zero: none
 	warmNext bool          // warm up when traffic comes back
@@ -217,13 +231,18 @@ func (c *Controller) Update(now time.Time, t Tally) Step {
 		t.Elapsed = c.s.Interval
 	}
 	c.noteIdle(now, t)
-	if t.RetryAfter > 0 {
-		if h := now.Add(t.RetryAfter); h.After(c.hold) {
-			c.hold = h
-		}
-	}
 	defer func() { c.prev = t }()
+	if c.rebase(t) {
+		return Held
+	}
 	if c.congested(t) {
+		if t.RetryAfter > 0 && c.throttledShare(t) {
+			// The upstream asked for a pause: no rise until it has passed,
+			// within a bound an upstream cannot stretch.
+			if h := now.Add(min(t.RetryAfter, MaxHold)); h.After(c.hold) {
+				c.hold = h
+			}
+		}
 		c.cut(t)
 		return Cut
 	}
@@ -255,12 +274,16 @@ func (c *Controller) learnBaseline(t Tally) {
 
 // congested says whether the interval saw the upstream short of capacity.
 func (c *Controller) congested(t Tally) bool {
-	if t.Throttled > 0 {
-		return true
-	}
-	answered := t.Good + t.Slow + t.Failed
-	if answered >= MinSamples && (t.Slow*50 > answered || t.Failed*10 > answered) {
-		return true
+	answered := t.Good + t.Slow + t.Failed + t.Throttled
+	if answered >= MinSamples {
+		// Shares, and a few at least: one slow answer in twenty, or an
+		// upstream's 429 to one user, is no overload.
+		switch {
+		case t.Slow+t.Throttled >= MinBad && (t.Slow+t.Throttled)*50 > answered:
+			return true
+		case t.Failed >= MinBad && t.Failed*10 > answered:
+			return true
+		}
 	}
 	// In flight past the tolerance, beyond a few stragglers: 2 % of what
 	// the limit admits in an interval.
@@ -273,11 +296,60 @@ func (c *Controller) congested(t Tally) bool {
 func (c *Controller) cut(t Tally) {
 	good := float64(t.Good+c.prev.Good) / (t.Elapsed + c.prev.Elapsed).Seconds()
 	// What the upstream took is where the limit congests: the rise goes
-	// back towards it, slowly near it.
-	c.lastMax = math.Max(good, c.s.Min)
-	c.limit = c.s.clamp(math.Min(c.limit, cutTo*good))
+	// back towards it, slowly near it. An interval in which nothing came
+	// in time (an outage) says nothing of that: the level before stays.
+	if good > 0 || c.lastMax == 0 {
+		c.lastMax = math.Max(good, c.s.Min)
+	}
+	// A strong sign (a fifth of the interval's requests slow, overdue,
+	// throttled or failed) is followed at once, however far; a weak one
+	// at most halves the limit in a step, so that a false alarm (a few
+	// slow answers that were not the upstream's doing) costs no more.
+	target := cutTo * good
+	if !c.strong(t) {
+		target = math.Max(target, c.limit/2)
+	}
+	c.limit = c.s.clamp(math.Min(c.limit, target))
 	c.step, c.probed = 0, 0
 	c.settle = true
+	c.learned = true
+}
+
+// strong says a fifth or more of the interval's requests were slow,
+// overdue, throttled or failed.
+func (c *Controller) strong(t Tally) bool {
+	bad := t.Slow + t.Throttled + t.Failed + t.Overdue
+	return bad*5 >= t.Good+bad && bad >= MinBad
+}
+
+// throttledShare says the upstream's own 429s and 503s were a share of
+// its answers worth a pause.
+func (c *Controller) throttledShare(t Tally) bool {
+	answered := t.Good + t.Slow + t.Failed + t.Throttled
+	return t.Throttled >= MinBad && t.Throttled*50 > answered
+}
+
+// rebase takes an upstream that answers slower than its baseline at every
+// load as slower: when answers stayed slow for RebaseAfter intervals with
+// no other sign of overload, the limit having been cut meanwhile, the
+// baseline is the recent median. A latency that the gateway's load made
+// would have come down with the cut.
+//
+// The medians are of the answers to requests admitted since the last cut
+// settled (Gate): those of before it, slow for the overshoot that made
+// the cut, do not count.
+func (c *Controller) rebase(t Tally) bool {
+	slow := t.Median > 0 && c.baseline > 0 && t.Median > c.SlowAfter()
+	if !slow || t.Failed*10 > t.Good+t.Slow+t.Failed || t.Throttled > 0 {
+		c.slowRun = 0
+		return false
+	}
+	if c.slowRun++; c.slowRun < RebaseAfter {
+		return false
+	}
+	clear(c.medians)
+	c.medians[0], c.next, c.baseline, c.slowRun = t.Median, 1, t.Median, 0
+	return true
 }
 
 // binds says whether the limit held demand back in the interval. During

@@ -71,7 +71,10 @@ func TestCongestion(t *testing.T) {
 		{"3 % slow", Tally{Good: 97, Slow: 3}, true},
 		{"5 % failed", Tally{Good: 95, Failed: 5}, false},
 		{"11 % failed", Tally{Good: 89, Failed: 11}, true},
-		{"one throttled", Tally{Good: 100, Throttled: 1}, true},
+		{"one throttled", Tally{Good: 100, Throttled: 1}, false},
+		{"three throttled", Tally{Good: 100, Throttled: 3}, true},
+		{"two slow of ten", Tally{Good: 8, Slow: 2}, false},
+		{"three slow of ten", Tally{Good: 7, Slow: 3}, true},
 		{"slow among too few answers", Tally{Good: 2, Slow: 2}, false},
 		{"a few overdue", Tally{Good: 100, Overdue: 3}, false},
 		{"many overdue", Tally{Good: 100, Overdue: 20}, true},
@@ -85,21 +88,67 @@ func TestCongestion(t *testing.T) {
 			t.Errorf("%s: %v, want cut %v", tc.name, st, tc.cut)
 			continue
 		}
-		// What came in time over the two intervals: (100 + Good) a second.
-		if want := cutTo * float64(100+tc.t.Good); tc.cut && c.Limit() != want {
+		// What came in time over the two intervals, (100 + Good) a second;
+		// at most halved for a weak sign.
+		want := cutTo * float64(100+tc.t.Good)
+		if bad := tc.t.Slow + tc.t.Failed + tc.t.Throttled + tc.t.Overdue; bad*5 < tc.t.Good+bad {
+			want = max(want, 400.0/2)
+		}
+		if tc.cut && c.Limit() != want {
 			t.Errorf("%s: cut to %v, want %v", tc.name, c.Limit(), want)
 		}
 	}
 }
 
-// A cut never goes under Min, and an upstream that answered nothing in
-// time takes the limit to Min.
-func TestCutToMin(t *testing.T) {
+// A strong sign (a fifth of the requests failing) is followed at once,
+// down to Min and no further; a weak one halves the limit at most.
+func TestCutDepth(t *testing.T) {
 	t.Parallel()
 	c := NewController(Settings{Min: 20, Max: 400})
 	c.Update(t0, Tally{Elapsed: DefaultInterval, Failed: 50})
+	c.Update(t0.Add(DefaultInterval), Tally{Elapsed: DefaultInterval, Failed: 50})
 	if c.Limit() != 20 {
 		t.Errorf("limit %v after nothing answered, want min 20", c.Limit())
+	}
+	w := NewController(Settings{Min: 20, Max: 400})
+	w.Update(t0, Tally{Elapsed: DefaultInterval, Good: 20, Slow: 3, Median: 100 * time.Millisecond})
+	if w.Limit() != 200 {
+		t.Errorf("limit %v after 3 slow answers of 23, want 400 halved", w.Limit())
+	}
+}
+
+// An upstream that answers slower at every load is taken as slower: the
+// baseline follows after a few intervals, and the limit stops falling.
+func TestRebase(t *testing.T) {
+	t.Parallel()
+	c := NewController(Settings{Min: 1, Max: 400, WarmUp: NoWarmUp})
+	now := t0
+	step := func(tl Tally) Step {
+		now = now.Add(DefaultInterval)
+		tl.Elapsed = DefaultInterval
+		return c.Update(now, tl)
+	}
+	for range 4 {
+		step(Tally{Admitted: 100, Refused: 1, Good: 100, Median: 20 * time.Millisecond})
+	}
+	// From now on 200 ms, whatever the load: slow at first.
+	cuts := 0
+	for range 12 {
+		// The gate counts 200 ms answers slow while the threshold is
+		// under 200 ms.
+		tl := Tally{Admitted: 50, Good: 50, Median: 200 * time.Millisecond}
+		if c.SlowAfter() < 200*time.Millisecond {
+			tl.Good, tl.Slow = 0, 50
+		}
+		if step(tl) == Cut {
+			cuts++
+		}
+	}
+	if c.Baseline() != 200*time.Millisecond {
+		t.Errorf("baseline %v after 6 s at 200 ms, want 200ms", c.Baseline())
+	}
+	if cuts > 4 || c.Limit() < 400/16 {
+		t.Errorf("%d cuts, the limit at %v: the rebase should have come within a few", cuts, c.Limit())
 	}
 }
 
@@ -120,7 +169,7 @@ func TestRise(t *testing.T) {
 	// the interval before's 400 in time: (400+100)/1s.
 	step(Tally{Good: 100, Slow: 50, Admitted: 150})
 	if c.Limit() != cutTo*500 {
-		t.Fatalf("cut to %v, want %v", c.Limit(), cutTo*500)
+		t.Fatalf("cut to %v, want %v (a strong sign: a third slow)", c.Limit(), cutTo*500)
 	}
 	if st := step(healthyTally(1000, 0)); st != Held {
 		t.Errorf("the interval after a cut: %v, want held", st)
@@ -132,7 +181,7 @@ func TestRise(t *testing.T) {
 	// Binding: back towards 500 by a tenth of the gap, at least 1 %.
 	before := c.Limit()
 	step(healthyTally(400, 0))
-	if want := before + max(0.01*before, 0.1*(500-before)); c.Limit() != want {
+	if want := before + max(0.01*before, 0.1*(500-before)); math.Abs(c.Limit()-want) > 1e-9 {
 		t.Errorf("rise to %v, want %v", c.Limit(), want)
 	}
 	for range 40 {
@@ -143,10 +192,10 @@ func TestRise(t *testing.T) {
 	}
 	// Throttled with Retry-After: cut, and no rise until it has passed.
 	step(Tally{Admitted: 100, Refused: 1, Good: 100})
-	step(Tally{Good: 100, Throttled: 1, RetryAfter: 3 * time.Second})
+	step(Tally{Good: 100, Throttled: 4, RetryAfter: 3 * time.Second})
 	cut := c.Limit()
-	if cut != cutTo*200 {
-		t.Fatalf("throttled: cut to %v, want %v × 200", cut, cutTo)
+	if cut != 500 {
+		t.Fatalf("throttled: cut to %v, want 500 (0.9 × 200, but at most halved)", cut)
 	}
 	for range 5 { // up to 2.5 s of the 3
 		step(healthyTally(1000, 0))

@@ -10,21 +10,23 @@
 // gateway can see of it is its own exchanges. The controller (Controller)
 // is a rate limit moved by those, once an interval (500 ms):
 //
-//   - Congestion is any of: answers slower than Tolerance × the healthy
-//     baseline, and at least MinSlack more (more than 2 % of them),
-//     requests in flight for longer than that (overdue: seen before they
-//     answer, which a 3 s answer would make 3 s late), the upstream's own
-//     429 or 503, or more than 10 % of
-//     exchanges failing. Failures alone are the breaker's business: an
-//     upstream that answers 500 to some requests whatever the load is not
-//     short of capacity.
+//   - Congestion is any of: at least MinBad answers, and more than 2 % of
+//     them, slower than Tolerance × the healthy baseline (and at least
+//     MinSlack more) or the upstream's own 429 or 503; requests in flight
+//     for longer than that (overdue: seen before they answer, which a 3 s
+//     answer would make 3 s late); at least MinBad, and more than 10 %, of
+//     exchanges failing. What the application answers (a 4xx, a 500) and
+//     what the client does (it left, its deadline ran out) is the caller's
+//     to leave out (Dropped): a client can provoke either at will.
 //   - On congestion the limit drops to 0.9 × the rate of answers that came
-//     in time over the last second: what the upstream did take, not a
-//     fraction of what was asked, so that one step follows a capacity that
-//     halved; a little under it, so that the limit sits under the capacity
-//     more than over it. The requests admitted before the cut, and in the
-//     interval after it, still meeting what the overshoot left queued, do
-//     not cut it again (each one's admission is tagged).
+//     in time over the last second: while the limit binds, what the
+//     upstream did take, so that one step follows a capacity that halved;
+//     a little under it, so that the limit sits under the capacity more
+//     than over it. A weak sign (under a fifth of the interval's requests
+//     bad) halves the limit at most: a false alarm costs no more. The
+//     requests admitted before the cut, and in the interval after it, do
+//     not cut it again (each one's admission is tagged). A Retry-After with
+//     the upstream's 429s and 503s holds any rise, MaxHold at most.
 //   - Without congestion, and only while the limit binds (requests were
 //     turned away, or admitted at 90 % of the limit), it rises: back
 //     towards the rate that last congested by a tenth of the gap an
@@ -32,13 +34,18 @@
 //     every other interval up to 10 %, as TCP CUBIC is slow near its last
 //     maximum and fast far from it; every other, because a level is seen
 //     to hold only an interval or so after it is set. A limit that does not
-//     bind does not rise: a limit must not creep up with no evidence.
+//     bind does not rise: a limit must not creep up with no evidence. An
+//     outage (nothing in time) leaves the last rate taken as it was, to
+//     come back to.
 //   - The baseline is the lowest median latency of the intervals of the last
 //     minute. Unlike an average of recent latencies (Netflix's Gradient2 is
 //     reported to drift up under sustained load, and Vegas to need a probe
-//     that turns users away), a windowed minimum of medians moves up only
-//     when the upstream stayed slow for a whole minute at every load, which
-//     is a slower upstream, not congestion; it needs no probe.
+//     that turns users away), a windowed minimum of medians does not drift
+//     up with load and needs no probe. An upstream that has become slower at
+//     every load would keep it too low for a minute: when the medians of
+//     RebaseAfter intervals in a row, of requests admitted after a cut, stay
+//     past the threshold with no other sign, the baseline is the recent
+//     median (a latency the gateway's load made comes down with the cut).
 //
 // It assumes that the upstream's latency rises, or that it answers 429 or
 // 503, before it breaks; that it answers within Tolerance × its baseline

@@ -12,6 +12,11 @@ import (
 // concurrent use and allocate nothing; Tally and Set are called by the
 // goroutine that ticks the controller.
 type Gate struct {
+	// The gate's clock: ns since epoch, taken from the monotonic reading
+	// of the times it is given (time.Now's), so that a step of the wall
+	// clock changes nothing (At).
+	epoch time.Time
+
 	// Admission: GCRA. tat is the theoretical arrival time (Unix ns) of
 	// the next request at the limit, emission the ns between requests,
 	// burst how far ahead of now tat may run.
@@ -40,26 +45,48 @@ type Gate struct {
 // 32 of 500 ms, 16 s, past any upstream timeout worth having.
 const cohorts = 32
 
-// DefaultBurst is how far ahead of its pace the gate admits.
-const DefaultBurst = 20 * time.Millisecond
+// DefaultBurst is how far ahead of its pace the gate admits: a tenth of a
+// second's worth, so that clients that come in bursts (a page that calls
+// the API ten times, retries on the same Retry-After) are not turned away
+// within a second that has room for them.
+const DefaultBurst = 100 * time.Millisecond
 
 // NewGate returns a gate admitting limit requests a second, from now.
 func NewGate(limit float64, burst time.Duration, now time.Time) *Gate {
 	if burst <= 0 {
 		burst = DefaultBurst
 	}
-	g := &Gate{burst: int64(burst)}
+	g := &Gate{burst: int64(burst), epoch: now}
 	g.setLimit(limit)
-	g.start[0].Store(now.UnixNano())
 	return g
 }
 
+// At is t on the gate's clock, which Admit and Done take.
+func (g *Gate) At(t time.Time) int64 { return int64(t.Sub(g.epoch)) }
+
+// maxEmission bounds the time between two admissions (a limit under one
+// request a day admits one a day), so that the clock's sums cannot
+// overflow.
+const maxEmission = int64(24 * time.Hour)
+
 func (g *Gate) setLimit(limit float64) {
-	e := int64(math.MaxInt64)
-	if limit > 0 {
-		e = int64(float64(time.Second) / limit)
+	e := maxEmission
+	if limit > 0 && !math.IsInf(limit, 0) {
+		e = int64(min(float64(time.Second)/limit, float64(maxEmission)))
+	} else if math.IsInf(limit, 1) {
+		e = 1
 	}
 	g.emission.Store(max(e, 1))
+}
+
+// Room says whether a request at now (At) would be admitted, without
+// admitting it; a request it turns away counts as refused.
+func (g *Gate) Room(now int64) bool {
+	if max(g.tat.Load(), now)-now > g.burst {
+		g.refused.Add(1)
+		return false
+	}
+	return true
 }
 
 // A Ticket is an admitted request: when, and in which cohort.
@@ -68,8 +95,8 @@ type Ticket struct {
 	cohort int64
 }
 
-// Admit admits a request at now (Unix ns), or reports false when that
-// would go over the limit.
+// Admit admits a request at now (At), or reports false when that would
+// go over the limit.
 func (g *Gate) Admit(now int64) (Ticket, bool) {
 	e := g.emission.Load()
 	for {
@@ -112,13 +139,10 @@ const (
 	Dropped                 // says nothing of the upstream: the client went away first
 )
 
-// Done counts the end of t's exchange at now (Unix ns); retryAfter is a
+// Done counts the end of t's exchange at now (At); retryAfter is a
 // throttling answer's Retry-After (0: none).
 func (g *Gate) Done(t Ticket, now int64, r Result, retryAfter time.Duration) {
 	add(&g.ended[t.cohort%cohorts], t.cohort)
-	if r == Dropped {
-		return
-	}
 	took := now - t.at
 	// Admitted before the last cut settled: the congestion it meets was
 	// cut for already. An answer in time counts all the same: it is what
@@ -126,7 +150,9 @@ func (g *Gate) Done(t Ticket, now int64, r Result, retryAfter time.Duration) {
 	stale := t.cohort < g.cutFrom.Load()
 	switch r {
 	case Answered:
-		g.latency[latencyBucket(took)].Add(1)
+		if !stale {
+			g.latency[latencyBucket(took)].Add(1)
+		}
 		if s := g.slowAfter.Load(); s > 0 && took > s {
 			if !stale {
 				g.slow.Add(1)
@@ -139,6 +165,12 @@ func (g *Gate) Done(t Ticket, now int64, r Result, retryAfter time.Duration) {
 			return
 		}
 		g.failed.Add(1)
+	case Dropped:
+		// The client went away, or its own deadline ran out: nothing of
+		// the upstream, unless it had waited past the threshold by then.
+		if s := g.slowAfter.Load(); s > 0 && took > s && !stale {
+			g.slow.Add(1)
+		}
 	case Throttled:
 		if stale {
 			return
@@ -161,7 +193,7 @@ func (g *Gate) End(t Ticket, took time.Duration, r Result, retryAfter time.Durat
 // Tally ends the interval at now: it returns what the gate saw since the
 // last Tally, and starts the next cohort.
 func (g *Gate) Tally(now time.Time) Tally {
-	n := now.UnixNano()
+	n := g.At(now)
 	c := g.cohort.Load()
 	t := Tally{
 		Elapsed:    time.Duration(n - g.start[c%cohorts].Load()),

@@ -10,7 +10,7 @@ import (
 func TestGateAdmitsAtTheLimit(t *testing.T) {
 	t.Parallel()
 	g := NewGate(100, 20*time.Millisecond, t0)
-	n := t0.UnixNano()
+	n := g.At(t0)
 	admitted := 0
 	// 1,000 requests a second for 2 s against 100 a second.
 	for i := range 2000 {
@@ -45,7 +45,7 @@ func TestGateTally(t *testing.T) {
 	t.Parallel()
 	g := NewGate(1e6, 0, t0)
 	g.Set(1e6, 300*time.Millisecond, false)
-	n := t0.UnixNano()
+	n := g.At(t0)
 	end := func(took time.Duration, r Result, ra time.Duration) {
 		tk, ok := g.Admit(n)
 		if !ok {
@@ -81,7 +81,7 @@ func TestGateOverdueAndCut(t *testing.T) {
 	t.Parallel()
 	g := NewGate(1e6, 0, t0)
 	g.Set(1e6, 300*time.Millisecond, false)
-	at := func(d time.Duration) int64 { return t0.Add(d).UnixNano() }
+	at := func(d time.Duration) int64 { return g.At(t0.Add(d)) }
 	var stuck []Ticket
 	for range 5 {
 		tk, _ := g.Admit(at(100 * time.Millisecond))
@@ -144,9 +144,9 @@ func TestGateConcurrent(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 5000 {
-				tk, ok := g.Admit(t0.UnixNano())
+				tk, ok := g.Admit(g.At(t0))
 				if ok {
-					g.Done(tk, t0.UnixNano()+1, Answered, 0)
+					g.Done(tk, g.At(t0)+1, Answered, 0)
 				}
 			}
 		})
@@ -177,7 +177,7 @@ func TestLatencyBuckets(t *testing.T) {
 func BenchmarkAdmitDone(b *testing.B) {
 	g := NewGate(1e12, time.Second, t0)
 	g.Set(1e12, time.Second, false)
-	n := t0.UnixNano()
+	n := g.At(t0)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

@@ -76,7 +76,7 @@ func simulate(t *testing.T, s Settings, rate int, capacity func(time.Duration) i
 		for pending.Len() > 0 && pending.next() <= at || nextTick <= at {
 			if pending.Len() > 0 && pending.next() <= nextTick && pending.next() <= at {
 				c := heap.Pop(&pending).(completion)
-				p.Gate.Done(c.ticket, epoch.Add(c.at).UnixNano(), c.result, 0)
+				p.Gate.Done(c.ticket, p.Gate.At(epoch.Add(c.at)), c.result, 0)
 				continue
 			}
 			p.Tick(epoch.Add(nextTick))
@@ -84,7 +84,7 @@ func simulate(t *testing.T, s Settings, rate int, capacity func(time.Duration) i
 		}
 		sec := &out[at/time.Second]
 		sec.limit = p.Limit()
-		tk, ok := p.Gate.Admit(epoch.Add(at).UnixNano())
+		tk, ok := p.Gate.Admit(p.Gate.At(epoch.Add(at)))
 		if !ok {
 			continue
 		}

@@ -174,6 +174,9 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, path string, 
 
 	h := u.writeHead(w, r, resp, body, head)
 	res := Result{Status: resp.StatusCode, End: Done, Head: true, Took: took, Target: u.names[i], GRPCFailed: grpcFailed}
+	if body != nil && body.eof.Load() {
+		res.BodyRead = time.Unix(0, body.eofAt.Load())
+	}
 	if answered != nil {
 		answered(res)
 	}
@@ -648,6 +651,7 @@ type watchedBody struct {
 	closed atomic.Bool
 	read   atomic.Int64 // bytes read so far
 	eof    atomic.Bool
+	eofAt  atomic.Int64 // Unix ns it was read to its end
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
@@ -666,6 +670,7 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 		err = io.EOF
 	}
 	if err == io.EOF {
+		b.eofAt.Store(time.Now().UnixNano())
 		b.eof.Store(true)
 	} else if err != nil && !b.closed.Load() {
 		b.failed.CompareAndSwap(nil, &err)

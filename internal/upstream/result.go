@@ -71,6 +71,10 @@ type Result struct {
 	// Bytes counts the body copied to the client (all of it, unless the
 	// exchange broke off).
 	Bytes int64
+	// BodyRead is when the client's request body was read to its end, if
+	// it was before the answer's head: the time to the head after it is
+	// the upstream's, the time before it the client's upload.
+	BodyRead time.Time
 	// GRPCFailed is the HTTP equivalent of the upstream's grpc-status
 	// when it says the upstream failed (grpcFailure); 0 otherwise.
 	GRPCFailed int
