@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -97,7 +98,7 @@ func (g *Gateway) tickProtector(route string, rp *routeProtect, now time.Time) {
 		}
 		g.log.LogAttrs(context.Background(), slog.LevelInfo, "protect: the upstream's limit "+what,
 			slog.String("route", route),
-			slog.Float64("limit", limit), slog.Float64("from", rp.logged),
+			slog.Float64("limit", math.Round(limit*10)/10), slog.Float64("from", math.Round(rp.logged*10)/10),
 			slog.Float64("baseline", rp.p.Baseline().Seconds()))
 		rp.logged = limit
 	}

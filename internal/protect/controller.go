@@ -9,8 +9,9 @@ import (
 type Settings struct {
 	// Min and Max bound the limit, in requests a second; Max 0 is none.
 	Min, Max float64
-	// Start is the limit before anything is learned; 0: Max, or Min×10
-	// without a Max.
+	// Start is the limit before anything is learned; 0: Max, or Unbounded
+	// without a Max: everything is admitted until the first overload,
+	// which finds what the upstream takes.
 	Start float64
 	// Tolerance is how many times its baseline an answer may take before
 	// it counts as slow. Default 2.
@@ -28,6 +29,10 @@ type Settings struct {
 
 // NoWarmUp turns warm-up off (a zero WarmUp takes the default).
 const NoWarmUp = -1
+
+// Unbounded is the limit of a controller without a Max that has not seen
+// overload yet: a billion requests a second, no limit at all.
+const Unbounded = 1e9
 
 // Defaults.
 const (
@@ -67,7 +72,7 @@ func (s Settings) withDefaults() Settings {
 	if s.Start <= 0 {
 		s.Start = s.Max
 		if s.Start == 0 {
-			s.Start = 10 * s.Min
+			s.Start = Unbounded
 		}
 	}
 	s.Start = s.clamp(s.Start)
@@ -307,7 +312,13 @@ func (c *Controller) cut(t Tally) {
 	// slow answers that were not the upstream's doing) costs no more.
 	target := cutTo * good
 	if !c.strong(t) {
-		target = math.Max(target, c.limit/2)
+		// Half of what binds: the limit once it was learned; before, the
+		// rate admitted, the limit being far above it.
+		bound := c.limit
+		if !c.learned {
+			bound = math.Min(bound, float64(t.Admitted)/t.Elapsed.Seconds())
+		}
+		target = math.Max(target, bound/2)
 	}
 	c.limit = c.s.clamp(math.Min(c.limit, target))
 	c.step, c.probed = 0, 0

@@ -21,8 +21,8 @@ func TestDefaults(t *testing.T) {
 	if s.Min != DefaultMin || s.Tolerance != DefaultTolerance || s.Interval != DefaultInterval || s.BaselineWindow != DefaultBaselineWindow {
 		t.Errorf("defaults %+v", s)
 	}
-	if c.Limit() != 10*DefaultMin {
-		t.Errorf("start %v, want 10 × min without a max", c.Limit())
+	if c.Limit() != Unbounded {
+		t.Errorf("start %v, want Unbounded without a max", c.Limit())
 	}
 	if c := NewController(Settings{Min: 5, Max: 300}); c.Limit() != 300 {
 		t.Errorf("start %v, want the max", c.Limit())
@@ -80,6 +80,7 @@ func TestCongestion(t *testing.T) {
 		{"many overdue", Tally{Good: 100, Overdue: 20}, true},
 	} {
 		c := NewController(Settings{Min: 1, Max: 400})
+		c.learned = true                                      // a limit found before: a weak sign halves it at most
 		c.Update(t0, healthyTally(100, 200*time.Millisecond)) // a baseline, and a first interval
 		tc.t.Elapsed = DefaultInterval
 		tc.t.Median = 200 * time.Millisecond
@@ -111,9 +112,20 @@ func TestCutDepth(t *testing.T) {
 		t.Errorf("limit %v after nothing answered, want min 20", c.Limit())
 	}
 	w := NewController(Settings{Min: 20, Max: 400})
+	w.learned = true
 	w.Update(t0, Tally{Elapsed: DefaultInterval, Good: 20, Slow: 3, Median: 100 * time.Millisecond})
 	if w.Limit() != 200 {
 		t.Errorf("limit %v after 3 slow answers of 23, want 400 halved", w.Limit())
+	}
+	// Without a max, nothing learned yet: everything is admitted, and the
+	// first sign, weak, halves what was admitted.
+	u := NewController(Settings{})
+	if u.Limit() != Unbounded {
+		t.Fatalf("start %v without a max, want Unbounded", u.Limit())
+	}
+	u.Update(t0, Tally{Elapsed: DefaultInterval, Admitted: 150, Good: 145, Slow: 5, Median: 100 * time.Millisecond})
+	if want := max(cutTo*145*2, 150*2/2.0); u.Limit() != want {
+		t.Errorf("the first cut without a max: %v, want %v", u.Limit(), want)
 	}
 }
 
