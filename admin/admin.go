@@ -167,6 +167,7 @@ func NewHandler(b Backend, gatherer prometheus.Gatherer, log *slog.Logger) *Hand
 		"/admin/breakers":  {http.MethodGet: h.breakers},
 		"/admin/fleet":     {http.MethodGet: h.fleet},
 		"/admin/routes":    {http.MethodGet: h.listRoutes},
+		"/admin/protect":   {http.MethodGet: h.listProtected},
 		"/admin/overrides": {http.MethodGet: h.listOverrides},
 		"/admin/top":       {http.MethodGet: h.top},
 	}

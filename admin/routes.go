@@ -26,3 +26,24 @@ func (h *handler) listRoutes(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"routes": rs})
 }
+
+// A ProtectViewer is a Backend whose routes may be protected (protect:),
+// for GET /admin/protect.
+type ProtectViewer interface {
+	Protected() []gateway.ProtectStatus
+}
+
+// listProtected serves GET /admin/protect: each protected route's learned
+// limit, the healthy latency it measured, and what it admits now.
+func (h *handler) listProtected(w http.ResponseWriter, r *http.Request) {
+	v, ok := h.b.(ProtectViewer)
+	if !ok {
+		writeError(w, http.StatusNotImplemented, "not_implemented", "this gateway does not protect routes")
+		return
+	}
+	ps := v.Protected()
+	if ps == nil {
+		ps = []gateway.ProtectStatus{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"routes": ps})
+}

@@ -53,3 +53,28 @@ func TestRoutesEndpointWithoutRoutes(t *testing.T) {
 		t.Fatalf("%d %s", r.code, r.body)
 	}
 }
+
+// protectViewer is a backend with protected routes.
+type protectViewer struct {
+	*fakeBackend
+	ps []gateway.ProtectStatus
+}
+
+func (v *protectViewer) Protected() []gateway.ProtectStatus { return v.ps }
+
+func TestProtectEndpoint(t *testing.T) {
+	b := &protectViewer{fakeBackend: &fakeBackend{}, ps: []gateway.ProtectStatus{
+		{Route: "coupon", Limit: 180, Baseline: 0.2, Admitting: 180, Min: 1},
+	}}
+	b.cfg.Store(parseConfig(t, "tok"))
+	h := NewHandler(b, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	if r := do(t, h, "GET", "/admin/protect"); r.code != 401 {
+		t.Fatalf("without the token: %d %s", r.code, r.body)
+	}
+	wantJSON(t, do(t, h, "GET", "/admin/protect", "Authorization", "Bearer tok"), 200,
+		`{"routes":[{"route":"coupon","limit":180,"baseline":0.2,"admitting":180,"min":1}]}`)
+	_, plain := newTest(t, "")
+	if r := do(t, plain, "GET", "/admin/protect"); r.code != 501 {
+		t.Fatalf("a backend without protection: %d %s", r.code, r.body)
+	}
+}
