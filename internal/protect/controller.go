@@ -160,6 +160,9 @@ func (c *Controller) Limit() float64 { return c.limit }
 // Admits is what the gate admits at now: the limit, or during a warm-up
 // a share of it that grows from a tenth to the whole over WarmUp.
 func (c *Controller) Admits(now time.Time) float64 {
+	if c.limit >= Unbounded {
+		return c.limit // nothing learned to warm up to
+	}
 	if c.warmNext {
 		return c.s.clamp(warmFloor * c.limit)
 	}

@@ -56,7 +56,7 @@ func (p *Protector) Tick(now time.Time) (Tally, Step) {
 // breaker closed). Safe from any goroutine: the gate is lowered at once,
 // the ramp starts at the next Tick.
 func (p *Protector) WarmUp() {
-	if p.ctrl.Settings().WarmUp <= 0 {
+	if p.ctrl.Settings().WarmUp <= 0 || p.Limit() >= Unbounded {
 		return
 	}
 	p.warm.Store(true)
