@@ -167,7 +167,7 @@ func TestFleetBreakerFallback(t *testing.T) {
 	cfg := fmt.Sprintf(fleetBreakerConfig, fmt.Sprintf(`{type: redis, redis: {addrs: [%q], timeout: 200ms}}`, srv.Addr()))
 	h := newHarness(t, cfg, up)
 	within(t, 10*time.Second, func() error {
-		if n := len(keys(t, srv)); n == 0 {
+		if n := len(srv.Keys(t)); n == 0 {
 			return fmt.Errorf("no key in Redis yet")
 		}
 		return nil
@@ -208,20 +208,6 @@ func TestFleetBreakerFallback(t *testing.T) {
 	if !strings.Contains(h.log.String(), `"msg":"circuit breaker follows the fleet's window again"`) {
 		t.Errorf("no INFO line for the return:\n%s", h.log.String())
 	}
-}
-
-// keys lists the keys of srv.
-func keys(t *testing.T, srv *testredis.Server) []string {
-	t.Helper()
-	v, err := srv.DoValue(t, "KEYS", "*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ks []string
-	for _, k := range v.([]any) {
-		ks = append(ks, k.(string))
-	}
-	return ks
 }
 
 // A force across the fleet holds every instance's fleet breaker whatever

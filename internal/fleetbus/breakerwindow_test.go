@@ -21,8 +21,8 @@ var testBreakerRule = BreakerRule{
 func TestBreakerWindowShared(t *testing.T) {
 	srv := testredis.Start(t)
 	checkBreakerWindow(t, []*Bus{open(t, srv), open(t, srv), open(t, srv)})
-	checkExpiry(t, srv)
-	for _, k := range keys(t, srv) {
+	srv.CheckExpiry(t)
+	for _, k := range srv.Keys(t) {
 		if !strings.HasPrefix(k, redisstore.DefaultPrefix+"{breaker/api}:") {
 			t.Errorf("key %q is not under the prefix with the breaker's hash tag", k)
 		}
@@ -156,5 +156,5 @@ func TestBreakerWindowSlides(t *testing.T) {
 	if st, _ := s.BreakerTick(ctx, "api", r, 0, 0, 0, 0); st.Calls != 0 {
 		t.Fatalf("a window later: %d calls", st.Calls)
 	}
-	checkExpiry(t, srv)
+	srv.CheckExpiry(t)
 }

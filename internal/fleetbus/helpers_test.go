@@ -55,42 +55,6 @@ func at(t testing.TB, b *Bus, when time.Time) {
 	}
 }
 
-// keys lists every key of srv's current database.
-func keys(t testing.TB, srv *testredis.Server) []string {
-	t.Helper()
-	var all []string
-	cursor := "0"
-	for {
-		v, err := srv.DoValue(t, "SCAN", cursor, "COUNT", "1000")
-		if err != nil {
-			t.Fatal(err)
-		}
-		page := v.([]any)
-		cursor = page[0].(string)
-		for _, k := range page[1].([]any) {
-			all = append(all, k.(string))
-		}
-		if cursor == "0" {
-			return all
-		}
-	}
-}
-
-// checkExpiry fails t if a key of srv would never expire: every key the
-// bus writes has an expiry, on every path of every script.
-func checkExpiry(t testing.TB, srv *testredis.Server) {
-	t.Helper()
-	for _, k := range keys(t, srv) {
-		v, err := srv.DoValue(t, "PTTL", k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ttl := v.(int64); ttl == -1 {
-			t.Errorf("key %q has no expiry", k)
-		}
-	}
-}
-
 // within retries f until it succeeds, for up to d: what real servers do in
 // their own time (a subscription taking hold, an entry expiring) is waited
 // for, never slept on.

@@ -205,3 +205,40 @@ func readReply(r *bufio.Reader) (any, error) {
 		return nil, fmt.Errorf("%w: unsupported reply type %q (only RESP2 is understood)", errProtocol, kind)
 	}
 }
+
+// Keys lists every key of the server's database 0, by SCAN.
+func (s *Server) Keys(tb testing.TB) []string {
+	tb.Helper()
+	var all []string
+	cursor := "0"
+	for {
+		v, err := s.DoValue(tb, "SCAN", cursor, "COUNT", "1000")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		page := v.([]any)
+		cursor = page[0].(string)
+		for _, k := range page[1].([]any) {
+			all = append(all, k.(string))
+		}
+		if cursor == "0" {
+			return all
+		}
+	}
+}
+
+// CheckExpiry fails tb for each key of the server that would never
+// expire: a store or a bus that writes every key with an expiry, on every
+// path of every script, never leaves one that lives forever.
+func (s *Server) CheckExpiry(tb testing.TB) {
+	tb.Helper()
+	for _, k := range s.Keys(tb) {
+		v, err := s.DoValue(tb, "PTTL", k)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if ttl := v.(int64); ttl == -1 {
+			tb.Errorf("key %q has no expiry", k)
+		}
+	}
+}

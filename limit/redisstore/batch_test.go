@@ -26,7 +26,7 @@ import (
 // got alone.
 func TestBatchSameAnswersAsReference(t *testing.T) {
 	srv := testredis.Start(t)
-	t.Cleanup(func() { checkExpiry(t, srv) })
+	t.Cleanup(func() { srv.CheckExpiry(t) })
 	s := open(t, srv)
 	shanghai := shanghai(t)
 	rules := []*limit.Rule{
@@ -102,7 +102,7 @@ func TestBatchSameAnswersAsReference(t *testing.T) {
 // the answers they would get alone.
 func TestBatchPastOneByte(t *testing.T) {
 	srv := testredis.Start(t)
-	t.Cleanup(func() { checkExpiry(t, srv) })
+	t.Cleanup(func() { srv.CheckExpiry(t) })
 	s := open(t, srv)
 	c := client(t, s)
 	at(t, s, time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -185,7 +185,7 @@ func batch(t testing.TB, s *Store, c rueidis.Client, reqs []*limit.Request) []*w
 // rule), and a window already open keeps its own.
 func TestBatchExpiries(t *testing.T) {
 	srv := testredis.Start(t)
-	t.Cleanup(func() { checkExpiry(t, srv) })
+	t.Cleanup(func() { srv.CheckExpiry(t) })
 	s := open(t, srv)
 	c := client(t, s)
 	shanghai := shanghai(t)
@@ -251,7 +251,7 @@ func TestBatchExpiries(t *testing.T) {
 // exactly theirs.
 func TestBatchesStayExact(t *testing.T) {
 	srv := testredis.Start(t)
-	t.Cleanup(func() { checkExpiry(t, srv) })
+	t.Cleanup(func() { srv.CheckExpiry(t) })
 	s := open(t, srv)
 	at(t, s, time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	global := valid(t, &limit.Rule{Name: "global", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 3000, Period: time.Hour}})

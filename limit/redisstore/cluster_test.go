@@ -219,7 +219,7 @@ func TestClusterStaysExact(t *testing.T) {
 		check(ip, "ip:", limit.StringKey("ip"+strconv.Itoa(a)))
 	}
 	for _, n := range cl.Nodes() {
-		checkExpiry(t, n)
+		n.CheckExpiry(t)
 	}
 }
 

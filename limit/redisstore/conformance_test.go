@@ -36,7 +36,7 @@ func harness(t *testing.T, s *Store, realTime bool, nodes []*testredis.Server) *
 		Tolerance: 50 * time.Millisecond,
 		CheckExpiry: func(tb testing.TB) {
 			for _, n := range nodes {
-				checkExpiry(tb, n)
+				n.CheckExpiry(tb)
 			}
 		},
 		SlotGroups: s.mode == Cluster,

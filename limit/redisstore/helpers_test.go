@@ -37,43 +37,6 @@ func at(t testing.TB, s *Store, when time.Time) {
 	}
 }
 
-// keys lists every key of srv's current database.
-func keys(t testing.TB, srv *testredis.Server) []string {
-	t.Helper()
-	var all []string
-	cursor := "0"
-	for {
-		v, err := srv.DoValue(t, "SCAN", cursor, "COUNT", "1000")
-		if err != nil {
-			t.Fatal(err)
-		}
-		page := v.([]any)
-		cursor = page[0].(string)
-		for _, k := range page[1].([]any) {
-			all = append(all, k.(string))
-		}
-		if cursor == "0" {
-			return all
-		}
-	}
-}
-
-// checkExpiry fails t if a key of srv would never expire: every key the
-// store writes has an expiry, on every path of every script, so a failure
-// can never leave a counter that lives forever.
-func checkExpiry(t testing.TB, srv *testredis.Server) {
-	t.Helper()
-	for _, k := range keys(t, srv) {
-		v, err := srv.DoValue(t, "PTTL", k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ttl := v.(int64); ttl == -1 {
-			t.Errorf("key %q has no expiry", k)
-		}
-	}
-}
-
 // shanghai is a zone whose days start at 16:00 UTC, for zone-aligned
 // windows.
 func shanghai(t *testing.T) *time.Location { return zone(t, "Asia/Shanghai") }

@@ -69,7 +69,7 @@ func (ref reference) decideMerged(req *limit.Request, now int64) limit.Result {
 // that cross window, refill and lease boundaries; see TestClockStepsBack.
 func TestSameAnswersAsReference(t *testing.T) {
 	srv := testredis.Start(t)
-	t.Cleanup(func() { checkExpiry(t, srv) })
+	t.Cleanup(func() { srv.CheckExpiry(t) })
 	s := open(t, srv, remoteOnly) // the script's own answers
 	shanghai := shanghai(t)
 	rules := []*limit.Rule{
@@ -182,7 +182,7 @@ func exported(d limit.Decision) limit.Decision {
 // the answers.
 func TestClockStepsBack(t *testing.T) {
 	srv := testredis.Start(t)
-	t.Cleanup(func() { checkExpiry(t, srv) })
+	t.Cleanup(func() { srv.CheckExpiry(t) })
 	s := open(t, srv, remoteOnly) // the script's own answers
 	sliding := valid(t, &limit.Rule{Name: "sliding", Algorithm: limit.SlidingWindow, Rate: limit.Rate{Count: 3, Period: 10 * time.Second}})
 	bucket := valid(t, &limit.Rule{Name: "bucket", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 1, Period: time.Second}, Burst: 2})
@@ -227,7 +227,7 @@ func TestClockStepsBack(t *testing.T) {
 // members than one ZADD call takes.
 func TestSlidingCostCopies(t *testing.T) {
 	srv := testredis.Start(t)
-	t.Cleanup(func() { checkExpiry(t, srv) })
+	t.Cleanup(func() { srv.CheckExpiry(t) })
 	s := open(t, srv, remoteOnly) // the script's own answers
 	r := valid(t, &limit.Rule{Name: "sliding-big", Algorithm: limit.SlidingWindow, Rate: limit.Rate{Count: 2500, Period: time.Minute}, Cost: 1200})
 	k := limit.StringKey("a")

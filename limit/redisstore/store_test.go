@@ -65,7 +65,7 @@ func TestDefaults(t *testing.T) {
 // passes, shows exactly one consumption.
 func TestAtomicUnderConcurrency(t *testing.T) {
 	srv := testredis.Start(t)
-	t.Cleanup(func() { checkExpiry(t, srv) })
+	t.Cleanup(func() { srv.CheckExpiry(t) })
 	s := open(t, srv)
 	user := valid(t, &limit.Rule{Name: "r:user", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: 10 * time.Second}})
 	api := valid(t, &limit.Rule{Name: "r:api", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 5, Period: time.Second}})
@@ -106,7 +106,7 @@ func TestAtomicUnderConcurrency(t *testing.T) {
 // windows).
 func TestExpiries(t *testing.T) {
 	srv := testredis.Start(t)
-	t.Cleanup(func() { checkExpiry(t, srv) })
+	t.Cleanup(func() { srv.CheckExpiry(t) })
 	s := open(t, srv)
 	k := limit.StringKey("a")
 	for _, tc := range []struct {
@@ -187,7 +187,7 @@ func TestAlignedExpirySpread(t *testing.T) {
 // still held, and a lease with a shorter life never cuts the key's.
 func TestLeases(t *testing.T) {
 	srv := testredis.Start(t)
-	t.Cleanup(func() { checkExpiry(t, srv) })
+	t.Cleanup(func() { srv.CheckExpiry(t) })
 	s := open(t, srv)
 	ctx := context.Background()
 	long := valid(t, &limit.Rule{Name: "l:conc", Algorithm: limit.Concurrency, Rate: limit.Rate{Count: 3}, LeaseTTL: 10 * time.Second})
@@ -258,7 +258,7 @@ func TestLeases(t *testing.T) {
 // newlines give bounded key names with the one hash tag intact.
 func TestHostileKeys(t *testing.T) {
 	srv := testredis.Start(t)
-	t.Cleanup(func() { checkExpiry(t, srv) })
+	t.Cleanup(func() { srv.CheckExpiry(t) })
 	s := open(t, srv)
 	r := valid(t, &limit.Rule{Name: "k:user", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: time.Minute}})
 	hostile := []limit.Key{
@@ -274,7 +274,7 @@ func TestHostileKeys(t *testing.T) {
 			t.Fatalf("key %d: %+v, %v", i, res, err)
 		}
 	}
-	stored := keys(t, srv)
+	stored := srv.Keys(t)
 	if len(stored) != len(hostile) {
 		t.Fatalf("%d keys stored for %d distinct values", len(stored), len(hostile))
 	}
@@ -293,7 +293,7 @@ func TestHostileKeys(t *testing.T) {
 // fixed window, because Redis TIME, not the caller, decides.
 func TestClocksDisagree(t *testing.T) {
 	srv := testredis.Start(t)
-	t.Cleanup(func() { checkExpiry(t, srv) })
+	t.Cleanup(func() { srv.CheckExpiry(t) })
 	a, b := open(t, srv), open(t, srv)
 	at(t, a, t0)
 	b.SetOffset(a.Offset())
@@ -323,7 +323,7 @@ func TestClocksDisagree(t *testing.T) {
 
 func TestAuthAndDB(t *testing.T) {
 	srv := testredis.Start(t, testredis.WithArgs("--requirepass", "secret"))
-	t.Cleanup(func() { checkExpiry(t, srv) })
+	t.Cleanup(func() { srv.CheckExpiry(t) })
 	r := valid(t, &limit.Rule{Name: "a:fixed", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: time.Second}})
 	req := &limit.Request{Limits: []limit.Limit{{Rule: r, Key: limit.StringKey("u")}}, Now: time.Now()}
 
@@ -346,7 +346,7 @@ func TestAuthAndDB(t *testing.T) {
 // NOSCRIPT and the store sends the script itself.
 func TestScriptFlushed(t *testing.T) {
 	srv := testredis.Start(t)
-	t.Cleanup(func() { checkExpiry(t, srv) })
+	t.Cleanup(func() { srv.CheckExpiry(t) })
 	s := open(t, srv)
 	r := valid(t, &limit.Rule{Name: "s:fixed", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 3, Period: time.Minute}})
 	l := limit.Limit{Rule: r, Key: limit.StringKey("u")}
@@ -431,7 +431,7 @@ func TestDeadRedis(t *testing.T) {
 // decisions to fail within the store's timeout, then to succeed again.
 func TestSlowRedis(t *testing.T) {
 	srv := testredis.Start(t)
-	t.Cleanup(func() { checkExpiry(t, srv) })
+	t.Cleanup(func() { srv.CheckExpiry(t) })
 	const timeout = 50 * time.Millisecond
 	s := open(t, srv, func(o *Options) { o.Timeout = timeout })
 	r := valid(t, &limit.Rule{Name: "w:fixed", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 100, Period: time.Minute}})
@@ -504,7 +504,7 @@ func TestConnectsLater(t *testing.T) {
 		_, err := s.Decide(context.Background(), &limit.Request{Limits: []limit.Limit{{Rule: r, Key: "u"}}, Now: time.Now()})
 		return err
 	})
-	checkExpiry(t, srv)
+	srv.CheckExpiry(t)
 	s.Close()
 	settled(t, base+1) // testredis waits for the restarted server in a goroutine
 }
@@ -513,7 +513,7 @@ func TestConnectsLater(t *testing.T) {
 // connect.
 func TestCloseLeavesNoGoroutine(t *testing.T) {
 	srv := testredis.Start(t)
-	t.Cleanup(func() { checkExpiry(t, srv) })
+	t.Cleanup(func() { srv.CheckExpiry(t) })
 	base := runtime.NumGoroutine()
 	s, err := New(Options{Addrs: []string{srv.Addr()}, Timeout: 5 * time.Second})
 	if err != nil {
@@ -591,7 +591,7 @@ func within(t *testing.T, d time.Duration, f func() error) {
 // the next admission replaces it with the string layout, with an expiry.
 func TestOldHashLayout(t *testing.T) {
 	srv := testredis.Start(t)
-	t.Cleanup(func() { checkExpiry(t, srv) })
+	t.Cleanup(func() { srv.CheckExpiry(t) })
 	s := open(t, srv)
 	r := valid(t, &limit.Rule{Name: "o:fixed", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 5, Period: time.Minute}})
 	k := limit.StringKey("u")
@@ -617,7 +617,7 @@ func TestOldHashLayout(t *testing.T) {
 // bench/redis.sh does with redis-benchmark, and gets a decision's reply.
 func TestDecideCommand(t *testing.T) {
 	srv := testredis.Start(t)
-	t.Cleanup(func() { checkExpiry(t, srv) })
+	t.Cleanup(func() { srv.CheckExpiry(t) })
 	s := open(t, srv)
 	fixed := valid(t, &limit.Rule{Name: "c:fixed", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 5, Period: time.Minute}})
 	bucket := valid(t, &limit.Rule{Name: "c:bucket", Algorithm: limit.TokenBucket, Rate: limit.Rate{Count: 5, Period: time.Second}})
@@ -646,7 +646,7 @@ func TestDecideCommand(t *testing.T) {
 // still keep their own counters, as does every other key of the rule.
 func TestStoresShareRules(t *testing.T) {
 	srv := testredis.Start(t)
-	t.Cleanup(func() { checkExpiry(t, srv) })
+	t.Cleanup(func() { srv.CheckExpiry(t) })
 	a := open(t, srv, func(o *Options) { o.Prefix = "a:" })
 	b := open(t, srv, func(o *Options) { o.Prefix = "b:" })
 	rule := valid(t, &limit.Rule{Name: "once", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1, Period: time.Hour}})

@@ -109,7 +109,7 @@ func TestZoneWindowRedisAheadAcrossChange(t *testing.T) {
 				if d := e.decideAt(l, late, late, batched); d.Allowed {
 					t.Errorf("a 4th request admitted on the local day %v (limit 3/day)", b.Format("2006-01-02"))
 				}
-				checkExpiry(t, e.srv)
+				e.srv.CheckExpiry(t)
 			})
 		}
 	}
@@ -154,7 +154,7 @@ func TestZoneWindowRedisBehindAcrossChange(t *testing.T) {
 				if admitted > 0 {
 					t.Errorf("%d more admitted in the local day before %v, which had used its 3", admitted, b.In(e.loc))
 				}
-				checkExpiry(t, e.srv)
+				e.srv.CheckExpiry(t)
 			})
 		}
 	}
