@@ -15,16 +15,7 @@ type RouteViewer interface {
 // listRoutes serves GET /admin/routes: each route's balancing, and each of
 // its targets' state (healthy, unhealthy, ejected) and what led to it.
 func (h *handler) listRoutes(w http.ResponseWriter, r *http.Request) {
-	v, ok := h.b.(RouteViewer)
-	if !ok {
-		writeError(w, http.StatusNotImplemented, "not_implemented", "this gateway does not list its routes")
-		return
-	}
-	rs := v.Routes()
-	if rs == nil {
-		rs = []gateway.RouteStatus{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"routes": rs})
+	serveRoutes(w, h.b, RouteViewer.Routes, "this gateway does not list its routes")
 }
 
 // A ProtectViewer is a Backend whose routes may be protected (protect:),
@@ -36,14 +27,20 @@ type ProtectViewer interface {
 // listProtected serves GET /admin/protect: each protected route's learned
 // limit, the healthy latency it measured, and what it admits now.
 func (h *handler) listProtected(w http.ResponseWriter, r *http.Request) {
-	v, ok := h.b.(ProtectViewer)
+	serveRoutes(w, h.b, ProtectViewer.Protected, "this gateway does not protect routes")
+}
+
+// serveRoutes answers {"routes": [...]} with what list reads of the
+// backend b, as a V; 501 with without when b is no V.
+func serveRoutes[V, T any](w http.ResponseWriter, b Backend, list func(V) []T, without string) {
+	v, ok := b.(V)
 	if !ok {
-		writeError(w, http.StatusNotImplemented, "not_implemented", "this gateway does not protect routes")
+		writeError(w, http.StatusNotImplemented, "not_implemented", without)
 		return
 	}
-	ps := v.Protected()
-	if ps == nil {
-		ps = []gateway.ProtectStatus{}
+	items := list(v)
+	if items == nil {
+		items = []T{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"routes": ps})
+	writeJSON(w, http.StatusOK, map[string]any{"routes": items})
 }
