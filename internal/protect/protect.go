@@ -44,8 +44,9 @@ func (p *Protector) Tick(now time.Time) (Tally, Step) {
 	if p.warm.Swap(false) {
 		p.ctrl.WarmUp(now)
 	}
-	p.Gate.Set(p.ctrl.Admits(now), p.ctrl.SlowAfter(), st == Cut)
-	p.admits.Store(math.Float64bits(p.ctrl.Admits(now)))
+	admits := p.ctrl.Admits(now)
+	p.Gate.Set(admits, p.ctrl.SlowAfter(), st == Cut)
+	p.admits.Store(math.Float64bits(admits))
 	p.limit.Store(math.Float64bits(p.ctrl.Limit()))
 	p.baseline.Store(int64(p.ctrl.Baseline()))
 	return t, st
