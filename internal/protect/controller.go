@@ -142,6 +142,7 @@ type Controller struct {
 	idle     time.Duration // how long no request came
 	warmFrom time.Time     // when the warm-up under way began; zero: none
 	warmNext bool          // warm up when traffic comes back
+	fleet    bool          // the tallies are a fleet's: the others' lag an interval
 }
 
 // NewController returns a controller that starts at s.Start.
@@ -193,7 +194,9 @@ func (c *Controller) noteIdle(now time.Time, t Tally) {
 	if t.Admitted+t.Refused > 0 {
 		if c.warmNext {
 			c.warmNext = false
-			c.warmFrom = now.Add(-t.Elapsed) // from when the interval's traffic began, about
+			if c.limit < Unbounded { // nothing learned: nothing to ramp up to
+				c.warmFrom = now.Add(-t.Elapsed) // from when the interval's traffic began, about
+			}
 		}
 		c.idle = 0
 		return
@@ -243,6 +246,12 @@ func (c *Controller) Update(now time.Time, t Tally) Step {
 	if c.rebase(t) {
 		return Held
 	}
+	if c.settle && c.fleet {
+		// The other instances' reports of the interval after a cut are
+		// of requests admitted before they followed it.
+		c.settle = false
+		return Held
+	}
 	if c.congested(t) {
 		if t.RetryAfter > 0 && c.throttledShare(t) {
 			// The upstream asked for a pause: no rise until it has passed,
@@ -265,6 +274,64 @@ func (c *Controller) Update(now time.Time, t Tally) Step {
 		return Held
 	}
 	return c.rise()
+}
+
+// Follow cuts the limit to lowest, another instance's cut, when that is
+// under 0.95 × before, the limit before this interval's update (a cut
+// this one made too, or one a little under it, is not followed: the
+// instances' limits differ by their last steps, and each admits its
+// share of its own). It reports whether it did.
+func (c *Controller) Follow(lowest, before float64) bool {
+	lowest = c.s.clamp(lowest)
+	if lowest >= c.limit || lowest >= 0.95*before {
+		return false
+	}
+	c.limit = lowest
+	c.step, c.probed = 0, 0
+	c.settle, c.learned = true, true
+	return true
+}
+
+// Cap keeps the limit under v: a fleet's instance rises no further than a
+// step past the lowest of the others, whose limit is the fleet's.
+func (c *Controller) Cap(v float64) {
+	c.limit = math.Min(c.limit, c.s.clamp(v))
+}
+
+// Adopt takes limit as its own: the fleet's, on joining it. The fleet is
+// running: a warm-up waits for it to be idle.
+func (c *Controller) Adopt(limit float64) {
+	c.limit = c.s.clamp(limit)
+	c.warmNext = false
+	if c.limit < Unbounded {
+		// Where the fleet last congested is not known: near its limit,
+		// so that a rise probes from there slowly, as the others do.
+		c.lastMax = c.limit
+	}
+	c.step, c.probed = 0, 0
+	c.learned = c.learned || c.limit < Unbounded
+}
+
+// Scale multiplies the limit, and the level it last congested at, by f:
+// an instance's part of a fleet's limit becomes its own, or back.
+func (c *Controller) Scale(f float64) {
+	if c.limit < Unbounded {
+		c.limit = c.s.clamp(c.limit * f)
+	}
+	c.lastMax *= f
+}
+
+// Pass takes an interval's tally, seen at now, for its latencies and its
+// traffic only: the fleet it sums changed in it (an instance joined, or
+// left with its counts), so that its rates say nothing of the upstream.
+// The next cut does not count it either.
+func (c *Controller) Pass(now time.Time, t Tally) {
+	c.learnBaseline(t)
+	if t.Elapsed <= 0 {
+		t.Elapsed = c.s.Interval
+	}
+	c.noteIdle(now, t)
+	c.prev = Tally{}
 }
 
 // learnBaseline keeps the interval's median and takes the lowest of the
@@ -394,7 +461,7 @@ func (c *Controller) rise() Step {
 		case c.step == 0:
 			c.step = 0.005
 		case c.probed%2 == 1:
-			c.step = math.Min(2*c.step, 0.1)
+			c.step = math.Min(2*c.step, maxProbe)
 		}
 		c.probed++
 		c.limit *= 1 + c.step
@@ -405,6 +472,9 @@ func (c *Controller) rise() Step {
 	}
 	return Rose
 }
+
+// maxProbe is the largest step of a probe, as a share of the limit.
+const maxProbe = 0.1
 
 // cutTo is the share of the rate answered in time that a cut leaves: a
 // little under what the upstream took, so that the limit sits under its
