@@ -30,7 +30,7 @@ func TestDecodeReportRefuses(t *testing.T) {
 	for _, s := range []string{
 		"",
 		"p2" + good[2:],
-		good + " 1 2 3 4 5 6 7 8 9",                 // too many levels
+		good + " 1 2 3 4 5 6 7 8 9", // too many levels
 		strings.Replace(good, " 1000000 ", " -1 ", 1), // a negative interval
 		strings.Replace(good, "p1 1000000", "p1 0", 1),
 		strings.Replace(good, " 10 ", " NaN ", 1),
