@@ -18,7 +18,11 @@
 //   - the fleet breaker's window (breakerwindow.go): the counts, state and
 //     trials of each breaker of scope fleet, which every instance adds to
 //     and follows (BreakerTick, BreakerTrial, BreakerTrialDone,
-//     BreakerReset).
+//     BreakerReset);
+//   - the reports of protected routes (protect.go): each instance sends
+//     what its gate saw once an interval and reads the others' in the
+//     same call, so that the instances hold one limit between them
+//     (ProtectReport, ProtectLeave).
 //
 // # The bus and the store
 //
@@ -46,6 +50,7 @@
 //	"{" + PREFIX + KIND + "}:set"      hash: a versioned set (versioned.lua)
 //	PREFIX + "{breaker/NAME}:window"   hash: a fleet breaker's window
 //	PREFIX + "{breaker/NAME}:state"    hash: its state and trials
+//	PREFIX + "{protect/ROUTE}:fleet"   hash: instance id -> "MS REPORT"
 //	channel PREFIX + KIND              a set's versions, or control messages
 //
 // The hash tags keep each script's keys in one slot of a Redis Cluster.
