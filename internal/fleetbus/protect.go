@@ -39,10 +39,16 @@ type PeerReport struct {
 // ProtectReport writes instance id's report of the protected route name,
 // and returns the others' that are younger than ttl.
 func (b *Bus) ProtectReport(ctx context.Context, name, id, report string, ttl time.Duration) ([]PeerReport, error) {
-	if report == "" {
+	if report == "" || report == "?" {
 		return nil, fmt.Errorf("redisstore: protect report: empty")
 	}
 	return b.protectCall(ctx, name, id, report, ttl)
+}
+
+// ProtectRead returns the reports of name's instances but id younger than
+// ttl, writing none: id enters the fleet.
+func (b *Bus) ProtectRead(ctx context.Context, name, id string, ttl time.Duration) ([]PeerReport, error) {
+	return b.protectCall(ctx, name, id, "?", ttl)
 }
 
 // ProtectLeave takes instance id's report of name away: it stops, and the

@@ -1,9 +1,10 @@
 -- protect.lua: the reports of the instances that protect one upstream
 -- together. KEYS[1] is a hash: instance id -> "MS REPORT", MS being when
 -- the report was written (Redis TIME, in ms). The script writes the
--- caller's report (unless ARGV[2] is empty: the caller is leaving, and its
--- field goes), drops the fields older than the ttl (their instance died),
--- and returns the others': {id, age in ms, report, ...}.
+-- caller's report (ARGV[2] empty: the caller is leaving, and its field
+-- goes; "?": it only reads, as it enters), drops the fields older than the
+-- ttl (their instance died), and returns the others': {id, age in ms,
+-- report, ...}.
 --
 -- ARGV: 1 the caller's id, 2 its report, 3 ttl (ms), 4 the store's clock
 -- offset (ms), which only tests set, 5 the most fields returned.
@@ -15,7 +16,9 @@ if ARGV[2] == '' then
   redis.call('HDEL', KEYS[1], ARGV[1])
   return {}
 end
-redis.call('HSET', KEYS[1], ARGV[1], now .. ' ' .. ARGV[2])
+if ARGV[2] ~= '?' then
+  redis.call('HSET', KEYS[1], ARGV[1], now .. ' ' .. ARGV[2])
+end
 local all = redis.call('HGETALL', KEYS[1])
 local out = {}
 for i = 1, #all, 2 do

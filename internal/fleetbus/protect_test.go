@@ -23,6 +23,9 @@ func TestProtectReports(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].Instance != "a" || got[0].Report != "p1 one" || got[0].Age < 0 || got[0].Age > time.Second {
 		t.Fatalf("b reads %+v, %v; want a's report", got, err)
 	}
+	if got, err := a.ProtectRead(ctx, "coupon", "c", time.Second); err != nil || len(got) != 2 {
+		t.Fatalf("c reads %+v, %v; want a's and b's", got, err)
+	}
 	// Another route's reports are apart.
 	if got, err := a.ProtectReport(ctx, "other", "a", "p1 x", time.Second); err != nil || len(got) != 0 {
 		t.Fatalf("other route: %v, %v", got, err)
@@ -40,7 +43,7 @@ func TestProtectReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got, err := b.ProtectReport(ctx, "coupon", "b", "p1 two", time.Second); err != nil || len(got) != 0 {
-		t.Fatalf("after a left: %+v, %v; want none", got, err)
+		t.Fatalf("after a left (c only read): %+v, %v; want none", got, err)
 	}
 	var keys []string
 	for _, k := range srv.Keys(t) {

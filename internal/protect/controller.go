@@ -20,6 +20,11 @@ type Settings struct {
 	Interval time.Duration
 	// BaselineWindow is how far back the baseline looks. Default 1 min.
 	BaselineWindow time.Duration
+	// Levels is how many priority levels share the limit (Levels); 0 or
+	// 1: none. MaxWait is how long a request of a level may wait for room;
+	// 0: DefaultMaxWait.
+	Levels  int
+	MaxWait time.Duration
 	// WarmUp is how long admission takes to ramp from a tenth of the limit
 	// up to it after an idle spell (no request for WarmUp or 10 s, the
 	// longer) or when WarmUp is called (the breaker closed). Zero: no
@@ -104,6 +109,9 @@ type Tally struct {
 	// Median is the median latency of the answers that ended in the
 	// interval (0: fewer than MinSamples).
 	Median time.Duration
+	// InFlight counts the requests admitted and not ended yet, of the
+	// cohorts the gate follows, at the interval's end.
+	InFlight int64
 }
 
 // MinSamples is how many answers an interval needs for its median to

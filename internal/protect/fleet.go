@@ -34,6 +34,10 @@ const MaxLevels = 8
 // A Report is one instance's interval, as the fleet shares it.
 type Report struct {
 	Tally
+	// Slot numbers the interval: when it ended, in intervals since the
+	// Unix epoch. The instances end theirs together (Slot), so that the
+	// fleet's sum is of one interval.
+	Slot int64
 	// Limit is the fleet's limit the instance's controller holds after
 	// its last update: what it proposes. Cut says that update cut it: the
 	// others follow it down.
@@ -45,7 +49,7 @@ type Report struct {
 }
 
 // A Peer is another instance's latest report, and how long ago it sent
-// it.
+// it, by the clock of the bus.
 type Peer struct {
 	Report
 	Age time.Duration
@@ -64,7 +68,7 @@ func (r Report) Encode() string {
 	b := make([]byte, 0, 160)
 	b = append(b, reportVersion...)
 	for _, v := range []int64{
-		r.Elapsed.Microseconds(), r.Admitted, r.Refused, r.Good, r.Slow, r.Failed, r.Throttled,
+		r.Slot, r.Elapsed.Microseconds(), r.Admitted, r.Refused, r.Good, r.Slow, r.Failed, r.Throttled,
 		r.RetryAfter.Milliseconds(), r.Overdue, r.Median.Microseconds(), cut01(r.Cut),
 	} {
 		b = append(b, ' ')
@@ -101,30 +105,30 @@ func DecodeReport(s string) (Report, error) {
 		return Report{}, fmt.Errorf("%w: %d bytes", errReport, len(s))
 	}
 	f := strings.Fields(s)
-	if len(f) < 14 || len(f) > 13+MaxLevels || f[0] != reportVersion {
+	if len(f) < 15 || len(f) > 14+MaxLevels || f[0] != reportVersion {
 		return Report{}, errReport
 	}
-	var n [11]int64
+	var n [12]int64
 	for i := range n {
 		v, err := strconv.ParseInt(f[i+1], 10, 64)
-		if err != nil || v < 0 || v > 1<<40 {
+		if err != nil || v < 0 || v > 1<<50 {
 			return Report{}, fmt.Errorf("%w: field %d %q", errReport, i+1, f[i+1])
 		}
 		n[i] = v
 	}
-	r := Report{Tally: Tally{
-		Elapsed: time.Duration(n[0]) * time.Microsecond, Admitted: n[1], Refused: n[2],
-		Good: n[3], Slow: n[4], Failed: n[5], Throttled: n[6],
-		RetryAfter: time.Duration(n[7]) * time.Millisecond, Overdue: n[8], Median: time.Duration(n[9]) * time.Microsecond,
-	}, Cut: n[10] == 1}
-	if r.Elapsed <= 0 || r.Elapsed > time.Minute || n[10] > 1 {
+	r := Report{Slot: n[0], Tally: Tally{
+		Elapsed: time.Duration(n[1]) * time.Microsecond, Admitted: n[2], Refused: n[3],
+		Good: n[4], Slow: n[5], Failed: n[6], Throttled: n[7],
+		RetryAfter: time.Duration(n[8]) * time.Millisecond, Overdue: n[9], Median: time.Duration(n[10]) * time.Microsecond,
+	}, Cut: n[11] == 1}
+	if r.Elapsed <= 0 || r.Elapsed > time.Minute || n[11] > 1 {
 		return Report{}, errReport
 	}
 	var err error
-	if r.Limit, err = rate(f[12]); err != nil {
+	if r.Limit, err = rate(f[13]); err != nil {
 		return Report{}, err
 	}
-	for i, v := range f[13:] {
+	for i, v := range f[14:] {
 		if r.Demand[i], err = rate(v); err != nil {
 			return Report{}, err
 		}
@@ -141,13 +145,11 @@ func rate(s string) (float64, error) {
 	return v, nil
 }
 
-// Sum is the fleet's tally: own and the others' latest reports, each
-// scaled to own's interval (an instance's report may be of an interval a
-// little longer or shorter: what counts is the fleet's rates). A report
-// older than fresh, which own's last Sum had already counted (its
-// instance is late, or dead), is left out. The median is the median of
-// the reports' medians weighted by their answers.
-func Sum(own Report, others []Peer, fresh time.Duration) Tally {
+// Sum is the fleet's tally: own and the others' reports of the same
+// interval (Slot), each scaled to own's length. A report of another slot
+// (its instance is late, or dead) is left out. The median is the median
+// of the reports' medians weighted by their answers.
+func Sum(own Report, others []Peer) Tally {
 	t := own.Tally
 	type m struct {
 		d time.Duration
@@ -160,7 +162,7 @@ func Sum(own Report, others []Peer, fresh time.Duration) Tally {
 		ms, weight = append(ms, m{own.Median, w}), w
 	}
 	for _, r := range others {
-		if r.Age > fresh {
+		if r.Slot != own.Slot {
 			continue
 		}
 		f := float64(own.Elapsed) / float64(r.Elapsed)
@@ -233,4 +235,17 @@ func (r Report) demand() float64 {
 		d += v
 	}
 	return d
+}
+
+// SlotOf is the slot of an interval that ends at now: the instances' ticks
+// at the interval's multiples (Next) land on one slot, within half an
+// interval of clock skew.
+func SlotOf(now time.Time, interval time.Duration) int64 {
+	return (now.UnixNano() + int64(interval)/2) / int64(interval)
+}
+
+// Next is the next multiple of interval since the Unix epoch after now:
+// when every instance of a fleet ends its interval.
+func Next(now time.Time, interval time.Duration) time.Time {
+	return now.Truncate(interval).Add(interval)
 }

@@ -11,7 +11,7 @@ func TestReportRoundTrip(t *testing.T) {
 	r := Report{
 		Tally: Tally{Elapsed: 512 * time.Millisecond, Admitted: 300, Refused: 12, Good: 280, Slow: 4, Failed: 2, Throttled: 1,
 			RetryAfter: 3 * time.Second, Overdue: 7, Median: 201 * time.Millisecond},
-		Limit: 612.5, Cut: true,
+		Limit: 612.5, Cut: true, Slot: 3_530_000_000,
 	}
 	r.Demand[0], r.Demand[2] = 400, 12.5
 	got, err := DecodeReport(r.Encode())
@@ -32,7 +32,7 @@ func TestDecodeReportRefuses(t *testing.T) {
 		"p2" + good[2:],
 		good + " 1 2 3 4 5 6 7 8 9", // too many levels
 		strings.Replace(good, " 1000000 ", " -1 ", 1), // a negative interval
-		strings.Replace(good, "p1 1000000", "p1 0", 1),
+		strings.Replace(good, " 1000000 ", " 0 ", 1),
 		strings.Replace(good, " 10 ", " NaN ", 1),
 		strings.Replace(good, " 10 ", " 1e300 ", 1),
 		strings.Replace(good, " 10 ", " -5 ", 1),
@@ -81,8 +81,9 @@ func TestShare(t *testing.T) {
 func TestSum(t *testing.T) {
 	own := Report{Tally: Tally{Elapsed: 500 * time.Millisecond, Admitted: 100, Good: 90, Median: 200 * time.Millisecond, Overdue: 1}}
 	long := Peer{Report: Report{Tally: Tally{Elapsed: time.Second, Admitted: 100, Good: 100, Slow: 100, Median: 900 * time.Millisecond, Overdue: 2, RetryAfter: time.Second}}}
-	stale := Peer{Report: Report{Tally: Tally{Elapsed: 500 * time.Millisecond, Admitted: 1000}}, Age: time.Second}
-	s := Sum(own, []Peer{long, stale}, 750*time.Millisecond)
+	stale := Peer{Report: Report{Tally: Tally{Elapsed: 500 * time.Millisecond, Admitted: 1000}, Slot: 6}, Age: time.Second}
+	own.Slot, long.Slot = 7, 7
+	s := Sum(own, []Peer{long, stale})
 	if s.Admitted != 150 || s.Good != 140 || s.Slow != 50 || s.Overdue != 3 || s.RetryAfter != time.Second {
 		t.Errorf("sum %+v: want the long interval halved, the stale one left out", s)
 	}

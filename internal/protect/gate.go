@@ -97,13 +97,19 @@ type Ticket struct {
 
 // Admit admits a request at now (At), or reports false when that would
 // go over the limit.
-func (g *Gate) Admit(now int64) (Ticket, bool) {
+func (g *Gate) Admit(now int64) (Ticket, bool) { return g.admit(now, true) }
+
+// admit is Admit; a request it turns away counts as refused only with
+// count (Levels counts those it queues once they are turned away).
+func (g *Gate) admit(now int64, count bool) (Ticket, bool) {
 	e := g.emission.Load()
 	for {
 		old := g.tat.Load()
 		tat := max(old, now)
 		if tat-now > g.burst {
-			g.refused.Add(1)
+			if count {
+				g.refused.Add(1)
+			}
 			return Ticket{}, false
 		}
 		if g.tat.CompareAndSwap(old, tat+e) {
@@ -213,6 +219,9 @@ func (g *Gate) Tally(now time.Time) Tally {
 	}
 	if total >= MinSamples {
 		t.Median = median(hist[:], total)
+	}
+	for k := max(c-cohorts+1, 0); k <= c; k++ {
+		t.InFlight += inFlight(&g.started[k%cohorts], &g.ended[k%cohorts], k)
 	}
 	if s := g.slowAfter.Load(); s > 0 {
 		// The cohorts admitted since the last cut that ended before

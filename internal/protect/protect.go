@@ -1,6 +1,7 @@
 package protect
 
 import (
+	"context"
 	"math"
 	"sync/atomic"
 	"time"
@@ -11,6 +12,7 @@ import (
 // Tick every Settings().Interval; Limit and Baseline may be read from any.
 type Protector struct {
 	Gate     *Gate
+	Levels   *Levels // nil: one level, the gate alone
 	ctrl     *Controller
 	limit    atomic.Uint64 // math.Float64bits of the controller's limit
 	baseline atomic.Int64  // ns
@@ -25,6 +27,7 @@ type Protector struct {
 	frac     float64
 	proposal float64
 	cut      bool // the last update cut the limit
+	last     atomic.Pointer[Tally]
 	summed   int  // the others whose reports the last sum counted
 }
 
@@ -32,6 +35,13 @@ type Protector struct {
 func New(s Settings, now time.Time) *Protector {
 	c := NewController(s)
 	p := &Protector{Gate: NewGate(c.Limit(), DefaultBurst, now), ctrl: c}
+	if s.Levels > 1 {
+		w := s.MaxWait
+		if w == 0 {
+			w = DefaultMaxWait
+		}
+		p.Levels = NewLevels(p.Gate, s.Levels, w)
+	}
 	p.limit.Store(math.Float64bits(c.Limit()))
 	p.setAdmits(c.Admits(now))
 	return p
@@ -58,7 +68,8 @@ func (p *Protector) Tick(now time.Time) (Tally, Step) {
 // fleet gets of it. Alone or Join then moves the limit.
 func (p *Protector) Begin(now time.Time) Report {
 	t := p.Gate.Tally(now)
-	r := Report{Tally: t, Limit: p.proposal, Cut: p.cut}
+	p.last.Store(&t)
+	r := Report{Tally: t, Slot: SlotOf(now, p.ctrl.s.Interval), Limit: p.proposal, Cut: p.cut}
 	switch {
 	case r.Limit == 0:
 		r.Limit = p.ctrl.Limit()
@@ -67,7 +78,9 @@ func (p *Protector) Begin(now time.Time) Report {
 		// fleet's would be, about.
 		r.Limit = math.Min(r.Limit/p.frac, Unbounded)
 	}
-	if s := t.Elapsed.Seconds(); s > 0 {
+	if p.Levels != nil {
+		p.Levels.demand(t.Elapsed, &r.Demand)
+	} else if s := t.Elapsed.Seconds(); s > 0 {
 		r.Demand[0] = float64(t.Admitted+t.Refused) / s
 	}
 	return r
@@ -96,18 +109,17 @@ func (p *Protector) Alone(now time.Time, own Report) Step {
 func (p *Protector) Join(now time.Time, own Report, others []Peer) Step {
 	lowest, cut := p.enter(others)
 	before := p.ctrl.Limit()
-	fresh := p.ctrl.s.Interval * 3 / 2
 	n := 0
 	for _, r := range others {
-		if r.Age <= fresh {
+		if r.Slot == own.Slot {
 			n++
 		}
 	}
 	st := Held
 	if n == p.summed {
-		st = p.ctrl.Update(now, Sum(own, others, fresh))
+		st = p.ctrl.Update(now, Sum(own, others))
 	} else {
-		p.ctrl.Pass(now, Sum(own, others, fresh))
+		p.ctrl.Pass(now, Sum(own, others))
 		p.summed = n
 	}
 	// Another instance's cut is this one's: what was admitted before it
@@ -177,6 +189,32 @@ func (p *Protector) apply(now time.Time, cut bool, limit, frac float64) {
 	p.admits.Store(math.Float64bits(admits))
 	p.limit.Store(math.Float64bits(limit))
 	p.baseline.Store(int64(p.ctrl.Baseline()))
+}
+
+// Room says whether a request of level at now (Gate.At) would be
+// admitted, or could wait for room.
+func (p *Protector) Room(level int, now int64) bool {
+	if p.Levels != nil {
+		return p.Levels.Room(level, now)
+	}
+	return p.Gate.Room(now)
+}
+
+// Admit admits a request of level at now, waiting for room when the
+// route has levels; false: turned away.
+func (p *Protector) Admit(ctx context.Context, level int, now time.Time) (Ticket, bool) {
+	if p.Levels != nil {
+		return p.Levels.Admit(ctx, level, now)
+	}
+	return p.Gate.Admit(p.Gate.At(now))
+}
+
+// Last is the tally of the last interval Begin ended.
+func (p *Protector) Last() Tally {
+	if t := p.last.Load(); t != nil {
+		return *t
+	}
+	return Tally{}
 }
 
 // Peers is how many instances share the limit, this one included; 0
