@@ -400,6 +400,7 @@ func (g *Gateway) announce() {
 // that the others neither divide their limits by it nor list it.
 func (g *Gateway) withdraw(b *fleetbus.Bus) {
 	if b != nil {
+		g.pools.protectors.Each(func(route string, _ *routeProtect) { g.leaveFleet(b, route) })
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		if err := b.Withdraw(ctx, g.ids.Prefix()); err != nil {

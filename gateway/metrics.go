@@ -32,6 +32,10 @@ type Metrics struct {
 	// turned away.
 	protectLimit, protectBaseline *prometheus.GaugeVec
 	protectRefused                *prometheus.CounterVec
+	// protectAdmitting, protectInFlight and protectFallback are what this
+	// instance admits of the limit, its requests in flight, and 1 while
+	// a fleet's protection decides alone.
+	protectAdmitting, protectInFlight, protectFallback *prometheus.GaugeVec
 	// breakerRefused counts the requests an open breaker answered.
 	breakerRefused *prometheus.CounterVec
 	// breakerFallback is 1 for a fleet breaker deciding on this
@@ -100,6 +104,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		protectBaseline: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "gateway_protect_baseline_seconds", Help: "A protected route's upstream's healthy latency: the lowest median of the last minute's intervals; 0 until learned.",
 		}, []string{"route"}),
+		protectAdmitting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gateway_protect_admitting", Help: "The requests a second this instance admits to a protected route's upstream: the limit, less during a warm-up; with the Redis store, this instance's share of the fleet's limit.",
+		}, []string{"route"}),
+		protectInFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gateway_protect_in_flight", Help: "Requests this instance admitted to a protected route's upstream that have not been answered yet, at the last interval's end.",
+		}, []string{"route"}),
+		protectFallback: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gateway_protect_fleet_fallback", Help: "1 while a protected route on the Redis store protects on this instance's own because the fleet's reports, in Redis, are out of reach; 0 while it shares the fleet's limit.",
+		}, []string{"route"}),
 		protectRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_protect_refused_total", Help: "Requests a route's protection turned away (503 overloaded) because its upstream was at the limit learned for it.",
 		}, []string{"route"}),
@@ -132,7 +145,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "gateway_jwt_failures_total", Help: "Bearer tokens not accepted for jwt: key parts and claim overrides, by reason; their parts are missing.",
 	}, []string{"reason"})
 	reg.MustRegister(m.requests, m.grpcResponses, m.duration, m.rateLimited, m.decisions, m.storeDuration,
-		m.storeErrors, m.reloads, m.reloadSuccess, m.reloadTime, m.logsSuppressed, m.breakerState, m.breakerChanges, m.breakerRefused, m.breakerFallback, m.protectLimit, m.protectBaseline, m.protectRefused, jwtFailures, m.framingRefused, m.localAnswers, m.accessDropped, m.spansDropped, m.fleetIgnored, m.overrides, m.overridesVersion)
+		m.storeErrors, m.reloads, m.reloadSuccess, m.reloadTime, m.logsSuppressed, m.breakerState, m.breakerChanges, m.breakerRefused, m.breakerFallback, m.protectLimit, m.protectBaseline, m.protectRefused, m.protectAdmitting, m.protectInFlight, m.protectFallback, jwtFailures, m.framingRefused, m.localAnswers, m.accessDropped, m.spansDropped, m.fleetIgnored, m.overrides, m.overridesVersion)
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
 	for _, r := range []string{"too_large", "malformed", "unknown_kind"} {

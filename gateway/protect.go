@@ -27,12 +27,15 @@ import (
 
 // routeProtect is a route's protector and what goes with it.
 type routeProtect struct {
-	p        *protect.Protector
-	settings config.Protect
-	limit    prometheus.Gauge
-	baseline prometheus.Gauge
-	refused  prometheus.Counter
-	logged   float64 // the limit the last INFO line gave; the ticking goroutine's
+	p         *protect.Protector
+	settings  config.Protect
+	limit     prometheus.Gauge
+	baseline  prometheus.Gauge
+	admitting prometheus.Gauge
+	inFlight  prometheus.Gauge
+	refused   prometheus.Counter
+	logged    float64 // the limit the last INFO line gave; the ticking goroutine's
+	fleet     fleetProtect
 }
 
 // protectorFor returns the route's protector, the running one when its
@@ -48,14 +51,21 @@ func (g *Gateway) protectorFor(gen *generation, rc *config.Route) (*routeProtect
 		}
 		p := protect.New(protect.Settings{Min: pc.Min, Max: pc.Max, Tolerance: pc.Tolerance, WarmUp: warm}, time.Now())
 		rp := &routeProtect{
-			p:        p,
-			settings: pc,
-			limit:    g.metrics.protectLimit.WithLabelValues(rc.ID),
-			baseline: g.metrics.protectBaseline.WithLabelValues(rc.ID),
-			refused:  g.metrics.protectRefused.WithLabelValues(rc.ID),
-			logged:   p.Limit(),
+			p:         p,
+			settings:  pc,
+			limit:     g.metrics.protectLimit.WithLabelValues(rc.ID),
+			baseline:  g.metrics.protectBaseline.WithLabelValues(rc.ID),
+			admitting: g.metrics.protectAdmitting.WithLabelValues(rc.ID),
+			inFlight:  g.metrics.protectInFlight.WithLabelValues(rc.ID),
+			refused:   g.metrics.protectRefused.WithLabelValues(rc.ID),
+			fleet:     fleetProtect{fallback: g.metrics.protectFallback.WithLabelValues(rc.ID)},
 		}
+		if gen.bus != nil {
+			g.enterFleet(gen.bus, rc.ID, rp)
+		}
+		rp.logged = p.Limit()
 		rp.limit.Set(p.Limit())
+		rp.admitting.Set(p.Admits())
 		return rp, nil
 	})
 }
@@ -64,36 +74,75 @@ func (g *Gateway) protectorFor(gen *generation, rc *config.Route) (*routeProtect
 // generation has it.
 func (g *Gateway) dropProtector(route string, replaced bool) {
 	if !replaced {
-		g.metrics.protectLimit.DeleteLabelValues(route)
-		g.metrics.protectBaseline.DeleteLabelValues(route)
+		for _, v := range []*prometheus.GaugeVec{g.metrics.protectLimit, g.metrics.protectBaseline,
+			g.metrics.protectAdmitting, g.metrics.protectInFlight, g.metrics.protectFallback} {
+			v.DeleteLabelValues(route)
+		}
 		g.metrics.protectRefused.DeleteLabelValues(route)
-	}
-}
-
-// tickProtectors moves every protector's limit, once an interval.
-func (g *Gateway) tickProtectors() {
-	t := time.NewTicker(protect.DefaultInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-g.stop:
-			return
-		case now := <-t.C:
-			g.pools.protectors.Each(func(route string, rp *routeProtect) { g.tickProtector(route, rp, now) })
+		if gen := g.gen.Load(); gen != nil && !g.closing.Load() {
+			g.leaveFleet(gen.bus, route)
 		}
 	}
 }
 
-func (g *Gateway) tickProtector(route string, rp *routeProtect, now time.Time) {
-	_, step := rp.p.Tick(now)
+// tickProtectors moves every protector's limit, once an interval, at the
+// interval's multiples of the wall clock: the instances of a fleet end
+// their intervals together. With the Redis store, each writes its reports
+// at the interval's end and reads the fleet's a moment later (protectRead),
+// when every instance has written its own.
+func (g *Gateway) tickProtectors() {
+	for {
+		end := protect.Next(time.Now(), protect.DefaultInterval)
+		select {
+		case <-g.stop:
+			return
+		case <-time.After(time.Until(end)):
+		}
+		bus := g.gen.Load().bus
+		type ended struct {
+			rp   *routeProtect
+			own  protect.Report
+			sent error
+		}
+		var es map[string]*ended
+		g.pools.protectors.Each(func(route string, rp *routeProtect) {
+			if bus == nil {
+				g.tickProtector(route, rp, rp.p.Alone(end, rp.p.Begin(end)))
+				return
+			}
+			if es == nil {
+				es = map[string]*ended{}
+			}
+			e := &ended{rp: rp, own: rp.p.Begin(end)}
+			e.sent = g.sendReport(bus, route, e.own)
+			es[route] = e
+		})
+		if es == nil {
+			continue
+		}
+		select {
+		case <-g.stop:
+			return
+		case <-time.After(time.Until(end.Add(protectRead))):
+		}
+		for route, e := range es {
+			g.tickProtector(route, e.rp, g.joinFleet(bus, route, e.rp, end, e.own, e.sent))
+		}
+	}
+}
+
+func (g *Gateway) tickProtector(route string, rp *routeProtect, step protect.Step) {
+	t := rp.p.Last()
 	limit := rp.p.Limit()
 	rp.limit.Set(limit)
+	rp.admitting.Set(rp.p.Admits())
+	rp.inFlight.Set(float64(t.InFlight))
 	rp.baseline.Set(rp.p.Baseline().Seconds())
 	// A change of more than half the limit is a line: the upstream lost
 	// (or found) much of its capacity.
 	if limit < rp.logged/2 || limit > rp.logged*1.5 {
 		what := "rose"
-		if step == protect.Cut {
+		if step == protect.Cut || limit < rp.logged {
 			what = "cut"
 		}
 		g.log.LogAttrs(context.Background(), slog.LevelInfo, "protect: the upstream's limit "+what,
@@ -252,6 +301,10 @@ type ProtectStatus struct {
 	Admitting float64 `json:"admitting"`
 	Min       float64 `json:"min"`
 	Max       float64 `json:"max,omitempty"`
+	// Instances is how many gateways share the limit, this one included,
+	// with the Redis store; 0 while this one protects alone. Admitting is
+	// then this instance's share.
+	Instances int `json:"instances,omitempty"`
 }
 
 // Protected lists the running routes' protection.
@@ -261,7 +314,7 @@ func (g *Gateway) Protected() []ProtectStatus {
 		if rp := r.protect; rp != nil {
 			s := rp.p.Settings()
 			out = append(out, ProtectStatus{Route: r.id, Limit: rp.p.Limit(), Baseline: rp.p.Baseline().Seconds(),
-				Admitting: rp.p.Admits(), Min: s.Min, Max: s.Max})
+				Admitting: rp.p.Admits(), Min: s.Min, Max: s.Max, Instances: rp.p.Peers()})
 		}
 	}
 	return out

@@ -90,8 +90,8 @@ func newEvent(x *exchange, typ string) *events.Event {
 // still serves ("" when all is well): an events sink that is down, bearer
 // tokens that cannot be verified (a JWKS URL that gave no keys yet) or are
 // verified with keys older than configured (a refused JWKS file, a failed
-// refresh), breakers of scope fleet deciding alone (Redis does not
-// answer).
+// refresh), breakers of scope fleet deciding alone and protections
+// deciding alone (Redis does not answer).
 func (g *Gateway) Degraded() string {
 	gen := g.gen.Load()
 	var ds []string
@@ -104,6 +104,7 @@ func (g *Gateway) Degraded() string {
 		ds = append(ds, s)
 	}
 	ds = append(ds, gen.fleetStatus()...)
+	ds = append(ds, gen.protectStatus()...)
 	return strings.Join(ds, "; ")
 }
 

@@ -1,0 +1,155 @@
+package gateway
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/floodgate-gw/floodgate/internal/testredis"
+	"github.com/floodgate-gw/floodgate/rehearse"
+)
+
+// Three gateways on one Redis in front of the mock API of capacity 100 a
+// second, offered 300 a second split 70/15/15: they hold one limit, so
+// that what reaches the API settles near its capacity however uneven the
+// split, and each admits about the same share of what it is offered.
+// Redis stopped, each protects alone and says so; back, they share again.
+func TestProtectFleetSplit(t *testing.T) {
+	t.Parallel()
+	const capacity = 100
+	mock, err := rehearse.NewUpstream(rehearse.UpstreamConfig{
+		Latency: 200 * time.Millisecond, Capacity: capacity, OverloadLatency: time.Second, Body: "ok",
+	}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reached sync.Map // second -> *atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := reached.LoadOrStore(time.Now().Unix(), new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+		mock.ServeHTTP(w, r)
+	}))
+	t.Cleanup(up.Close)
+	srv := testredis.Start(t)
+	cfg := fmt.Sprintf(`
+admin: {listen: ""}
+store: {type: redis, redis: {addrs: [%q], timeout: 200ms}}
+routes:
+  - id: coupon
+    match: {path: /coupon}
+    upstream: {targets: ["%s"], timeout: 700ms}
+    protect: {min: 5, max: 1000}
+`, srv.Addr(), up.URL)
+	hs := []*harness{newHarness(t, cfg, nil), newHarness(t, cfg, nil), newHarness(t, cfg, nil)}
+	clients := []int{42, 9, 9} // each one request each 100 ms: 420, 90, 90... /s offered at most; 70/15/15
+	var offered, admitted [3]atomic.Int64
+	load := func(d time.Duration) {
+		stop := time.Now().Add(d)
+		var wg sync.WaitGroup
+		for i, h := range hs {
+			for range clients[i] {
+				wg.Go(func() {
+					for next := time.Now(); next.Before(stop); next = next.Add(140 * time.Millisecond) {
+						time.Sleep(time.Until(next))
+						resp := h.do("POST", "/coupon", nil, nil)
+						offered[i].Add(1)
+						if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(drain(resp), "overloaded") {
+							admitted[i].Add(1)
+						}
+					}
+				})
+			}
+		}
+		wg.Wait()
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			var b strings.Builder
+			for _, h := range hs {
+				p := h.gw.Protected()[0]
+				fmt.Fprintf(&b, " [%.0f %.1f %.3f]", p.Limit, p.Admitting, p.Baseline)
+			}
+			t.Log(b.String())
+		}
+	}()
+	load(6 * time.Second)
+	for i := range offered {
+		offered[i].Store(0)
+		admitted[i].Store(0)
+	}
+	from := time.Now().Unix() + 1
+	load(5 * time.Second)
+	to := time.Now().Unix() - 1
+	for s := from; s <= to; s++ {
+		var got int64
+		if n, ok := reached.Load(s); ok {
+			got = n.(*atomic.Int64).Load()
+		}
+		t.Logf("second %d: %d reached the API", s-from, got)
+		if got > 1.3*capacity || got < 0.6*capacity {
+			t.Errorf("second %d: %d requests reached the API of capacity %d, want 60..130", s-from, got, capacity)
+		}
+	}
+	var fr [3]float64
+	for i := range fr {
+		fr[i] = float64(admitted[i].Load()) / float64(max(offered[i].Load(), 1))
+		p := hs[i].gw.Protected()[0]
+		t.Logf("instance %d: admitted %d of %d (%.0f%%), fleet limit %.0f, admitting %.1f, %d instances",
+			i, admitted[i].Load(), offered[i].Load(), 100*fr[i], p.Limit, p.Admitting, p.Instances)
+		if p.Instances != 3 {
+			t.Errorf("instance %d: shares the limit with %d instances, want 3", i, p.Instances)
+		}
+	}
+	for i := 1; i < 3; i++ {
+		if fr[i] < 0.5*fr[0] || fr[i] > 2*fr[0] {
+			t.Errorf("instance %d admitted %.0f%% of its offer, instance 0 %.0f%%: one is starved", i, 100*fr[i], 100*fr[0])
+		}
+	}
+
+	close(done)
+	// Redis stops: each instance protects alone, with its share of the
+	// fleet's limit as its own, and says so.
+	srv.Stop()
+	for i, h := range hs {
+		within(t, 5*time.Second, func() error {
+			if d := h.gw.Degraded(); !strings.Contains(d, "protection of route coupon decides on this instance's own") {
+				return fmt.Errorf("instance %d: degraded %q", i, d)
+			}
+			if v := testutil.ToFloat64(h.gw.metrics.protectFallback.WithLabelValues("coupon")); v != 1 {
+				return fmt.Errorf("instance %d: fallback gauge %v", i, v)
+			}
+			return nil
+		})
+		if p := h.gw.Protected()[0]; p.Instances != 0 || p.Limit > 1.3*capacity {
+			t.Errorf("instance %d alone: %+v, want no instances and its share of the limit", i, p)
+		}
+		if !strings.Contains(h.log.String(), "protects the upstream alone") {
+			t.Errorf("instance %d: no WARN line:\n%s", i, h.log)
+		}
+	}
+	srv.Restart()
+	for i, h := range hs {
+		within(t, 10*time.Second, func() error {
+			if d := h.gw.Degraded(); d != "" {
+				return fmt.Errorf("instance %d: degraded %q", i, d)
+			}
+			if p := h.gw.Protected()[0]; p.Instances != 3 {
+				return fmt.Errorf("instance %d: %d instances", i, p.Instances)
+			}
+			return nil
+		})
+	}
+}
