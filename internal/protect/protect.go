@@ -28,7 +28,7 @@ type Protector struct {
 	proposal float64
 	cut      bool // the last update cut the limit
 	last     atomic.Pointer[Tally]
-	summed   int  // the others whose reports the last sum counted
+	summed   int // the others whose reports the last sum counted
 }
 
 // New returns a protector with settings s, starting at now.
