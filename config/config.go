@@ -908,6 +908,26 @@ type Protect struct {
 	// Reject is the answer to a request protection turns away. Default
 	// 503 overloaded, with Retry-After.
 	Reject Reject `yaml:"reject"`
+
+	// Priority shares the learned limit by levels: when it binds, the
+	// lowest level is turned away first.
+	Priority *Priority `yaml:"priority"`
+}
+
+// Priority is protect.priority: which level a request is of, and how long
+// it may wait for room.
+type Priority struct {
+	// Key is the key part whose value names the level (header:X-Priority,
+	// jwt:tier, ...).
+	Key KeyPart `yaml:"key"`
+
+	// Levels are the values, highest first; a request whose value is none
+	// of them, or that has none, is of the last.
+	Levels []string `yaml:"levels"`
+
+	// MaxWait is how long a request may wait for room when the limit
+	// binds. Default 250ms.
+	MaxWait time.Duration `yaml:"max_wait"`
 }
 
 // Fallback is the answer an open breaker gives.

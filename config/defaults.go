@@ -125,6 +125,10 @@ func (p *Protect) setDefaults() {
 	p.Reject = Reject{Status: 503, Code: CodeOverloaded}
 }
 
+func (p *Priority) setDefaults() {
+	p.MaxWait = 250 * time.Millisecond
+}
+
 func (l *Limit) setDefaults() {
 	l.OnMissing = OnMissingDeny
 	l.Algorithm = limit.FixedWindow

@@ -170,6 +170,9 @@ func (v *validator) jwtParts(c *Config) {
 	limits(c.GlobalLimits, "global_limits")
 	for i, r := range c.Routes {
 		limits(r.Limits, fmt.Sprintf("routes[%d].limits", i))
+		if r.Protect != nil && r.Protect.Priority != nil && r.Protect.Priority.Key.Source == SourceJWT {
+			v.errorf(fmt.Sprintf("routes[%d].protect.priority.key", i), "%s needs server.jwt, which says how tokens are verified", r.Protect.Priority.Key)
+		}
 	}
 }
 

@@ -25,6 +25,17 @@ routes:
 	if c.Routes[1].Protect != nil {
 		t.Errorf("a route without the block: %+v", c.Routes[1].Protect)
 	}
+	c = mustParse(t, `
+routes:
+  - id: a
+    match: {path: /a}
+    upstream: {targets: ["http://10.0.0.1:8080"]}
+    protect:
+      priority: {key: "header:X-Priority", levels: [gold, silver, free]}
+`)
+	if pr := c.Routes[0].Protect.Priority; pr == nil || pr.Key.String() != "header:X-Priority" || len(pr.Levels) != 3 || pr.MaxWait != 250*time.Millisecond {
+		t.Errorf("priority: %+v, want the header, three levels and max_wait 250ms", pr)
+	}
 	if m := c.Message(CodeOverloaded); m == "" {
 		t.Error("overloaded has no message")
 	}
@@ -50,6 +61,26 @@ routes:
     protect: {warm_up: -1s} #want: routes[0].protect.warm_up: -1s: how long admission ramps up`},
 		{"an unknown key", `
     protect: {rate: 10} #want: unknown key`},
+		{"priority without key", `
+    protect:
+      priority: {levels: [high, low]} #want: routes[0].protect.priority: priority needs key`},
+		{"one level", `
+    protect:
+      priority: {key: "header:X-Priority", levels: [high]} #want: routes[0].protect.priority.levels: 1 levels: give 2 to 8`},
+		{"a level twice", `
+    protect:
+      priority:
+        key: "header:X-Priority"
+        levels: [high, high] #want: routes[0].protect.priority.levels[1]: "high" is listed twice`},
+		{"a long wait", `
+    protect:
+      priority: {key: "header:X-Priority", levels: [a, b], max_wait: 10s} #want: routes[0].protect.priority.max_wait: 10s: how long a request may wait`},
+		{"a bad key part", `
+    protect:
+      priority: {key: "nope:x", levels: [a, b]} #want: unknown key source`},
+		{"jwt without server.jwt", `
+    protect:
+      priority: {key: "jwt:tier", levels: [a, b]} #want: routes[0].protect.priority.key: jwt:tier needs server.jwt`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			checkErrors(t, `

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/floodgate-gw/floodgate/breaker"
 	"github.com/floodgate-gw/floodgate/internal/pathclean"
@@ -85,6 +86,37 @@ func (v *validator) protect(pr *Protect, p string) {
 		v.errorf(p+".reject.status", "%d is outside 400..599", s)
 	}
 	v.code(p+".reject.code", pr.Reject.Code)
+	if pr.Priority != nil {
+		v.priority(pr.Priority, p+".priority")
+	}
+}
+
+// maxLevels is the most levels protect.priority takes.
+const maxLevels = 8
+
+// priority checks a protect block's priority.
+func (v *validator) priority(pr *Priority, p string) {
+	if !v.has(p+".key") && !v.failed(p+".key") {
+		v.errorf(p, "priority needs key: the key part whose value is the level (header:X-Priority, jwt:tier...)")
+	}
+	switch n := len(pr.Levels); {
+	case n < 2 || n > maxLevels:
+		v.errorf(p+".levels", "%d levels: give 2 to %d, highest first", n, maxLevels)
+	default:
+		seen := map[string]bool{}
+		for i, l := range pr.Levels {
+			switch {
+			case l == "" || len(l) > 64 || strings.ContainsFunc(l, unicode.IsControl):
+				v.errorf(fmt.Sprintf("%s.levels[%d]", p, i), "%q: a level is 1 to 64 printable characters", l)
+			case seen[l]:
+				v.errorf(fmt.Sprintf("%s.levels[%d]", p, i), "%q is listed twice", l)
+			}
+			seen[l] = true
+		}
+	}
+	if pr.MaxWait < 0 || pr.MaxWait > 5*time.Second {
+		v.errorf(p+".max_wait", "%v: how long a request may wait for room, 0s to 5s (a connection held longer helps no one)", pr.MaxWait)
+	}
 }
 
 func (v *validator) code(p, code string) {

@@ -36,6 +36,10 @@ type Metrics struct {
 	// instance admits of the limit, its requests in flight, and 1 while
 	// a fleet's protection decides alone.
 	protectAdmitting, protectInFlight, protectFallback *prometheus.GaugeVec
+	// protectQueued and protectRefusedLevel: with priority, the requests
+	// waiting for room, and those turned away by level.
+	protectQueued       *prometheus.GaugeVec
+	protectRefusedLevel *prometheus.CounterVec
 	// breakerRefused counts the requests an open breaker answered.
 	breakerRefused *prometheus.CounterVec
 	// breakerFallback is 1 for a fleet breaker deciding on this
@@ -113,6 +117,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		protectFallback: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "gateway_protect_fleet_fallback", Help: "1 while a protected route on the Redis store protects on this instance's own because the fleet's reports, in Redis, are out of reach; 0 while it shares the fleet's limit.",
 		}, []string{"route"}),
+		protectQueued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gateway_protect_queued", Help: "Requests waiting for room under a protected route's limit (protect.priority, at most max_wait each), at the last interval's end.",
+		}, []string{"route"}),
+		protectRefusedLevel: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_protect_refused_by_level_total", Help: "Requests a protected route with priority turned away, by level (protect.priority.levels): the lowest levels are turned away first.",
+		}, []string{"route", "level"}),
 		protectRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_protect_refused_total", Help: "Requests a route's protection turned away (503 overloaded) because its upstream was at the limit learned for it.",
 		}, []string{"route"}),
@@ -145,7 +155,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "gateway_jwt_failures_total", Help: "Bearer tokens not accepted for jwt: key parts and claim overrides, by reason; their parts are missing.",
 	}, []string{"reason"})
 	reg.MustRegister(m.requests, m.grpcResponses, m.duration, m.rateLimited, m.decisions, m.storeDuration,
-		m.storeErrors, m.reloads, m.reloadSuccess, m.reloadTime, m.logsSuppressed, m.breakerState, m.breakerChanges, m.breakerRefused, m.breakerFallback, m.protectLimit, m.protectBaseline, m.protectRefused, m.protectAdmitting, m.protectInFlight, m.protectFallback, jwtFailures, m.framingRefused, m.localAnswers, m.accessDropped, m.spansDropped, m.fleetIgnored, m.overrides, m.overridesVersion)
+		m.storeErrors, m.reloads, m.reloadSuccess, m.reloadTime, m.logsSuppressed, m.breakerState, m.breakerChanges, m.breakerRefused, m.breakerFallback, m.protectLimit, m.protectBaseline, m.protectRefused, m.protectAdmitting, m.protectInFlight, m.protectFallback, m.protectQueued, m.protectRefusedLevel, jwtFailures, m.framingRefused, m.localAnswers, m.accessDropped, m.spansDropped, m.fleetIgnored, m.overrides, m.overridesVersion)
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
 	for _, r := range []string{"too_large", "malformed", "unknown_kind"} {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/floodgate-gw/floodgate/events"
 	"github.com/floodgate-gw/floodgate/internal/answer"
 	"github.com/floodgate-gw/floodgate/internal/protect"
+	"github.com/floodgate-gw/floodgate/internal/spec"
 	"github.com/floodgate-gw/floodgate/internal/upstream"
 )
 
@@ -34,8 +36,41 @@ type routeProtect struct {
 	admitting prometheus.Gauge
 	inFlight  prometheus.Gauge
 	refused   prometheus.Counter
+	queued    prometheus.Gauge
 	logged    float64 // the limit the last INFO line gave; the ticking goroutine's
 	fleet     fleetProtect
+
+	// With priority: the key part whose value names a request's level,
+	// the levels highest first, and each one's refused counter.
+	levelPart spec.Part
+	levels    []string
+	byLevel   []prometheus.Counter
+}
+
+// level is x's priority level: the index of its value, or the last level
+// for a value that is none of them; 0 without priority.
+func (rp *routeProtect) level(x *exchange) int {
+	if len(rp.levels) == 0 {
+		return 0
+	}
+	v := x.value(rp.levelPart)
+	for i, l := range rp.levels {
+		if l == v {
+			return i
+		}
+	}
+	return len(rp.levels) - 1
+}
+
+// sameProtect says whether a and b protect alike (what is learned under
+// one holds for the other); the answer is not compared.
+func sameProtect(a, b config.Protect) bool {
+	pa, pb := a.Priority, b.Priority
+	a.Priority, b.Priority = nil, nil
+	if a != b || (pa == nil) != (pb == nil) {
+		return false
+	}
+	return pa == nil || pa.Key == pb.Key && pa.MaxWait == pb.MaxWait && slices.Equal(pa.Levels, pb.Levels)
 }
 
 // protectorFor returns the route's protector, the running one when its
@@ -43,13 +78,17 @@ type routeProtect struct {
 func (g *Gateway) protectorFor(gen *generation, rc *config.Route) (*routeProtect, error) {
 	pc := *rc.Protect
 	pc.Reject = config.Reject{} // the answer is the generation's; what is learned is not
-	same := func(rp *routeProtect) bool { return rp.settings == pc }
+	same := func(rp *routeProtect) bool { return sameProtect(rp.settings, pc) }
 	return g.pools.protectors.Hold(gen.lease, rc.ID, same, func(*routeProtect, bool) (*routeProtect, error) {
 		warm := pc.WarmUp
 		if warm == 0 {
 			warm = protect.NoWarmUp
 		}
-		p := protect.New(protect.Settings{Min: pc.Min, Max: pc.Max, Tolerance: pc.Tolerance, WarmUp: warm}, time.Now())
+		ps := protect.Settings{Min: pc.Min, Max: pc.Max, Tolerance: pc.Tolerance, WarmUp: warm}
+		if pr := pc.Priority; pr != nil {
+			ps.Levels, ps.MaxWait = len(pr.Levels), max(pr.MaxWait, time.Nanosecond)
+		}
+		p := protect.New(ps, time.Now())
 		rp := &routeProtect{
 			p:         p,
 			settings:  pc,
@@ -58,7 +97,14 @@ func (g *Gateway) protectorFor(gen *generation, rc *config.Route) (*routeProtect
 			admitting: g.metrics.protectAdmitting.WithLabelValues(rc.ID),
 			inFlight:  g.metrics.protectInFlight.WithLabelValues(rc.ID),
 			refused:   g.metrics.protectRefused.WithLabelValues(rc.ID),
+			queued:    g.metrics.protectQueued.WithLabelValues(rc.ID),
 			fleet:     fleetProtect{fallback: g.metrics.protectFallback.WithLabelValues(rc.ID)},
+		}
+		if pr := pc.Priority; pr != nil {
+			rp.levelPart, rp.levels = spec.PartOf(pr.Key), pr.Levels
+			for _, l := range pr.Levels {
+				rp.byLevel = append(rp.byLevel, g.metrics.protectRefusedLevel.WithLabelValues(rc.ID, l))
+			}
 		}
 		if gen.bus != nil {
 			g.enterFleet(gen.bus, rc.ID, rp)
@@ -75,9 +121,10 @@ func (g *Gateway) protectorFor(gen *generation, rc *config.Route) (*routeProtect
 func (g *Gateway) dropProtector(route string, replaced bool) {
 	if !replaced {
 		for _, v := range []*prometheus.GaugeVec{g.metrics.protectLimit, g.metrics.protectBaseline,
-			g.metrics.protectAdmitting, g.metrics.protectInFlight, g.metrics.protectFallback} {
+			g.metrics.protectAdmitting, g.metrics.protectInFlight, g.metrics.protectFallback, g.metrics.protectQueued} {
 			v.DeleteLabelValues(route)
 		}
+		g.metrics.protectRefusedLevel.DeletePartialMatch(prometheus.Labels{"route": route})
 		g.metrics.protectRefused.DeleteLabelValues(route)
 		if gen := g.gen.Load(); gen != nil && !g.closing.Load() {
 			g.leaveFleet(gen.bus, route)
@@ -137,6 +184,9 @@ func (g *Gateway) tickProtector(route string, rp *routeProtect, step protect.Ste
 	rp.limit.Set(limit)
 	rp.admitting.Set(rp.p.Admits())
 	rp.inFlight.Set(float64(t.InFlight))
+	if l := rp.p.Levels; l != nil {
+		rp.queued.Set(float64(l.Waiting()))
+	}
 	rp.baseline.Set(rp.p.Baseline().Seconds())
 	// A change of more than half the limit is a line: the upstream lost
 	// (or found) much of its capacity.
@@ -180,30 +230,35 @@ type guard struct {
 // that a request it would turn away spends none of its client's quota.
 func (g *Gateway) room(w http.ResponseWriter, x *exchange) (outcome, bool) {
 	rp := x.route.protect
-	if rp.p.Gate.Room(rp.p.Gate.At(time.Now())) {
+	lv := rp.level(x)
+	if rp.p.Room(lv, rp.p.Gate.At(time.Now())) {
 		return outcome{}, true
 	}
-	return g.turnAway(w, x), false
+	return g.turnAway(w, x, lv), false
 }
 
 // admit admits x's request through its route's protection, after the
 // limits; it answers the request when there is no room (the room the
-// limits' step took meanwhile).
+// limits' step took meanwhile). With priority, a request waits for room
+// up to max_wait while no request of a higher level waits.
 func (g *Gateway) admit(w http.ResponseWriter, x *exchange) (outcome, bool) {
 	rp := x.route.protect
-	now := time.Now()
-	tk, ok := rp.p.Gate.Admit(rp.p.Gate.At(now))
+	lv := rp.level(x)
+	tk, ok := rp.p.Admit(x.r.Context(), lv, time.Now())
 	if !ok {
-		return g.turnAway(w, x), false
+		return g.turnAway(w, x, lv), false
 	}
-	x.guard = guard{rp: rp, ticket: tk, at: now}
+	x.guard = guard{rp: rp, ticket: tk, at: time.Now()}
 	return outcome{}, true
 }
 
 // turnAway answers a request protection turned away.
-func (g *Gateway) turnAway(w http.ResponseWriter, x *exchange) outcome {
+func (g *Gateway) turnAway(w http.ResponseWriter, x *exchange, level int) outcome {
 	rp := x.route.protect
 	rp.refused.Inc()
+	if rp.byLevel != nil {
+		rp.byLevel[level].Inc()
+	}
 	// The limit admits a request every 1/limit seconds: a second is long
 	// enough for any limit worth having, and short enough to come back
 	// as soon as there is room.

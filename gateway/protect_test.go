@@ -258,3 +258,70 @@ routes:
 		})
 	}
 }
+
+// With priority, when the limit binds the high level is admitted whole
+// and the low one gets what is left; a value that is no level is the
+// lowest; the refusals are counted by level.
+func TestProtectPriority(t *testing.T) {
+	t.Parallel()
+	const capacity = 100
+	mock, err := rehearse.NewUpstream(rehearse.UpstreamConfig{
+		Latency: 50 * time.Millisecond, Capacity: capacity, OverloadLatency: time.Second, Body: "ok",
+	}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := httptest.NewServer(mock)
+	t.Cleanup(up.Close)
+	h := newHarness(t, `
+admin: {listen: ""}
+routes:
+  - id: coupon
+    match: {path: /coupon}
+    upstream: {targets: ["`+up.URL+`"], timeout: 700ms}
+    protect:
+      min: 5
+      max: 100
+      warm_up: 0s
+      priority: {key: "header:X-Priority", levels: [high, low], max_wait: 200ms}
+`, nil)
+	var offered, admitted [2]atomic.Int64
+	stop := time.Now().Add(7 * time.Second)
+	measure := time.Now().Add(2 * time.Second)
+	var wg sync.WaitGroup
+	for i, level := range []string{"high", "whatever"} { // 50/s high, 80/s low
+		for range 5 + 3*i {
+			wg.Go(func() {
+				for next := time.Now(); next.Before(stop); next = next.Add(100 * time.Millisecond) {
+					time.Sleep(time.Until(next))
+					resp := h.do("POST", "/coupon", map[string]string{"X-Priority": level}, nil)
+					body := drain(resp)
+					if time.Now().Before(measure) {
+						continue
+					}
+					offered[i].Add(1)
+					if resp.StatusCode == http.StatusOK {
+						admitted[i].Add(1)
+					} else if !strings.Contains(body, "overloaded") {
+						t.Errorf("a %s request answered %d %s", level, resp.StatusCode, body)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	hi := float64(admitted[0].Load()) / float64(offered[0].Load())
+	lo := float64(admitted[1].Load()) / float64(offered[1].Load())
+	t.Logf("high: %d of %d admitted (%.0f%%); low: %d of %d (%.0f%%); limit %.0f", admitted[0].Load(), offered[0].Load(), 100*hi,
+		admitted[1].Load(), offered[1].Load(), 100*lo, h.gw.Protected()[0].Limit)
+	if hi < 0.95 {
+		t.Errorf("%.0f%% of the high level admitted, want ≥ 95%%", 100*hi)
+	}
+	if lo == 0 || lo > 0.6 {
+		t.Errorf("%.0f%% of the low level admitted, want what high leaves of about 100/s (some, not most)", 100*lo)
+	}
+	m := h.gw.metrics.protectRefusedLevel
+	if l, hr := testutil.ToFloat64(m.WithLabelValues("coupon", "low")), testutil.ToFloat64(m.WithLabelValues("coupon", "high")); l == 0 || hr > l/10 {
+		t.Errorf("refused by level: high %v, low %v", hr, l)
+	}
+}
