@@ -912,7 +912,15 @@ type Protect struct {
 	// Priority shares the learned limit by levels: when it binds, the
 	// lowest level is turned away first.
 	Priority *Priority `yaml:"priority"`
+
+	// Pin is a runtime override's: the limit admitted instead of the one
+	// learned, in requests a second; 0: none. A file cannot set it.
+	Pin float64 `yaml:"-"`
 }
+
+// ProtectName is the name runtime overrides give a route's protection, as
+// if it were one of its limits.
+const ProtectName = "protect"
 
 // Priority is protect.priority: which level a request is of, and how long
 // it may wait for room.

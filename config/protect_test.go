@@ -78,6 +78,12 @@ routes:
 		{"a bad key part", `
     protect:
       priority: {key: "nope:x", levels: [a, b]} #want: unknown key source`},
+		{"a limit named protect", `
+    limits:
+      - name: protect #want: routes[0].limits[0].name: "protect" names the route's protection in runtime overrides
+        key: [ip]
+        rate: 5/s
+    protect: {}`},
 		{"jwt without server.jwt", `
     protect:
       priority: {key: "jwt:tier", levels: [a, b]} #want: routes[0].protect.priority.key: jwt:tier needs server.jwt`},

@@ -47,6 +47,9 @@ func (v *validator) route(c *Config, r *Route, p string, ids, global map[string]
 			continue
 		}
 		ok := v.uniqueName(l, lp, own, global)
+		if r.Protect != nil && l.Name == ProtectName {
+			v.errorf(lp+".name", "%q names the route's protection in runtime overrides; give this limit another name", l.Name)
+		}
 		v.limit(l, lp, r.ID+":"+l.Name, lease, ok && idOK)
 	}
 	v.breaker(&r.Breaker, p+".breaker")

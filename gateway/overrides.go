@@ -133,11 +133,11 @@ func (g *Gateway) SetOverride(ctx context.Context, route, name string, req Overr
 		return OverrideStatus{}, err
 	}
 	gen := g.gen.Load()
-	l := overlay.FindLimit(gen.file, route, name)
-	if l == nil {
+	found, err := overlay.CheckOn(gen.file, route, name, req.Change)
+	if !found {
 		return OverrideStatus{}, fmt.Errorf("%w: route %q has no limit %q", ErrNoLimit, route, name)
 	}
-	if _, err := overlay.Adjust(l, req.Change); err != nil {
+	if err != nil {
 		return OverrideStatus{}, err
 	}
 	if req.Rate != "" {
@@ -214,7 +214,7 @@ func (g *Gateway) RemoveOverride(ctx context.Context, route, name string) (Overr
 	key := overlay.Name(route, name)
 	gen := g.gen.Load()
 	none := func() error {
-		if overlay.FindLimit(gen.file, route, name) == nil {
+		if !overlay.Has(gen.file, route, name) {
 			return fmt.Errorf("%w: route %q has no limit %q, nor an override of one", ErrNoLimit, route, name)
 		}
 		return fmt.Errorf("%w for limit %q of route %q", ErrNoOverride, name, route)

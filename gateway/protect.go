@@ -78,8 +78,10 @@ func sameProtect(a, b config.Protect) bool {
 func (g *Gateway) protectorFor(gen *generation, rc *config.Route) (*routeProtect, error) {
 	pc := *rc.Protect
 	pc.Reject = config.Reject{} // the answer is the generation's; what is learned is not
+	pin := pc.Pin               // an override's, laid over the protector kept
+	pc.Pin = 0
 	same := func(rp *routeProtect) bool { return sameProtect(rp.settings, pc) }
-	return g.pools.protectors.Hold(gen.lease, rc.ID, same, func(*routeProtect, bool) (*routeProtect, error) {
+	rp, err := g.pools.protectors.Hold(gen.lease, rc.ID, same, func(*routeProtect, bool) (*routeProtect, error) {
 		warm := pc.WarmUp
 		if warm == 0 {
 			warm = protect.NoWarmUp
@@ -114,6 +116,10 @@ func (g *Gateway) protectorFor(gen *generation, rc *config.Route) (*routeProtect
 		rp.admitting.Set(p.Admits())
 		return rp, nil
 	})
+	if err == nil {
+		rp.p.Pin(pin)
+	}
+	return rp, err
 }
 
 // dropProtector takes the series of a route's protection away once no
@@ -360,6 +366,9 @@ type ProtectStatus struct {
 	// with the Redis store; 0 while this one protects alone. Admitting is
 	// then this instance's share.
 	Instances int `json:"instances,omitempty"`
+	// Pinned is the limit a runtime override pins (then Limit too); 0:
+	// none, the limit is learned.
+	Pinned float64 `json:"pinned,omitempty"`
 }
 
 // Protected lists the running routes' protection.
@@ -369,7 +378,7 @@ func (g *Gateway) Protected() []ProtectStatus {
 		if rp := r.protect; rp != nil {
 			s := rp.p.Settings()
 			out = append(out, ProtectStatus{Route: r.id, Limit: rp.p.Limit(), Baseline: rp.p.Baseline().Seconds(),
-				Admitting: rp.p.Admits(), Min: s.Min, Max: s.Max, Instances: rp.p.Peers()})
+				Admitting: rp.p.Admits(), Min: s.Min, Max: s.Max, Instances: rp.p.Peers(), Pinned: rp.p.Pinned()})
 		}
 	}
 	return out

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -151,5 +153,72 @@ routes:
 			}
 			return nil
 		})
+	}
+}
+
+// An operator pins a protected route's limit fleet-wide through the
+// overrides (limit "protect"), with a ttl; the instances admit the pin,
+// shared, and take the learned limit back when it is removed. enabled:
+// false turns protection off; what protection cannot take is refused.
+func TestProtectPin(t *testing.T) {
+	t.Parallel()
+	srv := testredis.Start(t)
+	up := newBackend(t, nil)
+	cfg := fmt.Sprintf(`
+admin: {listen: ""}
+store: {type: redis, redis: {addrs: [%q], timeout: 500ms}}
+routes:
+  - id: coupon
+    match: {path: /coupon}
+    upstream: {targets: ["%s"]}
+    protect: {max: 1000, warm_up: 0s}
+`, srv.Addr(), up.URL)
+	a, b := newHarness(t, cfg, nil), newHarness(t, cfg, nil)
+	ctx := context.Background()
+	if _, err := a.gw.SetOverride(ctx, "coupon", "protect", OverrideRequest{Change: OverrideChange{Rate: "20/s"}, TTL: time.Hour, By: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	for name, h := range map[string]*harness{"a": a, "b": b} {
+		within(t, 5*time.Second, func() error {
+			p := h.gw.Protected()[0]
+			if p.Pinned != 20 || p.Limit != 20 || p.Admitting > 20 {
+				return fmt.Errorf("instance %s: %+v, want pinned at 20", name, p)
+			}
+			return nil
+		})
+	}
+	// Pinned at 20 a second: a burst of 40 at once gets a few through.
+	var ok int
+	for range 40 {
+		if resp := a.do("GET", "/coupon", nil, nil); resp.StatusCode == http.StatusOK {
+			ok++
+		}
+	}
+	if ok > 10 {
+		t.Errorf("%d of 40 admitted at once under a pin of 20/s shared by two", ok)
+	}
+	if _, _, err := a.gw.RemoveOverride(ctx, "coupon", "protect"); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 5*time.Second, func() error {
+		if p := b.gw.Protected()[0]; p.Pinned != 0 || p.Limit != 1000 {
+			return fmt.Errorf("after the pin: %+v, want the learned 1000", p)
+		}
+		return nil
+	})
+	if _, err := a.gw.SetOverride(ctx, "coupon", "protect", OverrideRequest{Change: OverrideChange{Enabled: bptr(false)}}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 5*time.Second, func() error {
+		if p := b.gw.Protected(); len(p) != 0 {
+			return fmt.Errorf("protection disabled, still %+v", p)
+		}
+		return nil
+	})
+	for _, c := range []OverrideChange{{Burst: 5}, {Limit: 3}, {Shadow: bptr(true)}, {Rate: "0/s"}} {
+		var oe *OverrideError
+		if _, err := a.gw.SetOverride(ctx, "coupon", "protect", OverrideRequest{Change: c}); !errors.As(err, &oe) {
+			t.Errorf("override %+v of protection: %v, want an OverrideError", c, err)
+		}
 	}
 }

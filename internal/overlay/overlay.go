@@ -173,6 +173,68 @@ func Adjust(l *config.Limit, c Change) (*config.Limit, error) {
 	return &n, nil
 }
 
+// AdjustProtect returns p with c laid over it: a rate pins the limit
+// admitted at that rate, enabled false turns protection off (nil). p is
+// not changed.
+func AdjustProtect(p *config.Protect, c Change) (*config.Protect, error) {
+	switch {
+	case c.Limit != 0:
+		return nil, &Error{Field: "limit", Msg: "protection takes rate (rate: 300/s), the limit it admits"}
+	case c.Burst != 0:
+		return nil, &Error{Field: "burst", Msg: "protection has no burst to change; give rate"}
+	case c.Shadow != nil:
+		return nil, &Error{Field: "shadow", Msg: "protection has no shadow mode; enabled: false turns it off"}
+	}
+	n := *p
+	if c.Rate != "" {
+		rate, err := limit.ParseRate(c.Rate)
+		if err != nil {
+			return nil, &Error{Field: "rate", Msg: strings.TrimPrefix(err.Error(), fmt.Sprintf("rate %q: ", c.Rate))}
+		}
+		n.Pin = float64(rate.Count) / rate.Period.Seconds()
+		if !(n.Pin > 0) || n.Pin > 1e9 {
+			return nil, &Error{Field: "rate", Msg: fmt.Sprintf("%s: protection's limit is more than 0 and at most 1e9 a second", c.Rate)}
+		}
+	}
+	if c.Enabled != nil && !*c.Enabled {
+		return nil, nil
+	}
+	return &n, nil
+}
+
+// Has says whether cfg has the limit name of route, or, for
+// config.ProtectName, the route's protection.
+func Has(cfg *config.Config, route, name string) bool {
+	return FindLimit(cfg, route, name) != nil || protectOf(cfg, route, name) != nil
+}
+
+// protectOf is route's protection, when name is config.ProtectName.
+func protectOf(cfg *config.Config, route, name string) *config.Protect {
+	if name != config.ProtectName {
+		return nil
+	}
+	for _, r := range cfg.Routes {
+		if r.ID == route {
+			return r.Protect
+		}
+	}
+	return nil
+}
+
+// CheckOn checks c against what it changes in cfg: the limit name of
+// route, or its protection. It returns false when cfg has neither.
+func CheckOn(cfg *config.Config, route, name string, c Change) (bool, error) {
+	if l := FindLimit(cfg, route, name); l != nil {
+		_, err := Adjust(l, c)
+		return true, err
+	}
+	if p := protectOf(cfg, route, name); p != nil {
+		_, err := AdjustProtect(p, c)
+		return true, err
+	}
+	return false, nil
+}
+
 // freshRule copies r's settings into a rule of its own, which derives
 // its data again when validated.
 func freshRule(r *limit.Rule) *limit.Rule {
@@ -230,9 +292,20 @@ func Apply(file *config.Config, set map[string]Override) (*config.Config, map[st
 			rc.Limits = ls
 			cfg.Routes[i] = &rc
 		}
+		name := Name(r.ID, config.ProtectName)
+		if ov, ok := set[name]; ok && r.Protect != nil {
+			p, err := AdjustProtect(r.Protect, ov.Change)
+			if err != nil {
+				skipped[name] = err.Error()
+				continue
+			}
+			rc := *cfg.Routes[i]
+			rc.Protect = p
+			cfg.Routes[i] = &rc
+		}
 	}
 	for name, ov := range set {
-		if FindLimit(file, ov.Route, ov.Limit) == nil {
+		if !Has(file, ov.Route, ov.Limit) {
 			skipped[name] = fmt.Sprintf("this instance's config has no limit %q on route %q", ov.Limit, ov.Route)
 		}
 	}
@@ -247,7 +320,7 @@ func WithoutGone(file *config.Config, set map[string]Override) (kept map[string]
 	}
 	kept = map[string]Override{}
 	for name, ov := range set {
-		if FindLimit(file, ov.Route, ov.Limit) == nil {
+		if !Has(file, ov.Route, ov.Limit) {
 			gone = append(gone, ov)
 			continue
 		}

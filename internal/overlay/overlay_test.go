@@ -511,3 +511,24 @@ func TestFreshRuleCopiesEveryField(t *testing.T) {
 		}
 	}
 }
+
+// An override named protect pins a route's protection, or turns it off;
+// protection takes rate and enabled only.
+func TestAdjustProtect(t *testing.T) {
+	p := &config.Protect{Min: 1, Max: 1000}
+	n, err := AdjustProtect(p, Change{Rate: "30/10s"})
+	if err != nil || n == nil || n.Pin != 3 || p.Pin != 0 {
+		t.Fatalf("rate 30/10s: %+v, %v; want a copy pinned at 3/s", n, err)
+	}
+	off := false
+	if n, err := AdjustProtect(p, Change{Enabled: &off}); n != nil || err != nil {
+		t.Errorf("enabled false: %+v, %v; want nil", n, err)
+	}
+	on := true
+	for _, c := range []Change{{Burst: 3}, {Limit: 3}, {Shadow: &on}, {Rate: "0/s"}, {Rate: "fast"}} {
+		var e *Error
+		if _, err := AdjustProtect(p, c); !errors.As(err, &e) {
+			t.Errorf("%+v: %v, want an *Error", c, err)
+		}
+	}
+}

@@ -19,6 +19,7 @@ type Protector struct {
 	admits   atomic.Uint64 // math.Float64bits of what the gate admits now
 	warm     atomic.Bool   // WarmUp was called: the next Tick starts one
 	peers    atomic.Int32  // the instances the limit is shared by; 0: none, alone
+	pin      atomic.Uint64 // math.Float64bits of the limit pinned; 0: none
 
 	// The ticking goroutine's: following the fleet; this instance's part
 	// of the fleet's limit when it last did; what its controller proposed
@@ -182,7 +183,9 @@ func (p *Protector) apply(now time.Time, cut bool, limit, frac float64) {
 		p.ctrl.WarmUp(now)
 	}
 	admits := p.ctrl.Admits(now)
-	if admits < Unbounded {
+	if pin := p.Pinned(); pin > 0 {
+		limit, admits = pin, pin*frac
+	} else if admits < Unbounded {
 		admits *= frac * limit / p.ctrl.Limit()
 	}
 	p.Gate.Set(admits, p.ctrl.SlowAfter(), cut)
@@ -216,6 +219,15 @@ func (p *Protector) Last() Tally {
 	}
 	return Tally{}
 }
+
+// Pin makes the gate admit limit requests a second (the fleet's, shared
+// as the learned one is) from the next interval, whatever is learned;
+// 0 gives it back to what is learned. The controller goes on learning
+// meanwhile: an operator's pin, for a while.
+func (p *Protector) Pin(limit float64) { p.pin.Store(math.Float64bits(max(limit, 0))) }
+
+// Pinned is the limit pinned, 0 for none.
+func (p *Protector) Pinned() float64 { return math.Float64frombits(p.pin.Load()) }
 
 // Peers is how many instances share the limit, this one included; 0
 // while it protects alone.
