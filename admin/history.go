@@ -294,79 +294,19 @@ func (h *history) take(now time.Time) {
 	h.times[i] = now.UnixMilli()
 	h.next = (i + 1) % historyLen
 	h.n = min(h.n+1, historyLen)
-	g := globalPoint{
-		StoreP99:       float32(quantile(.99, s.store, prev.store)),
-		StoreErrors:    diff(s.storeErr, prev.storeErr, secs),
-		LocalShare:     float32(math.NaN()),
-		EventsRecorded: diff(s.recorded, prev.recorded, secs),
-		EventsDropped:  diff(s.dropped, prev.dropped, secs),
-		Spooled:        float32(s.spooled),
-	}
-	if d := s.decisions - prev.decisions; d > 0 {
-		g.LocalShare = float32(max(s.local-prev.local, 0) / d)
-	}
-	seen := map[string]bool{}
-	for route := range s.codes {
-		seen[route] = true
-	}
-	for route := range s.buckets {
-		seen[route] = true
-	}
+	g := globalOf(s, prev, secs)
 	var fallbacks map[string]int
 	if h.fallback != nil {
 		fallbacks = h.fallback()
 	}
+	seen := s.routes()
 	latest := make(map[string]routePoint, len(seen))
 	named := map[string]float32{}
 	for route := range seen {
-		var p routePoint
-		for code, n := range s.codes[route] {
-			*p.class(code) += diff(n, prev.codes[route][code], secs)
-		}
-		if b := diff(s.refused[route], prev.refused[route], secs); b > 0 {
-			status := "503"
-			if st, ok := fallbacks[route]; ok {
-				status = strconv.Itoa(st)
-			}
-			c := p.class(status)
-			b = min(b, *c)
-			*c -= b
-			p.Breaker = b
-		}
-		p.P50 = float32(quantile(.5, s.buckets[route], prev.buckets[route]))
-		p.P99 = float32(quantile(.99, s.buckets[route], prev.buckets[route]))
-		p.BreakerState = float32(math.NaN())
-		rr := h.routes[route]
-		if rr == nil {
-			rr = &routeRing{points: make([]routePoint, historyLen), limits: map[string][]float32{}}
-			nan := routePoint{Admitted: nan32, Limited: nan32, Breaker: nan32, Upstream: nan32, Client4xx: nan32, Other: nan32, P50: nan32, P99: nan32, BreakerState: nan32, Passed: nan32}
-			for j := range rr.points {
-				rr.points[j] = nan
-			}
-			h.routes[route] = rr
-		}
-		for _, ring := range rr.limits {
-			ring[i] = nan32
-		}
-		var stopped float32
-		for lim, n := range s.rejected[route] {
-			r := diff(n, prev.rejected[route][lim], secs)
-			rr.limit(lim)[i] = r
-			named[lim] += r
-			stopped += r
-		}
-		// Every limit of a request that reaches the limit step is
-		// decided, so any one limit's decisions count the requests that
-		// reached it; the most decided one stands for them, in case a
-		// Cluster's slot-by-slot calls skipped some.
-		p.Passed = nan32
-		for lim, n := range s.decided[route] {
-			if d := diff(n, prev.decided[route][lim], secs); isNaN32(p.Passed) || d > p.Passed {
-				p.Passed = d
-			}
-		}
+		p := routeOf(s, prev, route, secs, fallbacks)
+		rr := h.ring(route)
+		p.Passed = rr.takeLimits(s, prev, route, secs, i, named)
 		if !isNaN32(p.Passed) {
-			p.Passed = max(p.Passed-stopped, 0)
 			g.Passed += p.Passed
 		}
 		rr.points[i] = p
@@ -378,6 +318,109 @@ func (h *history) take(now time.Time) {
 		}
 	}
 	h.global[i] = g
+	h.keepNamed(named, i)
+	h.latest = latest
+}
+
+// globalOf is the gateway-wide point of the interval from prev to s, but
+// for Passed, which the routes add up.
+func globalOf(s, prev *sample, secs float64) globalPoint {
+	g := globalPoint{
+		StoreP99:       float32(quantile(.99, s.store, prev.store)),
+		StoreErrors:    diff(s.storeErr, prev.storeErr, secs),
+		LocalShare:     float32(math.NaN()),
+		EventsRecorded: diff(s.recorded, prev.recorded, secs),
+		EventsDropped:  diff(s.dropped, prev.dropped, secs),
+		Spooled:        float32(s.spooled),
+	}
+	if d := s.decisions - prev.decisions; d > 0 {
+		g.LocalShare = float32(max(s.local-prev.local, 0) / d)
+	}
+	return g
+}
+
+// routes are the routes the sample has answers or latencies of.
+func (s *sample) routes() map[string]bool {
+	seen := map[string]bool{}
+	for route := range s.codes {
+		seen[route] = true
+	}
+	for route := range s.buckets {
+		seen[route] = true
+	}
+	return seen
+}
+
+// routeOf is route's point of the interval from prev to s, but for
+// Passed; fallbacks give each route's breaker fallback status.
+func routeOf(s, prev *sample, route string, secs float64, fallbacks map[string]int) routePoint {
+	var p routePoint
+	for code, n := range s.codes[route] {
+		*p.class(code) += diff(n, prev.codes[route][code], secs)
+	}
+	if b := diff(s.refused[route], prev.refused[route], secs); b > 0 {
+		status := "503"
+		if st, ok := fallbacks[route]; ok {
+			status = strconv.Itoa(st)
+		}
+		c := p.class(status)
+		b = min(b, *c)
+		*c -= b
+		p.Breaker = b
+	}
+	p.P50 = float32(quantile(.5, s.buckets[route], prev.buckets[route]))
+	p.P99 = float32(quantile(.99, s.buckets[route], prev.buckets[route]))
+	p.BreakerState = float32(math.NaN())
+	return p
+}
+
+// ring is route's ring, made when first needed.
+func (h *history) ring(route string) *routeRing {
+	rr := h.routes[route]
+	if rr == nil {
+		rr = &routeRing{points: make([]routePoint, historyLen), limits: map[string][]float32{}}
+		nan := routePoint{Admitted: nan32, Limited: nan32, Breaker: nan32, Upstream: nan32, Client4xx: nan32, Other: nan32, P50: nan32, P99: nan32, BreakerState: nan32, Passed: nan32}
+		for j := range rr.points {
+			rr.points[j] = nan
+		}
+		h.routes[route] = rr
+	}
+	return rr
+}
+
+// takeLimits puts each limit's 429/s of the interval at i, adds them to
+// named, and returns the requests/s the route's limit step let through
+// (NaN for a route without limits).
+func (rr *routeRing) takeLimits(s, prev *sample, route string, secs float64, i int, named map[string]float32) float32 {
+	for _, ring := range rr.limits {
+		ring[i] = nan32
+	}
+	var stopped float32
+	for lim, n := range s.rejected[route] {
+		r := diff(n, prev.rejected[route][lim], secs)
+		rr.limit(lim)[i] = r
+		named[lim] += r
+		stopped += r
+	}
+	// Every limit of a request that reaches the limit step is
+	// decided, so any one limit's decisions count the requests that
+	// reached it; the most decided one stands for them, in case a
+	// Cluster's slot-by-slot calls skipped some.
+	passed := nan32
+	for lim, n := range s.decided[route] {
+		if d := diff(n, prev.decided[route][lim], secs); isNaN32(passed) || d > passed {
+			passed = d
+		}
+	}
+	if isNaN32(passed) {
+		return passed
+	}
+	return max(passed-stopped, 0)
+}
+
+// keepNamed puts each limit name's 429/s summed over the routes at i,
+// and forgets the names no route has any more.
+func (h *history) keepNamed(named map[string]float32, i int) {
 	for lim, sum := range named {
 		ring := h.named[lim]
 		if ring == nil {
@@ -391,7 +434,6 @@ func (h *history) take(now time.Time) {
 			delete(h.named, lim)
 		}
 	}
-	h.latest = latest
 }
 
 // limit is the ring of the limit name, made when first needed.
