@@ -21,7 +21,8 @@ import (
 // moment it opens. Values are float32: a chart needs three digits, and it
 // halves the memory. With 1,000 routes of two limits each a sample is
 // 1,000 × (9 + 2×1) × 4 B = 44 KB, and the ring of 300 samples 13 MB;
-// a route that leaves the config leaves the ring at the next sample.
+// a route that leaves the config leaves the ring at the next sample. A
+// protected route keeps 4 values more (dashprotect.go), 5 KB a route.
 const (
 	sampleEvery = 2 * time.Second
 	historyLen  = 300
@@ -63,13 +64,17 @@ type sample struct {
 	reloads map[string]float64            // result -> count
 	events  map[string]float64            // type/result -> count
 	rls     map[string]map[string]float64 // domain -> code -> count
+	// Protection (dashprotect.go): route -> its limit, what it admits
+	// now, its refusals.
+	protLimit, protAdmitting, protRefused map[string]float64
 }
 
 type bucket struct{ le, n float64 }
 
 type routeRing struct {
-	points []routePoint         // ring, aligned with history.times
-	limits map[string][]float32 // limit -> 429/s it answered
+	points  []routePoint         // ring, aligned with history.times
+	limits  map[string][]float32 // limit -> 429/s it answered
+	protect []protectPoint       // ring; nil for a route without protection
 }
 
 type history struct {
@@ -134,6 +139,7 @@ func read(g prometheus.Gatherer, now time.Time) *sample {
 		at: now, codes: map[string]map[string]float64{}, rejected: map[string]map[string]float64{},
 		decided: map[string]map[string]float64{}, refused: map[string]float64{}, buckets: map[string][]bucket{},
 		reloads: map[string]float64{}, events: map[string]float64{}, rls: map[string]map[string]float64{},
+		protLimit: map[string]float64{}, protAdmitting: map[string]float64{}, protRefused: map[string]float64{},
 	}
 	families, _ := g.Gather() // what it could: a failing collector costs its own numbers
 	for _, f := range families {
@@ -191,6 +197,12 @@ func read(g prometheus.Gatherer, now time.Time) *sample {
 				s.reloadOK, s.haveReload = m.GetGauge().GetValue(), true
 			case "gateway_config_last_reload_timestamp_seconds":
 				s.reloadTime = m.GetGauge().GetValue()
+			case "gateway_protect_limit":
+				s.protLimit[label(m, "route")] = m.GetGauge().GetValue()
+			case "gateway_protect_admitting":
+				s.protAdmitting[label(m, "route")] = m.GetGauge().GetValue()
+			case "gateway_protect_refused_total":
+				s.protRefused[label(m, "route")] += m.GetCounter().GetValue()
 			}
 		}
 	}
@@ -255,6 +267,11 @@ func diff(cur, prev float64, secs float64) float32 {
 	return float32(max(cur-prev, 0) / secs)
 }
 
+// total is every answer of the interval, per second.
+func (p *routePoint) total() float32 {
+	return p.Admitted + p.Limited + p.Breaker + p.Upstream + p.Client4xx + p.Other
+}
+
 // class is the outcome an HTTP status counts under: Upstream holds the
 // 5xx, the upstream's own and those the gateway sends for it (502, 504)
 // or for its store (503 under on_error: deny). The breaker's
@@ -309,6 +326,7 @@ func (h *history) take(now time.Time) {
 		if !isNaN32(p.Passed) {
 			g.Passed += p.Passed
 		}
+		rr.takeProtect(s, prev, route, &p, secs, i)
 		rr.points[i] = p
 		latest[route] = p
 	}
@@ -339,13 +357,17 @@ func globalOf(s, prev *sample, secs float64) globalPoint {
 	return g
 }
 
-// routes are the routes the sample has answers or latencies of.
+// routes are the routes the sample has answers or latencies of, and the
+// protected ones, whose limit is drawn before their first request.
 func (s *sample) routes() map[string]bool {
 	seen := map[string]bool{}
 	for route := range s.codes {
 		seen[route] = true
 	}
 	for route := range s.buckets {
+		seen[route] = true
+	}
+	for route := range s.protLimit {
 		seen[route] = true
 	}
 	return seen
@@ -485,6 +507,8 @@ type seriesJSON struct {
 	P99       series            `json:"p99"`
 	Passed    series            `json:"passed"`   // what the route's limits consumed
 	Rejected  map[string]series `json:"rejected"` // limit -> 429/s it answered
+	// Protect is a protected route's protection (dashprotect.go).
+	Protect *protectJSON `json:"protect,omitempty"`
 }
 
 type globalJSON struct {
@@ -575,6 +599,10 @@ func (h *historyJSON) appendJSON(b []byte) []byte {
 		b = field(b, "passed", s.Passed, true)
 		b = append(b, `,"rejected":`...)
 		b = appendSeriesMap(b, s.Rejected)
+		if s.Protect != nil {
+			b = append(b, `,"protect":`...)
+			b = s.Protect.appendJSON(b)
+		}
 		b = append(b, '}')
 	}
 	return append(b, "}}"...)
@@ -663,6 +691,7 @@ func (h *history) snapshot(since int64, routes, globals []string) historyJSON {
 		for lim, ring := range rr.limits {
 			s.Rejected[lim] = pick(ring, idx)
 		}
+		s.Protect = rr.protectSeries(idx)
 		out.Series[route] = s
 	}
 	return out
@@ -693,7 +722,7 @@ func (h *history) summaries() map[string]summaryJSON {
 	out := make(map[string]summaryJSON, len(h.latest))
 	for route, p := range h.latest {
 		out[route] = summaryJSON{
-			Rate:     jf(p.Admitted + p.Limited + p.Breaker + p.Upstream + p.Client4xx + p.Other),
+			Rate:     jf(p.total()),
 			Admitted: jf(p.Admitted), Limited: jf(p.Limited), Breaker: jf(p.Breaker), Upstream: jf(p.Upstream), P99: jf(p.P99),
 		}
 	}
