@@ -88,6 +88,8 @@ type dashboardRoute struct {
 	Now *summaryJSON `json:"now,omitempty"`
 	// Limits are the route's own limits, in file order.
 	Limits []limitView `json:"limits"`
+	// Protect is the route's protection now; absent without protect.
+	Protect *protectView `json:"protect,omitempty"`
 }
 
 // limitView is a limit as the page draws its use: the threshold the
@@ -165,6 +167,7 @@ func (h *handler) dashboardJSON(w http.ResponseWriter, r *http.Request) {
 	}}
 	globals := db.configured()
 	db.breakers()
+	db.protection()
 	db.fleetAndOverrides(r.Context())
 	db.counted()
 	d := &db.d

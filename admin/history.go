@@ -21,7 +21,8 @@ import (
 // moment it opens. Values are float32: a chart needs three digits, and it
 // halves the memory. With 1,000 routes of two limits each a sample is
 // 1,000 × (9 + 2×1) × 4 B = 44 KB, and the ring of 300 samples 13 MB;
-// a route that leaves the config leaves the ring at the next sample.
+// a route that leaves the config leaves the ring at the next sample. A
+// protected route keeps 4 values more (dashprotect.go), 5 KB a route.
 const (
 	sampleEvery = 2 * time.Second
 	historyLen  = 300
@@ -63,13 +64,17 @@ type sample struct {
 	reloads map[string]float64            // result -> count
 	events  map[string]float64            // type/result -> count
 	rls     map[string]map[string]float64 // domain -> code -> count
+	// Protection (dashprotect.go): route -> its limit, what it admits
+	// now, its refusals.
+	protLimit, protAdmitting, protRefused map[string]float64
 }
 
 type bucket struct{ le, n float64 }
 
 type routeRing struct {
-	points []routePoint         // ring, aligned with history.times
-	limits map[string][]float32 // limit -> 429/s it answered
+	points  []routePoint         // ring, aligned with history.times
+	limits  map[string][]float32 // limit -> 429/s it answered
+	protect []protectPoint       // ring; nil for a route without protection
 }
 
 type history struct {
@@ -134,6 +139,7 @@ func read(g prometheus.Gatherer, now time.Time) *sample {
 		at: now, codes: map[string]map[string]float64{}, rejected: map[string]map[string]float64{},
 		decided: map[string]map[string]float64{}, refused: map[string]float64{}, buckets: map[string][]bucket{},
 		reloads: map[string]float64{}, events: map[string]float64{}, rls: map[string]map[string]float64{},
+		protLimit: map[string]float64{}, protAdmitting: map[string]float64{}, protRefused: map[string]float64{},
 	}
 	families, _ := g.Gather() // what it could: a failing collector costs its own numbers
 	for _, f := range families {
@@ -191,6 +197,12 @@ func read(g prometheus.Gatherer, now time.Time) *sample {
 				s.reloadOK, s.haveReload = m.GetGauge().GetValue(), true
 			case "gateway_config_last_reload_timestamp_seconds":
 				s.reloadTime = m.GetGauge().GetValue()
+			case "gateway_protect_limit":
+				s.protLimit[label(m, "route")] = m.GetGauge().GetValue()
+			case "gateway_protect_admitting":
+				s.protAdmitting[label(m, "route")] = m.GetGauge().GetValue()
+			case "gateway_protect_refused_total":
+				s.protRefused[label(m, "route")] += m.GetCounter().GetValue()
 			}
 		}
 	}
@@ -255,6 +267,11 @@ func diff(cur, prev float64, secs float64) float32 {
 	return float32(max(cur-prev, 0) / secs)
 }
 
+// total is every answer of the interval, per second.
+func (p *routePoint) total() float32 {
+	return p.Admitted + p.Limited + p.Breaker + p.Upstream + p.Client4xx + p.Other
+}
+
 // class is the outcome an HTTP status counts under: Upstream holds the
 // 5xx, the upstream's own and those the gateway sends for it (502, 504)
 // or for its store (503 under on_error: deny). The breaker's
@@ -294,6 +311,38 @@ func (h *history) take(now time.Time) {
 	h.times[i] = now.UnixMilli()
 	h.next = (i + 1) % historyLen
 	h.n = min(h.n+1, historyLen)
+	g := globalOf(s, prev, secs)
+	var fallbacks map[string]int
+	if h.fallback != nil {
+		fallbacks = h.fallback()
+	}
+	seen := s.routes()
+	latest := make(map[string]routePoint, len(seen))
+	named := map[string]float32{}
+	for route := range seen {
+		p := routeOf(s, prev, route, secs, fallbacks)
+		rr := h.ring(route)
+		p.Passed = rr.takeLimits(s, prev, route, secs, i, named)
+		if !isNaN32(p.Passed) {
+			g.Passed += p.Passed
+		}
+		rr.takeProtect(s, prev, route, &p, secs, i)
+		rr.points[i] = p
+		latest[route] = p
+	}
+	for route := range h.routes {
+		if !seen[route] {
+			delete(h.routes, route)
+		}
+	}
+	h.global[i] = g
+	h.keepNamed(named, i)
+	h.latest = latest
+}
+
+// globalOf is the gateway-wide point of the interval from prev to s, but
+// for Passed, which the routes add up.
+func globalOf(s, prev *sample, secs float64) globalPoint {
 	g := globalPoint{
 		StoreP99:       float32(quantile(.99, s.store, prev.store)),
 		StoreErrors:    diff(s.storeErr, prev.storeErr, secs),
@@ -305,6 +354,12 @@ func (h *history) take(now time.Time) {
 	if d := s.decisions - prev.decisions; d > 0 {
 		g.LocalShare = float32(max(s.local-prev.local, 0) / d)
 	}
+	return g
+}
+
+// routes are the routes the sample has answers or latencies of, and the
+// protected ones, whose limit is drawn before their first request.
+func (s *sample) routes() map[string]bool {
 	seen := map[string]bool{}
 	for route := range s.codes {
 		seen[route] = true
@@ -312,72 +367,82 @@ func (h *history) take(now time.Time) {
 	for route := range s.buckets {
 		seen[route] = true
 	}
-	var fallbacks map[string]int
-	if h.fallback != nil {
-		fallbacks = h.fallback()
+	for route := range s.protLimit {
+		seen[route] = true
 	}
-	latest := make(map[string]routePoint, len(seen))
-	named := map[string]float32{}
-	for route := range seen {
-		var p routePoint
-		for code, n := range s.codes[route] {
-			*p.class(code) += diff(n, prev.codes[route][code], secs)
-		}
-		if b := diff(s.refused[route], prev.refused[route], secs); b > 0 {
-			status := "503"
-			if st, ok := fallbacks[route]; ok {
-				status = strconv.Itoa(st)
-			}
-			c := p.class(status)
-			b = min(b, *c)
-			*c -= b
-			p.Breaker = b
-		}
-		p.P50 = float32(quantile(.5, s.buckets[route], prev.buckets[route]))
-		p.P99 = float32(quantile(.99, s.buckets[route], prev.buckets[route]))
-		p.BreakerState = float32(math.NaN())
-		rr := h.routes[route]
-		if rr == nil {
-			rr = &routeRing{points: make([]routePoint, historyLen), limits: map[string][]float32{}}
-			nan := routePoint{Admitted: nan32, Limited: nan32, Breaker: nan32, Upstream: nan32, Client4xx: nan32, Other: nan32, P50: nan32, P99: nan32, BreakerState: nan32, Passed: nan32}
-			for j := range rr.points {
-				rr.points[j] = nan
-			}
-			h.routes[route] = rr
-		}
-		for _, ring := range rr.limits {
-			ring[i] = nan32
-		}
-		var stopped float32
-		for lim, n := range s.rejected[route] {
-			r := diff(n, prev.rejected[route][lim], secs)
-			rr.limit(lim)[i] = r
-			named[lim] += r
-			stopped += r
-		}
-		// Every limit of a request that reaches the limit step is
-		// decided, so any one limit's decisions count the requests that
-		// reached it; the most decided one stands for them, in case a
-		// Cluster's slot-by-slot calls skipped some.
-		p.Passed = nan32
-		for lim, n := range s.decided[route] {
-			if d := diff(n, prev.decided[route][lim], secs); isNaN32(p.Passed) || d > p.Passed {
-				p.Passed = d
-			}
-		}
-		if !isNaN32(p.Passed) {
-			p.Passed = max(p.Passed-stopped, 0)
-			g.Passed += p.Passed
-		}
-		rr.points[i] = p
-		latest[route] = p
+	return seen
+}
+
+// routeOf is route's point of the interval from prev to s, but for
+// Passed; fallbacks give each route's breaker fallback status.
+func routeOf(s, prev *sample, route string, secs float64, fallbacks map[string]int) routePoint {
+	var p routePoint
+	for code, n := range s.codes[route] {
+		*p.class(code) += diff(n, prev.codes[route][code], secs)
 	}
-	for route := range h.routes {
-		if !seen[route] {
-			delete(h.routes, route)
+	if b := diff(s.refused[route], prev.refused[route], secs); b > 0 {
+		status := "503"
+		if st, ok := fallbacks[route]; ok {
+			status = strconv.Itoa(st)
+		}
+		c := p.class(status)
+		b = min(b, *c)
+		*c -= b
+		p.Breaker = b
+	}
+	p.P50 = float32(quantile(.5, s.buckets[route], prev.buckets[route]))
+	p.P99 = float32(quantile(.99, s.buckets[route], prev.buckets[route]))
+	p.BreakerState = float32(math.NaN())
+	return p
+}
+
+// ring is route's ring, made when first needed.
+func (h *history) ring(route string) *routeRing {
+	rr := h.routes[route]
+	if rr == nil {
+		rr = &routeRing{points: make([]routePoint, historyLen), limits: map[string][]float32{}}
+		nan := routePoint{Admitted: nan32, Limited: nan32, Breaker: nan32, Upstream: nan32, Client4xx: nan32, Other: nan32, P50: nan32, P99: nan32, BreakerState: nan32, Passed: nan32}
+		for j := range rr.points {
+			rr.points[j] = nan
+		}
+		h.routes[route] = rr
+	}
+	return rr
+}
+
+// takeLimits puts each limit's 429/s of the interval at i, adds them to
+// named, and returns the requests/s the route's limit step let through
+// (NaN for a route without limits).
+func (rr *routeRing) takeLimits(s, prev *sample, route string, secs float64, i int, named map[string]float32) float32 {
+	for _, ring := range rr.limits {
+		ring[i] = nan32
+	}
+	var stopped float32
+	for lim, n := range s.rejected[route] {
+		r := diff(n, prev.rejected[route][lim], secs)
+		rr.limit(lim)[i] = r
+		named[lim] += r
+		stopped += r
+	}
+	// Every limit of a request that reaches the limit step is
+	// decided, so any one limit's decisions count the requests that
+	// reached it; the most decided one stands for them, in case a
+	// Cluster's slot-by-slot calls skipped some.
+	passed := nan32
+	for lim, n := range s.decided[route] {
+		if d := diff(n, prev.decided[route][lim], secs); isNaN32(passed) || d > passed {
+			passed = d
 		}
 	}
-	h.global[i] = g
+	if isNaN32(passed) {
+		return passed
+	}
+	return max(passed-stopped, 0)
+}
+
+// keepNamed puts each limit name's 429/s summed over the routes at i,
+// and forgets the names no route has any more.
+func (h *history) keepNamed(named map[string]float32, i int) {
 	for lim, sum := range named {
 		ring := h.named[lim]
 		if ring == nil {
@@ -391,7 +456,6 @@ func (h *history) take(now time.Time) {
 			delete(h.named, lim)
 		}
 	}
-	h.latest = latest
 }
 
 // limit is the ring of the limit name, made when first needed.
@@ -443,6 +507,8 @@ type seriesJSON struct {
 	P99       series            `json:"p99"`
 	Passed    series            `json:"passed"`   // what the route's limits consumed
 	Rejected  map[string]series `json:"rejected"` // limit -> 429/s it answered
+	// Protect is a protected route's protection (dashprotect.go).
+	Protect *protectJSON `json:"protect,omitempty"`
 }
 
 type globalJSON struct {
@@ -533,6 +599,10 @@ func (h *historyJSON) appendJSON(b []byte) []byte {
 		b = field(b, "passed", s.Passed, true)
 		b = append(b, `,"rejected":`...)
 		b = appendSeriesMap(b, s.Rejected)
+		if s.Protect != nil {
+			b = append(b, `,"protect":`...)
+			b = s.Protect.appendJSON(b)
+		}
 		b = append(b, '}')
 	}
 	return append(b, "}}"...)
@@ -621,6 +691,7 @@ func (h *history) snapshot(since int64, routes, globals []string) historyJSON {
 		for lim, ring := range rr.limits {
 			s.Rejected[lim] = pick(ring, idx)
 		}
+		s.Protect = rr.protectSeries(idx)
 		out.Series[route] = s
 	}
 	return out
@@ -651,7 +722,7 @@ func (h *history) summaries() map[string]summaryJSON {
 	out := make(map[string]summaryJSON, len(h.latest))
 	for route, p := range h.latest {
 		out[route] = summaryJSON{
-			Rate:     jf(p.Admitted + p.Limited + p.Breaker + p.Upstream + p.Client4xx + p.Other),
+			Rate:     jf(p.total()),
 			Admitted: jf(p.Admitted), Limited: jf(p.Limited), Breaker: jf(p.Breaker), Upstream: jf(p.Upstream), P99: jf(p.P99),
 		}
 	}

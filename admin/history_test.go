@@ -21,6 +21,8 @@ type historyFixture struct {
 	requests, limited, decided *prometheus.CounterVec
 	refused                    *prometheus.CounterVec
 	duration                   *prometheus.HistogramVec
+	protLimit, protAdmitting   *prometheus.GaugeVec
+	protRefused                *prometheus.CounterVec
 	now                        time.Time
 }
 
@@ -42,6 +44,13 @@ routes:
 
 func newHistoryFixture(t *testing.T) *historyFixture {
 	t.Helper()
+	return newHistoryFixtureOf(t, func(fb *fakeBackend) Backend { return fb })
+}
+
+// newHistoryFixtureOf is newHistoryFixture with the backend backend
+// makes of the fake.
+func newHistoryFixtureOf(t *testing.T, backend func(*fakeBackend) Backend) *historyFixture {
+	t.Helper()
 	cfg, err := config.Parse("floodgate.yaml", []byte(historyConfig))
 	if err != nil {
 		t.Fatal(err)
@@ -57,10 +66,13 @@ func newHistoryFixture(t *testing.T) *historyFixture {
 		refused:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_circuit_breaker_refused_total"}, []string{"route"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gateway_request_duration_seconds",
 			Buckets: []float64{.001, .01, .1, 1}}, []string{"route"}),
-		now: time.Now(),
+		protLimit:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gateway_protect_limit"}, []string{"route"}),
+		protAdmitting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gateway_protect_admitting"}, []string{"route"}),
+		protRefused:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_protect_refused_total"}, []string{"route"}),
+		now:           time.Now(),
 	}
-	reg.MustRegister(f.requests, f.limited, f.decided, f.refused, f.duration)
-	f.h = NewHandler(fb, reg, slog.New(slog.DiscardHandler))
+	reg.MustRegister(f.requests, f.limited, f.decided, f.refused, f.duration, f.protLimit, f.protAdmitting, f.protRefused)
+	f.h = NewHandler(backend(fb), reg, slog.New(slog.DiscardHandler))
 	t.Cleanup(f.h.Close)
 	return f
 }
@@ -89,8 +101,9 @@ type dashboardJSONForTest struct {
 	TokenNeeded  bool        `json:"token_needed"`
 	GlobalLimits []limitView `json:"global_limits"`
 	Routes       []struct {
-		Route  string      `json:"route"`
-		Limits []limitView `json:"limits"`
+		Route   string       `json:"route"`
+		Limits  []limitView  `json:"limits"`
+		Protect *protectView `json:"protect"`
 	} `json:"routes"`
 	History struct {
 		Times  []int64 `json:"times"`
@@ -106,6 +119,9 @@ type dashboardJSONForTest struct {
 			P99      []*float64            `json:"p99"`
 			Passed   []*float64            `json:"passed"`
 			Rejected map[string][]*float64 `json:"rejected"`
+			Protect  *struct {
+				Limit, Admitting, Forwarded, Refused []*float64
+			} `json:"protect"`
 		} `json:"series"`
 	} `json:"history"`
 }
@@ -243,6 +259,8 @@ func TestHistoryJSONByHand(t *testing.T) {
 		f.requests.WithLabelValues("a<b>&\"c\"", "503").Add(1)
 		f.limited.WithLabelValues("api", "user").Add(float64(k))
 		f.limited.WithLabelValues("api", "everyone").Add(1)
+		f.protLimit.WithLabelValues("api").Set(40 + float64(k))
+		f.protRefused.WithLabelValues("api").Add(float64(k))
 		f.step()
 	}
 	h := f.h.h.hist.snapshot(0, []string{"api", "a<b>&\"c\"", "gone"}, []string{"everyone", "missing"})

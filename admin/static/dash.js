@@ -10,6 +10,7 @@ const keepPoints = 300;   // 10 minutes at 2 s
 const colors = {
   admitted: "#2e7d32", limited: "#ef6c00", breaker: "#c62828", "5xx": "#6a1b9a",
   client_4xx: "#1565c0", other: "#777", p50: "#1565c0", p99: "#c62828",
+  "limit/s": "#222", "admitting/s": "#00838f", "forwarded/s": "#2e7d32", "turned away/s": "#c62828",
 };
 const palette = ["#ef6c00", "#1565c0", "#6a1b9a", "#00838f", "#ad1457", "#558b2f", "#4e342e"];
 
@@ -39,6 +40,7 @@ function fmt(x) {
 }
 const ms = x => (x === null || x === undefined ? "–" : fmt(x * 1000));
 const pct = x => (x === null || x === undefined ? "–" : (100 * x).toFixed(x < 0.1 ? 1 : 0) + "%");
+const perSec = x => (x >= 10 || Number.isInteger(x) ? x.toFixed(0) : fmt(x)) + "/s";
 
 // say shows the outcome of an action; a 401 says what is missing.
 function say(text, bad) {
@@ -97,7 +99,7 @@ function chart(id, host, labels, data, opts) {
   if (!c) {
     const series = [{}];
     labels.forEach((l, i) => series.push({
-      label: l, stroke: colors[l] || palette[i % palette.length], width: 1.5,
+      label: l, stroke: colors[l] || palette[i % palette.length], width: 1.5, dash: opts && opts.dash && opts.dash[l],
       value: (u, v) => (v === null || v === undefined ? "–" : fmt(v)),
     }));
     const plot = new uPlot({
@@ -130,6 +132,7 @@ function mergeHistory(h, replace) {
     hist.times = h.times; hist.global = h.global; hist.series = h.series;
     return;
   }
+  const before = hist.times.length;
   const cut = Math.max(0, hist.times.length + h.times.length - keepPoints);
   const join = (a, b) => (a || []).concat(b || []).slice(cut);
   hist.times = join(hist.times, h.times);
@@ -144,6 +147,10 @@ function mergeHistory(h, replace) {
     if (!o) { hist.series[route] = s; continue; }
     for (const k of ["admitted", "limited", "breaker", "upstream", "client_4xx", "other", "p50", "p99", "passed"]) o[k] = join(o[k], s[k]);
     for (const [lim, v] of Object.entries(s.rejected || {})) o.rejected[lim] = join(o.rejected[lim], v);
+    // A reload may give a route protection, or take it away.
+    if (!s.protect) { delete o.protect; continue; }
+    const op = o.protect || (o.protect = {});
+    for (const k of ["limit", "admitting", "forwarded", "refused"]) op[k] = join(op[k] || new Array(before).fill(null), s.protect[k]);
   }
 }
 
@@ -242,6 +249,10 @@ function drawTable() {
   for (const r of vis.slice(page * pageSize, (page + 1) * pageSize)) {
     const n = r.now || {};
     const limits = el("td", { className: "limits" });
+    if (r.protect) {
+      const p = r.protect;
+      limits.append(el("span", { textContent: "protect " + (p.limit >= unbounded ? "(nothing learned yet)" : perSec(p.limit)) }));
+    }
     for (const l of r.limits) {
       // An override in force changes the rate: the use charts are the
       // file's rate's, and say so here.
@@ -301,6 +312,7 @@ function drawRoute(host, r) {
       el("h3", {}, el("span", { className: "rid", textContent: routeName(r.route) }), " ",
         el("button", { type: "button", className: "link", textContent: "close", onclick: () => toggle(r.route) })),
       el("div", { className: "breakerline" }),
+      el("div", { className: "protectline" }),
       el("div", { className: "charts" },
         el("div", {}, el("h4", { textContent: "requests/s by outcome" }), el("div", { className: "c-req" })),
         el("div", {}, el("h4", { textContent: "latency (ms)" }), el("div", { className: "c-lat" })),
@@ -326,7 +338,50 @@ function drawRoute(host, r) {
     if (ll.length) chart(id + "/lim", box.querySelector(".c-lim"), ll, data);
   }
   drawBreaker(box.querySelector(".breakerline"), r);
+  drawProtect(box, id, r, s, t);
   drawTops(box.querySelector(".tops"), r);
+}
+
+// A route without max admits everything until protection first sees
+// overload: its limit reads 1e9 (protect.Unbounded) until then.
+const unbounded = 1e9;
+const learned = s => (s || []).map(v => (v === null || v >= unbounded ? null : v));
+
+// protectText says what protection p learned, as GET /admin/protect does.
+// With the Redis store the limit is the fleet's, and this instance admits
+// its share of it.
+function protectText(p) {
+  const limit = p.limit >= unbounded ? "none learned yet: all admitted until the first overload" : perSec(p.limit);
+  let admits = "";
+  if (p.limit < unbounded && p.instances > 1) admits = ` for ${p.instances} instances, ${perSec(p.admitting)} of it admitted by this one`;
+  else if (p.admitting < p.limit && p.limit < unbounded) admits = `, admitting ${perSec(p.admitting)} while it warms up`;
+  return `protection: limit ${limit}${admits}; healthy latency ${p.baseline ? ms(p.baseline) + " ms" : "not learned yet"};` +
+    ` min ${perSec(p.min)}${p.max ? ", max " + perSec(p.max) : ""}`;
+}
+
+// drawProtect draws the route's protection, when it has one: what it
+// learned; a chart of the limit and what it admits now against what
+// reached the upstream; and one of what it turned away, which may be many
+// times the rest and would flatten it.
+function drawProtect(box, id, r, s, t) {
+  const line = box.querySelector(".protectline");
+  const ps = s && s.protect;
+  if (!r.protect && !ps) {
+    for (const e of box.querySelectorAll(".charts .prot")) e.remove();
+    dropCharts(c => c !== id + "/prot" && c !== id + "/away");
+    line.textContent = "";
+    return;
+  }
+  if (!box.querySelector(".c-prot")) {
+    box.querySelector(".charts").append(
+      el("div", { className: "prot" }, el("h4", { textContent: "protection: limit and admitted here now, against forwarded (req/s)" }), el("div", { className: "c-prot" })),
+      el("div", { className: "prot" }, el("h4", { textContent: "turned away by protection (req/s)" }), el("div", { className: "c-away" })));
+  }
+  line.textContent = r.protect ? protectText(r.protect) : "";
+  if (!ps) return;
+  chart(id + "/prot", box.querySelector(".c-prot"), ["limit/s", "admitting/s", "forwarded/s"],
+    [t, learned(ps.limit), learned(ps.admitting), ps.forwarded || []], { dash: { "limit/s": [6, 4] } });
+  chart(id + "/away", box.querySelector(".c-away"), ["turned away/s"], [t, ps.refused || []]);
 }
 
 // redrawn reports whether box already shows what sig describes, and

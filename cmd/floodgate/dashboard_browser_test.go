@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -219,6 +220,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	// A route-wide limit draws its use of the threshold.
 	b.wait(t, "the route limit's use", `document.querySelector(".detail").textContent.includes("route use %")`)
+	// No route is protected: no protection chart, no protection line.
+	if n := eval[int](t, b, `document.querySelectorAll(".c-prot").length + [...document.querySelectorAll(".protectline")].filter(e => e.textContent).length`); n != 0 {
+		t.Errorf("%d protection charts or lines without a protected route", n)
+	}
 	if errs := b.errors(); len(errs) > 0 {
 		t.Fatalf("console errors after load:\n%s", strings.Join(errs, "\n"))
 	}
@@ -385,6 +390,86 @@ func TestDashboardInBrowserRouteCounts(t *testing.T) {
 	b.wait(t, "the one route", `document.querySelectorAll("#routes tr.route").length === 1 && document.querySelector("#routes tr.route").dataset.route === "r0777"`)
 	b.do(t, "opening it", chromedp.Click(chromedp.CSS(`#routes tr.route button`)))
 	b.wait(t, "its charts", `document.querySelectorAll(".detail canvas").length >= 3`)
+	for _, e := range b.errors() {
+		t.Errorf("console: %s", e)
+	}
+}
+
+// protectConfig has a route whose protection admits at most 10/s, under
+// more than that, and a route without protection.
+const protectConfig = `
+server:
+  listen: "{{LISTEN}}"
+admin:
+  listen: "{{ADMIN}}"
+routes:
+  - id: partner
+    match: {path: /partner/**}
+    upstream: {targets: ["{{UPSTREAM}}"]}
+    protect: {max: 10, warm_up: 4s}
+  - id: plain
+    match: {path: /plain/**}
+    upstream: {targets: ["{{UPSTREAM}}"]}
+`
+
+// A protected route's charts: its limit, what reached the upstream (no
+// more than the limit, though far more was asked) and what protection
+// turned away, from a real gateway under load; the route beside it has
+// no such chart.
+func TestDashboardInBrowserProtection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a browser over a loaded gateway; make check runs it")
+	}
+	b := startBrowser(t)
+	f := newFixture(t, nil)
+	f.write(protectConfig)
+	f.serve()
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				path := "/partner/quote"
+				if (i+w)%4 == 0 {
+					path = "/plain/quote"
+				}
+				if resp, err := client.Get("http://" + f.listen + path); err == nil {
+					resp.Body.Close()
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+	t.Cleanup(func() { stop(); wg.Wait() })
+
+	b.do(t, "opening the dashboard", chromedp.Navigate("http://"+f.admin+"/"))
+	const partner, plain = `document.querySelector('.detail[data-route="partner"]')`, `document.querySelector('.detail[data-route="plain"]')`
+	b.wait(t, "the protection chart", partner+` && `+partner+`.querySelector(".c-prot canvas") !== null`)
+	b.wait(t, "the limit", `(hist.series.partner.protect.limit || []).some(v => v > 0 && v <= 10)`)
+	b.wait(t, "requests forwarded", `(hist.series.partner.protect.forwarded || []).some(v => v > 0)`)
+	b.wait(t, "requests turned away", `(hist.series.partner.protect.refused || []).some(v => v > 0)`)
+	// The charts draw them: the plots hold the series the history does.
+	b.wait(t, "the charts' data", `charts.get(detailId("partner") + "/prot").plot.data[3].some(v => v > 0) && charts.get(detailId("partner") + "/away").plot.data[1].some(v => v > 0)`)
+	// What reached the upstream is what protection admitted, at most the
+	// limit of 10/s and a burst: the route's answers but those it turned
+	// away (its 503s), several times as many.
+	last := eval[struct{ Answered, Forwarded, Refused float64 }](t, b, `(s => ({Answered: lastOf(s.admitted) + lastOf(s.upstream),
+		Forwarded: lastOf(s.protect.forwarded), Refused: lastOf(s.protect.refused)}))(hist.series.partner)`)
+	if last.Forwarded > 14 || math.Abs(last.Answered-last.Forwarded-last.Refused) > 1 {
+		t.Errorf("answered %.1f/s, forwarded %.1f/s, turned away %.1f/s: want at most the limit of 10/s and a burst forwarded, the rest turned away",
+			last.Answered, last.Forwarded, last.Refused)
+	}
+	line := eval[string](t, b, partner+`.querySelector(".protectline").textContent`)
+	if !strings.HasPrefix(line, "protection: limit ") || !strings.Contains(line, "max 10/s") {
+		t.Errorf("the protection line: %q", line)
+	}
+	if cell := eval[string](t, b, `document.querySelector('#routes tr.route[data-route="partner"] .limits').textContent`); !strings.HasPrefix(cell, "protect ") {
+		t.Errorf("the partner row's limits: %q, want its protection", cell)
+	}
+	b.wait(t, "the plain route's charts", plain+` && `+plain+`.querySelectorAll("canvas").length >= 2`)
+	if n := eval[int](t, b, plain+`.querySelectorAll(".c-prot").length`); n != 0 {
+		t.Error("the route without protection has a protection chart")
+	}
 	for _, e := range b.errors() {
 		t.Errorf("console: %s", e)
 	}
