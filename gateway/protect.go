@@ -303,7 +303,8 @@ func (x *exchange) ended(o *upstream.Result, h http.Header) {
 
 // protectResult is what an exchange tells protection: an answer (its
 // latency says whether in time), a failure of the upstream's, its own 429
-// or 503 (with its Retry-After, from the answer's fields h), or nothing
+// or 503 or gRPC RESOURCE_EXHAUSTED (with its Retry-After, from the
+// answer's fields h), or nothing
 // of its capacity (Dropped: the client's doing or deadline, a 4xx or a
 // 500, the application's answers to the request, which a client can
 // provoke at will; the gate still counts a Dropped that had waited past
@@ -320,6 +321,16 @@ func protectResult(o *upstream.Result, h http.Header) (protect.Result, time.Dura
 	if o.GRPCFailed > 0 {
 		s = o.GRPCFailed
 	}
+	if v := h["Grpc-Status"]; len(v) == 1 && o.GRPCFailed == 0 {
+		switch v[0] {
+		case "0":
+		case grpcResourceExhausted:
+			// A gRPC upstream's own throttling, in a trailers-only answer.
+			return protect.Throttled, retryAfter(h)
+		default:
+			return protect.Dropped, 0 // the application's answer, as a 4xx
+		}
+	}
 	switch {
 	case s == http.StatusTooManyRequests || s == http.StatusServiceUnavailable:
 		return protect.Throttled, retryAfter(h)
@@ -330,6 +341,10 @@ func protectResult(o *upstream.Result, h http.Header) (protect.Result, time.Dura
 	}
 	return protect.Answered, 0
 }
+
+// grpcResourceExhausted is RESOURCE_EXHAUSTED's grpc-status: a gRPC
+// upstream's 429.
+const grpcResourceExhausted = "8"
 
 // retryAfter reads a Retry-After of seconds or an HTTP date; 0 for none,
 // or one in the past. The controller bounds what it takes of it.

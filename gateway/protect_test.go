@@ -15,6 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/floodgate-gw/floodgate/internal/protect"
+	"github.com/floodgate-gw/floodgate/internal/upstream"
 	"github.com/floodgate-gw/floodgate/rehearse"
 )
 
@@ -323,5 +325,35 @@ routes:
 	m := h.gw.metrics.protectRefusedLevel
 	if l, hr := testutil.ToFloat64(m.WithLabelValues("coupon", "low")), testutil.ToFloat64(m.WithLabelValues("coupon", "high")); l == 0 || hr > l/10 {
 		t.Errorf("refused by level: high %v, low %v", hr, l)
+	}
+}
+
+// What an exchange tells protection, by how it ended.
+func TestProtectResult(t *testing.T) {
+	ra := http.Header{"Retry-After": {"3"}}
+	for _, tc := range []struct {
+		name string
+		res  upstream.Result
+		h    http.Header
+		want protect.Result
+		wait time.Duration
+	}{
+		{"200", upstream.Result{End: upstream.Done, Status: 200}, nil, protect.Answered, 0},
+		{"429 with Retry-After", upstream.Result{End: upstream.Done, Status: 429}, ra, protect.Throttled, 3 * time.Second},
+		{"503", upstream.Result{End: upstream.Done, Status: 503}, nil, protect.Throttled, 0},
+		{"502", upstream.Result{End: upstream.Done, Status: 502}, nil, protect.Failed, 0},
+		{"404, the application's", upstream.Result{End: upstream.Done, Status: 404}, nil, protect.Dropped, 0},
+		{"500, the application's", upstream.Result{End: upstream.Done, Status: 500}, nil, protect.Dropped, 0},
+		{"no answer", upstream.Result{End: upstream.Failed}, nil, protect.Failed, 0},
+		{"timed out", upstream.Result{End: upstream.TimedOut}, nil, protect.Failed, 0},
+		{"the client left", upstream.Result{End: upstream.ClientGone}, nil, protect.Dropped, 0},
+		{"gRPC UNAVAILABLE", upstream.Result{End: upstream.Done, Status: 200, GRPCFailed: 503}, nil, protect.Throttled, 0},
+		{"gRPC RESOURCE_EXHAUSTED", upstream.Result{End: upstream.Done, Status: 200}, http.Header{"Grpc-Status": {"8"}, "Retry-After": {"2"}}, protect.Throttled, 2 * time.Second},
+		{"gRPC NOT_FOUND", upstream.Result{End: upstream.Done, Status: 200}, http.Header{"Grpc-Status": {"5"}}, protect.Dropped, 0},
+		{"gRPC OK", upstream.Result{End: upstream.Done, Status: 200}, http.Header{"Grpc-Status": {"0"}}, protect.Answered, 0},
+	} {
+		if got, wait := protectResult(&tc.res, tc.h); got != tc.want || wait != tc.wait {
+			t.Errorf("%s: %v, %v; want %v, %v", tc.name, got, wait, tc.want, tc.wait)
+		}
 	}
 }
