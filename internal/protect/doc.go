@@ -63,6 +63,17 @@
 // a recovering upstream does not get the whole surge at once. The limit
 // learned stays, and does not rise while the ramp holds demand back.
 //
+// A fleet (fleet.go): with a shared store, the instances in front of one
+// upstream end their intervals together, share their tallies as Reports,
+// and each runs the controller on the fleet's sum (Join); the fleet's
+// limit is the lowest any proposes, a cut by one is followed by all, and
+// each admits its Share, in proportion to its demand. Out of reach of the
+// others, an instance protects alone (Alone) with its share as its limit.
+//
+// Priority (priority.go): Levels shares a gate among levels; a request
+// waits for room, up to MaxWait, only while no higher level waits, and
+// room goes to the highest level waiting first.
+//
 // Gate is the request path's side: an admission at the limit (GCRA: one
 // compare-and-swap, smooth, with a burst of a few milliseconds), and the
 // counts of how the admitted requests ended, all atomic, with no lock and
