@@ -331,15 +331,16 @@ func (c *Controller) Scale(f float64) {
 
 // Pass takes an interval's tally, seen at now, for its latencies and its
 // traffic only: the fleet it sums changed in it (an instance joined, or
-// left with its counts), so that its rates say nothing of the upstream.
-// The next cut does not count it either.
+// left with its counts), so that its shares of slow and failed answers may
+// be another fleet's. Its rate of answers in time still counts in the
+// next cut's, as the interval before it.
 func (c *Controller) Pass(now time.Time, t Tally) {
 	c.learnBaseline(t)
 	if t.Elapsed <= 0 {
 		t.Elapsed = c.s.Interval
 	}
 	c.noteIdle(now, t)
-	c.prev = Tally{}
+	c.prev = t
 }
 
 // learnBaseline keeps the interval's median and takes the lowest of the
@@ -369,8 +370,13 @@ func (c *Controller) congested(t Tally) bool {
 		}
 	}
 	// In flight past the tolerance, beyond a few stragglers: 2 % of what
-	// the limit admits in an interval.
-	return c.baseline > 0 && float64(t.Overdue) > 2+0.02*c.limit*c.s.Interval.Seconds()
+	// the limit admits in an interval, or of what was admitted while
+	// nothing is learned (the limit a billion).
+	base := c.limit
+	if base >= Unbounded && t.Elapsed > 0 {
+		base = float64(t.Admitted) / t.Elapsed.Seconds()
+	}
+	return c.baseline > 0 && float64(t.Overdue) > 2+0.02*base*c.s.Interval.Seconds()
 }
 
 // cut drops the limit to a little under the rate the upstream answered in
