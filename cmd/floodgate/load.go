@@ -70,6 +70,7 @@ type loadFlags struct {
 	users, ips, concurrency   int
 	jwtKey, jwtIss, jwtAud    string
 	retry                     string
+	poisson                   bool
 	out, html, attempts       string
 	seed                      uint64
 }
@@ -100,6 +101,7 @@ func (f *loadFlags) flagSet() *flag.FlagSet {
 	fs.DurationVar(&f.stepAt, "step-at", 5*time.Second, "when `D` the step or the surge happens (step, surge)")
 	fs.Float64Var(&f.plateau, "plateau", 0, "the rate `R` a surge settles at (surge; default rate/5)")
 	fs.DurationVar(&f.duration, "duration", 20*time.Second, "the length `D` of the run")
+	fs.BoolVar(&f.poisson, "poisson", false, "send at random times, as independent clients arrive (exponential gaps that\nfollow the rate), rather than evenly spaced")
 	fs.StringVar(&f.method, "method", http.MethodGet, "the request `METHOD`")
 	f.header = http.Header{}
 	fs.Func("header", "add the header `'K: V'` to every request (repeatable)", func(v string) error {
@@ -122,7 +124,7 @@ func (f *loadFlags) flagSet() *flag.FlagSet {
 	fs.StringVar(&f.out, "out", "", "write the per-second series to `FILE` as CSV")
 	fs.StringVar(&f.html, "html", "", "write a self-contained chart of the run to `FILE`")
 	fs.StringVar(&f.attempts, "attempts", "", "write every attempt to `FILE` as CSV: t_ms (its scheduled send), latency_ms,\nstatus (or err:KIND), retry (1 for a retry)")
-	fs.Uint64Var(&f.seed, "seed", 1, "the `N` that draws users, addresses and the plateau's jitter")
+	fs.Uint64Var(&f.seed, "seed", 1, "the `N` that draws users, addresses, the plateau's jitter and Poisson arrivals")
 	return fs
 }
 
@@ -133,7 +135,7 @@ func (f *loadFlags) config(set map[string]bool) (rehearse.LoadConfig, error) {
 	if f.url == "" {
 		return rehearse.LoadConfig{}, errors.New("--url is required")
 	}
-	p := rehearse.Profile{Shape: rehearse.Shape(f.profile), Rate: f.rate, Duration: f.duration, Seed: f.seed}
+	p := rehearse.Profile{Shape: rehearse.Shape(f.profile), Rate: f.rate, Duration: f.duration, Poisson: f.poisson, Seed: f.seed}
 	switch p.Shape {
 	case rehearse.Step, rehearse.Surge:
 		p.From, p.StepAt = f.from, f.stepAt

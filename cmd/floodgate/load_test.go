@@ -91,6 +91,27 @@ func TestLoadAgainstUpstream(t *testing.T) {
 	}
 }
 
+// --poisson sends at random times: about the rate, not exactly it.
+func TestLoadPoisson(t *testing.T) {
+	t.Parallel()
+	skipWithoutSignals(t)
+	_, base := startMock(t)
+	stdout, stderr, code := floodgate(t, "load", "--url", base, "--rate", "200", "--duration", "2s", "--poisson", "--seed", "5")
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
+	}
+	if !strings.Contains(stdout, "const: 200/s for 2s, Poisson arrivals\n") {
+		t.Errorf("the first line does not say Poisson arrivals:\n%s", stdout)
+	}
+	m := regexp.MustCompile(`(\d+) scheduled, (\d+) sent`).FindStringSubmatch(stdout)
+	if m == nil {
+		t.Fatalf("no summary:\n%s", stdout)
+	}
+	if n, _ := strconv.Atoi(m[1]); n < 320 || n > 480 || m[2] != m[1] {
+		t.Errorf("%s scheduled, %s sent: want about 400 (within 4 standard deviations), sent as scheduled", m[1], m[2])
+	}
+}
+
 // A surge against a mock with a capacity: the 503s of the overload show
 // in the seconds they were sent in, and immediate retries add to them.
 func TestLoadSurgeRetries(t *testing.T) {
