@@ -98,6 +98,13 @@ type LoadConfig struct {
 	// OnSecond, when not nil, is called with each row of the series as it
 	// becomes final, in order, from one goroutine.
 	OnSecond func(Second)
+	// OnAttempt, when not nil, is called with each attempt as it ends
+	// (one cut short by the end of an interrupted run excepted), from the
+	// goroutines that send: it must be safe for concurrent use, and quick,
+	// as it delays the attempt's retry and its second. It is for what the
+	// per-second series sums away: which attempts were slow, the latency
+	// of some answers apart from the others.
+	OnAttempt func(Attempt)
 	// Stop, when not nil, ends the run when it is closed, as though the
 	// profile's Duration ended then: no request is sent after it, those
 	// under way finish, and the run is not interrupted; the Result's
@@ -106,6 +113,23 @@ type LoadConfig struct {
 	// circuit breaker has closed) sets Duration to the longest it may
 	// take and closes Stop.
 	Stop <-chan struct{}
+}
+
+// An Attempt is one attempt of a load run, as LoadConfig.OnAttempt
+// hands it out.
+type Attempt struct {
+	// At is the attempt's scheduled send time, since the start of the run.
+	At time.Duration
+	// Latency runs from At to the end of the answer, or to the error.
+	Latency time.Duration
+	// Status is the answer's status; zero for an attempt without an
+	// answer, whose Error says why.
+	Status int
+	// Error is the kind of error of an attempt without an answer, as a
+	// Breakdown counts it ("err:timeout"); empty when there was an answer.
+	Error string
+	// Retry is whether the attempt was a retry.
+	Retry bool
 }
 
 // maxIPs is how many addresses 10.0.0.0/8 holds for IPs.
@@ -506,6 +530,13 @@ func (l *loader) request(at time.Duration, hdr http.Header, user string) {
 					retryAt = done + wait
 				}
 			}
+		}
+		if l.c.OnAttempt != nil && o != outcomeCanceled {
+			a := Attempt{At: at, Latency: done - at, Status: status, Retry: try > 0}
+			if o == outcomeError {
+				a.Status, a.Error = 0, kind
+			}
+			l.c.OnAttempt(a)
 		}
 		l.rec.finish(at, o, done-at, kind, msg, retryAt)
 		if retryAt < 0 {

@@ -342,6 +342,74 @@ func TestRunStop(t *testing.T) {
 	}
 }
 
+// OnAttempt sees every attempt once, retries and attempts without an
+// answer included, with the latency its second counts it at.
+func TestRunOnAttempt(t *testing.T) {
+	t.Parallel()
+	// Every other request is turned away at once with a 429, which the
+	// client retries; the others are answered after 30 ms.
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1)%2 == 0 {
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		time.Sleep(30 * time.Millisecond)
+	}))
+	defer srv.Close()
+	var mu sync.Mutex
+	var got []Attempt
+	onAttempt := func(a Attempt) {
+		mu.Lock()
+		got = append(got, a)
+		mu.Unlock()
+	}
+	res, err := Run(context.Background(), LoadConfig{
+		URL:       srv.URL,
+		Profile:   Profile{Shape: Const, Rate: 20, Duration: time.Second},
+		Retry:     RetryImmediate,
+		OnAttempt: onAttempt,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ok, tooMany, retries int64
+	for _, a := range got {
+		switch {
+		case a.At < 0 || a.At >= 2*time.Second || a.Error != "":
+			t.Errorf("attempt %+v", a)
+		case a.Status == http.StatusOK && a.Latency < 30*time.Millisecond:
+			t.Errorf("attempt %+v: answered 200 in less than the server's 30ms", a)
+		}
+		switch a.Status {
+		case http.StatusOK:
+			ok++
+		case http.StatusTooManyRequests:
+			tooMany++
+		}
+		if a.Retry {
+			retries++
+		}
+	}
+	tot := res.Total
+	if int64(len(got)) != tot.Sent || ok != tot.OK || tooMany != tot.TooMany || retries != tot.Retries || retries == 0 {
+		t.Errorf("OnAttempt saw %d attempts (%d 200, %d 429, %d retries); the run counted %d sent (%d 2xx, %d 429, %d retries)",
+			len(got), ok, tooMany, retries, tot.Sent, tot.OK, tot.TooMany, tot.Retries)
+	}
+
+	got = nil
+	if _, err := Run(context.Background(), LoadConfig{
+		URL:       testnet.RefusedURL(t),
+		Profile:   Profile{Shape: Const, Rate: 10, Duration: 300 * time.Millisecond},
+		OnAttempt: onAttempt,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0] != (Attempt{At: got[0].At, Latency: got[0].Latency, Error: "err:refused"}) {
+		t.Errorf("against a closed port, OnAttempt saw %+v; want 3 attempts without a status, err:refused", got)
+	}
+}
+
 func TestLoadConfigValidate(t *testing.T) {
 	t.Parallel()
 	_, err := Run(context.Background(), LoadConfig{

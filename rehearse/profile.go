@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"time"
 )
 
@@ -52,7 +53,15 @@ type Profile struct {
 	Plateau float64
 	// Duration is the length of the run.
 	Duration time.Duration
-	// Seed draws the plateau's jitter (Surge).
+	// Poisson sends the requests at random times, as independent clients
+	// arrive: the gaps between them are drawn from an exponential
+	// distribution whose mean follows the rate. False spaces them evenly.
+	// Two runs of evenly spaced requests at one rate keep their phase
+	// against each other for the whole run, and a gateway that admits
+	// some of their requests can favour one of them throughout; random
+	// arrivals cannot lock so.
+	Poisson bool
+	// Seed draws the plateau's jitter (Surge) and the Poisson arrivals.
 	Seed uint64
 }
 
@@ -99,6 +108,11 @@ func (p Profile) plateau() float64 {
 
 // String describes p in a few words, as the load command prints it.
 func (p Profile) String() string {
+	if p.Poisson {
+		q := p
+		q.Poisson = false
+		return q.String() + ", Poisson arrivals"
+	}
 	switch p.Shape {
 	case Step:
 		return fmt.Sprintf("step: %g/s, then %g/s from %v, for %v", p.From, p.Rate, p.StepAt, p.Duration)
@@ -153,17 +167,27 @@ func uniform(seed, i uint64) float64 {
 }
 
 // Schedule returns the send times of p's requests.
-func (p Profile) Schedule() *Schedule { return &Schedule{p: p} }
+func (p Profile) Schedule() *Schedule {
+	s := &Schedule{p: p}
+	if p.Poisson {
+		s.rng = rand.New(rand.NewPCG(p.Seed, p.Seed^0x2545f4914f6cdd1d))
+		s.k = s.rng.ExpFloat64()
+	}
+	return s
+}
 
 // A Schedule lists the send times of a profile's requests, in order: request
 // k is due when the rate integrated from the start reaches k, so request 0
-// is due at once and a constant 500/s sends at 0, 2 ms, 4 ms, … It is
-// computed as it is read, in constant memory, however long the run.
+// is due at once and a constant 500/s sends at 0, 2 ms, 4 ms, … With
+// Poisson arrivals, request k is due when it reaches the sum of k+1 draws
+// of an exponential distribution of mean 1. It is computed as it is read,
+// in constant memory, however long the run.
 type Schedule struct {
 	p   Profile
 	t   time.Duration // the start of the current step
 	acc float64       // requests due before t: the rate integrated over [0, t)
-	k   float64       // the index of the next request
+	k   float64       // where the integrated rate makes the next request due
+	rng *rand.Rand    // draws the Poisson gaps; nil for evenly spaced requests
 }
 
 // Next returns the send time of the next request, after the start of the
@@ -181,7 +205,11 @@ func (s *Schedule) Next() (at time.Duration, ok bool) {
 			if at >= s.p.Duration {
 				break
 			}
-			s.k++
+			if s.rng != nil {
+				s.k += s.rng.ExpFloat64()
+			} else {
+				s.k++
+			}
 			return at, true
 		}
 		s.acc += r * dt

@@ -2,6 +2,7 @@ package rehearse
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -139,6 +140,57 @@ func TestScheduleSurge(t *testing.T) {
 	p.Plateau = 400
 	if got := perSecond(t, p); got[10] < 340 || got[10] > 460 {
 		t.Errorf("plateau 400: second 10 has %d sends", got[10])
+	}
+}
+
+// Poisson arrivals follow the rate on average, with gaps as random as
+// independent clients' are: exponential, their standard deviation their
+// mean.
+func TestSchedulePoisson(t *testing.T) {
+	t.Parallel()
+	p := Profile{Shape: Step, From: 200, Rate: 2000, StepAt: 5 * time.Second, Duration: 10 * time.Second, Poisson: true, Seed: 3}
+	counts := perSecond(t, p)
+	// Within 4 standard deviations (the square root of the mean count).
+	if n := sum(counts[:5]); !near(n, 1000, 130) {
+		t.Errorf("%d sends before the step, want 1000 ± 130 (all: %v)", n, counts)
+	}
+	if n := sum(counts[5:]); !near(n, 10000, 400) {
+		t.Errorf("%d sends after the step, want 10000 ± 400 (all: %v)", n, counts)
+	}
+	var gaps []float64
+	s := p.Schedule()
+	prev, _ := s.Next()
+	for at, ok := s.Next(); ok; at, ok = s.Next() {
+		if prev >= p.StepAt {
+			gaps = append(gaps, float64(at-prev))
+		}
+		prev = at
+	}
+	var mean, sq float64
+	for _, g := range gaps {
+		mean += g
+	}
+	mean /= float64(len(gaps))
+	for _, g := range gaps {
+		sq += (g - mean) * (g - mean)
+	}
+	if cv := math.Sqrt(sq/float64(len(gaps))) / mean; cv < 0.9 || cv > 1.1 {
+		t.Errorf("the gaps' standard deviation is %.2f of their mean, want about 1 (exponential)", cv)
+	}
+	if d := time.Duration(mean); d < 450*time.Microsecond || d > 550*time.Microsecond {
+		t.Errorf("gaps of %v on average at 2000/s, want 500µs", d)
+	}
+
+	// The same seed gives the same arrivals; another, others.
+	if again := perSecond(t, p); !slices.Equal(again, counts) {
+		t.Errorf("seed 3 twice: %v, then %v", counts, again)
+	}
+	p.Seed = 4
+	if other := perSecond(t, p); slices.Equal(other, counts) {
+		t.Errorf("seeds 3 and 4 give the same arrivals: %v", counts)
+	}
+	if got, want := p.String(), "step: 200/s, then 2000/s from 5s, for 10s, Poisson arrivals"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
 	}
 }
 

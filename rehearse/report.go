@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -136,4 +137,58 @@ func (c *CSVWriter) Write(s Second) error {
 		lat(s.P50), lat(s.P99), i(s.Retries), i(s.Dropped), i(s.Errors), i(s.Canceled), s.OtherBy.String()})
 	c.w.Flush()
 	return c.w.Error()
+}
+
+// attemptHeader names the columns of an attempts file: the scheduled send
+// time, in ms from the start of the run; the latency in ms; the status, or
+// "err:" and the kind of error of an attempt without an answer; and 1 for
+// a retry.
+var attemptHeader = []string{"t_ms", "latency_ms", "status", "retry"}
+
+// An AttemptWriter writes attempts as CSV rows, one per attempt, for what
+// the per-second series sums away. Its Write is safe for concurrent use, as
+// LoadConfig.OnAttempt needs. Rows are written in blocks of a few
+// kilobytes, not one write per attempt; Flush writes what is left.
+type AttemptWriter struct {
+	mu  sync.Mutex
+	w   *csv.Writer
+	err error // the first write that failed
+}
+
+// NewAttemptWriter writes the header row to w and returns an
+// AttemptWriter.
+func NewAttemptWriter(w io.Writer) *AttemptWriter {
+	a := &AttemptWriter{w: csv.NewWriter(w)}
+	a.err = a.w.Write(attemptHeader)
+	return a
+}
+
+// Write writes a as a row; after a failed write it does nothing, and
+// Flush reports the failure.
+func (a *AttemptWriter) Write(at Attempt) {
+	status := at.Error
+	if status == "" {
+		status = strconv.Itoa(at.Status)
+	}
+	retry := "0"
+	if at.Retry {
+		retry = "1"
+	}
+	row := []string{strconv.FormatFloat(ms(at.At), 'f', 3, 64), strconv.FormatFloat(ms(at.Latency), 'f', 3, 64), status, retry}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.err == nil {
+		a.err = a.w.Write(row)
+	}
+}
+
+// Flush writes the buffered rows and returns the first error of a write.
+func (a *AttemptWriter) Flush() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.w.Flush()
+	if a.err == nil {
+		a.err = a.w.Error()
+	}
+	return a.err
 }

@@ -101,6 +101,25 @@ func TestCSVWriter(t *testing.T) {
 	}
 }
 
+func TestAttemptWriter(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	a := NewAttemptWriter(&b)
+	a.Write(Attempt{At: 1500 * time.Microsecond, Latency: 200 * time.Millisecond, Status: 200})
+	a.Write(Attempt{At: 2 * time.Second, Latency: 3001250 * time.Microsecond, Status: 503, Retry: true})
+	a.Write(Attempt{At: 2100 * time.Millisecond, Latency: 10 * time.Second, Error: "err:timeout"})
+	if err := a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	want := "t_ms,latency_ms,status,retry\n" +
+		"1.500,200.000,200,0\n" +
+		"2000.000,3001.250,503,1\n" +
+		"2100.000,10000.000,err:timeout,0\n"
+	if b.String() != want {
+		t.Errorf("attempts:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
 func TestWriteHTML(t *testing.T) {
 	t.Parallel()
 	var b bytes.Buffer

@@ -45,7 +45,7 @@ func runLoad(args []string, stdout, stderr io.Writer) int {
 		return cli.UsageError(fs, stderr, "%s", flagErrors(err))
 	}
 
-	l := &loadRun{cfg: cfg, out: f.out, html: f.html, stdout: stdout, stderr: stderr}
+	l := &loadRun{cfg: cfg, out: f.out, html: f.html, attempts: f.attempts, stdout: stdout, stderr: stderr}
 	defer l.closeFiles()
 	// Create the files first: a typo in a path should not cost a run.
 	if err := l.createFiles(); err != nil {
@@ -70,7 +70,8 @@ type loadFlags struct {
 	users, ips, concurrency   int
 	jwtKey, jwtIss, jwtAud    string
 	retry                     string
-	out, html                 string
+	poisson                   bool
+	out, html, attempts       string
 	seed                      uint64
 }
 
@@ -100,6 +101,7 @@ func (f *loadFlags) flagSet() *flag.FlagSet {
 	fs.DurationVar(&f.stepAt, "step-at", 5*time.Second, "when `D` the step or the surge happens (step, surge)")
 	fs.Float64Var(&f.plateau, "plateau", 0, "the rate `R` a surge settles at (surge; default rate/5)")
 	fs.DurationVar(&f.duration, "duration", 20*time.Second, "the length `D` of the run")
+	fs.BoolVar(&f.poisson, "poisson", false, "send at random times, as independent clients arrive (exponential gaps that\nfollow the rate), rather than evenly spaced")
 	fs.StringVar(&f.method, "method", http.MethodGet, "the request `METHOD`")
 	f.header = http.Header{}
 	fs.Func("header", "add the header `'K: V'` to every request (repeatable)", func(v string) error {
@@ -121,7 +123,8 @@ func (f *loadFlags) flagSet() *flag.FlagSet {
 	fs.DurationVar(&f.timeout, "timeout", rehearse.DefaultTimeout, "the timeout `D` of each attempt")
 	fs.StringVar(&f.out, "out", "", "write the per-second series to `FILE` as CSV")
 	fs.StringVar(&f.html, "html", "", "write a self-contained chart of the run to `FILE`")
-	fs.Uint64Var(&f.seed, "seed", 1, "the `N` that draws users, addresses and the plateau's jitter")
+	fs.StringVar(&f.attempts, "attempts", "", "write every attempt to `FILE` as CSV: t_ms (its scheduled send), latency_ms,\nstatus (or err:KIND), retry (1 for a retry)")
+	fs.Uint64Var(&f.seed, "seed", 1, "the `N` that draws users, addresses, the plateau's jitter and Poisson arrivals")
 	return fs
 }
 
@@ -132,7 +135,7 @@ func (f *loadFlags) config(set map[string]bool) (rehearse.LoadConfig, error) {
 	if f.url == "" {
 		return rehearse.LoadConfig{}, errors.New("--url is required")
 	}
-	p := rehearse.Profile{Shape: rehearse.Shape(f.profile), Rate: f.rate, Duration: f.duration, Seed: f.seed}
+	p := rehearse.Profile{Shape: rehearse.Shape(f.profile), Rate: f.rate, Duration: f.duration, Poisson: f.poisson, Seed: f.seed}
 	switch p.Shape {
 	case rehearse.Step, rehearse.Surge:
 		p.From, p.StepAt = f.from, f.stepAt
@@ -176,13 +179,14 @@ func (f *loadFlags) config(set map[string]bool) (rehearse.LoadConfig, error) {
 // loadRun is one run of floodgate load: its configuration, and the files
 // it writes what it measured to.
 type loadRun struct {
-	cfg            rehearse.LoadConfig
-	out, html      string // the paths of --out and --html, or ""
-	stdout, stderr io.Writer
+	cfg                 rehearse.LoadConfig
+	out, html, attempts string // the paths of --out, --html and --attempts, or ""
+	stdout, stderr      io.Writer
 
-	csvFile, htmlFile *os.File // nil once closed
-	csvw              *rehearse.CSVWriter
-	csvErr            error // the first write to the CSV file that failed
+	csvFile, htmlFile, attemptsFile *os.File // nil once closed
+	csvw                            *rehearse.CSVWriter
+	csvErr                          error // the first write to the CSV file that failed
+	attemptsw                       *rehearse.AttemptWriter
 }
 
 // createFiles creates the files of --out and --html.
@@ -201,13 +205,19 @@ func (l *loadRun) createFiles() error {
 			return err
 		}
 	}
+	if l.attempts != "" {
+		if l.attemptsFile, err = os.Create(l.attempts); err != nil {
+			return err
+		}
+		l.attemptsw = rehearse.NewAttemptWriter(l.attemptsFile)
+	}
 	return nil
 }
 
 // closeFiles closes the files still open: those of a run that ended
 // early.
 func (l *loadRun) closeFiles() {
-	for _, f := range []*os.File{l.csvFile, l.htmlFile} {
+	for _, f := range []*os.File{l.csvFile, l.htmlFile, l.attemptsFile} {
 		if f != nil {
 			f.Close()
 		}
@@ -226,6 +236,9 @@ func (l *loadRun) run() (*rehearse.Result, error) {
 		if l.csvw != nil && l.csvErr == nil {
 			l.csvErr = l.csvw.Write(s)
 		}
+	}
+	if l.attemptsw != nil {
+		l.cfg.OnAttempt = l.attemptsw.Write
 	}
 	res, err := rehearse.Run(ctx, l.cfg)
 	if err != nil {
@@ -247,6 +260,17 @@ func (l *loadRun) finish(res *rehearse.Result) int {
 		l.csvFile = nil
 		if l.csvErr != nil {
 			fmt.Fprintf(l.stderr, "floodgate load: %s: %v\n", l.out, l.csvErr)
+			code = exitFailure
+		}
+	}
+	if l.attemptsFile != nil {
+		err := l.attemptsw.Flush()
+		if cerr := l.attemptsFile.Close(); err == nil {
+			err = cerr
+		}
+		l.attemptsFile = nil
+		if err != nil {
+			fmt.Fprintf(l.stderr, "floodgate load: %s: %v\n", l.attempts, err)
 			code = exitFailure
 		}
 	}

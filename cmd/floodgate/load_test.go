@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,10 +24,10 @@ func TestLoadAgainstUpstream(t *testing.T) {
 	skipWithoutSignals(t)
 	_, base := startMock(t, "--latency", "2ms")
 	dir := t.TempDir()
-	csvFile, htmlFile := filepath.Join(dir, "x.csv"), filepath.Join(dir, "x.html")
+	csvFile, htmlFile, attemptsFile := filepath.Join(dir, "x.csv"), filepath.Join(dir, "x.html"), filepath.Join(dir, "a.csv")
 
 	stdout, stderr, code := floodgate(t, "load", "--url", base+"/api/receive", "--rate", "200", "--duration", "2s",
-		"--users", "50", "--header", "X-Test: 1", "--out", csvFile, "--html", htmlFile)
+		"--users", "50", "--header", "X-Test: 1", "--out", csvFile, "--html", htmlFile, "--attempts", attemptsFile)
 	if code != exitOK {
 		t.Fatalf("exit %d; stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
 	}
@@ -66,10 +67,48 @@ func TestLoadAgainstUpstream(t *testing.T) {
 	if page, err := os.ReadFile(htmlFile); err != nil || !strings.Contains(string(page), "<svg") {
 		t.Errorf("HTML file: %v, %d bytes without a chart", err, len(page))
 	}
+	// One row per attempt, each answered 200 after the mock's 2 ms.
+	b, err := os.ReadFile(attemptsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attempts, err := csv.NewReader(strings.NewReader(string(b))).ReadAll()
+	if err != nil || len(attempts) != 401 || strings.Join(attempts[0], ",") != "t_ms,latency_ms,status,retry" {
+		t.Fatalf("attempts file: %v, %d rows, want a header and 400 rows:\n%.300s", err, len(attempts), b)
+	}
+	for _, a := range attempts[1:] {
+		at, err1 := strconv.ParseFloat(a[0], 64)
+		lat, err2 := strconv.ParseFloat(a[1], 64)
+		if err1 != nil || err2 != nil || at < 0 || at >= 2000 || lat < 2 || a[2] != "200" || a[3] != "0" {
+			t.Errorf("attempt %q: want a send time within the 2 s run, 2 ms or more, 200, not a retry", a)
+			break
+		}
+	}
 
 	s := mockStats(t, base)
 	if s["requests"] != 400.0 || s["status"].(map[string]any)["200"] != 400.0 {
 		t.Errorf("the mock's /stats = %v, want 400 requests answered 200", s)
+	}
+}
+
+// --poisson sends at random times: about the rate, not exactly it.
+func TestLoadPoisson(t *testing.T) {
+	t.Parallel()
+	skipWithoutSignals(t)
+	_, base := startMock(t)
+	stdout, stderr, code := floodgate(t, "load", "--url", base, "--rate", "200", "--duration", "2s", "--poisson", "--seed", "5")
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
+	}
+	if !strings.Contains(stdout, "const: 200/s for 2s, Poisson arrivals\n") {
+		t.Errorf("the first line does not say Poisson arrivals:\n%s", stdout)
+	}
+	m := regexp.MustCompile(`(\d+) scheduled, (\d+) sent`).FindStringSubmatch(stdout)
+	if m == nil {
+		t.Fatalf("no summary:\n%s", stdout)
+	}
+	if n, _ := strconv.Atoi(m[1]); n < 320 || n > 480 || m[2] != m[1] {
+		t.Errorf("%s scheduled, %s sent: want about 400 (within 4 standard deviations), sent as scheduled", m[1], m[2])
 	}
 }
 
