@@ -92,9 +92,34 @@ routes:
 		offered[i].Store(0)
 		admitted[i].Store(0)
 	}
+	calls := func() int64 { // the scripts Redis ran: the reports, and the announcements
+		info := srv.Do(t, "INFO", "commandstats")
+		var n int64
+		for _, line := range strings.Split(info, "\n") {
+			if strings.HasPrefix(line, "cmdstat_evalsha:") || strings.HasPrefix(line, "cmdstat_eval:") {
+				var c int64
+				fmt.Sscanf(line[strings.Index(line, "calls=")+6:], "%d", &c)
+				n += c
+			}
+		}
+		return n
+	}
+	before, began := calls(), time.Now()
 	from := time.Now().Unix() + 1
 	load(5 * time.Second)
 	to := time.Now().Unix() - 1
+	loaded := float64(calls()-before) / time.Since(began).Seconds() / 3
+	before, began = calls(), time.Now()
+	time.Sleep(2 * time.Second)
+	idle := float64(calls()-before) / time.Since(began).Seconds() / 3
+	// Two a second are the route's reports; the bus's own (the overrides'
+	// and forces' versions every second, an announcement every 5 s) are
+	// the rest, whatever the traffic.
+	t.Logf("Redis calls a second per instance: %.1f under %d requests, %.1f idle", loaded,
+		offered[0].Load()+offered[1].Load()+offered[2].Load(), idle)
+	if loaded > idle+0.5 || loaded > 5 {
+		t.Errorf("%.1f Redis calls a second per instance under load, %.1f idle: want the same, two of them the route's", loaded, idle)
+	}
 	for s := from; s <= to; s++ {
 		var got int64
 		if n, ok := reached.Load(s); ok {

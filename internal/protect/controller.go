@@ -281,6 +281,15 @@ func (c *Controller) Update(now time.Time, t Tally) Step {
 		c.step, c.probed = 0, 0
 		return Held
 	}
+	if c.lastMax > 0 && c.limit >= c.lastMax && t.Overdue >= MinBad && t.Overdue*200 > t.Admitted {
+		// A probe past the last level that congested meets the first
+		// sign, short of congestion: requests in flight past the
+		// tolerance, over 0.5 % of those admitted. It holds, and starts
+		// again from its smallest step, rather than overshoot by the
+		// steps it takes while the sign grows to congestion.
+		c.step, c.probed = 0, 0
+		return Held
+	}
 	return c.rise()
 }
 

@@ -272,3 +272,40 @@ func TestWarmUp(t *testing.T) {
 		t.Errorf("warm-up off: admits %v, want 400", got)
 	}
 }
+
+// A probe past the level that last congested holds at the first requests
+// in flight past the tolerance, short of congestion, and starts again from
+// its smallest step; far under that level, a few do not hold the rise.
+func TestProbeHoldsAtFirstSign(t *testing.T) {
+	t.Parallel()
+	c := NewController(Settings{Min: 1, Max: 10000, WarmUp: NoWarmUp})
+	now := t0
+	c.Adopt(1000) // learned, congested last at 1,000
+	for range 6 { // probing: the step grows
+		now = now.Add(DefaultInterval)
+		c.Update(now, healthyTally(int64(c.Limit()/2), 200*time.Millisecond))
+	}
+	if c.step <= 0.005 {
+		t.Fatalf("step %v after six intervals of probing", c.step)
+	}
+	before := c.Limit()
+	tl := healthyTally(int64(before/2), 200*time.Millisecond)
+	tl.Overdue = 4 // 0.8 % of the interval's admissions: under congestion's 2 %
+	now = now.Add(DefaultInterval)
+	if st := c.Update(now, tl); st != Held || c.Limit() != before || c.step != 0 {
+		t.Errorf("at the first sign: %v, limit %v (was %v), step %v; want held, the step back to none", st, c.Limit(), before, c.step)
+	}
+	// Under the level that congested, a few in flight do not hold it.
+	c.cut(Tally{Elapsed: DefaultInterval, Good: 250, Admitted: 500})
+	c.settle = false
+	low := c.Limit()
+	tl = healthyTally(int64(low/2), 200*time.Millisecond)
+	tl.Overdue = 4
+	now = now.Add(DefaultInterval)
+	if st := c.Update(now, tl); st != Rose {
+		t.Errorf("under the last level: %v at %v (last level %v), want a rise", st, c.Limit(), c.lastMax)
+	}
+	if low >= c.lastMax {
+		t.Errorf("the cut left %v, not under the last level %v", low, c.lastMax)
+	}
+}

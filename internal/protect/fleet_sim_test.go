@@ -71,6 +71,10 @@ func (f *fleetRun) round(at time.Duration) {
 	for i, r := range own {
 		if f.down != nil && f.down(at) {
 			f.ps[i].Alone(now, r)
+			if f.hook != nil {
+				f.hook(i, at)
+			}
+			continue
 		} else {
 			f.ps[i].Join(now, r, f.peers(i, at))
 		}

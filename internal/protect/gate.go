@@ -254,15 +254,20 @@ func inFlight(started, ended *atomic.Uint64, k int64) int64 {
 
 // Set puts the controller's limit and slow threshold in force; cut says
 // the limit was just cut: the requests admitted before it, and in the
-// interval after it (which still meets what the overshoot left queued),
-// count no more as congestion.
+// second after it (which still meets what the overshoot left queued, and
+// an upstream that counts its capacity by the second has counted the
+// overshoot in it), count no more as congestion.
 func (g *Gate) Set(limit float64, slowAfter time.Duration, cut bool) {
 	g.setLimit(limit)
 	g.slowAfter.Store(int64(slowAfter))
 	if cut {
-		g.cutFrom.Store(g.cohort.Load() + 1)
+		g.cutFrom.Store(g.cohort.Load() + settleCohorts)
 	}
 }
+
+// settleCohorts is how many intervals after a cut are of the cut's
+// overshoot still: a second's.
+const settleCohorts = 2
 
 // Latencies are counted in buckets of a quarter octave of microseconds:
 // 1 µs to 2^40 µs (12 days), within 19 % of the true value.

@@ -1,6 +1,7 @@
 package protect
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -184,6 +185,24 @@ func BenchmarkAdmitDone(b *testing.B) {
 			tk, ok := g.Admit(n)
 			if ok {
 				g.Done(tk, n+int64(time.Millisecond), Answered, 0)
+			}
+		}
+	})
+}
+
+// A protector with priority levels, room for every request: the levels'
+// fast path, no lock, no allocation.
+func BenchmarkAdmitDoneLevels(b *testing.B) {
+	p := New(Settings{Min: 1, Max: 1e9, Levels: 3, WarmUp: NoWarmUp}, t0)
+	p.Gate.Set(1e12, time.Second, false)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		now := time.Now()
+		for pb.Next() {
+			tk, ok := p.Admit(ctx, 1, now)
+			if ok {
+				p.Gate.End(tk, time.Millisecond, Answered, 0)
 			}
 		}
 	})

@@ -70,7 +70,9 @@ func (p *Protector) Tick(now time.Time) (Tally, Step) {
 func (p *Protector) Begin(now time.Time) Report {
 	t := p.Gate.Tally(now)
 	p.last.Store(&t)
-	r := Report{Tally: t, Slot: SlotOf(now, p.ctrl.s.Interval), Limit: p.proposal, Cut: p.cut}
+	// A cut made alone was made on this instance's share: the fleet's
+	// limit, scaled from it, is an estimate, not another's cut to follow.
+	r := Report{Tally: t, Slot: SlotOf(now, p.ctrl.s.Interval), Limit: p.proposal, Cut: p.cut && p.fleet}
 	switch {
 	case r.Limit == 0:
 		r.Limit = p.ctrl.Limit()
@@ -91,12 +93,16 @@ func (p *Protector) Begin(now time.Time) Report {
 // or there is none. A protector that followed the fleet takes its part
 // of the fleet's limit as its own.
 func (p *Protector) Alone(now time.Time, own Report) Step {
+	st := Held
 	if p.fleet {
+		// The interval before was the fleet's: this one starts anew.
 		p.fleet, p.ctrl.fleet = false, false
 		p.ctrl.Scale(p.frac)
+		p.ctrl.Pass(now, own.Tally)
+	} else {
+		st = p.ctrl.Update(now, own.Tally)
 	}
 	p.peers.Store(0)
-	st := p.ctrl.Update(now, own.Tally)
 	p.proposal, p.cut = p.ctrl.Limit(), st == Cut
 	p.apply(now, st == Cut, p.ctrl.Limit(), 1)
 	return st
@@ -146,6 +152,7 @@ func (p *Protector) enter(others []Peer) (lowest, cut float64) {
 	}
 	if !p.fleet {
 		p.fleet, p.ctrl.fleet = true, true
+		p.summed = -1 // the interval before was this instance's alone
 		switch {
 		case len(others) > 0:
 			p.ctrl.Adopt(lowest)
