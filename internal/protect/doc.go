@@ -24,9 +24,11 @@
 //     a little under it, so that the limit sits under the capacity more
 //     than over it. A weak sign (under a fifth of the interval's requests
 //     bad) halves the limit at most: a false alarm costs no more. The
-//     requests admitted before the cut, and in the interval after it, do
-//     not cut it again (each one's admission is tagged). A Retry-After with
-//     the upstream's 429s and 503s holds any rise, MaxHold at most.
+//     requests admitted before the cut, and in the second after it (an
+//     upstream that counts its capacity by the second still holds the
+//     overshoot then), do not cut it again (each one's admission is
+//     tagged). A Retry-After with the upstream's 429s and 503s holds any
+//     rise, MaxHold at most.
 //   - Without congestion, and only while the limit binds (requests were
 //     turned away, or admitted at 90 % of the limit), it rises: back
 //     towards the rate that last congested by a tenth of the gap an
@@ -34,7 +36,10 @@
 //     every other interval up to 10 %, as TCP CUBIC is slow near its last
 //     maximum and fast far from it; every other, because a level is seen
 //     to hold only an interval or so after it is set. A limit that does not
-//     bind does not rise: a limit must not creep up with no evidence. An
+//     bind does not rise: a limit must not creep up with no evidence. A
+//     probe past the last level that congested holds at the first requests
+//     in flight past the tolerance, and starts again from its smallest
+//     step, rather than overshoot while they grow to congestion. An
 //     outage (nothing in time) leaves the last rate taken as it was, to
 //     come back to.
 //   - The baseline is the lowest median latency of the intervals of the last
