@@ -149,8 +149,11 @@ type result struct {
 	states []string
 	// probes are the answers to requests sent while the breaker was
 	// open, one every 50 ms of it (40 at most); none when it never opened.
-	probes   []probeAnswer
-	recorded int64 // breaker_rejected events the gateway recorded
+	probes []probeAnswer
+	// recorded and recordedOverloaded are the events the gateway
+	// recorded: breaker_rejected (the open breaker's) and overloaded
+	// (protection's).
+	recorded, recordedOverloaded int64
 	// replayErr and replayOut are the replay's error and output.
 	replayErr error
 	replayOut string
@@ -409,7 +412,7 @@ func (d *demo) traffic(ctx context.Context) (*rehearse.Result, error) {
 	jwt := d.cfg.Server.JWT
 	d.tokens = d.key.UserTokens(jwt.Issuer, jwt.Audience, time.Now().Add(d.o.Duration+time.Hour))
 	var seen sync.Map
-	table := newDemoTable(d.out, d.res.limits)
+	table := newDemoTable(d.out, d.res.limits, d.route.Protect != nil)
 	table.header()
 
 	// Everything counts from here, the start of the traffic.
@@ -478,7 +481,7 @@ func (d *demo) traffic(ctx context.Context) (*rehearse.Result, error) {
 				fmt.Fprintln(d.out, p)
 			}
 			row := demoRow{Second: sec, newUsers: d.newUsers.get(sec.T), reached: d.reached.get(sec.T),
-				limited: d.watch.limited(sec.T, d.res.limits), breaker: d.watch.breakerIn(sec.T)}
+				limited: d.watch.limited(sec.T, d.res.limits), protect: d.watch.protectionIn(sec.T), breaker: d.watch.breakerIn(sec.T)}
 			d.res.rows = append(d.res.rows, row)
 			table.row(row)
 		},
@@ -497,6 +500,7 @@ func (d *demo) traffic(ctx context.Context) (*rehearse.Result, error) {
 	d.res.states = d.watch.states()
 	d.res.within = d.within.all()
 	d.res.recorded = int64(d.watch.last.recorded)
+	d.res.recordedOverloaded = int64(d.watch.last.recordedOverloaded)
 	return load, nil
 }
 
@@ -598,9 +602,13 @@ func (d *demo) summary(load *rehearse.Result) {
 		fmt.Fprintf(out, "sent while the breaker was open: %d requests, %d answered \"recorded\": true; the first:\n  %d %s\n",
 			len(res.probes), n, example.status, strings.TrimSpace(example.body))
 	} else {
-		fmt.Fprintf(out, "the breaker did not open: nothing was recorded\n")
+		fmt.Fprintf(out, "the breaker did not open\n")
 	}
-	fmt.Fprintf(out, "events recorded: %d, in %s\n", res.recorded, d.eventsFile)
+	fmt.Fprintf(out, "events recorded: %d by the open breaker", res.recorded)
+	if d.route.Protect != nil {
+		fmt.Fprintf(out, ", %d by protection", res.recordedOverloaded)
+	}
+	fmt.Fprintf(out, ", in %s\n", d.eventsFile)
 	fmt.Fprintf(out, "tokens not accepted: %.0f\n", counts.jwtFailures)
 }
 
@@ -829,18 +837,22 @@ func (demoBackend) Reload() error {
 	return fmt.Errorf("the demo has no configuration file to reload")
 }
 
-// ms formats a latency in at most 6 columns.
+// ms formats a latency in at most 5 columns.
 func ms(d time.Duration) string {
 	if d == 0 {
 		return "-"
 	}
+	// Each bound keeps a format from rounding up to a sixth column:
+	// 9.96 ms is "9ms", not "10.0ms".
 	switch {
-	case d < 10*time.Millisecond:
+	case d < 9950*time.Microsecond:
 		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
-	case d < 10*time.Second:
+	case d < time.Second:
 		return fmt.Sprintf("%dms", d.Milliseconds())
-	case d < 100*time.Second:
-		return fmt.Sprintf("%.1fs", d.Seconds()) // a busy machine's: 6 columns at most
+	case d < 9995*time.Millisecond:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	case d < 99950*time.Millisecond:
+		return fmt.Sprintf("%.1fs", d.Seconds()) // a busy machine's
 	}
 	return fmt.Sprintf("%.0fs", d.Seconds())
 }
