@@ -21,9 +21,9 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 			"The script, each phase announced: a warm-up at 200 requests/s; the sale opens at 3s with\n"+
 			"a surge to --rate that settles at 250/s; the coupon API fails from 8s to 12s, the circuit\n"+
 			"breaker opens and records every request it turns away; the API recovers and the breaker's\n"+
-			"trial calls close it; at the end, the recorded requests are replayed to the API. On a machine\n"+
-			"too busy to keep up, the outage lasts until the breaker has opened, and the traffic until it\n"+
-			"has closed again (up to 30s longer each).\n"+
+			"trial calls close it; at the end, the recorded requests are replayed to the API, for 20s at\n"+
+			"most. On a machine too busy to keep up, the outage lasts until the breaker has opened, and\n"+
+			"the traffic until it has closed again (up to 30s longer each).\n"+
 			"A line per second shows what was sent (retries included), the users new that second,\n"+
 			"what was admitted, refused by each limit (429), 503, the latency, what reached the\n"+
 			"coupon API and the breaker's state. It takes about 30 seconds.\n\n"+

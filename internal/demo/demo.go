@@ -61,7 +61,8 @@ type Script struct {
 	// window and openFor are the breaker's, in place of the example's 10s
 	// and 30s, so that the outage and the recovery fit the script.
 	window, openFor time.Duration
-	replayRate      limit.Rate // the pace of the replay at the end
+	replayRate      limit.Rate    // the pace of the replay at the end
+	replayFor       time.Duration // how long the replay may take at most; 0: no bound
 }
 
 // DefaultScript takes about 30 seconds with its default duration of 16 s:
@@ -70,12 +71,16 @@ type Script struct {
 // back, and closes; the replay then sends what it recorded. The plateau
 // and open_for are low enough that what the open breaker records (every
 // attempt, each user's retries included) replays in seconds, at a pace
-// the coupon API takes easily.
+// the coupon API takes easily. Protection records what it turns away
+// too, thousands when a busy machine's surge makes it cut its limit, and
+// replay takes a few hundred events a second whatever its rate (each of
+// its 64 slots waits for a 200 ms answer, collapsed events included):
+// replayFor bounds it.
 var DefaultScript = Script{
 	warmup: 200, opens: 3 * time.Second, plateau: 250,
 	outage: 8 * time.Second, outageFor: 4 * time.Second,
 	window: 5 * time.Second, openFor: 2 * time.Second,
-	replayRate: limit.Rate{Count: 250, Period: time.Second},
+	replayRate: limit.Rate{Count: 250, Period: time.Second}, replayFor: 20 * time.Second,
 }
 
 // MinDuration is the shortest traffic that shows the whole script: the
@@ -612,20 +617,35 @@ func (d *demo) summary(load *rehearse.Result) {
 	fmt.Fprintf(out, "tokens not accepted: %.0f\n", counts.jwtFailures)
 }
 
-// replay sends what the breaker recorded to the coupon API, as floodgate
-// events replay does.
+// replay sends what the breaker and protection recorded to the coupon
+// API, as floodgate events replay does, for s.replayFor at most.
 func (d *demo) replay(ctx context.Context) {
 	// As many in flight as replay allows: the API takes 200 ms for each.
+	// Replay marks the events done in the order they came, and holds
+	// that many at most on their way, those it collapses included: its
+	// pace is a few hundred events a second, whatever the rate asked.
 	parallel := replay.MaxParallel
 	fmt.Fprintf(d.out, "\nreplay: what was recorded, sent to the coupon API (events replay --rate %s --parallel %d)\n",
 		d.s.replayRate, parallel)
+	rctx, cancel := ctx, context.CancelFunc(func() {})
+	if d.s.replayFor > 0 {
+		rctx, cancel = context.WithTimeout(ctx, d.s.replayFor)
+	}
+	defer cancel()
 	var rout, rerr bytes.Buffer
-	d.res.replayErr = replay.Run(ctx, replay.Options{
+	d.res.replayErr = replay.Run(rctx, replay.Options{
 		Config: d.cfg, Route: demoRoute, Rate: d.s.replayRate, Parallel: parallel,
 		Stdout: &rout, Stderr: &rerr,
 	})
 	d.res.replayOut = rout.String()
 	fmt.Fprintf(d.out, "  %s\n", lastLine(rout.String()))
+	if rctx.Err() != nil && ctx.Err() == nil {
+		rest := "with --hold, floodgate events replay sends the rest"
+		if d.o.Hold {
+			rest = fmt.Sprintf("floodgate events replay -c %s --route %s sends the rest", d.cfgFile, demoRoute)
+		}
+		fmt.Fprintf(d.out, "  %s\n", wrap(fmt.Sprintf("stopped after %v, the demo's bound; %s", d.s.replayFor, rest), "  "))
+	}
 	if err := d.res.replayErr; err != nil {
 		if !errors.Is(err, replay.ErrFailed) {
 			fmt.Fprintf(&rerr, "%v\n", err)
