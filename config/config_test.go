@@ -801,6 +801,13 @@ func TestFlashSaleExample(t *testing.T) {
 	if api := c.Routes[0].Limits[1].Rule; api.Name != "lucky-meal:api" || api.Algorithm != limit.TokenBucket || api.Burst != 40 {
 		t.Errorf("api limit %+v, want a token bucket with a burst of 40", api)
 	}
+	// Protection starts at, and never goes over, what the api limit lets
+	// through in a second: on a good day it turns away nothing the limits
+	// admit. It does not ramp up when the gateway starts, which the
+	// README's walk-through does under load.
+	if p := c.Routes[0].Protect; p == nil || p.Max != 440 || p.Min != 200 || p.WarmUp != 0 {
+		t.Errorf("protect %+v, want max 440 (the api limit's rate and burst), min 200, warm_up 0s", p)
+	}
 	if c.Server.Listen != "127.0.0.1:8080" || c.Admin.Listen != "127.0.0.1:9090" {
 		t.Errorf("listen %q, admin %q; want both on 127.0.0.1", c.Server.Listen, c.Admin.Listen)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -296,6 +297,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 	load = strings.Replace(load, readmeDuration, testDuration, 1)
 	stdout, _ := run(rewrite(strings.Replace(load, readmeRate, testRate, 1)))
 	checkWalkthroughLoad(t, stdout)
+	checkWalkthroughProtect(t, adminAddr)
 	if page, err := os.ReadFile(filepath.Join(dir, "surge.html")); err != nil || !strings.Contains(string(page), "<svg") {
 		t.Errorf("surge.html: %v, %d bytes without a chart", err, len(page))
 	}
@@ -373,6 +375,30 @@ func checkWalkthroughLoad(t *testing.T, stdout string) {
 		t.Errorf("summary %q: other is more than 1 in 200 answers\n%s", m[0], stdout)
 	} else if other > 0 {
 		t.Logf("summary %q: other is %d, a machine short of cores", m[0], other)
+	}
+}
+
+// checkWalkthroughProtect checks GET /admin/protect against the README:
+// the API kept up with what the limits admitted, so protection never cut
+// its limit from the max it starts at.
+func checkWalkthroughProtect(t *testing.T, adminAddr string) {
+	t.Helper()
+	resp, err := client.Get("http://" + adminAddr + "/admin/protect")
+	if err != nil {
+		t.Fatalf("GET /admin/protect: %v", err)
+	}
+	defer resp.Body.Close()
+	var got struct {
+		Routes []struct {
+			Route      string
+			Limit, Max float64
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /admin/protect: %d, %v", resp.StatusCode, err)
+	}
+	if len(got.Routes) != 1 || got.Routes[0].Route != "lucky-meal" || got.Routes[0].Max != 440 || got.Routes[0].Limit != 440 {
+		t.Errorf("GET /admin/protect: %+v, want lucky-meal's limit at its max, 440", got.Routes)
 	}
 }
 

@@ -25,8 +25,9 @@ const demoRedisTimeout = 250 * time.Millisecond
 
 // demoOverrides are the values of the example that one process on free
 // ports cannot keep: where it listens, where the coupon API is, the keys
-// the demo signs its users' tokens with, where events go, and breaker
-// timings short enough to watch.
+// the demo signs its users' tokens with, where events go, breaker timings
+// short enough to watch, and protection's min when the script's traffic
+// is under it.
 type demoOverrides struct {
 	listen, admin string // host:port
 	upstream      string // the coupon API's URL
@@ -35,6 +36,7 @@ type demoOverrides struct {
 	redis         string // "": the example's store
 	window        time.Duration
 	openFor       time.Duration
+	protectMin    float64 // 0: the example's
 }
 
 // demoConfigFile returns example, a flash-sale configuration, with o's
@@ -82,6 +84,10 @@ func demoConfigFile(example []byte, o demoOverrides) ([]byte, error) {
 			edit{root, "store.type", "redis"},
 			edit{root, "store.redis", map[string]any{"addrs": []string{o.redis}, "timeout": demoRedisTimeout.String()}})
 		changed = append(changed, "store.type", "store.redis")
+	}
+	if o.protectMin > 0 && mapValue(route, "protect") != nil {
+		edits = append(edits, edit{route, "protect.min", o.protectMin})
+		changed = append(changed, "routes[id="+demoRoute+"].protect.min")
 	}
 	for _, e := range edits {
 		if err := setYAML(e.m, strings.Split(e.path, "."), e.v); err != nil {

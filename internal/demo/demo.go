@@ -1,11 +1,12 @@
 // Package demo rehearses a flash sale in one process, with no outside
 // services (floodgate demo): a mock coupon API that serves 500 requests a
-// second, a gateway in front of it with the limits of
+// second, a gateway in front of it with the limits and the protection of
 // examples/flash-sale.yaml, and a crowd of users who retry at once when
-// refused. The script warms up, opens the sale with a surge, fails the
-// API until the breaker has opened, brings it back until the breaker has
-// closed, and replays what the open breaker recorded; a line a second
-// shows what each part counted.
+// refused. The script warms up, opens the sale with a surge, halves what
+// the API serves for a few seconds (protection's limit follows it down,
+// and back up), fails the API until the breaker has opened, brings it
+// back until the breaker has closed, and replays what the open breaker
+// and protection recorded; a line a second shows what each part counted.
 package demo
 
 import (
@@ -51,31 +52,54 @@ const (
 
 // A Script is when each part of the demo happens, as offsets from the
 // start of the traffic. Its phases come in this order: warm-up, the sale
-// (the surge), the coupon API's outage, its recovery.
+// (the surge), the coupon API's slowdown and its recovery, its outage and
+// its recovery.
 type Script struct {
-	warmup    float64       // requests per second before the sale opens
-	opens     time.Duration // when the sale opens: the surge's step to its peak
-	plateau   float64       // what the surge settles at, two seconds after it starts
-	outage    time.Duration // when the coupon API starts failing
-	outageFor time.Duration // how long it fails
+	warmup  float64       // requests per second before the sale opens
+	opens   time.Duration // when the sale opens: the surge's step to its peak
+	plateau float64       // what the surge settles at, two seconds after it starts
+	// From slows, for slowFor, the coupon API serves slowCapacity
+	// requests a second in 200 ms, in place of demoCapacity.
+	slows, slowFor time.Duration
+	slowCapacity   int
+	outage         time.Duration // when the coupon API starts failing
+	outageFor      time.Duration // how long it fails
 	// window and openFor are the breaker's, in place of the example's 10s
 	// and 30s, so that the outage and the recovery fit the script.
 	window, openFor time.Duration
-	replayRate      limit.Rate // the pace of the replay at the end
+	// protectMin, when not zero, is protection's min in place of the
+	// example's: a script whose traffic is under the example's min would
+	// show nothing of protection.
+	protectMin float64
+	replayRate limit.Rate    // the pace of the replay at the end
+	replayFor  time.Duration // how long the replay may take at most
 }
 
-// DefaultScript takes about 30 seconds with its default duration of 16 s:
-// the breaker opens about 2.5 s into the outage, when the failures fill
-// half of its 5 s window, tries again 2 s later, when the coupon API is
-// back, and closes; the replay then sends what it recorded. The plateau
-// and open_for are low enough that what the open breaker records (every
-// attempt, each user's retries included) replays in seconds, at a pace
-// the coupon API takes easily.
+// DefaultDuration is the traffic's length that DefaultScript is written
+// for, its recoveries included.
+const DefaultDuration = 25 * time.Second
+
+// DefaultScript takes about 45 seconds with DefaultDuration. The sale
+// settles at 300 requests a second: more than the coupon API serves while
+// it is slow (250), less than the api limit admits (400), so that
+// protection, not the limit, is what turns users away then. Protection
+// sees the API slow a second or two in (an answer is late after 1 s, and
+// it judges by the half second), and takes about ten, once the API is
+// back, to climb past 300: slowly back to the rate that overloaded the
+// API, faster past it. The breaker opens about 2.5 s into the outage,
+// when the failures fill half of its 5 s window, tries again 2 s later,
+// when the coupon API is back, and closes. The replay then sends what the
+// breaker and protection recorded, every attempt of a user in a window
+// of the user limit (their retries) collapsed into one. Replay takes a
+// few hundred events a second whatever its rate (each of its 64 slots
+// waits for a 200 ms answer, collapsed events included), and protection
+// turns thousands away here: replayFor bounds it.
 var DefaultScript = Script{
-	warmup: 200, opens: 3 * time.Second, plateau: 250,
-	outage: 8 * time.Second, outageFor: 4 * time.Second,
+	warmup: 200, opens: 3 * time.Second, plateau: 300,
+	slows: 6 * time.Second, slowFor: 4 * time.Second, slowCapacity: demoCapacity / 2,
+	outage: 19 * time.Second, outageFor: 4 * time.Second,
 	window: 5 * time.Second, openFor: 2 * time.Second,
-	replayRate: limit.Rate{Count: 250, Period: time.Second},
+	replayRate: limit.Rate{Count: 250, Period: time.Second}, replayFor: 20 * time.Second,
 }
 
 // MinDuration is the shortest traffic that shows the whole script: the
@@ -149,8 +173,11 @@ type result struct {
 	states []string
 	// probes are the answers to requests sent while the breaker was
 	// open, one every 50 ms of it (40 at most); none when it never opened.
-	probes   []probeAnswer
-	recorded int64 // breaker_rejected events the gateway recorded
+	probes []probeAnswer
+	// recorded and recordedOverloaded are the events the gateway
+	// recorded: breaker_rejected (the open breaker's) and overloaded
+	// (protection's).
+	recorded, recordedOverloaded int64
 	// replayErr and replayOut are the replay's error and output.
 	replayErr error
 	replayOut string
@@ -297,6 +324,7 @@ func (d *demo) writeConfig() error {
 	data, err := demoConfigFile(flashSaleYAML, demoOverrides{
 		listen: d.gwL.Addr().String(), admin: d.adL.Addr().String(), upstream: "http://" + d.upL.Addr().String(),
 		jwksFile: jwksFile, eventsFile: d.eventsFile, redis: d.o.Redis, window: d.s.window, openFor: d.s.openFor,
+		protectMin: d.s.protectMin,
 	})
 	if err != nil {
 		return fmt.Errorf("examples/flash-sale.yaml: %w", err)
@@ -366,14 +394,17 @@ func (d *demo) intro() {
 	for _, l := range d.res.limits {
 		fmt.Fprintf(out, "    %s\n", describeLimit(l))
 	}
+	var orig *config.Route
+	if c, err := config.Parse("examples/flash-sale.yaml", flashSaleYAML); err == nil {
+		orig, _ = demoRouteOf(c)
+	}
+	d.protectIntro(orig)
 	b := d.route.Breaker
 	fmt.Fprintf(out, "  breaker     opens when %.0f%% of at least %d calls in its window fail or take over %v; %d trial calls\n",
 		b.FailureRate*100, b.MinCalls, b.SlowCallDuration, b.HalfOpenCalls)
-	if orig, err := config.Parse("examples/flash-sale.yaml", flashSaleYAML); err == nil {
-		if r, _ := demoRouteOf(orig); r != nil {
-			fmt.Fprintf(out, "breaker timings shortened for the demo: window %v, open_for %v (the example's: %v, %v)\n",
-				b.Window, b.OpenFor, r.Breaker.Window, r.Breaker.OpenFor)
-		}
+	if orig != nil {
+		fmt.Fprintf(out, "breaker timings shortened for the demo: window %v, open_for %v (the example's: %v, %v)\n",
+			b.Window, b.OpenFor, orig.Breaker.Window, orig.Breaker.OpenFor)
 	}
 	if o.Hold {
 		fmt.Fprintf(out, "dashboard: %s/ (and after the script: --hold keeps it up)\n", d.res.adminURL)
@@ -383,13 +414,14 @@ func (d *demo) intro() {
 	fmt.Fprintf(out, "crowd: %d users (signed tokens, %d addresses); a refused one retries at once, up to %d times\n\n",
 		demoUsers, demoIPs, rehearse.MaxRetries)
 	s := d.s
-	d.phases = map[int]string{
+	d.phases = d.slowdownPhases()
+	maps.Copy(d.phases, map[int]string{
 		0: fmt.Sprintf("warm-up: %.0f requests/s", s.warmup),
 		int(s.opens / time.Second): fmt.Sprintf("the sale opens at %v: %.0f requests/s for a second, settling at %.0f/s; refused users retry at once",
 			s.opens, o.Peak, s.plateau),
 		int(s.outage / time.Second): fmt.Sprintf("the coupon API fails at %v, for %v: the breaker opens, answers 503 and records who it turns away",
 			s.outage, s.outageFor),
-	}
+	})
 }
 
 // announce adds text to the lines printed before the row of the second
@@ -409,23 +441,16 @@ func (d *demo) traffic(ctx context.Context) (*rehearse.Result, error) {
 	jwt := d.cfg.Server.JWT
 	d.tokens = d.key.UserTokens(jwt.Issuer, jwt.Audience, time.Now().Add(d.o.Duration+time.Hour))
 	var seen sync.Map
-	table := newDemoTable(d.out, d.res.limits)
+	table := newDemoTable(d.out, d.res.limits, d.route.Protect != nil)
 	table.header()
 
 	// Everything counts from here, the start of the traffic.
+	s, o := d.s, d.o
 	start := time.Now()
-	up, err := rehearse.NewUpstream(rehearse.UpstreamConfig{
-		Latency: 200 * time.Millisecond, Jitter: 50 * time.Millisecond,
-		Capacity: demoCapacity, OverloadLatency: 3 * time.Second,
-		Body: `{"coupon":"granted"}`, Seed: 1,
-	}, start)
+	up, err := d.startCoupon(start)
 	if err != nil {
 		return nil, err
 	}
-	d.reached.begin(start)
-	d.within.begin(start)
-	d.newUsers.begin(start)
-	d.coupon.Store(up)
 	d.watch = newBreakerWatch(d.reg, demoRoute, start, d.gw.Breakers())
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
@@ -449,7 +474,6 @@ func (d *demo) traffic(ctx context.Context) (*rehearse.Result, error) {
 		d.script(scriptCtx, start, up)
 	}()
 
-	s, o := d.s, d.o
 	load, err := rehearse.Run(ctx, rehearse.LoadConfig{
 		URL:    d.res.gatewayURL + d.route.Match.Path,
 		Method: http.MethodPost,
@@ -470,18 +494,7 @@ func (d *demo) traffic(ctx context.Context) (*rehearse.Result, error) {
 		// two cores: beyond this many requests in flight the generator
 		// drops (and counts) instead of exhausting file descriptors.
 		ConcurrencyCap: 3000,
-		OnSecond: func(sec rehearse.Second) {
-			d.phaseMu.Lock()
-			p, ok := d.phases[sec.T]
-			d.phaseMu.Unlock()
-			if ok {
-				fmt.Fprintln(d.out, p)
-			}
-			row := demoRow{Second: sec, newUsers: d.newUsers.get(sec.T), reached: d.reached.get(sec.T),
-				limited: d.watch.limited(sec.T, d.res.limits), breaker: d.watch.breakerIn(sec.T)}
-			d.res.rows = append(d.res.rows, row)
-			table.row(row)
-		},
+		OnSecond:       func(sec rehearse.Second) { d.second(table, sec) },
 	})
 	if err != nil {
 		stopScript()
@@ -497,7 +510,43 @@ func (d *demo) traffic(ctx context.Context) (*rehearse.Result, error) {
 	d.res.states = d.watch.states()
 	d.res.within = d.within.all()
 	d.res.recorded = int64(d.watch.last.recorded)
+	d.res.recordedOverloaded = int64(d.watch.last.recordedOverloaded)
 	return load, nil
+}
+
+// startCoupon starts the coupon API of the script, and what counts the
+// requests that reach it, at start.
+func (d *demo) startCoupon(start time.Time) (*rehearse.Upstream, error) {
+	s := d.s
+	slowdown := []rehearse.CapacityStep{{At: s.slows, Capacity: s.slowCapacity}, {At: s.slows + s.slowFor, Capacity: demoCapacity}}
+	up, err := rehearse.NewUpstream(rehearse.UpstreamConfig{
+		Latency: 200 * time.Millisecond, Jitter: 50 * time.Millisecond,
+		Capacity: demoCapacity, CapacitySchedule: slowdown, OverloadLatency: 3 * time.Second,
+		Body: `{"coupon":"granted"}`, Seed: 1,
+	}, start)
+	if err != nil {
+		return nil, err
+	}
+	d.reached.begin(start)
+	d.within.begin(start)
+	d.newUsers.begin(start)
+	d.coupon.Store(up)
+	return up, nil
+}
+
+// second prints the row of a second the load generator has done with,
+// after what was announced for it, and keeps it.
+func (d *demo) second(table *demoTable, sec rehearse.Second) {
+	d.phaseMu.Lock()
+	p, ok := d.phases[sec.T]
+	d.phaseMu.Unlock()
+	if ok {
+		fmt.Fprintln(d.out, p)
+	}
+	row := demoRow{Second: sec, newUsers: d.newUsers.get(sec.T), reached: d.reached.get(sec.T),
+		limited: d.watch.limited(sec.T, d.res.limits), protect: d.watch.protectionIn(sec.T), breaker: d.watch.breakerIn(sec.T)}
+	d.res.rows = append(d.res.rows, row)
+	table.row(row)
 }
 
 // probe sends a request every 50 ms while the breaker is open, each time
@@ -584,6 +633,7 @@ func (d *demo) summary(load *rehearse.Result) {
 		fmt.Fprintf(out, "(more than the limit admits: admitted requests reached it late and together, this machine was\n"+
 			"too busy to keep up; of those the gateway received in the same second, at most %d)\n", d.within.max())
 	}
+	d.protectSummary()
 	fmt.Fprintf(out, "breaker: %s\n", strings.Join(d.watch.changeLog(), ", "))
 	if len(res.probes) > 0 {
 		n, example := 0, res.probes[0]
@@ -598,26 +648,45 @@ func (d *demo) summary(load *rehearse.Result) {
 		fmt.Fprintf(out, "sent while the breaker was open: %d requests, %d answered \"recorded\": true; the first:\n  %d %s\n",
 			len(res.probes), n, example.status, strings.TrimSpace(example.body))
 	} else {
-		fmt.Fprintf(out, "the breaker did not open: nothing was recorded\n")
+		fmt.Fprintf(out, "the breaker did not open\n")
 	}
-	fmt.Fprintf(out, "events recorded: %d, in %s\n", res.recorded, d.eventsFile)
+	fmt.Fprintf(out, "events recorded: %d by the open breaker", res.recorded)
+	if d.route.Protect != nil {
+		fmt.Fprintf(out, ", %d by protection", res.recordedOverloaded)
+	}
+	fmt.Fprintf(out, ", in %s\n", d.eventsFile)
 	fmt.Fprintf(out, "tokens not accepted: %.0f\n", counts.jwtFailures)
 }
 
-// replay sends what the breaker recorded to the coupon API, as floodgate
-// events replay does.
+// replay sends what the breaker and protection recorded to the coupon
+// API, as floodgate events replay does, for s.replayFor at most.
 func (d *demo) replay(ctx context.Context) {
 	// As many in flight as replay allows: the API takes 200 ms for each.
+	// Replay marks the events done in the order they came, and holds
+	// that many at most on their way, those it collapses included: its
+	// pace is a few hundred events a second, whatever the rate asked.
 	parallel := replay.MaxParallel
 	fmt.Fprintf(d.out, "\nreplay: what was recorded, sent to the coupon API (events replay --rate %s --parallel %d)\n",
 		d.s.replayRate, parallel)
+	rctx, cancel := ctx, context.CancelFunc(func() {})
+	if d.s.replayFor > 0 {
+		rctx, cancel = context.WithTimeout(ctx, d.s.replayFor)
+	}
+	defer cancel()
 	var rout, rerr bytes.Buffer
-	d.res.replayErr = replay.Run(ctx, replay.Options{
+	d.res.replayErr = replay.Run(rctx, replay.Options{
 		Config: d.cfg, Route: demoRoute, Rate: d.s.replayRate, Parallel: parallel,
 		Stdout: &rout, Stderr: &rerr,
 	})
 	d.res.replayOut = rout.String()
 	fmt.Fprintf(d.out, "  %s\n", lastLine(rout.String()))
+	if rctx.Err() != nil && ctx.Err() == nil {
+		rest := "with --hold, floodgate events replay sends the rest"
+		if d.o.Hold {
+			rest = fmt.Sprintf("floodgate events replay -c %s --route %s sends the rest", d.cfgFile, demoRoute)
+		}
+		fmt.Fprintf(d.out, "  %s\n", wrap(fmt.Sprintf("stopped after %v, the demo's bound; %s", d.s.replayFor, rest), "  "))
+	}
 	if err := d.res.replayErr; err != nil {
 		if !errors.Is(err, replay.ErrFailed) {
 			fmt.Fprintf(&rerr, "%v\n", err)
@@ -829,18 +898,22 @@ func (demoBackend) Reload() error {
 	return fmt.Errorf("the demo has no configuration file to reload")
 }
 
-// ms formats a latency in at most 6 columns.
+// ms formats a latency in at most 5 columns.
 func ms(d time.Duration) string {
 	if d == 0 {
 		return "-"
 	}
+	// Each bound keeps a format from rounding up to a sixth column:
+	// 9.96 ms is "9ms", not "10.0ms".
 	switch {
-	case d < 10*time.Millisecond:
+	case d < 9950*time.Microsecond:
 		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
-	case d < 10*time.Second:
+	case d < time.Second:
 		return fmt.Sprintf("%dms", d.Milliseconds())
-	case d < 100*time.Second:
-		return fmt.Sprintf("%.1fs", d.Seconds()) // a busy machine's: 6 columns at most
+	case d < 9995*time.Millisecond:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	case d < 99950*time.Millisecond:
+		return fmt.Sprintf("%.1fs", d.Seconds()) // a busy machine's
 	}
 	return fmt.Sprintf("%.0fs", d.Seconds())
 }

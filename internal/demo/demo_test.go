@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"reflect"
@@ -38,11 +39,15 @@ func TestDemoConfigKeepsTheExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, redis := range []string{"", "127.0.0.1:6390"} {
+	for _, c := range []struct {
+		redis      string
+		protectMin float64
+	}{{"", 0}, {"127.0.0.1:6390", 0}, {"", 15}} {
+		redis := c.redis
 		data, err := demoConfigFile(flashSaleYAML, demoOverrides{
 			listen: "127.0.0.1:18080", admin: "127.0.0.1:19090", upstream: "http://127.0.0.1:19000",
 			jwksFile: "/tmp/demo/jwks.json", eventsFile: "/tmp/demo/events.jsonl", redis: redis,
-			window: 5 * time.Second, openFor: 2 * time.Second,
+			window: 5 * time.Second, openFor: 2 * time.Second, protectMin: c.protectMin,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -75,6 +80,15 @@ func TestDemoConfigKeepsTheExample(t *testing.T) {
 		same("breaker timings", [2]time.Duration{b.Window, b.OpenFor}, [2]time.Duration{5 * time.Second, 2 * time.Second})
 		b.Window, b.OpenFor = wb.Window, wb.OpenFor
 		same("breaker", b, wb)
+		if r.Protect == nil || want.Protect == nil {
+			t.Fatalf("redis %q: protect %v, the example's %v; want the example's", redis, r.Protect, want.Protect)
+		}
+		p := *r.Protect
+		if c.protectMin > 0 {
+			same("protect.min", p.Min, c.protectMin)
+			p.Min = want.Protect.Min
+		}
+		same("protect", p, *want.Protect)
 
 		same("listen", [2]string{got.Server.Listen, got.Admin.Listen}, [2]string{"127.0.0.1:18080", "127.0.0.1:19090"})
 		same("targets", r.Upstream.Targets[0].String(), "http://127.0.0.1:19000")
@@ -100,17 +114,28 @@ func withoutLines(ls []*config.Limit) []config.Limit {
 	return out
 }
 
-// testScript has every phase of the default script, in 9 seconds, at
+// testScript has every phase of the default script, in 13 seconds, at
 // rates that leave most of a busy machine's cores to the rest of the
 // tests: the surge's peak (testPeak) is above what the api limit admits,
 // so that refused users retry, but the warm-up and what it settles at are
-// a tenth of the default's.
+// a fifth of the default's or less. The coupon API slows down to three
+// quarters of what the crowd then sends: the quarter it fails stays under
+// the breaker's failure_rate, as in the default script. That is under
+// protection's min in the example: protectMin is low enough for the limit
+// to follow the API down, and high enough for the breaker to see
+// min_calls in its window when the limit is at it, in the outage.
 var testScript = Script{
 	warmup: 40, opens: time.Second, plateau: 40,
-	outage: 4 * time.Second, outageFor: 2 * time.Second,
+	slows: 3 * time.Second, slowFor: 3 * time.Second, slowCapacity: 30,
+	outage: 9 * time.Second, outageFor: 2 * time.Second,
 	window: 2 * time.Second, openFor: 2 * time.Second,
+	protectMin: 15,
 	replayRate: limit.Rate{Count: 250, Period: time.Second},
 }
+
+// testDuration is the traffic's length in the tests: testScript's
+// MinDuration.
+var testDuration = testScript.MinDuration()
 
 // testPeak is the surge's peak in the tests: the api limit admits 440 in
 // a second.
@@ -168,7 +193,7 @@ func checkDemo(t *testing.T, res *result, out string, s Script) {
 		t.Errorf("while open: %v, want a 503 with \"recorded\": true", res.probes)
 	}
 	if res.recorded == 0 {
-		t.Errorf("no event recorded")
+		t.Errorf("no event recorded by the open breaker")
 	}
 	sent, ok := replaySent(res.replayOut)
 	if res.replayErr != nil || !ok || sent == 0 {
@@ -176,10 +201,11 @@ func checkDemo(t *testing.T, res *result, out string, s Script) {
 	}
 	// Replay sends one request for the retries of one user in a window
 	// of the user limit, and the crowd's users retry at once: it sends
-	// fewer than the open breaker recorded.
-	if sent >= res.recorded {
-		t.Errorf("replay sent %d of %d recorded events: the retries of each user were not collapsed", sent, res.recorded)
+	// fewer than the open breaker and protection recorded.
+	if recorded := res.recorded + res.recordedOverloaded; sent >= recorded {
+		t.Errorf("replay sent %d of %d recorded events: the retries of each user were not collapsed", sent, recorded)
 	}
+	checkProtection(t, res, s)
 	api := apiLimit(res.limits)
 	if api == nil {
 		t.Fatalf("no api limit in %v", res.limits)
@@ -201,28 +227,71 @@ func checkDemo(t *testing.T, res *result, out string, s Script) {
 	}
 	for _, want := range []string{
 		"breaker timings shortened for the demo: window " + s.window.String() + ", open_for " + s.openFor.String(),
-		"warm-up: ", "the sale opens at ", "the coupon API fails at ", "the coupon API is back at ", "\nreplay: ",
-		"  t   sent   new admitted  global user  api   ip   503 other    p50    p99  API  breaker\n",
-		`"recorded": true`, "tokens not accepted: 0\n",
+		"warm-up: ", "the sale opens at ", "the coupon API slows down at ", "the coupon API serves 500 requests/s again at ",
+		"the coupon API fails at ", "the coupon API is back at ", "\nreplay: ",
+		"  t   sent   new admitted  global user  api   ip   503 other   p50   p99  API limit breaker\n",
+		"\nprotection's limit: 440 at first; ", `"recorded": true`, "tokens not accepted: 0\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
+	checkRows(t, res, out, s)
+	if t.Failed() || testing.Verbose() {
+		t.Logf("output:\n%s", out)
+	}
+}
+
+// checkRows asserts that a row was printed for each second of the script,
+// and kept, each within 100 columns.
+func checkRows(t *testing.T, res *result, out string, s Script) {
+	t.Helper()
 	rows := 0
 	for _, l := range strings.Split(out, "\n") {
 		if f := strings.Fields(l); len(f) >= 13 && strings.Trim(f[0]+f[1]+f[2], "0123456789") == "" {
 			rows++
-			if len(l) > 100 {
-				t.Errorf("row wider than 100 columns: %q", l)
+			if len(l) > maxWidth {
+				t.Errorf("row wider than %d columns: %q", maxWidth, l)
 			}
 		}
 	}
-	if rows != len(res.rows) || rows < 9 {
-		t.Errorf("%d rows printed, %d kept, want 9 or more", rows, len(res.rows))
+	if want := int(s.MinDuration()/time.Second) - 1; rows != len(res.rows) || rows < want {
+		t.Errorf("%d rows printed, %d kept, want %d or more", rows, len(res.rows), want)
 	}
-	if t.Failed() || testing.Verbose() {
-		t.Logf("output:\n%s", out)
+}
+
+// checkProtection asserts what protection must show: while the coupon API
+// was slow its limit fell to about what the API served then, and it
+// turned requests away; once the API was back, its limit rose from its
+// lowest. The lowest may come after the API is back: the requests
+// admitted before a cut, in the API's second, can make the next ones
+// late in it, and cut the limit once more.
+func checkProtection(t *testing.T, res *result, s Script) {
+	t.Helper()
+	slow, back, fails := int(s.slows/time.Second), int((s.slows+s.slowFor)/time.Second), int(s.outage/time.Second)
+	low, lowAt, rose := math.Inf(1), -1, false
+	overloaded := int64(0)
+	for _, r := range res.rows {
+		if r.T < slow || r.T >= fails {
+			continue
+		}
+		if r.protect.limit < low {
+			low, lowAt, rose = r.protect.limit, r.T, false
+		} else if r.T >= back && r.protect.limit > low {
+			rose = true
+		}
+		overloaded += r.protect.overloaded
+	}
+	// A cut leaves 0.9 x what the API answered in time; a busy
+	// machine's answers, late, can leave more, but not by half.
+	if most := 1.5 * float64(s.slowCapacity); !(low <= most) {
+		t.Errorf("protection's limit while the API served %d/s: %v at its lowest, want %v at most", s.slowCapacity, low, most)
+	}
+	if overloaded == 0 {
+		t.Errorf("protection turned nobody away between %v and %v", s.slows, s.outage)
+	}
+	if !rose {
+		t.Errorf("protection's limit did not rise once the API was back: %v at its lowest (%ds), none higher after it by %v", low, lowAt, s.outage)
 	}
 }
 
@@ -247,7 +316,7 @@ func (s *demoBuffer) String() string {
 
 func TestDemoScriptAndHold(t *testing.T) {
 	if testing.Short() {
-		t.Skip("the demo's script takes 10 s or more; make check runs it")
+		t.Skip("the demo's script takes 13 s or more; make check runs it")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -257,7 +326,7 @@ func TestDemoScriptAndHold(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		res, err = run(ctx, &out, Options{Hold: true, Peak: testPeak, Duration: 10 * time.Second, Script: testScript, recordWait: testRecordWait})
+		res, err = run(ctx, &out, Options{Hold: true, Peak: testPeak, Duration: testDuration, Script: testScript, recordWait: testRecordWait})
 	}()
 	// --hold: the script is over, and everything still serves.
 	deadline := time.Now().Add(2 * time.Minute)
@@ -320,11 +389,11 @@ func TestDemoScriptAndHold(t *testing.T) {
 
 func TestDemoRedis(t *testing.T) {
 	if testing.Short() {
-		t.Skip("the demo's script takes 10 s or more; make check runs it")
+		t.Skip("the demo's script takes 13 s or more; make check runs it")
 	}
 	srv := testredis.Start(t)
 	var out bytes.Buffer
-	res, err := run(context.Background(), &out, Options{Redis: srv.Addr(), Peak: testPeak, Duration: 10 * time.Second, Script: testScript, recordWait: testRecordWait})
+	res, err := run(context.Background(), &out, Options{Redis: srv.Addr(), Peak: testPeak, Duration: testDuration, Script: testScript, recordWait: testRecordWait})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
@@ -357,12 +426,46 @@ func TestDemoRowFits(t *testing.T) {
 		t.Errorf("no change in a second: %q, want the state it was in", got)
 	}
 	var out bytes.Buffer
-	table := newDemoTable(&out, limits)
+	table := newDemoTable(&out, limits, true)
+	table.header()
 	table.row(demoRow{
 		Second:  rehearse.Second{T: 105, Sent: 999999, OK: 99999999, Unavailable: 99999, Other: 99999, P50: 10183 * time.Millisecond, P99: 125 * time.Second},
-		limited: []int64{999999, 9999, 9999, 9999}, newUsers: 99999, reached: 9999, breaker: w.breakerIn(5),
+		limited: []int64{999999, 9999, 9999, 9999}, newUsers: 99999, reached: 9999, protect: protectSecond{limit: 99999}, breaker: w.breakerIn(5),
 	})
-	if l := strings.TrimSuffix(out.String(), "\n"); len(l) > 100 {
-		t.Errorf("a row of %d columns: %q", len(l), l)
+	// The widest breaker cell, in a row as wide.
+	table.row(demoRow{
+		Second:  rehearse.Second{T: 105, Sent: 999999, OK: 99999999, Unavailable: 99999, Other: 99999, P50: 10183 * time.Millisecond, P99: 125 * time.Second},
+		limited: []int64{999999, 9999, 9999, 9999}, newUsers: 99999, reached: 9999, protect: protectSecond{limit: 99999}, breaker: "HALF_OPEN>CLOSED",
+	})
+	for _, l := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		if len(l) > maxWidth {
+			t.Errorf("a line of %d columns: %q", len(l), l)
+		}
+	}
+	// Each latency in 5 columns, near the bounds where a format would
+	// round up to a sixth.
+	for _, d := range []time.Duration{9949 * time.Microsecond, 9999 * time.Microsecond, 999 * time.Millisecond,
+		9994 * time.Millisecond, 9999 * time.Millisecond, 99949 * time.Millisecond, 99999 * time.Millisecond, 9999 * time.Second} {
+		if s := ms(d); len(s) > 5 {
+			t.Errorf("ms(%v) = %q, more than 5 columns", d, s)
+		}
+	}
+}
+
+func TestDemoWrap(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("word ", 50) + "/a/path/" + strings.Repeat("x", 120) + " end"
+	got := wrap(long, "  ")
+	lines := strings.Split(got, "\n")
+	for i, l := range lines {
+		if i > 0 && !strings.HasPrefix(l, "  ") {
+			t.Errorf("line %d does not start with the indent: %q", i, l)
+		}
+		if len(l) > maxWidth && !strings.Contains(l, "/a/path/") {
+			t.Errorf("line %d of %d columns: %q", i, len(l), l)
+		}
+	}
+	if strings.Join(strings.Fields(got), " ") != strings.Join(strings.Fields(long), " ") {
+		t.Errorf("wrap changed the words:\n%s", got)
 	}
 }

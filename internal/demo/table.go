@@ -23,22 +23,24 @@ import (
 // coupon API counted in it.
 type demoRow struct {
 	rehearse.Second
-	newUsers int64   // users whose first attempt was in this second
-	limited  []int64 // 429s by limit, in the order of the table's columns
-	reached  int64   // requests that reached the coupon API
-	breaker  string  // the states the breaker entered, or the one it was in
+	newUsers int64         // users whose first attempt was in this second
+	limited  []int64       // 429s by limit, in the order of the table's columns
+	reached  int64         // requests that reached the coupon API
+	protect  protectSecond // protection's limit, and what it turned away
+	breaker  string        // the states the breaker entered, or the one it was in
 }
 
 // demoTable prints the rows in columns that fit in 100 characters, the
 // breaker's states included.
 type demoTable struct {
-	out    io.Writer
-	limits []string
-	widths []int
+	out       io.Writer
+	limits    []string
+	widths    []int
+	protected bool // the route has protection: a column for its limit
 }
 
-func newDemoTable(out io.Writer, limits []*config.Limit) *demoTable {
-	t := &demoTable{out: out}
+func newDemoTable(out io.Writer, limits []*config.Limit, protected bool) *demoTable {
+	t := &demoTable{out: out, protected: protected}
 	for _, l := range limits {
 		t.limits = append(t.limits, l.Name)
 		t.widths = append(t.widths, max(len(l.Name), 4))
@@ -47,10 +49,15 @@ func newDemoTable(out io.Writer, limits []*config.Limit) *demoTable {
 }
 
 func (t *demoTable) header() {
-	fmt.Fprintf(t.out, "each second: sent (requests, retries included), new (users making their first attempt),\n"+
-		"admitted (answered 2xx), 429 by the limit that refused (as the gateway counted them), 503 (the\n"+
-		"open breaker's, or the failing API's own), other answers, their latency (p50, p99), requests\n"+
-		"that reached the coupon API (API), the breaker's state\n\n")
+	unavailable, learned := "the open breaker's, or the failing API's own", ""
+	if t.protected {
+		unavailable = "the open breaker's, the failing API's own, or protection's: overloaded"
+		learned = " the limit protection learned (requests a second it admits to the API),"
+	}
+	fmt.Fprintf(t.out, "%s\n\n", wrap("each second: sent (requests, retries included), new (users making their first attempt), "+
+		"admitted (answered 2xx), 429 by the limit that refused (as the gateway counted them), 503 ("+unavailable+
+		"), other answers (504: the API took longer than the route's timeout), their latency (p50, p99), "+
+		"requests that reached the coupon API (API),"+learned+" the breaker's state", ""))
 	span := len(t.limits) - 1
 	for _, w := range t.widths {
 		span += w
@@ -60,7 +67,11 @@ func (t *demoTable) header() {
 	for i, name := range t.limits {
 		fmt.Fprintf(t.out, " %*s", t.widths[i], name)
 	}
-	fmt.Fprintf(t.out, " %5s %5s %6s %6s %4s  %s\n", "503", "other", "p50", "p99", "API", "breaker")
+	fmt.Fprintf(t.out, " %5s %5s %5s %5s %4s", "503", "other", "p50", "p99", "API")
+	if t.protected {
+		fmt.Fprintf(t.out, " %5s", "limit")
+	}
+	fmt.Fprintf(t.out, " %s\n", "breaker")
 }
 
 func (t *demoTable) row(r demoRow) {
@@ -68,7 +79,45 @@ func (t *demoTable) row(r demoRow) {
 	for i, n := range r.limited {
 		fmt.Fprintf(t.out, " %*d", t.widths[i], n)
 	}
-	fmt.Fprintf(t.out, " %5d %5d %6s %6s %4d  %s\n", r.Unavailable, r.Other, ms(r.P50), ms(r.P99), r.reached, r.breaker)
+	fmt.Fprintf(t.out, " %5d %5d %5s %5s %4d", r.Unavailable, r.Other, ms(r.P50), ms(r.P99), r.reached)
+	if t.protected {
+		fmt.Fprintf(t.out, " %5s", rps(r.protect.limit))
+	}
+	fmt.Fprintf(t.out, " %s\n", r.breaker)
+}
+
+// rps formats a rate in requests a second in at most 5 columns: "-" for
+// none (a limit not learned yet, or no limit at all).
+func rps(v float64) string {
+	if v < 0 || v >= 1e5 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+// maxWidth is how wide the demo's lines get, its table's rows included.
+const maxWidth = 100
+
+// wrap breaks s into lines of maxWidth at most, at spaces, each line but
+// the first starting with indent. A word longer than a line (a path)
+// stays whole.
+func wrap(s, indent string) string {
+	var b strings.Builder
+	n := 0
+	for i, w := range strings.Fields(s) {
+		switch {
+		case i == 0:
+		case n+1+len(w) > maxWidth:
+			b.WriteString("\n" + indent)
+			n = len(indent)
+		default:
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(w)
+		n += len(w)
+	}
+	return b.String()
 }
 
 // center puts s in the middle of width characters of fill, with a space
@@ -86,13 +135,21 @@ func center(s string, width int, fill byte) string {
 type gatewayCounts struct {
 	limited     map[string]float64    // gateway_rate_limited_total, by limit
 	transitions map[[2]string]float64 // gateway_circuit_breaker_transitions_total, by from and to
-	recorded    float64               // gateway_events_total of breaker_rejected events recorded
 	jwtFailures float64               // gateway_jwt_failures_total
 	storeErrors float64               // gateway_ratelimit_store_errors_total
+	// recorded and recordedOverloaded are gateway_events_total of the
+	// events recorded: breaker_rejected (the open breaker's) and
+	// overloaded (protection's).
+	recorded, recordedOverloaded float64
+	// protectLimit is gateway_protect_limit, the limit protection learned
+	// (-1: the route has no protection); overloaded is
+	// gateway_protect_refused_total, the requests it turned away.
+	protectLimit float64
+	overloaded   float64
 }
 
 func readCounts(g prometheus.Gatherer, route string) gatewayCounts {
-	c := gatewayCounts{limited: map[string]float64{}, transitions: map[[2]string]float64{}}
+	c := gatewayCounts{limited: map[string]float64{}, transitions: map[[2]string]float64{}, protectLimit: -1}
 	mfs, _ := g.Gather()
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
@@ -108,13 +165,25 @@ func readCounts(g prometheus.Gatherer, route string) gatewayCounts {
 					c.transitions[[2]string{l["from"], l["to"]}] += v
 				}
 			case "gateway_events_total":
-				if l["type"] == events.TypeBreakerRejected && l["result"] == "recorded" {
+				switch {
+				case l["result"] != "recorded":
+				case l["type"] == events.TypeBreakerRejected:
 					c.recorded += v
+				case l["type"] == events.TypeOverloaded:
+					c.recordedOverloaded += v
 				}
 			case "gateway_jwt_failures_total":
 				c.jwtFailures += v
 			case "gateway_ratelimit_store_errors_total":
 				c.storeErrors += v
+			case "gateway_protect_limit":
+				if l["route"] == route {
+					c.protectLimit = m.GetGauge().GetValue()
+				}
+			case "gateway_protect_refused_total":
+				if l["route"] == route {
+					c.overloaded += v
+				}
 			}
 		}
 	}
@@ -130,9 +199,10 @@ func labelMap(m *dto.Metric) map[string]string {
 }
 
 // A breakerWatch samples the gateway's counters for one route and files
-// what changed by the second it saw it in: the 429s of each limit and the
-// breaker's transitions. The counters, unlike a look at the breaker's
-// state now and then, miss no transition, however short the state.
+// what changed by the second it saw it in: the 429s of each limit, the
+// breaker's transitions, protection's limit and what it turned away. The
+// counters, unlike a look at the breaker's state now and then, miss no
+// transition, however short the state.
 type breakerWatch struct {
 	reg    prometheus.Gatherer
 	route  string
@@ -144,6 +214,15 @@ type breakerWatch struct {
 	state   string // after the last transition seen
 	changes []stateChange
 	secs    map[int]map[string]int64 // second -> limit -> 429s
+	// protect is, by second, protection's limit at the second's last
+	// sample and the requests it turned away in it.
+	protect map[int]protectSecond
+}
+
+// protectSecond is what protection did in a second.
+type protectSecond struct {
+	limit      float64 // the limit learned, at the second's last sample
+	overloaded int64   // the requests turned away
 }
 
 type stateChange struct {
@@ -152,7 +231,8 @@ type stateChange struct {
 }
 
 func newBreakerWatch(reg prometheus.Gatherer, route string, start time.Time, bs []gateway.BreakerStatus) *breakerWatch {
-	w := &breakerWatch{reg: reg, route: route, start: start, opened: make(chan struct{}), secs: map[int]map[string]int64{}, state: "-"}
+	w := &breakerWatch{reg: reg, route: route, start: start, opened: make(chan struct{}), secs: map[int]map[string]int64{},
+		protect: map[int]protectSecond{}, state: "-"}
 	for _, b := range bs {
 		if b.Route == route {
 			w.state = b.State
@@ -192,6 +272,12 @@ func (w *breakerWatch) sample(now time.Time) {
 			}
 			w.secs[s][name] += d
 		}
+	}
+	if c.protectLimit >= 0 {
+		p := w.protect[s]
+		p.limit = c.protectLimit
+		p.overloaded += int64(c.overloaded - w.last.overloaded)
+		w.protect[s] = p
 	}
 	// The transitions since the last sample, put in the order the
 	// breaker took them: from the state it was in, each one leaves the
@@ -248,6 +334,23 @@ func (w *breakerWatch) limited(s int, limits []*config.Limit) []int64 {
 		out[i] = w.secs[s][l.Name]
 	}
 	return out
+}
+
+// protectionIn returns what protection did in second s; its limit is the
+// one of the last second sampled before when s has none, and -1 for a
+// route without protection.
+func (w *breakerWatch) protectionIn(s int) protectSecond {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p, ok := w.protect[s]
+	for t := s - 1; !ok && t >= 0; t-- {
+		p, ok = w.protect[t]
+		p.overloaded = 0
+	}
+	if !ok {
+		p.limit = -1
+	}
+	return p
 }
 
 // breakerIn says the states the breaker entered in second s, in order, or
