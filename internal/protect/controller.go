@@ -394,9 +394,11 @@ func (c *Controller) congested(t Tally) bool {
 func (c *Controller) cut(t Tally) {
 	good := float64(t.Good+c.prev.Good) / (t.Elapsed + c.prev.Elapsed).Seconds()
 	// What the upstream took is where the limit congests: the rise goes
-	// back towards it, slowly near it. An interval in which nothing came
-	// in time (an outage) says nothing of that: the level before stays.
-	if good > 0 || c.lastMax == 0 {
+	// back towards it, slowly near it. An outage (nothing came in time,
+	// or most of what answered failed) says nothing of that: the level
+	// before stays, to come back to.
+	outage := good == 0 || t.Failed*2 > t.Good+t.Slow+t.Failed+t.Throttled
+	if !outage || c.lastMax == 0 {
 		c.lastMax = math.Max(good, c.s.Min)
 	}
 	// A strong sign (a fifth of the interval's requests slow, overdue,

@@ -309,3 +309,29 @@ func TestProbeHoldsAtFirstSign(t *testing.T) {
 		t.Errorf("the cut left %v, not under the last level %v", low, c.lastMax)
 	}
 }
+
+// An outage, most answers failing and a few in time, cuts the limit but
+// leaves the level it last congested at: once the upstream is back, the
+// limit climbs back towards it at a tenth of the gap, not by probing from
+// the floor.
+func TestOutageKeepsTheLastLevel(t *testing.T) {
+	t.Parallel()
+	c := NewController(Settings{Min: 10, Max: 10000, WarmUp: NoWarmUp})
+	now := t0
+	c.Adopt(500)
+	c.cut(Tally{Elapsed: DefaultInterval, Good: 240, Slow: 20, Admitted: 260}) // congested at 480/s
+	level := c.lastMax
+	for range 4 { // the outage: a few answers in time, most failing
+		now = now.Add(DefaultInterval)
+		c.Update(now, Tally{Elapsed: DefaultInterval, Admitted: 50, Good: 3, Failed: 47, Refused: 100})
+	}
+	if c.lastMax != level {
+		t.Errorf("after the outage the last level is %v, want %v as before it", c.lastMax, level)
+	}
+	before := c.Limit()
+	c.settle = false
+	now = now.Add(DefaultInterval)
+	if st := c.Update(now, healthyTally(int64(before/2), 200*time.Millisecond)); st != Rose || c.Limit()-before < 0.09*(level-before) {
+		t.Errorf("back: %v from %v to %v, want a tenth of the way to %v", st, before, c.Limit(), level)
+	}
+}
