@@ -20,6 +20,26 @@ import (
 	"github.com/floodgate-gw/floodgate/rehearse"
 )
 
+// mockAPI serves the mock API of `floodgate upstream` (capacity a second
+// in latency, 1 s past it), counting the requests it got each second.
+func mockAPI(t *testing.T, capacity int, latency time.Duration) (*httptest.Server, *sync.Map) {
+	t.Helper()
+	mock, err := rehearse.NewUpstream(rehearse.UpstreamConfig{
+		Latency: latency, Capacity: capacity, OverloadLatency: time.Second, Body: "ok",
+	}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reached := &sync.Map{} // second -> *atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := reached.LoadOrStore(time.Now().Unix(), new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+		mock.ServeHTTP(w, r)
+	}))
+	t.Cleanup(up.Close)
+	return up, reached
+}
+
 // A protected route in front of the mock API (`floodgate upstream`), whose
 // capacity is 100 requests a second: offered 300 a second, protection
 // learns a limit near the capacity from where it started (1,000), turns
@@ -28,19 +48,7 @@ import (
 func TestProtectLearnsTheCapacity(t *testing.T) {
 	t.Parallel()
 	const capacity = 100
-	mock, err := rehearse.NewUpstream(rehearse.UpstreamConfig{
-		Latency: 200 * time.Millisecond, Capacity: capacity, OverloadLatency: time.Second, Body: "ok",
-	}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var reached sync.Map // second -> *atomic.Int64: requests the API got
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n, _ := reached.LoadOrStore(time.Now().Unix(), new(atomic.Int64))
-		n.(*atomic.Int64).Add(1)
-		mock.ServeHTTP(w, r)
-	}))
-	t.Cleanup(up.Close)
+	up, reached := mockAPI(t, capacity, 200*time.Millisecond)
 	h := newHarness(t, `
 admin: {listen: ""}
 routes:
@@ -267,14 +275,7 @@ routes:
 func TestProtectPriority(t *testing.T) {
 	t.Parallel()
 	const capacity = 100
-	mock, err := rehearse.NewUpstream(rehearse.UpstreamConfig{
-		Latency: 50 * time.Millisecond, Capacity: capacity, OverloadLatency: time.Second, Body: "ok",
-	}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := httptest.NewServer(mock)
-	t.Cleanup(up.Close)
+	up, _ := mockAPI(t, capacity, 50*time.Millisecond)
 	h := newHarness(t, `
 admin: {listen: ""}
 routes:

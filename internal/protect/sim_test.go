@@ -142,34 +142,5 @@ func TestSteadyCapacity(t *testing.T) {
 // within 15 s.
 func TestCapacityDropAndRise(t *testing.T) {
 	t.Parallel()
-	schedule := func(at time.Duration) int {
-		if at >= 20*time.Second && at < 40*time.Second {
-			return 250
-		}
-		return 500
-	}
-	run := simulate(t, Settings{Min: 10}, 800, schedule, 60*time.Second)
-	for i, s := range run {
-		t.Logf("%2ds: %4d admitted, %3d bad, limit %.0f", i, s.admitted, s.bad, s.limit)
-	}
-	back := -1
-	for i := 20; i < 40; i++ {
-		if float64(run[i].admitted) <= 1.05*250 {
-			back = i - 20
-			break
-		}
-	}
-	if back < 0 || back > 3 {
-		t.Errorf("after the drop to 250, under 1.05 × 250 after %d s, want ≤ 3", back)
-	}
-	up := -1
-	for i := 40; i < 60; i++ {
-		if float64(run[i].admitted) >= 0.85*500 {
-			up = i - 40
-			break
-		}
-	}
-	if up < 0 || up > 15 {
-		t.Errorf("after the rise to 500, at 0.85 × 500 after %d s, want ≤ 15", up)
-	}
+	checkFollows(t, simulate(t, Settings{Min: 10}, 800, dropAndRise, 60*time.Second))
 }
