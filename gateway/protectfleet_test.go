@@ -40,8 +40,8 @@ routes:
 	hs := []*harness{newHarness(t, cfg, nil), newHarness(t, cfg, nil), newHarness(t, cfg, nil)}
 	clients := []int{42, 9, 9} // each one request each 100 ms: 420, 90, 90... /s offered at most; 70/15/15
 	var offered, admitted [3]atomic.Int64
-	load := func(d time.Duration) {
-		stop := time.Now().Add(d)
+	load := func(d time.Duration) (stop time.Time) {
+		stop = time.Now().Add(d)
 		var wg sync.WaitGroup
 		for i, h := range hs {
 			for range clients[i] {
@@ -58,6 +58,7 @@ routes:
 			}
 		}
 		wg.Wait()
+		return stop
 	}
 	done := make(chan struct{})
 	go func() {
@@ -75,7 +76,7 @@ routes:
 			t.Log(b.String())
 		}
 	}()
-	load(6 * time.Second)
+	load(9 * time.Second) // the first cut, and the climb back to what the API takes
 	for i := range offered {
 		offered[i].Store(0)
 		admitted[i].Store(0)
@@ -94,8 +95,7 @@ routes:
 	}
 	before, began := calls(), time.Now()
 	from := time.Now().Unix() + 1
-	load(5 * time.Second)
-	to := time.Now().Unix() - 1
+	to := load(5*time.Second).Unix() - 1 // the last second the load filled
 	loaded := float64(calls()-before) / time.Since(began).Seconds() / 3
 	before, began = calls(), time.Now()
 	time.Sleep(2 * time.Second)
