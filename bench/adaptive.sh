@@ -25,8 +25,7 @@
 #   static    a limit on the route's key, rate: STATIC/s (fixed window),
 #             held by the three together through Redis: today's answer
 #   protect   protect: {}, which learns what the API takes (the three hold
-#             one limit between them through Redis once fleet mode lands;
-#             until then each learns alone)
+#             one limit between them through Redis, each its share)
 #   priority  (the priority case) protect with
 #             priority: {key: header:X-Priority, levels: [high, low], max_wait: 250ms}
 # All of them turn requests away with 429 (protect's reject.status: 429

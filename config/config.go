@@ -909,6 +909,13 @@ type Protect struct {
 	// 503 overloaded, with Retry-After.
 	Reject Reject `yaml:"reject"`
 
+	// Throttling takes the upstream's 429 and 503 (and a gRPC upstream's
+	// RESOURCE_EXHAUSTED), with their Retry-After, as signs that it is
+	// short of capacity. Default true; false for an upstream that answers
+	// them to one client's requests (its own per-user quota), which a
+	// client could then provoke to push the limit down for everyone.
+	Throttling bool `yaml:"throttling"`
+
 	// Priority shares the learned limit by levels: when it binds, the
 	// lowest level is turned away first.
 	Priority *Priority `yaml:"priority"`

@@ -122,6 +122,7 @@ func (p *Protect) setDefaults() {
 	p.Min = 1
 	p.Tolerance = 2
 	p.WarmUp = 5 * time.Second
+	p.Throttling = true
 	p.Reject = Reject{Status: 503, Code: CodeOverloaded}
 }
 

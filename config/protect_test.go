@@ -18,7 +18,7 @@ routes:
     match: {path: /b}
     upstream: {targets: ["http://10.0.0.1:8080"]}
 `)
-	want := Protect{Min: 1, Tolerance: 2, WarmUp: 5 * time.Second, Reject: Reject{Status: 503, Code: CodeOverloaded}}
+	want := Protect{Min: 1, Tolerance: 2, WarmUp: 5 * time.Second, Throttling: true, Reject: Reject{Status: 503, Code: CodeOverloaded}}
 	if p := c.Routes[0].Protect; p == nil || *p != want {
 		t.Errorf("protect: {} = %+v, want %+v", p, want)
 	}

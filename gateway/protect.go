@@ -37,7 +37,8 @@ type routeProtect struct {
 	inFlight  prometheus.Gauge
 	refused   prometheus.Counter
 	queued    prometheus.Gauge
-	logged    float64 // the limit the last INFO line gave; the ticking goroutine's
+	logged    float64     // the limit the last INFO line gave; the ticking goroutine's
+	mode      protectMode // what else moved the limit, at the last tick
 	fleet     fleetProtect
 
 	// With priority: the key part whose value names a request's level,
@@ -45,6 +46,13 @@ type routeProtect struct {
 	levelPart spec.Part
 	levels    []string
 	byLevel   []prometheus.Counter
+}
+
+// protectMode is what, besides the upstream, sets a protected route's
+// limit: this instance deciding alone, an operator's pin.
+type protectMode struct {
+	alone  bool
+	pinned float64
 }
 
 // level is x's priority level: the index of its value, or the last level
@@ -88,7 +96,10 @@ func (g *Gateway) protectorFor(gen *generation, rc *config.Route) (*routeProtect
 		}
 		ps := protect.Settings{Min: pc.Min, Max: pc.Max, Tolerance: pc.Tolerance, WarmUp: warm}
 		if pr := pc.Priority; pr != nil {
-			ps.Levels, ps.MaxWait = len(pr.Levels), max(pr.MaxWait, time.Nanosecond)
+			ps.Levels, ps.MaxWait = len(pr.Levels), pr.MaxWait
+			if pr.MaxWait == 0 {
+				ps.MaxWait = protect.NoWait
+			}
 		}
 		p := protect.New(ps, time.Now())
 		rp := &routeProtect{
@@ -160,6 +171,7 @@ func (g *Gateway) tickProtectors() {
 		var es map[string]*ended
 		g.pools.protectors.Each(func(route string, rp *routeProtect) {
 			if bus == nil {
+				g.protectBack(route, rp) // no fleet to fall back from (the store is memory now)
 				g.tickProtector(route, rp, rp.p.Alone(end, rp.p.Begin(end)))
 				return
 			}
@@ -195,7 +207,14 @@ func (g *Gateway) tickProtector(route string, rp *routeProtect, step protect.Ste
 	}
 	rp.baseline.Set(rp.p.Baseline().Seconds())
 	// A change of more than half the limit is a line: the upstream lost
-	// (or found) much of its capacity.
+	// (or found) much of its capacity. Not when the limit changed for
+	// another reason, said elsewhere: an operator's pin (the override's
+	// line), this instance going alone or back to the fleet (the WARN and
+	// INFO of protectfleet.go).
+	mode := protectMode{alone: rp.p.Peers() == 0, pinned: rp.p.Pinned()}
+	if mode != rp.mode {
+		rp.mode, rp.logged = mode, limit
+	}
 	if limit < rp.logged/2 || limit > rp.logged*1.5 {
 		what := "rose"
 		if step == protect.Cut || limit < rp.logged {
@@ -297,7 +316,7 @@ func (x *exchange) ended(o *upstream.Result, h http.Header) {
 	if o.BodyRead.After(from) {
 		from = o.BodyRead
 	}
-	r, retryAfter := protectResult(o, h)
+	r, retryAfter := protectResult(o, h, gd.rp.settings.Throttling)
 	gd.rp.p.Gate.End(gd.ticket, max(time.Since(from), 0), r, retryAfter)
 }
 
@@ -309,10 +328,14 @@ func (x *exchange) ended(o *upstream.Result, h http.Header) {
 // 500, the application's answers to the request, which a client can
 // provoke at will; the gate still counts a Dropped that had waited past
 // the threshold as slow).
-func protectResult(o *upstream.Result, h http.Header) (protect.Result, time.Duration) {
+func protectResult(o *upstream.Result, h http.Header, throttling bool) (protect.Result, time.Duration) {
 	switch o.End {
 	case upstream.Failed, upstream.TimedOut:
 		return protect.Failed, 0
+	case upstream.ClientBody:
+		// Its upload failed, or stalled: however long that took is the
+		// client's, not the upstream's.
+		return protect.Ignored, 0
 	case upstream.Done:
 	default:
 		return protect.Dropped, 0
@@ -326,12 +349,17 @@ func protectResult(o *upstream.Result, h http.Header) (protect.Result, time.Dura
 		case "0":
 		case grpcResourceExhausted:
 			// A gRPC upstream's own throttling, in a trailers-only answer.
+			if !throttling {
+				return protect.Dropped, 0
+			}
 			return protect.Throttled, retryAfter(h)
 		default:
 			return protect.Dropped, 0 // the application's answer, as a 4xx
 		}
 	}
 	switch {
+	case (s == http.StatusTooManyRequests || s == http.StatusServiceUnavailable) && !throttling:
+		return protect.Dropped, 0
 	case s == http.StatusTooManyRequests || s == http.StatusServiceUnavailable:
 		return protect.Throttled, retryAfter(h)
 	case s == http.StatusBadGateway || s == http.StatusGatewayTimeout:

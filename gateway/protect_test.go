@@ -286,6 +286,9 @@ routes:
       min: 5
       max: 100
       warm_up: 0s
+      # Slow past 250 ms (the API takes 1 s when overloaded): a busy
+      # machine's delays to the gateway are not the API's.
+      tolerance: 5
       priority: {key: "header:X-Priority", levels: [high, low], max_wait: 200ms}
 `, nil)
 	var offered, admitted [2]atomic.Int64
@@ -349,13 +352,23 @@ func TestProtectResult(t *testing.T) {
 		{"no answer", upstream.Result{End: upstream.Failed}, nil, protect.Failed, 0},
 		{"timed out", upstream.Result{End: upstream.TimedOut}, nil, protect.Failed, 0},
 		{"the client left", upstream.Result{End: upstream.ClientGone}, nil, protect.Dropped, 0},
+		{"the client's upload failed", upstream.Result{End: upstream.ClientBody}, nil, protect.Ignored, 0},
 		{"gRPC UNAVAILABLE", upstream.Result{End: upstream.Done, Status: 200, GRPCFailed: 503}, nil, protect.Throttled, 0},
 		{"gRPC RESOURCE_EXHAUSTED", upstream.Result{End: upstream.Done, Status: 200}, http.Header{"Grpc-Status": {"8"}, "Retry-After": {"2"}}, protect.Throttled, 2 * time.Second},
 		{"gRPC NOT_FOUND", upstream.Result{End: upstream.Done, Status: 200}, http.Header{"Grpc-Status": {"5"}}, protect.Dropped, 0},
 		{"gRPC OK", upstream.Result{End: upstream.Done, Status: 200}, http.Header{"Grpc-Status": {"0"}}, protect.Answered, 0},
 	} {
-		if got, wait := protectResult(&tc.res, tc.h); got != tc.want || wait != tc.wait {
+		if got, wait := protectResult(&tc.res, tc.h, true); got != tc.want || wait != tc.wait {
 			t.Errorf("%s: %v, %v; want %v, %v", tc.name, got, wait, tc.want, tc.wait)
+		}
+		// throttling: false, the upstream's 429 and 503 are its answers
+		// to the request, as a 4xx.
+		want := tc.want
+		if want == protect.Throttled {
+			want = protect.Dropped
+		}
+		if got, _ := protectResult(&tc.res, tc.h, false); got != want {
+			t.Errorf("%s, throttling false: %v, want %v", tc.name, got, want)
 		}
 	}
 }

@@ -219,6 +219,29 @@ routes:
 		}
 		return nil
 	})
+	// A pin of one request an hour, one request, the pin removed: the
+	// route admits again at once, not after the hour the pin's pace owed.
+	if _, err := a.gw.SetOverride(ctx, "coupon", "protect", OverrideRequest{Change: OverrideChange{Rate: "1/h"}}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 5*time.Second, func() error {
+		if p := a.gw.Protected()[0]; p.Admitting > 1 {
+			return fmt.Errorf("pinned at 1/h: admitting %v", p.Admitting)
+		}
+		return nil
+	})
+	for range 3 {
+		drain(a.do("GET", "/coupon", nil, nil))
+	}
+	if _, _, err := a.gw.RemoveOverride(ctx, "coupon", "protect"); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 5*time.Second, func() error {
+		if resp := a.do("GET", "/coupon", nil, nil); resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("the pin of 1/h removed: %d %s", resp.StatusCode, drain(resp))
+		}
+		return nil
+	})
 	if _, err := a.gw.SetOverride(ctx, "coupon", "protect", OverrideRequest{Change: OverrideChange{Enabled: bptr(false)}}); err != nil {
 		t.Fatal(err)
 	}

@@ -68,7 +68,7 @@ func (b *boolFlag) IsBoolFlag() bool { return true }
 
 func targetFlags(fs *flag.FlagSet) (route, name *string) {
 	route = fs.String("route", "", "the route `ID`, or global for a global limit (required)")
-	name = fs.String("limit", "", "the limit's `NAME` (required)")
+	name = fs.String("limit", "", "the limit's `NAME`, or protect for the route's protection (required)")
 	return route, name
 }
 
@@ -95,9 +95,12 @@ func runOverrideSet(args []string, stdout, stderr io.Writer) int {
 			"Give at least one of --rate (a rate\n"+
 			"limit), --in-flight (a concurrency limit), --burst (a token bucket),\n"+
 			"--shadow and --enabled. A new rate brings its own count as the burst when\n"+
-			"the file's burst is the file rate's count; give --burst to say otherwise.\n\n"+
+			"the file's burst is the file rate's count; give --burst to say otherwise.\n"+
+			"--limit protect pins a protected route's limit (--rate), or turns its\n"+
+			"protection off (--enabled=false).\n\n"+
 			"  floodgate ctl overrides set --route api --limit user --rate 20/10s --ttl 30m \\\n"+
-			"      --reason \"sale: raise for the first half hour\" --token-env FLOODGATE_ADMIN_TOKEN")
+			"      --reason \"sale: raise for the first half hour\" --token-env FLOODGATE_ADMIN_TOKEN\n"+
+			"  floodgate ctl overrides set --route coupon --limit protect --rate 300/s --ttl 10m")
 	c := newClient(fs)
 	route, name := targetFlags(fs)
 	rate := fs.String("rate", "", "the new `RATE` of a rate limit (800/s, 1/10s)")

@@ -24,7 +24,9 @@ local out = {}
 for i = 1, #all, 2 do
   local id, v = all[i], all[i + 1]
   local at = tonumber(string.match(v, '^(%d+) '))
-  if at == nil or now - at > ttl then
+  -- A report from the future (someone else's write, or a clock far off)
+  -- would never expire: it goes too.
+  if at == nil or now - at > ttl or at - now > ttl then
     redis.call('HDEL', KEYS[1], id)
   elseif id ~= ARGV[1] and #out < 3 * most then
     out[#out + 1] = id

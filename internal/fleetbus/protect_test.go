@@ -26,6 +26,17 @@ func TestProtectReports(t *testing.T) {
 	if got, err := a.ProtectRead(ctx, "coupon", "c", time.Second); err != nil || len(got) != 2 {
 		t.Fatalf("c reads %+v, %v; want a's and b's", got, err)
 	}
+	// A report from far in the future (not an instance's: written by
+	// hand) is dropped rather than kept forever.
+	if n := srv.Do(t, "HSET", "fg:{protect/coupon}:fleet", "evil", "99999999999999 p1 x"); n != "1" {
+		t.Fatalf("HSET: %s, want a new field of the route's hash", n)
+	}
+	if got, err := a.ProtectRead(ctx, "coupon", "c", time.Second); err != nil || len(got) != 2 {
+		t.Fatalf("with a report from the future: %+v, %v; want a's and b's only", got, err)
+	}
+	if n := srv.Do(t, "HEXISTS", "fg:{protect/coupon}:fleet", "evil"); n != "0" {
+		t.Errorf("the report from the future is still there")
+	}
 	// Another route's reports are apart.
 	if got, err := a.ProtectReport(ctx, "other", "a", "p1 x", time.Second); err != nil || len(got) != 0 {
 		t.Fatalf("other route: %v, %v", got, err)

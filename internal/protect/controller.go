@@ -22,7 +22,8 @@ type Settings struct {
 	BaselineWindow time.Duration
 	// Levels is how many priority levels share the limit (Levels); 0 or
 	// 1: none. MaxWait is how long a request of a level may wait for room;
-	// 0: DefaultMaxWait.
+	// 0: DefaultMaxWait; NoWait: none, a request without room is turned
+	// away at once.
 	Levels  int
 	MaxWait time.Duration
 	// WarmUp is how long admission takes to ramp from a tenth of the limit
@@ -32,8 +33,12 @@ type Settings struct {
 	WarmUp time.Duration
 }
 
-// NoWarmUp turns warm-up off (a zero WarmUp takes the default).
-const NoWarmUp = -1
+// NoWarmUp turns warm-up off (a zero WarmUp takes the default); NoWait
+// the priority levels' queues (a zero MaxWait takes the default).
+const (
+	NoWarmUp = -1
+	NoWait   = -1
+)
 
 // Unbounded is the limit of a controller without a Max that has not seen
 // overload yet: a billion requests a second, no limit at all.
@@ -88,7 +93,7 @@ func (s Settings) clamp(v float64) float64 {
 	if s.Max > 0 && v > s.Max {
 		v = s.Max
 	}
-	return math.Max(v, s.Min)
+	return math.Max(math.Min(v, Unbounded), s.Min)
 }
 
 // Tally is what a gate saw in one interval.
@@ -151,6 +156,7 @@ type Controller struct {
 	warmFrom time.Time     // when the warm-up under way began; zero: none
 	warmNext bool          // warm up when traffic comes back
 	fleet    bool          // the tallies are a fleet's: the others' lag an interval
+	pinned   bool          // an operator pinned what is admitted: no rise
 }
 
 // NewController returns a controller that starts at s.Start.
@@ -277,7 +283,9 @@ func (c *Controller) Update(now time.Time, t Tally) Step {
 		c.settle = false
 		return Held
 	}
-	if now.Before(c.hold) || !c.binds(t) {
+	if now.Before(c.hold) || !c.binds(t) || c.pinned {
+		// A pin is what binds, not this limit: it learns from cuts
+		// meanwhile, and does not rise on the pin's refusals.
 		c.step, c.probed = 0, 0
 		return Held
 	}

@@ -128,6 +128,9 @@ func DecodeReport(s string) (Report, error) {
 	if r.Limit, err = rate(f[13]); err != nil {
 		return Report{}, err
 	}
+	if r.Limit < 1e-3 { // an instance's limit is at least its min, more than 0
+		return Report{}, fmt.Errorf("%w: limit %v", errReport, r.Limit)
+	}
 	for i, v := range f[14:] {
 		if r.Demand[i], err = rate(v); err != nil {
 			return Report{}, err

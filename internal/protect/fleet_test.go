@@ -36,6 +36,7 @@ func TestDecodeReportRefuses(t *testing.T) {
 		strings.Replace(good, " 10 ", " NaN ", 1),
 		strings.Replace(good, " 10 ", " 1e300 ", 1),
 		strings.Replace(good, " 10 ", " -5 ", 1),
+		strings.Replace(good, " 10 ", " 0 ", 1), // no instance's limit is 0
 		good + strings.Repeat(" ", MaxReport),
 	} {
 		if _, err := DecodeReport(s); err == nil {
@@ -90,5 +91,30 @@ func TestSum(t *testing.T) {
 	// Weights 90 (own, 200 ms) and 100 (900 ms): the median is the peer's.
 	if s.Median != 900*time.Millisecond {
 		t.Errorf("median %v, want 900ms", s.Median)
+	}
+}
+
+// While pinned, what is admitted is the pin: the limit learned does not
+// rise on the pin's refusals, and the pin is shared as the limit is.
+func TestPinnedDoesNotRise(t *testing.T) {
+	t.Parallel()
+	p := New(Settings{Min: 1, Max: 1e6, WarmUp: NoWarmUp}, t0)
+	p.ctrl.Adopt(300)
+	p.Pin(100)
+	now := t0
+	for range 20 {
+		now = now.Add(DefaultInterval)
+		p.Gate.refused.Add(50)
+		p.Gate.admitted.Add(50)
+		p.Tick(now)
+	}
+	if p.ctrl.Limit() != 300 || p.Limit() != 100 || p.Admits() != 100 {
+		t.Errorf("pinned at 100: learned %v, limit %v, admits %v; want 300, 100, 100", p.ctrl.Limit(), p.Limit(), p.Admits())
+	}
+	p.Pin(0)
+	now = now.Add(DefaultInterval)
+	p.Tick(now)
+	if p.Limit() != p.ctrl.Limit() {
+		t.Errorf("unpinned: limit %v, want the learned %v", p.Limit(), p.ctrl.Limit())
 	}
 }

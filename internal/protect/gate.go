@@ -57,7 +57,8 @@ func NewGate(limit float64, burst time.Duration, now time.Time) *Gate {
 		burst = DefaultBurst
 	}
 	g := &Gate{burst: int64(burst), epoch: now}
-	g.setLimit(limit)
+	g.emission.Store(1)
+	g.setLimit(limit, 0)
 	return g
 }
 
@@ -69,15 +70,39 @@ func (g *Gate) At(t time.Time) int64 { return int64(t.Sub(g.epoch)) }
 // overflow.
 const maxEmission = int64(24 * time.Hour)
 
-func (g *Gate) setLimit(limit float64) {
+// setLimit admits limit requests a second from now (At). A limit of 0 or
+// less, or NaN, admits nothing until it is raised. What the requests
+// admitted at the old pace owe is carried at the new one: raised from a
+// request a day, the gate waits a new emission, not the rest of the day.
+func (g *Gate) setLimit(limit float64, now int64) {
 	e := maxEmission
-	if limit > 0 && !math.IsInf(limit, 0) {
-		e = int64(min(float64(time.Second)/limit, float64(maxEmission)))
-	} else if math.IsInf(limit, 1) {
+	closed := !(limit > 0)
+	switch {
+	case closed:
+	case math.IsInf(limit, 1):
 		e = 1
+	default:
+		e = int64(min(float64(time.Second)/limit, float64(maxEmission)))
 	}
-	g.emission.Store(max(e, 1))
+	e = max(e, 1)
+	old := g.emission.Swap(e)
+	for {
+		t := g.tat.Load()
+		nt := t
+		switch {
+		case closed:
+			nt = max(t, now+maxEmission)
+		case t > now && old != e:
+			nt = now + int64(float64(t-now)*float64(e)/float64(old))
+		}
+		if nt == t || g.tat.CompareAndSwap(t, nt) {
+			return
+		}
+	}
 }
+
+// room says whether a request at now would be admitted, counting nothing.
+func (g *Gate) room(now int64) bool { return max(g.tat.Load(), now)-now <= g.burst }
 
 // Room says whether a request at now (At) would be admitted, without
 // admitting it; a request it turns away counts as refused.
@@ -143,6 +168,7 @@ const (
 	Failed                  // no answer, a timeout, a 5xx
 	Throttled               // the upstream's 429 or 503
 	Dropped                 // says nothing of the upstream: the client went away first
+	Ignored                 // says nothing, however long it took: the client's upload failed
 )
 
 // Done counts the end of t's exchange at now (At); retryAfter is a
@@ -257,8 +283,8 @@ func inFlight(started, ended *atomic.Uint64, k int64) int64 {
 // second after it (which still meets what the overshoot left queued, and
 // an upstream that counts its capacity by the second has counted the
 // overshoot in it), count no more as congestion.
-func (g *Gate) Set(limit float64, slowAfter time.Duration, cut bool) {
-	g.setLimit(limit)
+func (g *Gate) Set(limit float64, slowAfter time.Duration, cut bool, now time.Time) {
+	g.setLimit(limit, g.At(now))
 	g.slowAfter.Store(int64(slowAfter))
 	if cut {
 		g.cutFrom.Store(g.cohort.Load() + settleCohorts)

@@ -2,6 +2,7 @@ package protect
 
 import (
 	"context"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ func TestGateAdmitsAtTheLimit(t *testing.T) {
 		t.Errorf("tally %+v", tl)
 	}
 	// A new limit holds from the next request.
-	g.Set(1000, 0, false)
+	g.Set(1000, 0, false, t0)
 	admitted = 0
 	for i := range 1000 {
 		if _, ok := g.Admit(n + int64(2*time.Second) + int64(i)*int64(time.Millisecond)); ok {
@@ -45,7 +46,7 @@ func TestGateAdmitsAtTheLimit(t *testing.T) {
 func TestGateTally(t *testing.T) {
 	t.Parallel()
 	g := NewGate(1e6, 0, t0)
-	g.Set(1e6, 300*time.Millisecond, false)
+	g.Set(1e6, 300*time.Millisecond, false, t0)
 	n := g.At(t0)
 	end := func(took time.Duration, r Result, ra time.Duration) {
 		tk, ok := g.Admit(n)
@@ -81,7 +82,7 @@ func TestGateTally(t *testing.T) {
 func TestGateOverdueAndCut(t *testing.T) {
 	t.Parallel()
 	g := NewGate(1e6, 0, t0)
-	g.Set(1e6, 300*time.Millisecond, false)
+	g.Set(1e6, 300*time.Millisecond, false, t0)
 	at := func(d time.Duration) int64 { return g.At(t0.Add(d)) }
 	var stuck []Ticket
 	for range 5 {
@@ -100,16 +101,16 @@ func TestGateOverdueAndCut(t *testing.T) {
 	if tl := g.Tally(t0.Add(1500 * time.Millisecond)); tl.Overdue != 4 || tl.Slow != 1 {
 		t.Errorf("overdue %d slow %d, want 4 and 1", tl.Overdue, tl.Slow)
 	}
-	// A cut: what was admitted before it, and in the next interval, is
-	// stale.
-	g.Set(100, 300*time.Millisecond, true)
+	// A cut: what was admitted before it, and in the second after it, is
+	// stale; an answer in time counts all the same.
+	g.Set(100, 300*time.Millisecond, true, t0.Add(1500*time.Millisecond))
 	late, _ := g.Admit(at(1600 * time.Millisecond))
 	g.Tally(t0.Add(2 * time.Second))
 	after, _ := g.Admit(at(2100 * time.Millisecond))
 	g.Done(stuck[1], at(2200*time.Millisecond), Answered, 0)  // slow, stale
 	g.Done(stuck[2], at(2200*time.Millisecond), Failed, 0)    // stale
 	g.Done(late, at(2200*time.Millisecond), Throttled, 0)     // the interval after the cut: stale
-	g.Done(after, at(2150*time.Millisecond), Answered, 0)     // in time, counts
+	g.Done(after, at(2150*time.Millisecond), Answered, 0)     // in time: counts, stale or not
 	g.Done(stuck[3], at(2200*time.Millisecond), Throttled, 0) // stale
 	tl := g.Tally(t0.Add(2500 * time.Millisecond))
 	if tl.Slow != 0 || tl.Failed != 0 || tl.Throttled != 0 || tl.Good != 1 || tl.Overdue != 0 {
@@ -122,7 +123,7 @@ func TestGateOverdueAndCut(t *testing.T) {
 func TestGateConcurrent(t *testing.T) {
 	t.Parallel()
 	g := NewGate(1e9, time.Second, t0)
-	g.Set(1e9, time.Hour, false)
+	g.Set(1e9, time.Hour, false, t0)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var admitted, ended int64
@@ -177,7 +178,7 @@ func TestLatencyBuckets(t *testing.T) {
 // admission and one end.
 func BenchmarkAdmitDone(b *testing.B) {
 	g := NewGate(1e12, time.Second, t0)
-	g.Set(1e12, time.Second, false)
+	g.Set(1e12, time.Second, false, t0)
 	n := g.At(t0)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -194,7 +195,7 @@ func BenchmarkAdmitDone(b *testing.B) {
 // fast path, no lock, no allocation.
 func BenchmarkAdmitDoneLevels(b *testing.B) {
 	p := New(Settings{Min: 1, Max: 1e9, Levels: 3, WarmUp: NoWarmUp}, t0)
-	p.Gate.Set(1e12, time.Second, false)
+	p.Gate.Set(1e12, time.Second, false, t0)
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -206,4 +207,37 @@ func BenchmarkAdmitDoneLevels(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A limit of nothing admits nothing; one of a request a day admits one
+// and then owes a day; raised, either admits again at the new pace, not
+// after what the old one owed.
+func TestGateRaisedFromNothing(t *testing.T) {
+	t.Parallel()
+	g := NewGate(0, 0, t0)
+	n := g.At(t0)
+	if _, ok := g.Admit(n); ok {
+		t.Error("a limit of 0 admitted a request")
+	}
+	g.Set(100, 0, false, t0.Add(time.Second))
+	if _, ok := g.Admit(n + int64(time.Second) + int64(10*time.Millisecond)); !ok {
+		t.Error("raised to 100/s, nothing admitted 10 ms later")
+	}
+	g.Set(1.0/86400, 0, false, t0.Add(2*time.Second))
+	if _, ok := g.Admit(n + int64(2*time.Second)); !ok {
+		t.Fatal("a request a day: the first not admitted")
+	}
+	if _, ok := g.Admit(n + int64(3*time.Second)); ok {
+		t.Error("a request a day: a second admitted a second later")
+	}
+	g.Set(1000, 0, false, t0.Add(4*time.Second))
+	if _, ok := g.Admit(n + int64(4*time.Second) + int64(2*time.Millisecond)); !ok {
+		t.Error("raised to 1,000/s, still owing the day")
+	}
+	for _, bad := range []float64{math.NaN(), -1} {
+		g.Set(bad, 0, false, t0.Add(5*time.Second))
+		if _, ok := g.Admit(n + int64(6*time.Second)); ok {
+			t.Errorf("a limit of %v admitted a request", bad)
+		}
+	}
 }

@@ -50,7 +50,7 @@ func NewLevels(g *Gate, n int, maxWait time.Duration) *Levels {
 // Room says whether a request of level would be admitted or could wait,
 // without admitting it.
 func (l *Levels) Room(level int, now int64) bool {
-	if l.waiting.Load() == 0 && l.gate.Room(now) {
+	if l.waiting.Load() == 0 && l.gate.room(now) {
 		return true
 	}
 	l.mu.Lock()

@@ -54,7 +54,7 @@ func TestLevelsHigherFirst(t *testing.T) {
 	}
 	// Room for five: 250 ms apart within a burst of a second.
 	l.mu.Lock()
-	g.setLimit(4)
+	g.setLimit(4, g.At(time.Now()))
 	g.tat.Store(g.At(time.Now()))
 	l.mu.Unlock()
 	l.dispatch()

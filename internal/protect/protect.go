@@ -38,8 +38,11 @@ func New(s Settings, now time.Time) *Protector {
 	p := &Protector{Gate: NewGate(c.Limit(), DefaultBurst, now), ctrl: c}
 	if s.Levels > 1 {
 		w := s.MaxWait
-		if w == 0 {
+		switch {
+		case w == 0:
 			w = DefaultMaxWait
+		case w < 0: // NoWait
+			w = 0
 		}
 		p.Levels = NewLevels(p.Gate, s.Levels, w)
 	}
@@ -49,7 +52,7 @@ func New(s Settings, now time.Time) *Protector {
 }
 
 func (p *Protector) setAdmits(v float64) {
-	p.Gate.setLimit(v)
+	p.Gate.setLimit(v, p.Gate.At(time.Now()))
 	p.admits.Store(math.Float64bits(v))
 }
 
@@ -70,6 +73,7 @@ func (p *Protector) Tick(now time.Time) (Tally, Step) {
 func (p *Protector) Begin(now time.Time) Report {
 	t := p.Gate.Tally(now)
 	p.last.Store(&t)
+	p.ctrl.pinned = p.Pinned() > 0
 	// A cut made alone was made on this instance's share: the fleet's
 	// limit, scaled from it, is an estimate, not another's cut to follow.
 	r := Report{Tally: t, Slot: SlotOf(now, p.ctrl.s.Interval), Limit: p.proposal, Cut: p.cut && p.fleet}
@@ -176,8 +180,10 @@ func (p *Protector) Enter(now time.Time, others []Peer) {
 // share puts this instance's share of the fleet's limit in force.
 func (p *Protector) share(now time.Time, own Report, others []Peer, limit float64, cut bool) {
 	p.frac = 1 / float64(1+len(others))
-	if limit < Unbounded {
-		p.frac = Share(limit, own, others) / limit
+	if limit > 0 && limit < Unbounded {
+		if f := Share(limit, own, others) / limit; f >= 0 && f <= 1 {
+			p.frac = f
+		}
 	}
 	p.peers.Store(int32(1 + len(others)))
 	p.apply(now, cut, limit, p.frac)
@@ -195,7 +201,7 @@ func (p *Protector) apply(now time.Time, cut bool, limit, frac float64) {
 	} else if admits < Unbounded {
 		admits *= frac * limit / p.ctrl.Limit()
 	}
-	p.Gate.Set(admits, p.ctrl.SlowAfter(), cut)
+	p.Gate.Set(admits, p.ctrl.SlowAfter(), cut, now)
 	p.admits.Store(math.Float64bits(admits))
 	p.limit.Store(math.Float64bits(limit))
 	p.baseline.Store(int64(p.ctrl.Baseline()))
