@@ -102,4 +102,9 @@ func TestProtectFleetKillAndJoin(t *testing.T) {
 		limit, admitting, _ := late.protected()
 		return admitting > 0.25*limit && admitting < 0.75*limit
 	})
+	// An operator sees it with floodgate ctl protect.
+	out, errOut, code := late.ctl("protect")
+	if code != 0 || !strings.Contains(out, "coupon") || !strings.Contains(out, "2 instances") || !strings.Contains(out, "SHARED BY") {
+		t.Errorf("ctl protect: exit %d\n%s%s", code, out, errOut)
+	}
 }

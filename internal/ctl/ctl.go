@@ -1,6 +1,6 @@
 // Package ctl is floodgate ctl: it operates a running gateway, or a fleet,
 // through the admin listener, each subcommand one call of the admin API
-// (overrides, reset, breaker, breakers, fleet, status), so that an
+// (overrides, reset, breaker, breakers, protect, fleet, status), so that an
 // operator neither types curl lines with a token in them nor reads raw
 // JSON. Every call bounds what it reads of the answer and prints the
 // server's text escaped: the listener may not be floodgate's.
@@ -35,6 +35,7 @@ var commands = []struct {
 	{"breaker", "force a route's circuit breaker open or closed, or give it back", runBreaker},
 	{"breakers", "list the circuit breakers and their states", runBreakers},
 	{"overrides", "set, list or remove runtime overrides of running limits", runOverrides},
+	{"protect", "list the protected routes: the limit learned, and each instance's share", runProtect},
 	{"fleet", "list the instances sharing the store, and whether they agree", runFleet},
 	{"status", "whether the gateway is ready, and what its config runs", runStatus},
 }
