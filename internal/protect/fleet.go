@@ -149,8 +149,10 @@ func rate(s string) (float64, error) {
 }
 
 // Sum is the fleet's tally: own and the others' reports of the same
-// interval (Slot), each scaled to own's length. A report of another slot
-// (its instance is late, or dead) is left out. The median is the median
+// interval (Slot), each scaled to own's length; a report of the interval
+// before stands for its instance's if that one is late (written after
+// this instance read). An older one (its instance is dead, or far
+// behind) is left out. The median is the median
 // of the reports' medians weighted by their answers.
 func Sum(own Report, others []Peer) Tally {
 	t := own.Tally
@@ -165,7 +167,7 @@ func Sum(own Report, others []Peer) Tally {
 		ms, weight = append(ms, m{own.Median, w}), w
 	}
 	for _, r := range others {
-		if r.Slot != own.Slot {
+		if !current(own, r.Report) {
 			continue
 		}
 		f := float64(own.Elapsed) / float64(r.Elapsed)
@@ -239,6 +241,9 @@ func (r Report) demand() float64 {
 	}
 	return d
 }
+
+// current says whether r is of own's interval, or of the one before.
+func current(own, r Report) bool { return r.Slot == own.Slot || r.Slot == own.Slot-1 }
 
 // SlotOf is the slot of an interval that ends at now: the instances' ticks
 // at the interval's multiples (Next) land on one slot, within half an

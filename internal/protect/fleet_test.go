@@ -82,7 +82,7 @@ func TestShare(t *testing.T) {
 func TestSum(t *testing.T) {
 	own := Report{Tally: Tally{Elapsed: 500 * time.Millisecond, Admitted: 100, Good: 90, Median: 200 * time.Millisecond, Overdue: 1}}
 	long := Peer{Report: Report{Tally: Tally{Elapsed: time.Second, Admitted: 100, Good: 100, Slow: 100, Median: 900 * time.Millisecond, Overdue: 2, RetryAfter: time.Second}}}
-	stale := Peer{Report: Report{Tally: Tally{Elapsed: 500 * time.Millisecond, Admitted: 1000}, Slot: 6}, Age: time.Second}
+	stale := Peer{Report: Report{Tally: Tally{Elapsed: 500 * time.Millisecond, Admitted: 1000}, Slot: 5}, Age: time.Second}
 	own.Slot, long.Slot = 7, 7
 	s := Sum(own, []Peer{long, stale})
 	if s.Admitted != 150 || s.Good != 140 || s.Slow != 50 || s.Overdue != 3 || s.RetryAfter != time.Second {
@@ -116,5 +116,16 @@ func TestPinnedDoesNotRise(t *testing.T) {
 	p.Tick(now)
 	if p.Limit() != p.ctrl.Limit() {
 		t.Errorf("unpinned: limit %v, want the learned %v", p.Limit(), p.ctrl.Limit())
+	}
+}
+
+// A report of the interval before stands for a late instance's; one of
+// two intervals before is of an instance dead or far behind.
+func TestSumLateReport(t *testing.T) {
+	own := Report{Tally: Tally{Elapsed: 500 * time.Millisecond, Admitted: 100}, Slot: 10}
+	late := Peer{Report: Report{Tally: Tally{Elapsed: 500 * time.Millisecond, Admitted: 50}, Slot: 9}}
+	gone := Peer{Report: Report{Tally: Tally{Elapsed: 500 * time.Millisecond, Admitted: 70}, Slot: 8}}
+	if s := Sum(own, []Peer{late, gone}); s.Admitted != 150 {
+		t.Errorf("admitted %d, want 150: own and the late one's", s.Admitted)
 	}
 }

@@ -122,7 +122,7 @@ func (p *Protector) Join(now time.Time, own Report, others []Peer) Step {
 	before := p.ctrl.Limit()
 	n := 0
 	for _, r := range others {
-		if r.Slot == own.Slot {
+		if current(own, r.Report) {
 			n++
 		}
 	}
