@@ -171,6 +171,14 @@ func TestSourceBoundNATS(t *testing.T) {
 	liar.Set(nats.MsgSize, "10")
 	bad = append(bad, publish(&nats.Msg{Data: big, Header: liar}))
 	publish(&nats.Msg{Data: []byte(data[1])})
+	// The replay consumer as an older floodgate left it, delivering whole
+	// messages: the source makes it headers-only.
+	if _, err := js.CreateConsumer(ctx, "bound", jetstream.ConsumerConfig{
+		Durable: ReplayGroup("lucky-meal"), FilterSubject: c.NATS.Subject,
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: replayAckWait,
+	}); err != nil {
+		t.Fatal(err)
+	}
 
 	log, buf := testLogger(t)
 	src, err := OpenSource(ctx, c, "lucky-meal", Options{Logger: log, MaxEntryBytes: boundMax})
