@@ -75,6 +75,15 @@
 // durable JetStream pull consumer per route, or an offset file beside the
 // events file.
 //
+// Whoever can write the sink can write anything to it, so a Source learns
+// an entry's length before it receives the entry, and passes over, with a
+// warning naming it, one longer than Options.MaxEntryBytes: a file's line
+// is read through without being kept; a Redis stream is read by a Lua
+// script (stream_read.lua) that sends a longer event's length in its
+// place; NATS consumers are headers-only, the server gives the payload's
+// length in Nats-Msg-Size, and the payload is fetched by sequence only
+// within the bound.
+//
 // # Metrics
 //
 // gateway_events_total{type,result} counts events by type and result:

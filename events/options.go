@@ -87,11 +87,12 @@ type Options struct {
 	RecordWait time.Duration
 
 	// MaxEntryBytes bounds the entry a Source reads back: a longer one
-	// (a file's line, a stream entry's event, a message) is passed over
-	// and logged, as one that is not an event is, and a file's line is
-	// never held in memory whole. A recorder writes no entry longer than
-	// its events.max_body allows, so a longer one was written by someone
-	// else. Zero: no bound.
+	// (a file's line, a stream entry's event, a message's payload) is
+	// passed over and logged, as one that is not an event is, and is
+	// never received whole: its length is known first (a file is read
+	// through, Redis's script and NATS's headers-only delivery give it).
+	// A recorder writes no entry longer than its events.max_body allows,
+	// so a longer one was written by someone else. Zero: no bound.
 	MaxEntryBytes int64
 
 	// directTimeout replaces the package's directTimeout when not zero

@@ -22,10 +22,11 @@ import (
 //     routes and types are acknowledged in passing, in this route's group
 //     only. A restart first takes back the entries it read but did not
 //     acknowledge (the ones in flight).
-//   - nats: a durable pull consumer "floodgate-replay-ROUTE" on the stream
-//     that captures the subject; Done is an acknowledgement the server
-//     confirms. A restart resets the consumer to its acknowledgement floor,
-//     so the ones in flight come again at once.
+//   - nats: a durable, headers-only pull consumer
+//     "floodgate-replay-ROUTE" on the stream that captures the subject;
+//     Done is an acknowledgement the server confirms. A restart resets the
+//     consumer to its acknowledgement floor, so the ones in flight come
+//     again at once.
 //   - file: the offset of the next line, in the file
 //     "<path>.replay-ROUTE.offset", replaced atomically on Done.
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -24,6 +25,7 @@ type natsSource struct {
 	stream  string // empty: no stream captures the subject, nothing was recorded
 	m       matcher
 
+	st       jetstream.Stream // found on first use
 	cons     jetstream.Consumer
 	inFlight map[*Event]jetstream.Msg
 }
@@ -65,6 +67,9 @@ func (s *natsSource) consumer(ctx context.Context) (jetstream.Consumer, error) {
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckWait:       replayAckWait,
+		// The payload is fetched apart, once its length is known to be
+		// within the bound (natsSource.event).
+		HeadersOnly: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("events: consumer %s on %s: %w", name, s.stream, err)
@@ -105,7 +110,10 @@ func (s *natsSource) Next(ctx context.Context) (*Event, error) {
 		if msg == nil {
 			return nil, io.EOF
 		}
-		e, ok := s.m.decode(msg.Data(), "stream", s.stream, "seq", msgSeq(msg))
+		e, ok, err := s.event(ctx, msg)
+		if err != nil {
+			return nil, err
+		}
 		if !ok {
 			if err := msg.Ack(); err != nil {
 				return nil, fmt.Errorf("events: acknowledging in %s: %w", s.stream, err)
@@ -117,11 +125,65 @@ func (s *natsSource) Next(ctx context.Context) (*Event, error) {
 	}
 }
 
-func msgSeq(m jetstream.Msg) string {
-	if md, err := m.Metadata(); err == nil {
-		return fmt.Sprint(md.Sequence.Stream)
+// event returns the event in msg, which a headers-only consumer delivered:
+// the server gives the payload's length in a Nats-Msg-Size header, and the
+// payload is fetched by its sequence only when that length is within the
+// bound. A consumer that delivered whole messages would hand the client
+// every message whole, up to the server's max_payload (64 MB at most),
+// before its length could be looked at; and a pull request's max_bytes
+// does not help, since the server stops at a message over it and offers
+// it again on every request, so it could never be passed over (issue #36).
+func (s *natsSource) event(ctx context.Context, msg jetstream.Msg) (*Event, bool, error) {
+	md, err := msg.Metadata()
+	if err != nil {
+		return nil, false, fmt.Errorf("events: a message from %s: %w", s.stream, err)
 	}
-	return "?"
+	seq := md.Sequence.Stream
+	where := []any{"stream", s.stream, "seq", seq}
+	data := msg.Data()
+	// The server adds its Nats-Msg-Size after the publisher's headers,
+	// which may hold one of their own: the last one is the server's.
+	if sizes := msg.Headers().Values(nats.MsgSize); len(sizes) > 0 {
+		size, err := strconv.ParseInt(sizes[len(sizes)-1], 10, 64)
+		if err != nil {
+			return nil, false, fmt.Errorf("events: message %d of %s: %s %q", seq, s.stream, nats.MsgSize, sizes[len(sizes)-1])
+		}
+		if s.m.max > 0 && size > s.m.max {
+			s.m.tooLong(size, where...)
+			return nil, false, nil
+		}
+		st, err := s.streamHandle(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		raw, err := st.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			// Removed since it was delivered (the stream's limits, a
+			// purge): there is nothing left to replay.
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("events: getting message %d of %s: %w", seq, s.stream, err)
+		}
+		data = raw.Data
+	}
+	// Without the header the server sent the payload whole (one from
+	// before headers-only consumers, 2.6.2): it is read, but still decoded
+	// only within the bound.
+	e, ok := s.m.decode(data, where...)
+	return e, ok, nil
+}
+
+func (s *natsSource) streamHandle(ctx context.Context) (jetstream.Stream, error) {
+	if s.st != nil {
+		return s.st, nil
+	}
+	st, err := s.js.Stream(ctx, s.stream)
+	if err != nil {
+		return nil, fmt.Errorf("events: stream %s: %w", s.stream, err)
+	}
+	s.st = st
+	return st, nil
 }
 
 func (s *natsSource) Done(ctx context.Context, e *Event) error {
@@ -150,11 +212,15 @@ func (s *natsSource) Pending(ctx context.Context, fn func(*Event) bool) error {
 	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("events: consumer %s: %w", ReplayGroup(s.m.route), err)
 	}
-	st, err := s.js.Stream(ctx, s.stream)
+	st, err := s.streamHandle(ctx)
 	if err != nil {
 		return err
 	}
-	last := st.CachedInfo().State.LastSeq
+	info, err := st.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("events: stream %s: %w", s.stream, err)
+	}
+	last := info.State.LastSeq
 	if last <= floor {
 		return nil
 	}
@@ -162,6 +228,7 @@ func (s *natsSource) Pending(ctx context.Context, fn func(*Event) bool) error {
 		FilterSubjects: []string{s.subject},
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:    floor + 1,
+		HeadersOnly:    true,
 	})
 	if err != nil {
 		return err
@@ -178,7 +245,11 @@ func (s *natsSource) Pending(ctx context.Context, fn func(*Event) bool) error {
 			if err != nil {
 				return err
 			}
-			if e, ok := s.m.decode(msg.Data(), "stream", s.stream, "seq", msgSeq(msg)); ok && !fn(e) {
+			e, ok, err := s.event(ctx, msg)
+			if err != nil {
+				return err
+			}
+			if ok && !fn(e) {
 				return nil
 			}
 			if md.Sequence.Stream >= last {

@@ -2,8 +2,10 @@ package events
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/redis/rueidis"
@@ -26,7 +28,7 @@ type redisSource struct {
 
 	ownPending bool   // still reading the entries read before and not acknowledged
 	after      string // in that phase, the last entry id read
-	buf        []rueidis.XRangeEntry
+	buf        []streamEntry
 	skipped    []string // entries of other routes, to acknowledge
 	inFlight   map[*Event]string
 }
@@ -74,12 +76,10 @@ func (s *redisSource) Next(ctx context.Context) (*Event, error) {
 			if s.ownPending {
 				id = s.after
 			}
-			res, err := s.c.Do(ctx, s.c.B().Xreadgroup().Group(s.group, replayConsumer).Count(readCount).
-				Streams().Key(s.stream).Id(id).Build()).AsXRead()
-			if err != nil && !rueidis.IsRedisNil(err) {
-				return nil, fmt.Errorf("events: reading %s: %w", s.stream, err)
+			entries, err := s.read(ctx, "group", s.group, replayConsumer, id)
+			if err != nil {
+				return nil, err
 			}
-			entries := res[s.stream]
 			if len(entries) == 0 {
 				if s.ownPending {
 					s.ownPending = false
@@ -88,22 +88,21 @@ func (s *redisSource) Next(ctx context.Context) (*Event, error) {
 				return nil, io.EOF
 			}
 			if s.ownPending {
-				s.after = entries[len(entries)-1].ID
+				s.after = entries[len(entries)-1].id
 			}
 			s.buf = entries
 		}
 		entry := s.buf[0]
 		s.buf = s.buf[1:]
-		// A pending entry that MAXLEN trimmed comes back without fields.
-		e, ok := s.m.decode([]byte(entry.FieldValues["event"]), "stream", s.stream, "entry", entry.ID)
+		e, ok := s.decode(entry)
 		if !ok {
-			s.skipped = append(s.skipped, entry.ID)
+			s.skipped = append(s.skipped, entry.id)
 			continue
 		}
 		if err := s.ackSkipped(ctx); err != nil {
 			return nil, err
 		}
-		s.inFlight[e] = entry.ID
+		s.inFlight[e] = entry.id
 		return e, nil
 	}
 }
@@ -166,12 +165,12 @@ func (s *redisSource) Pending(ctx context.Context, fn func(*Event) bool) error {
 				}
 				id, _ := f[0].ToString()
 				start = "(" + id
-				entries, err := s.c.Do(ctx, s.c.B().Xrange().Key(s.stream).Start(id).End(id).Build()).AsXRange()
+				entries, err := s.read(ctx, "range", id, id)
 				if err != nil {
-					return fmt.Errorf("events: XRANGE %s: %w", s.stream, err)
+					return err
 				}
 				for _, entry := range entries {
-					if e, ok := s.m.decode([]byte(entry.FieldValues["event"]), "stream", s.stream, "entry", entry.ID); ok && !fn(e) {
+					if e, ok := s.decode(entry); ok && !fn(e) {
 						return nil
 					}
 				}
@@ -183,13 +182,13 @@ func (s *redisSource) Pending(ctx context.Context, fn func(*Event) bool) error {
 	}
 	start := "(" + last
 	for {
-		entries, err := s.c.Do(ctx, s.c.B().Xrange().Key(s.stream).Start(start).End("+").Count(readCount).Build()).AsXRange()
+		entries, err := s.read(ctx, "range", start, "+")
 		if err != nil {
-			return fmt.Errorf("events: XRANGE %s: %w", s.stream, err)
+			return err
 		}
 		for _, entry := range entries {
-			start = "(" + entry.ID
-			if e, ok := s.m.decode([]byte(entry.FieldValues["event"]), "stream", s.stream, "entry", entry.ID); ok && !fn(e) {
+			start = "(" + entry.id
+			if e, ok := s.decode(entry); ok && !fn(e) {
 				return nil
 			}
 		}
@@ -197,6 +196,70 @@ func (s *redisSource) Pending(ctx context.Context, fn func(*Event) bool) error {
 			return nil
 		}
 	}
+}
+
+// streamReadSource reads a Source's stream entries with each event longer
+// than the bound replaced by its length. A stream entry has no STRLEN:
+// XREADGROUP and XRANGE send every field whole, so without the script a
+// forged entry of hundreds of megabytes (proto-max-bulk-len allows 512 MB)
+// would be received and held before decode could look at its length. The
+// script holds it on the server for a moment, where it already is.
+//
+//go:embed stream_read.lua
+var streamReadSource string
+
+// streamReadScript runs with EVALSHA, and EVAL when Redis answers NOSCRIPT;
+// NOSCRIPT means the script did not run, so no entry was read twice.
+var streamReadScript = rueidis.NewLuaScript(streamReadSource)
+
+// streamEntry is an entry as stream_read.lua returns it.
+type streamEntry struct {
+	id    string
+	event string // "" when the entry has none, or it is too long
+	size  int64  // the event's length when it is too long; 0 otherwise
+}
+
+// read runs stream_read.lua in mode ("group" or "range") with args, for
+// up to readCount entries.
+func (s *redisSource) read(ctx context.Context, mode string, args ...string) ([]streamEntry, error) {
+	argv := append([]string{strconv.FormatInt(s.m.max, 10), strconv.Itoa(readCount), mode}, args...)
+	res, err := streamReadScript.Exec(ctx, s.c, []string{s.stream}, argv).ToArray()
+	if err != nil && !rueidis.IsRedisNil(err) {
+		return nil, fmt.Errorf("events: reading %s: %w", s.stream, err)
+	}
+	entries := make([]streamEntry, 0, len(res))
+	for _, r := range res {
+		f, err := r.ToArray()
+		if err != nil || len(f) == 0 {
+			return nil, fmt.Errorf("events: reading %s: unexpected reply", s.stream)
+		}
+		var e streamEntry
+		if e.id, err = f[0].ToString(); err != nil {
+			return nil, fmt.Errorf("events: reading %s: unexpected reply: %w", s.stream, err)
+		}
+		if len(f) > 1 {
+			if f[1].IsInt64() {
+				e.size, err = f[1].AsInt64()
+			} else {
+				e.event, err = f[1].ToString()
+			}
+			if err != nil {
+				return nil, fmt.Errorf("events: reading %s: unexpected reply: %w", s.stream, err)
+			}
+		}
+		entries = append(entries, e)
+	}
+	return entries, nil
+}
+
+// decode is m.decode for a stream entry, which the script may have found
+// too long.
+func (s *redisSource) decode(e streamEntry) (*Event, bool) {
+	if e.size > 0 {
+		s.m.tooLong(e.size, "stream", s.stream, "entry", e.id)
+		return nil, false
+	}
+	return s.m.decode([]byte(e.event), "stream", s.stream, "entry", e.id)
 }
 
 // isNoSuchKey reports the error XINFO gives for a stream that does not
