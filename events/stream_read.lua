@@ -1,6 +1,6 @@
 -- stream_read.lua: reads up to COUNT entries of a stream for a Source,
 -- with the "event" field of each one longer than MAX replaced by its
--- length, so that such an entry never reaches the client (issue #36).
+-- length, so that such an entry never reaches the client.
 --
 -- KEYS[1] is the stream. ARGV:
 --   1 max bytes of an event (0: any)
