@@ -132,7 +132,7 @@ func (s *natsSource) Next(ctx context.Context) (*Event, error) {
 // every message whole, up to the server's max_payload (64 MB at most),
 // before its length could be looked at; and a pull request's max_bytes
 // does not help, since the server stops at a message over it and offers
-// it again on every request, so it could never be passed over (issue #36).
+// it again on every request, so it could never be passed over.
 func (s *natsSource) event(ctx context.Context, msg jetstream.Msg) (*Event, bool, error) {
 	md, err := msg.Metadata()
 	if err != nil {
