@@ -969,6 +969,7 @@ const (
 	SinkNone  Sink = "none"
 	SinkRedis Sink = "redis" // XADD to a capped stream
 	SinkNATS  Sink = "nats"  // a JetStream subject
+	SinkKafka Sink = "kafka" // a Kafka topic
 	SinkFile  Sink = "file"  // JSON lines, fsynced
 )
 
@@ -984,17 +985,18 @@ const (
 
 // Events is the recording of requests as events (docs/configuration.md, events).
 type Events struct {
-	// Sink is none, redis, nats or file. Default none.
+	// Sink is none, redis, nats, kafka or file. Default none.
 	Sink Sink `yaml:"sink"`
 
-	// Redis, NATS and File configure the sink of the same name; each
-	// holds its defaults whichever sink is chosen.
+	// Redis, NATS, Kafka and File configure the sink of the same name;
+	// each holds its defaults whichever sink is chosen.
 	Redis EventsRedis `yaml:"redis"`
 	NATS  EventsNATS  `yaml:"nats"`
+	Kafka EventsKafka `yaml:"kafka"`
 	File  EventsFile  `yaml:"file"`
 
-	// SpoolDir keeps events while the sink is down; required for redis and
-	// nats. Empty: no spool.
+	// SpoolDir keeps events while the sink is down; required for redis,
+	// nats and kafka. Empty: no spool.
 	SpoolDir string `yaml:"spool_dir"`
 
 	// SpoolMaxBytes bounds the spool. Default 1 GiB.
@@ -1031,6 +1033,67 @@ type EventsNATS struct {
 
 	// Subject is the JetStream subject. Default "floodgate.events".
 	Subject string `yaml:"subject"`
+}
+
+// EventsKafka is the kafka sink (docs/configuration.md, events.kafka).
+type EventsKafka struct {
+	// Brokers are the seed brokers' host:port addresses. Required with
+	// sink kafka.
+	Brokers []string `yaml:"brokers"`
+
+	// Topic is where the events go; it must exist. Default
+	// "floodgate-events".
+	Topic string `yaml:"topic"`
+
+	// ClientID names the producer to the brokers. Default "floodgate".
+	ClientID string `yaml:"client_id"`
+
+	// Acks is all (every in-sync replica, idempotent producer) or leader
+	// (the partition leader alone, not idempotent). Default all.
+	Acks string `yaml:"acks"`
+
+	// Compression is none, gzip, snappy, lz4 or zstd. Default none.
+	Compression string `yaml:"compression"`
+
+	// TLS connects with TLS. Nil: plaintext.
+	TLS *EventsKafkaTLS `yaml:"tls,omitempty"`
+
+	// SASL authenticates the connection. Nil: no SASL.
+	SASL *EventsKafkaSASL `yaml:"sasl,omitempty"`
+}
+
+// EventsKafkaTLS is how the kafka sink dials the brokers with TLS.
+type EventsKafkaTLS struct {
+	// CA is a PEM file of the certificates that sign the brokers'.
+	// Empty: the system's roots.
+	CA string `yaml:"ca"`
+
+	// Cert is a PEM file of the client certificate, then its chain;
+	// Key is its PEM private key. Both or neither; empty: no client
+	// certificate.
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+
+	// ServerName is the name the brokers' certificates must hold. Empty:
+	// the host of each broker's address.
+	ServerName string `yaml:"server_name"`
+}
+
+// EventsKafkaSASL is the kafka sink's SASL authentication.
+type EventsKafkaSASL struct {
+	// Mechanism is plain, scram-sha-256 or scram-sha-512. Required.
+	Mechanism string `yaml:"mechanism"`
+
+	// Username is the SASL user. Required.
+	Username string `yaml:"username"`
+
+	// PasswordEnv names the environment variable that holds the
+	// password. Required: the password is never written in the file.
+	PasswordEnv string `yaml:"password_env"`
+
+	// Password is the value of PasswordEnv, read when the config is
+	// validated.
+	Password string `yaml:"-" json:"-"`
 }
 
 // EventsFile is the file sink.

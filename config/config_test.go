@@ -223,6 +223,7 @@ routes:
 		Sink:          SinkNone,
 		Redis:         EventsRedis{Stream: "fg:events", MaxLen: 1000000},
 		NATS:          EventsNATS{URL: "nats://127.0.0.1:4222", Subject: "floodgate.events"},
+		Kafka:         EventsKafka{Topic: "floodgate-events", ClientID: "floodgate", Acks: "all", Compression: "none"},
 		File:          EventsFile{Path: "floodgate-events.jsonl"},
 		SpoolMaxBytes: 1 << 30,
 		Audit:         AuditNone,

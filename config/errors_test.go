@@ -552,8 +552,44 @@ events:
 `},
 		{"events sinks", `
 events:
-  sink: kafka #want: events.sink: unknown sink "kafka"
+  sink: kinesis #want: events.sink: unknown sink "kinesis" (none, redis, nats, kafka, file)
   audit: everything #want: events.audit: unknown audit "everything"
+` + okRoute},
+		{"kafka without brokers or spool", `
+events:
+  sink: kafka #want: events.spool_dir: events.sink kafka needs a spool_dir | events.kafka.brokers: the kafka sink needs at least one broker HOST:PORT
+` + okRoute},
+		{"kafka fields", `
+events:
+  sink: kafka
+  spool_dir: /var/spool/fg
+  kafka:
+    brokers:
+      - "10.0.0.1:9092"
+      - "kafka://user:hunter2@10.0.0.2:9092" #want: events.kafka.brokers[1]: "kafka://***@10.0.0.2:9092" is not an address (HOST:PORT)
+      - "10.0.0.3" #want: events.kafka.brokers[2]: "10.0.0.3" is not an address (HOST:PORT)
+    topic: "fg events" #want: events.kafka.topic: "fg events" is not a Kafka topic name
+    client_id: "" #want: events.kafka.client_id: empty: leave it out for floodgate
+    acks: none #want: events.kafka.acks: "none" would count an event delivered before any broker stored it; all or leader
+    compression: brotli #want: events.kafka.compression: "brotli": none, gzip, snappy, lz4 or zstd
+    tls: #want: events.kafka.tls.key: empty, but cert is set: give the private key of the certificate
+      ca: /nonexistent/ca.pem #want: events.kafka.tls.ca: "/nonexistent/ca.pem" cannot be read
+      cert: /nonexistent/cert.pem #want: events.kafka.tls.cert: "/nonexistent/cert.pem" cannot be read
+      server_name: "" #want: events.kafka.tls.server_name: empty: leave it out to verify the host of each broker
+    sasl: #want: events.kafka.sasl.username: missing: the SASL user
+      mechanism: gssapi #want: events.kafka.sasl.mechanism: "gssapi": plain, scram-sha-256 or scram-sha-512
+      password_env: FG_TEST_NO_SUCH_VAR #want: events.kafka.sasl.password_env: environment variable FG_TEST_NO_SUCH_VAR is not set
+` + okRoute},
+		{"kafka acks and sasl missing keys", `
+events:
+  sink: kafka
+  spool_dir: /var/spool/fg
+  kafka:
+    brokers: ["10.0.0.1:9092"]
+    topic: ".." #want: events.kafka.topic: ".." is not a Kafka topic name
+    acks: "1" #want: events.kafka.acks: "1": all or leader
+    tls: {ca: ""} #want: events.kafka.tls.ca: empty: leave it out to verify the brokers by the system's roots
+    sasl: {password_env: "not a name"} #want: events.kafka.sasl.mechanism: missing: plain, scram-sha-256 or scram-sha-512 | events.kafka.sasl.username: missing: the SASL user | events.kafka.sasl.password_env: not an environment variable name
 ` + okRoute},
 		{"audit and nats without spool", `
 events:

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -14,12 +15,12 @@ func (v *validator) events(c *Config) {
 	e := &c.Events
 	switch e.Sink {
 	case SinkNone, SinkFile:
-	case SinkRedis, SinkNATS:
+	case SinkRedis, SinkNATS, SinkKafka:
 		if e.SpoolDir == "" {
 			v.errorAt(v.lineOr("events.spool_dir", "events.sink"), "events.spool_dir", "events.sink %s needs a spool_dir, where events wait while the sink is down", e.Sink)
 		}
 	default:
-		v.errorf("events.sink", "unknown sink %q (none, redis, nats, file)", e.Sink)
+		v.errorf("events.sink", "unknown sink %q (none, redis, nats, kafka, file)", e.Sink)
 	}
 	switch e.Audit {
 	case AuditNone:
@@ -48,6 +49,7 @@ func (v *validator) events(c *Config) {
 	if !subjectRE.MatchString(e.NATS.Subject) {
 		v.errorf("events.nats.subject", "%q is not a NATS subject without wildcards", e.NATS.Subject)
 	}
+	v.kafka(e)
 	if e.Sink == SinkFile && e.File.Path == "" {
 		v.errorf("events.file.path", "the file sink needs a path")
 	}
@@ -63,6 +65,72 @@ func (v *validator) events(c *Config) {
 		}
 	}
 }
+
+// kafka checks events.kafka: broker addresses, a topic name Kafka takes,
+// the acks, compression, TLS files and SASL it names. The brokers are
+// required only when kafka is the sink; the rest is checked whichever
+// sink is chosen, as for redis and nats.
+func (v *validator) kafka(e *Events) {
+	const p = "events.kafka"
+	k := &e.Kafka
+	if e.Sink == SinkKafka && len(k.Brokers) == 0 {
+		v.errorAt(v.lineOr(p+".brokers", "events.sink"), p+".brokers", "the kafka sink needs at least one broker HOST:PORT")
+	}
+	for i, a := range k.Brokers {
+		v.addr(fmt.Sprintf("%s.brokers[%d]", p, i), a, true)
+	}
+	if !kafkaTopicRE.MatchString(k.Topic) || k.Topic == "." || k.Topic == ".." {
+		v.errorf(p+".topic", "%q is not a Kafka topic name (1 to 249 of a-z, A-Z, 0-9, '.', '_' and '-')", k.Topic)
+	}
+	if k.ClientID == "" {
+		v.errorf(p+".client_id", "empty: leave it out for floodgate")
+	}
+	switch k.Acks {
+	case "all", "leader":
+	case "none", "0":
+		v.errorf(p+".acks", "%q would count an event delivered before any broker stored it; all or leader", k.Acks)
+	default:
+		v.errorf(p+".acks", "%q: all or leader", k.Acks)
+	}
+	switch k.Compression {
+	case "none", "gzip", "snappy", "lz4", "zstd":
+	default:
+		v.errorf(p+".compression", "%q: none, gzip, snappy, lz4 or zstd", k.Compression)
+	}
+	if t := k.TLS; t != nil {
+		const tp = p + ".tls"
+		if t.CA == "" && v.has(tp+".ca") {
+			v.errorf(tp+".ca", "empty: leave it out to verify the brokers by the system's roots")
+		}
+		if t.ServerName == "" && v.has(tp+".server_name") {
+			v.errorf(tp+".server_name", "empty: leave it out to verify the host of each broker")
+		}
+		v.halfPair(tp, t.Cert, t.Key)
+		v.certPool(tp+".ca", t.CA)
+		v.keyPair(tp, t.Cert, t.Key, "the brokers will refuse it")
+	}
+	if s := k.SASL; s != nil {
+		const sp = p + ".sasl"
+		switch s.Mechanism {
+		case "plain", "scram-sha-256", "scram-sha-512":
+		case "":
+			v.errorAt(v.lineOr(sp+".mechanism", sp), sp+".mechanism", "missing: plain, scram-sha-256 or scram-sha-512")
+		default:
+			v.errorf(sp+".mechanism", "%q: plain, scram-sha-256 or scram-sha-512", s.Mechanism)
+		}
+		if s.Username == "" {
+			v.errorAt(v.lineOr(sp+".username", sp), sp+".username", "missing: the SASL user")
+		}
+		if s.PasswordEnv == "" {
+			v.errorAt(v.lineOr(sp+".password_env", sp), sp+".password_env", "missing: the environment variable that holds the password")
+		} else if val, ok := v.env(sp+".password_env", s.PasswordEnv); ok {
+			s.Password = val
+		}
+	}
+}
+
+// kafkaTopicRE is Kafka's legal topic name (kafka.common.Topic).
+var kafkaTopicRE = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 
 // redactURL hides the password of a URL as "***": error messages and
 // Redacted must not print it.

@@ -16,7 +16,7 @@
 //
 // # The spool
 //
-// With spool_dir set (required for the redis and nats sinks), one writer
+// With spool_dir set (required for the redis, nats and kafka sinks), one writer
 // goroutine takes whatever is queued as a batch. While the sink is up and
 // nothing waits in the spool, the batch goes straight to the sink, and an
 // event is recorded once the sink has accepted it: no disk is touched.
@@ -61,6 +61,13 @@
 //   - nats: a JetStream publish to events.nats.subject with Nats-Msg-Id set
 //     to the event ID; a file-backed stream is created for the subject when
 //     none captures it (github.com/nats-io/nats.go).
+//   - kafka: one record per event on events.kafka.topic with the
+//     idempotent producer (acks all; acks leader turns idempotence off),
+//     keyed by the limiting key (the values of the key of the limit whose
+//     name sorts first, joined by "|"), so that one user's events of a
+//     route stay in order on one partition, with the id, route and type
+//     as headers and the event JSON as the value
+//     (github.com/twmb/franz-go). The topic must exist; it is not created.
 //   - file: JSON lines, fsynced.
 //
 // A sink that cannot be reached at start, even one whose host does not

@@ -76,6 +76,7 @@ func baseSink(k SinkKind) Sink {
 		Kind:          k,
 		Redis:         RedisSink{Stream: "fg:events", MaxLen: 1_000_000},
 		NATS:          NATSSink{URL: "nats://127.0.0.1:4222", Subject: "floodgate.events"},
+		Kafka:         KafkaSink{Topic: "floodgate-events", ClientID: "floodgate", Acks: "all", Compression: "none"},
 		File:          FileSink{Path: "floodgate-events.jsonl"},
 		SpoolMaxBytes: 1 << 30,
 	}

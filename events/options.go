@@ -11,12 +11,13 @@ import (
 // Sink says where a Recorder writes events and where a Source reads them
 // back. The zero Sink records nothing.
 type Sink struct {
-	// Kind is SinkRedis, SinkNATS or SinkFile; empty: none.
+	// Kind is SinkRedis, SinkNATS, SinkKafka or SinkFile; empty: none.
 	Kind SinkKind
 
-	// Redis, NATS and File configure the sink of the same name.
+	// Redis, NATS, Kafka and File configure the sink of the same name.
 	Redis RedisSink
 	NATS  NATSSink
+	Kafka KafkaSink
 	File  FileSink
 
 	// SpoolDir keeps events on disk while the sink is down or slow.
@@ -36,6 +37,7 @@ const (
 	SinkNone  SinkKind = ""
 	SinkRedis SinkKind = "redis" // XADD to a capped stream
 	SinkNATS  SinkKind = "nats"  // a JetStream subject
+	SinkKafka SinkKind = "kafka" // a Kafka topic, idempotent producer
 	SinkFile  SinkKind = "file"  // JSON lines, fsynced
 )
 
@@ -64,6 +66,42 @@ type RedisSink struct {
 type NATSSink struct {
 	URL     string
 	Subject string
+}
+
+// KafkaSink is a Kafka topic. Each event is one record: the key is the
+// event's limiting key (see the package doc), the headers its id, route
+// and type, the value its JSON.
+type KafkaSink struct {
+	// Brokers are the seed brokers' "host:port" addresses. Required.
+	Brokers []string
+
+	// Topic is where the events go; it must exist. Required.
+	Topic string
+
+	// ClientID names the producer to the brokers. Empty: "floodgate".
+	ClientID string
+
+	// Acks is "all" (every in-sync replica, with the idempotent producer)
+	// or "leader" (the partition leader alone, not idempotent). Empty:
+	// "all".
+	Acks string
+
+	// Compression is none, gzip, snappy, lz4 or zstd. Empty: none.
+	Compression string
+
+	// TLS connects with TLS. Nil: plaintext.
+	TLS *tls.Config
+
+	// SASL authenticates the connection. Nil: no SASL.
+	SASL *KafkaSASL
+}
+
+// KafkaSASL is the SASL authentication of a Kafka sink.
+type KafkaSASL struct {
+	// Mechanism is "plain", "scram-sha-256" or "scram-sha-512".
+	Mechanism string
+	Username  string
+	Password  string
 }
 
 // FileSink is a file of JSON lines.

@@ -33,6 +33,8 @@ func newSink(c Sink) (sink, error) {
 		return newRedisSink(c.Redis), nil
 	case SinkNATS:
 		return newNATSSink(c.NATS)
+	case SinkKafka:
+		return newKafkaSink(c.Kafka)
 	case SinkFile:
 		if c.File.Path == "" {
 			return nil, fmt.Errorf("events: the file sink needs a path")

@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 )
@@ -74,6 +75,8 @@ func OpenSource(ctx context.Context, c Sink, route string, o Options) (Source, e
 		return openNATSSource(ctx, c.NATS, m)
 	case SinkFile:
 		return openFileSource(c.File.Path, m)
+	case SinkKafka:
+		return nil, errors.New("events: replay does not read from the kafka sink yet")
 	case SinkNone:
 		return nil, fmt.Errorf("events: no sink: nothing was recorded")
 	}

@@ -236,7 +236,11 @@ func (g *Gateway) recorderFor(gen *generation, cfg *config.Config) (*events.Reco
 		if cfg.Events.Sink == config.SinkNone || cfg.Events.Sink == "" {
 			return k, nil
 		}
-		r, err := events.NewRecorder(stores.EventSink(cfg), events.Options{Logger: g.log, Registerer: g.reg, RecordWait: g.recordWait})
+		sink, err := stores.EventSink(cfg)
+		if err != nil {
+			return nil, err
+		}
+		r, err := events.NewRecorder(sink, events.Options{Logger: g.log, Registerer: g.reg, RecordWait: g.recordWait})
 		if err != nil {
 			return nil, err
 		}

@@ -161,7 +161,11 @@ func recordEvents(t *testing.T, c config.Events, o events.Options, n int) []*eve
 func fixtureRecorder(t *testing.T, c config.Events, o events.Options) *events.Recorder {
 	t.Helper()
 	o.RecordWait = waitTimeout
-	r, err := events.NewRecorder(stores.EventSink(&config.Config{Events: c}), o)
+	sink, err := stores.EventSink(&config.Config{Events: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := events.NewRecorder(sink, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,7 +121,11 @@ func Run(ctx context.Context, o Options) error {
 		}
 		defer store.Close()
 	}
-	src, err := events.OpenSource(ctx, stores.EventSink(cfg), route.ID, events.Options{Logger: log, MaxEntryBytes: maxEntryBytes(cfg)})
+	sink, err := stores.EventSink(cfg)
+	if err != nil {
+		return err
+	}
+	src, err := events.OpenSource(ctx, sink, route.ID, events.Options{Logger: log, MaxEntryBytes: maxEntryBytes(cfg)})
 	if err != nil {
 		return err
 	}

@@ -7,9 +7,11 @@ package stores
 import (
 	"crypto/tls"
 	"fmt"
+	"os"
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/events"
+	"github.com/floodgate-gw/floodgate/internal/tlsfiles"
 	"github.com/floodgate-gw/floodgate/limit"
 	"github.com/floodgate-gw/floodgate/limit/memory"
 	"github.com/floodgate-gw/floodgate/limit/redisstore"
@@ -62,8 +64,9 @@ func Same(a, b config.Store) bool { return Key(a) == Key(b) }
 // "floodgate events replay" use it. A redis sink without addresses of its
 // own writes to the store's Redis (its sentinels' master, with
 // store.redis.mode sentinel); the store's credentials and TLS apply to
-// either, as the events block has none of its own.
-func EventSink(cfg *config.Config) events.Sink {
+// either, as the events block has none of its own. The kafka sink's TLS
+// files are read here; an error names the file.
+func EventSink(cfg *config.Config) (events.Sink, error) {
 	e, r := cfg.Events, cfg.Store.Redis
 	s := events.Sink{
 		File:          events.FileSink{Path: e.File.Path},
@@ -76,6 +79,8 @@ func EventSink(cfg *config.Config) events.Sink {
 		s.Kind = events.SinkRedis
 	case config.SinkNATS:
 		s.Kind = events.SinkNATS
+	case config.SinkKafka:
+		s.Kind = events.SinkKafka
 	case config.SinkFile:
 		s.Kind = events.SinkFile
 	}
@@ -96,5 +101,51 @@ func EventSink(cfg *config.Config) events.Sink {
 	if r.TLS {
 		s.Redis.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
-	return s
+	k := e.Kafka
+	s.Kafka = events.KafkaSink{
+		Brokers: k.Brokers, Topic: k.Topic, ClientID: k.ClientID,
+		Acks: k.Acks, Compression: k.Compression,
+	}
+	if k.SASL != nil {
+		s.Kafka.SASL = &events.KafkaSASL{Mechanism: k.SASL.Mechanism, Username: k.SASL.Username, Password: k.SASL.Password}
+	}
+	if k.TLS != nil && e.Sink == config.SinkKafka {
+		t, err := kafkaTLS(*k.TLS)
+		if err != nil {
+			return events.Sink{}, err
+		}
+		s.Kafka.TLS = t
+	}
+	return s, nil
+}
+
+// kafkaTLS is the client TLS of events.kafka.tls. The files are read
+// once: a rotated certificate takes a reload.
+func kafkaTLS(t config.EventsKafkaTLS) (*tls.Config, error) {
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	if t.CA != "" {
+		pem, err := os.ReadFile(t.CA)
+		if err != nil {
+			return nil, fmt.Errorf("events.kafka.tls.ca: %w", err)
+		}
+		if c.RootCAs, err = tlsfiles.CertPool(pem); err != nil {
+			return nil, fmt.Errorf("events.kafka.tls.ca: %q: %w", t.CA, err)
+		}
+	}
+	if t.Cert != "" {
+		certPEM, err := os.ReadFile(t.Cert)
+		if err != nil {
+			return nil, fmt.Errorf("events.kafka.tls.cert: %w", err)
+		}
+		keyPEM, err := os.ReadFile(t.Key)
+		if err != nil {
+			return nil, fmt.Errorf("events.kafka.tls.key: %w", err)
+		}
+		cert, err := tlsfiles.KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("events.kafka.tls: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
 }

@@ -1,0 +1,297 @@
+package events
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// kafkaSink produces each event as one record to a topic, with the
+// idempotent producer unless acks is "leader": a produce the client
+// retries after a lost answer is then stored once, in order. The record's
+// key is the event's limiting key, so that one user's events land on one
+// partition, in order; its headers are the event's id, route and type, so
+// that a consumer can route or drop duplicates without decoding the
+// value; its value is the event's JSON, as every sink stores it.
+type kafkaSink struct {
+	brokers []string
+	topic   string
+	opts    []kgo.Opt
+
+	mu sync.Mutex
+	cl *kgo.Client
+}
+
+// kafkaDialTimeout bounds one connection attempt, so that a forwarder
+// retrying an unreachable broker does not sit in a dial for long.
+const kafkaDialTimeout = 2 * time.Second
+
+// check says what keeps c from being used.
+func (c KafkaSink) check() error {
+	if len(c.Brokers) == 0 {
+		return errors.New("events: the kafka sink has no broker")
+	}
+	if c.Topic == "" {
+		return errors.New("events: the kafka sink has no topic")
+	}
+	switch c.Acks {
+	case "", "all", "leader":
+	default:
+		return fmt.Errorf("events: the kafka sink's acks %q is not all or leader", c.Acks)
+	}
+	if _, err := kafkaCodec(c.Compression); err != nil {
+		return err
+	}
+	if c.SASL != nil {
+		if _, err := kafkaSASL(*c.SASL); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func kafkaCodec(name string) (kgo.CompressionCodec, error) {
+	switch name {
+	case "", "none":
+		return kgo.NoCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("events: the kafka sink's compression %q is not none, gzip, snappy, lz4 or zstd", name)
+}
+
+func kafkaSASL(c KafkaSASL) (kgo.Opt, error) {
+	switch c.Mechanism {
+	case "plain":
+		return kgo.SASL(plain.Auth{User: c.Username, Pass: c.Password}.AsMechanism()), nil
+	case "scram-sha-256":
+		return kgo.SASL(scram.Auth{User: c.Username, Pass: c.Password}.AsSha256Mechanism()), nil
+	case "scram-sha-512":
+		return kgo.SASL(scram.Auth{User: c.Username, Pass: c.Password}.AsSha512Mechanism()), nil
+	}
+	return nil, fmt.Errorf("events: the kafka sink's SASL mechanism %q is not plain, scram-sha-256 or scram-sha-512", c.Mechanism)
+}
+
+func newKafkaSink(c KafkaSink) (*kafkaSink, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	codec, _ := kafkaCodec(c.Compression)
+	id := c.ClientID
+	if id == "" {
+		id = "floodgate"
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(c.Brokers...),
+		kgo.ClientID(id),
+		kgo.DefaultProduceTopic(c.Topic),
+		kgo.DialTimeout(kafkaDialTimeout),
+		kgo.ProducerBatchCompression(codec),
+		// The recorder hands over whole batches and waits for them: a
+		// linger would only add its time to every delivery, and eat into
+		// the 40 ms a direct delivery has.
+		kgo.ProducerLinger(0),
+	}
+	if c.Acks == "leader" {
+		// Idempotence needs every in-sync replica's ack (KIP-679).
+		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	} else {
+		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
+	}
+	if c.TLS != nil {
+		opts = append(opts, kgo.DialTLSConfig(c.TLS.Clone()))
+	}
+	if c.SASL != nil {
+		o, _ := kafkaSASL(*c.SASL)
+		opts = append(opts, o)
+	}
+	return &kafkaSink{brokers: c.Brokers, topic: c.Topic, opts: opts}, nil
+}
+
+func (s *kafkaSink) name() string { return "kafka " + strings.Join(s.brokers, ",") }
+
+// conn returns the client, making it first if needed. kgo.NewClient does
+// not connect; the client dials the brokers when it first needs them and
+// again whenever a connection dies.
+func (s *kafkaSink) conn() (*kgo.Client, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cl != nil {
+		return s.cl, nil
+	}
+	cl, err := kgo.NewClient(s.opts...)
+	if err != nil {
+		return nil, err
+	}
+	s.cl = cl
+	return cl, nil
+}
+
+// probe asks the cluster for the topic's metadata: a broker answers, and
+// the topic exists. The sink does not create the topic: its partitions
+// and replication are the operator's choice.
+func (s *kafkaSink) probe(ctx context.Context) error {
+	cl, err := s.conn()
+	if err != nil {
+		return err
+	}
+	topics, err := kadm.NewClient(cl).ListTopics(ctx, s.topic)
+	if err != nil {
+		return err
+	}
+	d, ok := topics[s.topic]
+	switch {
+	case !ok:
+		return fmt.Errorf("topic %s: not in the cluster's metadata", s.topic)
+	case d.Err != nil:
+		return fmt.Errorf("topic %s: %w", s.topic, d.Err)
+	}
+	return nil
+}
+
+// deliver produces recs and waits for their acks until ctx ends. It does
+// not use ProduceSync: with the idempotent producer, the client keeps a
+// record it has sent until the broker answers, past any context, and
+// deliver must return in time for the recorder to spool. A record still
+// in the client when deliver returns is counted as not stored; the
+// forwarder sends it again, and the client keeps a partition's records in
+// order, so a copy can only come after the original, with the same id.
+//
+// ctx is the recorder's, never a request's: when it ends, the client fails
+// the records it has not sent yet, which is what a retry from the spool
+// wants.
+func (s *kafkaSink) deliver(ctx context.Context, recs []record) (int, error) {
+	cl, err := s.conn()
+	if err != nil {
+		return 0, err
+	}
+	acks := newKafkaAcks(len(recs))
+	for i := range recs {
+		cl.Produce(ctx, kafkaRecord(&recs[i]), acks.promise(i))
+	}
+	select {
+	case <-acks.done:
+	case <-ctx.Done():
+	}
+	return acks.stored(ctx)
+}
+
+// kafkaAcks collects the promises of one delivery's records.
+type kafkaAcks struct {
+	mu   sync.Mutex
+	ok   []bool
+	errs []error
+	left int
+	done chan struct{}
+}
+
+func newKafkaAcks(n int) *kafkaAcks {
+	a := &kafkaAcks{ok: make([]bool, n), errs: make([]error, n), left: n, done: make(chan struct{})}
+	if n == 0 {
+		close(a.done)
+	}
+	return a
+}
+
+func (a *kafkaAcks) promise(i int) func(*kgo.Record, error) {
+	return func(_ *kgo.Record, err error) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.ok[i], a.errs[i] = err == nil, err
+		if a.left--; a.left == 0 {
+			close(a.done)
+		}
+	}
+}
+
+// stored is how many records from the first the brokers acknowledged,
+// and why the next one is not among them.
+func (a *kafkaAcks) stored(ctx context.Context) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, ok := range a.ok {
+		if ok {
+			continue
+		}
+		if err := a.errs[i]; err != nil {
+			return i, err
+		}
+		if err := ctx.Err(); err != nil {
+			return i, fmt.Errorf("no ack in time: %w", err)
+		}
+		return i, errors.New("no ack")
+	}
+	return len(a.ok), nil
+}
+
+// kafkaFields are the fields of an event's JSON that the record's key and
+// headers need. The spool keeps only the id and type beside the JSON, so
+// the sink reads these two back here, in the forwarder, off the request's
+// path; the spool's format stays as it is.
+type kafkaFields struct {
+	Route string              `json:"route"`
+	Keys  map[string][]string `json:"keys"`
+}
+
+// kafkaRecord is rec as a Kafka record. The value is a copy: rec may be
+// read from the spool's buffer, which the forwarder reuses, while the
+// client may still hold the record after deliver has returned.
+func kafkaRecord(rec *record) *kgo.Record {
+	var f kafkaFields
+	_ = json.Unmarshal(rec.data, &f) // a record the recorder wrote always decodes
+	return &kgo.Record{
+		Key:   limitingKey(f.Keys),
+		Value: bytes.Clone(rec.data),
+		Headers: []kgo.RecordHeader{
+			{Key: "id", Value: []byte(rec.id)},
+			{Key: "route", Value: []byte(f.Route)},
+			{Key: "type", Value: []byte(rec.typ)},
+		},
+	}
+}
+
+// limitingKey is the record key of an event whose limits resolved keys:
+// the values of the key of the limit whose name sorts first, joined by
+// "|". The same limit for every event of a route, rejected or admitted,
+// so that all the events of one user (one key value) of a route hash to
+// one partition and stay in order there; the limit that rejected a
+// request would put one user's rejections and admissions on different
+// partitions. Nil when the event has no key (an admin action other than a
+// reset, a route without limits): the client then spreads such records.
+func limitingKey(keys map[string][]string) []byte {
+	if len(keys) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(keys))
+	for name := range keys {
+		names = append(names, name)
+	}
+	return []byte(strings.Join(keys[slices.Min(names)], "|"))
+}
+
+func (s *kafkaSink) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cl != nil {
+		s.cl.Close()
+		s.cl = nil
+	}
+	return nil
+}
