@@ -3,7 +3,6 @@ package events
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 )
@@ -28,6 +27,11 @@ import (
 //     Done is an acknowledgement the server confirms. A restart resets the
 //     consumer to its acknowledgement floor, so the ones in flight come
 //     again at once.
+//   - kafka: the committed offsets of the consumer group
+//     "floodgate-replay-ROUTE" on the topic, one per partition; Done
+//     commits, per partition, the offset of the first event not done, so
+//     the ones in flight come again after a restart. Other routes' events
+//     are passed over on their headers, without decoding.
 //   - file: the offset of the next line, in the file
 //     "<path>.replay-ROUTE.offset", replaced atomically on Done.
 //
@@ -48,7 +52,7 @@ type Source interface {
 	Close() error
 }
 
-// ReplayGroup is the name of the consumer group (redis) or durable
+// ReplayGroup is the name of the consumer group (redis, kafka) or durable
 // consumer (nats) that replays route.
 func ReplayGroup(route string) string { return "floodgate-replay-" + route }
 
@@ -76,7 +80,7 @@ func OpenSource(ctx context.Context, c Sink, route string, o Options) (Source, e
 	case SinkFile:
 		return openFileSource(c.File.Path, m)
 	case SinkKafka:
-		return nil, errors.New("events: replay does not read from the kafka sink yet")
+		return openKafkaSource(ctx, c.Kafka, m)
 	case SinkNone:
 		return nil, fmt.Errorf("events: no sink: nothing was recorded")
 	}
