@@ -205,9 +205,10 @@ func TestKafkaSASLRefused(t *testing.T) {
 		}{
 			// kfake closes the connection on a failed
 			// authentication, where a broker answers
-			// SASL_AUTHENTICATION_FAILED first.
-			{"wrong password", &KafkaSASL{Mechanism: m.sink, Username: "gateway", Password: "guess"}, "EOF"},
-			{"unknown user", &KafkaSASL{Mechanism: m.sink, Username: "nobody", Password: "s3cret"}, "EOF"},
+			// SASL_AUTHENTICATION_FAILED first: the sink says
+			// what such an EOF most likely means.
+			{"wrong password", &KafkaSASL{Mechanism: m.sink, Username: "gateway", Password: "guess"}, "SASL " + m.sink + " as gateway: a wrong username or password?"},
+			{"unknown user", &KafkaSASL{Mechanism: m.sink, Username: "nobody", Password: "s3cret"}, "SASL " + m.sink + " as nobody: a wrong username or password?"},
 			{"no sasl", nil, "SASL is required"},
 		} {
 			t.Run(m.sink+"/"+wrong.name, func(t *testing.T) {
