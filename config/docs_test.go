@@ -22,6 +22,7 @@ func TestDocsExamples(t *testing.T) {
 	t.Setenv("REDIS_PASSWORD", "docs-password")
 	t.Setenv("FLOODGATE_TOKEN_ALICE", "docs-alice")
 	t.Setenv("FLOODGATE_TOKEN_DEPLOY", "docs-deploy")
+	t.Setenv("KAFKA_PASSWORD", "docs-kafka")
 	// The rls.tls example names files that check reads.
 	certs := t.TempDir()
 	ca := testcerts.NewCA(t, "docs CA")
@@ -36,6 +37,11 @@ func TestDocsExamples(t *testing.T) {
 	testcerts.Write(t, upstreamCerts, "internal-ca.crt", ca.PEM)
 	testcerts.Write(t, upstreamCerts, "gateway.crt", client.CertPEM)
 	testcerts.Write(t, upstreamCerts, "gateway.key", client.KeyPEM)
+	// And the events.kafka.tls example.
+	kafkaCerts := t.TempDir()
+	testcerts.Write(t, kafkaCerts, "kafka-ca.crt", ca.PEM)
+	testcerts.Write(t, kafkaCerts, "gateway.crt", client.CertPEM)
+	testcerts.Write(t, kafkaCerts, "gateway.key", client.KeyPEM)
 	blocks := regexp.MustCompile("(?ms)^```yaml\n(.*?)^```").FindAllStringSubmatch(string(data), -1)
 	if len(blocks) < 10 {
 		t.Fatalf("%d YAML examples in docs/configuration.md", len(blocks))
@@ -43,6 +49,7 @@ func TestDocsExamples(t *testing.T) {
 	for _, b := range blocks {
 		src := strings.ReplaceAll(b[1], "/etc/floodgate/rls/", certs+"/")
 		src = strings.ReplaceAll(src, "/etc/floodgate/upstream/", upstreamCerts+"/")
+		src = strings.ReplaceAll(src, "/etc/floodgate/kafka/", kafkaCerts+"/")
 		first := strings.SplitN(src, "\n", 2)[0]
 		switch {
 		case strings.HasPrefix(first, "- "):

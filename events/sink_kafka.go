@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ type kafkaSink struct {
 	brokers []string
 	topic   string
 	opts    []kgo.Opt
+	sasl    string // "mechanism as username"; empty: no SASL
 
 	mu sync.Mutex
 	cl *kgo.Client
@@ -122,7 +124,23 @@ func newKafkaSink(c KafkaSink) (*kafkaSink, error) {
 		o, _ := kafkaSASL(*c.SASL)
 		opts = append(opts, o)
 	}
-	return &kafkaSink{brokers: c.Brokers, topic: c.Topic, opts: opts}, nil
+	s := &kafkaSink{brokers: c.Brokers, topic: c.Topic, opts: opts}
+	if c.SASL != nil {
+		s.sasl = c.SASL.Mechanism + " as " + c.SASL.Username
+	}
+	return s, nil
+}
+
+// explain adds to err what it most likely means. A broker that rejects a
+// SASL authentication answers SASL_AUTHENTICATION_FAILED and then closes
+// the connection, but one that speaks the older handshake (SaslHandshake
+// v0), or a proxy in front of it, closes it without a word: the client
+// then sees only EOF, which says nothing of the credentials.
+func (s *kafkaSink) explain(err error) error {
+	if err == nil || s.sasl == "" || !errors.Is(err, io.EOF) {
+		return err
+	}
+	return fmt.Errorf("%w (the broker closed the connection; SASL %s: a wrong username or password?)", err, s.sasl)
 }
 
 func (s *kafkaSink) name() string { return "kafka " + strings.Join(s.brokers, ",") }
@@ -154,7 +172,7 @@ func (s *kafkaSink) probe(ctx context.Context) error {
 	}
 	topics, err := kadm.NewClient(cl).ListTopics(ctx, s.topic)
 	if err != nil {
-		return err
+		return s.explain(err)
 	}
 	d, ok := topics[s.topic]
 	switch {
@@ -190,7 +208,8 @@ func (s *kafkaSink) deliver(ctx context.Context, recs []record) (int, error) {
 	case <-acks.done:
 	case <-ctx.Done():
 	}
-	return acks.stored(ctx)
+	n, err := acks.stored(ctx)
+	return n, s.explain(err)
 }
 
 // kafkaAcks collects the promises of one delivery's records.

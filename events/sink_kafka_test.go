@@ -52,11 +52,13 @@ type kafkaStored struct {
 }
 
 // kafkaRecords reads the whole topic, partition by partition in offset
-// order; a cluster that is down reads as nothing yet.
-func kafkaRecords(t testing.TB, addrs []string) []kafkaStored {
+// order, with the client options opts (TLS, SASL) besides; a cluster that
+// is down reads as nothing yet.
+func kafkaRecords(t testing.TB, addrs []string, opts ...kgo.Opt) []kafkaStored {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(kafkaTopic),
+	opts = append(opts, kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(kafkaTopic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
