@@ -96,33 +96,19 @@ func newKafkaSink(c KafkaSink) (*kafkaSink, error) {
 		return nil, err
 	}
 	codec, _ := kafkaCodec(c.Compression)
-	id := c.ClientID
-	if id == "" {
-		id = "floodgate"
-	}
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(c.Brokers...),
-		kgo.ClientID(id),
+	opts := append(kafkaConnOpts(c),
 		kgo.DefaultProduceTopic(c.Topic),
-		kgo.DialTimeout(kafkaDialTimeout),
 		kgo.ProducerBatchCompression(codec),
 		// The recorder hands over whole batches and waits for them: a
 		// linger would only add its time to every delivery, and eat into
 		// the 40 ms a direct delivery has.
 		kgo.ProducerLinger(0),
-	}
+	)
 	if c.Acks == "leader" {
 		// Idempotence needs every in-sync replica's ack (KIP-679).
 		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
 	} else {
 		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
-	}
-	if c.TLS != nil {
-		opts = append(opts, kgo.DialTLSConfig(c.TLS.Clone()))
-	}
-	if c.SASL != nil {
-		o, _ := kafkaSASL(*c.SASL)
-		opts = append(opts, o)
 	}
 	s := &kafkaSink{brokers: c.Brokers, topic: c.Topic, opts: opts}
 	if c.SASL != nil {

@@ -58,7 +58,7 @@ type kafkaPos struct {
 }
 
 // kafkaConnOpts are the options that reach c's cluster, shared by the
-// admin client and the readers.
+// sink's producer, and the source's admin client and readers.
 func kafkaConnOpts(c KafkaSink) []kgo.Opt {
 	id := c.ClientID
 	if id == "" {
