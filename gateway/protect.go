@@ -172,7 +172,8 @@ func (g *Gateway) tickProtectors() {
 		g.pools.protectors.Each(func(route string, rp *routeProtect) {
 			if bus == nil {
 				g.protectBack(route, rp) // no fleet to fall back from (the store is memory now)
-				g.tickProtector(route, rp, rp.p.Alone(end, rp.p.Begin(end)))
+				own := rp.p.Begin(end)
+				g.tickProtector(route, rp, own.Tally, rp.p.Alone(end, own))
 				return
 			}
 			if es == nil {
@@ -191,13 +192,15 @@ func (g *Gateway) tickProtectors() {
 		case <-time.After(time.Until(end.Add(protectRead))):
 		}
 		for route, e := range es {
-			g.tickProtector(route, e.rp, g.joinFleet(bus, route, e.rp, end, e.own, e.sent))
+			g.tickProtector(route, e.rp, e.own.Tally, g.joinFleet(bus, route, e.rp, end, e.own, e.sent))
 		}
 	}
 }
 
-func (g *Gateway) tickProtector(route string, rp *routeProtect, step protect.Step) {
-	t := rp.p.Last()
+// tickProtector follows what an interval's step did to the route's
+// protection (t is the interval's tally): its gauges, and a line when the
+// limit moved by more than half.
+func (g *Gateway) tickProtector(route string, rp *routeProtect, t protect.Tally, step protect.Step) {
 	limit := rp.p.Limit()
 	rp.limit.Set(limit)
 	rp.admitting.Set(rp.p.Admits())

@@ -14,7 +14,7 @@ type Protector struct {
 	Gate     *Gate
 	Levels   *Levels // nil: one level, the gate alone
 	ctrl     *Controller
-	limit    atomic.Uint64 // math.Float64bits of the controller's limit
+	limit    atomic.Uint64 // math.Float64bits of the limit in force (Limit)
 	baseline atomic.Int64  // ns
 	admits   atomic.Uint64 // math.Float64bits of what the gate admits now
 	warm     atomic.Bool   // WarmUp was called: the next Tick starts one
@@ -28,8 +28,7 @@ type Protector struct {
 	frac     float64
 	proposal float64
 	cut      bool // the last update cut the limit
-	last     atomic.Pointer[Tally]
-	summed   int // the others whose reports the last sum counted
+	summed   int  // the others whose reports the last sum counted
 }
 
 // New returns a protector with settings s, starting at now.
@@ -72,7 +71,6 @@ func (p *Protector) Tick(now time.Time) (Tally, Step) {
 // fleet gets of it. Alone or Join then moves the limit.
 func (p *Protector) Begin(now time.Time) Report {
 	t := p.Gate.Tally(now)
-	p.last.Store(&t)
 	p.ctrl.pinned = p.Pinned() > 0
 	// A cut made alone was made on this instance's share: the fleet's
 	// limit, scaled from it, is an estimate, not another's cut to follow.
@@ -126,11 +124,11 @@ func (p *Protector) Join(now time.Time, own Report, others []Peer) Step {
 			n++
 		}
 	}
-	st := Held
+	st, sum := Held, Sum(own, others)
 	if n == p.summed {
-		st = p.ctrl.Update(now, Sum(own, others))
+		st = p.ctrl.Update(now, sum)
 	} else {
-		p.ctrl.Pass(now, Sum(own, others))
+		p.ctrl.Pass(now, sum)
 		p.summed = n
 	}
 	// Another instance's cut is this one's: what was admitted before it
@@ -225,14 +223,6 @@ func (p *Protector) Admit(ctx context.Context, level int, now time.Time) (Ticket
 	return p.Gate.Admit(p.Gate.At(now))
 }
 
-// Last is the tally of the last interval Begin ended.
-func (p *Protector) Last() Tally {
-	if t := p.last.Load(); t != nil {
-		return *t
-	}
-	return Tally{}
-}
-
 // Pin makes the gate admit limit requests a second (the fleet's, shared
 // as the learned one is) from the next interval, whatever is learned;
 // 0 gives it back to what is learned. The controller goes on learning
@@ -248,18 +238,20 @@ func (p *Protector) Peers() int { return int(p.peers.Load()) }
 
 // WarmUp makes admission ramp up from a tenth of the limit over the
 // settings' WarmUp, from now: the upstream behind is coming back (its
-// breaker closed). Safe from any goroutine: the gate is lowered at once,
-// the ramp starts at the next Tick.
+// breaker closed). Safe from any goroutine: the gate is lowered at once
+// to a tenth of what it admits (this instance's share, in a fleet), the
+// ramp starts at the next Tick.
 func (p *Protector) WarmUp() {
 	if p.ctrl.Settings().WarmUp <= 0 || p.Limit() >= Unbounded {
 		return
 	}
 	p.warm.Store(true)
-	p.setAdmits(max(warmFloor*p.Limit(), p.ctrl.Settings().Min))
+	a := p.Admits()
+	p.setAdmits(max(warmFloor*a, math.Min(p.ctrl.Settings().Min, a)))
 }
 
-// Limit is the limit learned, in requests a second: the fleet's, while it
-// is shared (Peers).
+// Limit is the limit in force, in requests a second: the one learned (the
+// fleet's, while it is shared: Peers), or a pin.
 func (p *Protector) Limit() float64 { return math.Float64frombits(p.limit.Load()) }
 
 // Baseline is the healthy latency learned (0: not yet).
