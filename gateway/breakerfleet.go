@@ -3,10 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/floodgate-gw/floodgate/breaker"
 	"github.com/floodgate-gw/floodgate/config"
@@ -34,11 +31,7 @@ type fleetLink struct {
 	route string
 	rule  fleetbus.BreakerRule
 	b     *breaker.Breaker // set once, right after breaker.New
-	gauge prometheus.Gauge // gateway_breaker_fleet_fallback
-
-	mu    sync.Mutex
-	local bool   // deciding on this instance's window
-	cause string // why, while local
+	alone alone            // deciding on this instance's window; gateway_breaker_fleet_fallback
 }
 
 func newFleetLink(g *Gateway, route string, c config.Breaker, trialTimeout time.Duration) *fleetLink {
@@ -48,9 +41,8 @@ func newFleetLink(g *Gateway, route string, c config.Breaker, trialTimeout time.
 			Window: c.Window, MinCalls: c.MinCalls, FailureRate: c.FailureRate, SlowCallRate: c.SlowCallRate,
 			OpenFor: c.OpenFor, HalfOpenCalls: c.HalfOpenCalls, TrialTimeout: trialTimeout,
 		},
-		gauge: g.metrics.breakerFallback.WithLabelValues(route),
+		alone: newAlone(g.metrics.breakerFallback.WithLabelValues(route)),
 	}
-	l.gauge.Set(0)
 	return l
 }
 
@@ -141,12 +133,7 @@ func (l *fleetLink) follow(st fleetbus.BreakerState) {
 }
 
 func (l *fleetLink) fallBack(err error) {
-	l.mu.Lock()
-	was := l.local
-	l.local, l.cause = true, err.Error()
-	l.mu.Unlock()
-	if !was {
-		l.gauge.Set(1)
+	if l.alone.set(err) {
 		l.g.log.Warn("circuit breaker decides on this instance's window: the fleet's is out of reach",
 			"route", l.route, "error", err.Error())
 	}
@@ -154,12 +141,7 @@ func (l *fleetLink) fallBack(err error) {
 }
 
 func (l *fleetLink) back(now time.Time) {
-	l.mu.Lock()
-	was := l.local
-	l.local, l.cause = false, ""
-	l.mu.Unlock()
-	if was {
-		l.gauge.Set(0)
+	if l.alone.clear() {
 		l.g.log.Info("circuit breaker follows the fleet's window again", "route", l.route)
 	}
 	l.b.Share(true, now)
@@ -167,12 +149,11 @@ func (l *fleetLink) back(now time.Time) {
 
 // status is what /readyz says of the link: "" while it follows the fleet.
 func (l *fleetLink) status() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.local {
+	cause, on := l.alone.why()
+	if !on {
 		return ""
 	}
-	return "breaker of route " + l.route + " decides on this instance's window, the fleet's is out of reach: " + l.cause
+	return "breaker of route " + l.route + " decides on this instance's window, the fleet's is out of reach: " + cause
 }
 
 // tickFleetBreakers ticks the fleet breakers of the running configuration

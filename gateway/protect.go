@@ -111,7 +111,7 @@ func (g *Gateway) protectorFor(gen *generation, rc *config.Route) (*routeProtect
 			inFlight:  g.metrics.protectInFlight.WithLabelValues(rc.ID),
 			refused:   g.metrics.protectRefused.WithLabelValues(rc.ID),
 			queued:    g.metrics.protectQueued.WithLabelValues(rc.ID),
-			fleet:     fleetProtect{fallback: g.metrics.protectFallback.WithLabelValues(rc.ID)},
+			fleet:     fleetProtect{alone: newAlone(g.metrics.protectFallback.WithLabelValues(rc.ID))},
 		}
 		if pr := pc.Priority; pr != nil {
 			rp.levelPart, rp.levels = spec.PartOf(pr.Key), pr.Levels

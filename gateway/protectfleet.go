@@ -2,10 +2,8 @@ package gateway
 
 import (
 	"context"
-	"sync"
+	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/floodgate-gw/floodgate/internal/fleetbus"
 	"github.com/floodgate-gw/floodgate/internal/protect"
@@ -30,12 +28,8 @@ const protectCallWait = protect.DefaultInterval / 2
 
 // fleetProtect is a route's protection's link to the fleet.
 type fleetProtect struct {
-	fallback prometheus.Gauge
-
-	mu    sync.Mutex
-	alone bool   // deciding alone: the fleet is out of reach
-	cause string // why, while alone
-	bad   bool   // a report that could not be read was logged
+	alone alone       // deciding alone; gateway_protect_fleet_fallback
+	bad   atomic.Bool // a report that could not be read was logged
 }
 
 // enterFleet joins the fleet's limit as a new protector starts, before it
@@ -50,7 +44,6 @@ func (g *Gateway) enterFleet(bus *fleetbus.Bus, route string, rp *routeProtect) 
 		return
 	}
 	rp.p.Enter(time.Now(), g.peers(route, rp, prs))
-	rp.fleet.fallback.Set(0)
 }
 
 // protectRead is how long after the interval's end an instance reads the
@@ -93,11 +86,7 @@ func (g *Gateway) peers(route string, rp *routeProtect, prs []fleetbus.PeerRepor
 	for _, pr := range prs {
 		r, err := protect.DecodeReport(pr.Report)
 		if err != nil {
-			rp.fleet.mu.Lock()
-			logged := rp.fleet.bad
-			rp.fleet.bad = true
-			rp.fleet.mu.Unlock()
-			if !logged {
+			if !rp.fleet.bad.Swap(true) {
 				g.log.Warn("protect: an instance's report in Redis cannot be read; it is left out",
 					"route", route, "instance", pr.Instance, "error", err.Error())
 			}
@@ -109,26 +98,14 @@ func (g *Gateway) peers(route string, rp *routeProtect, prs []fleetbus.PeerRepor
 }
 
 func (g *Gateway) protectAlone(route string, rp *routeProtect, err error) {
-	f := &rp.fleet
-	f.mu.Lock()
-	was := f.alone
-	f.alone, f.cause = true, err.Error()
-	f.mu.Unlock()
-	if !was {
-		f.fallback.Set(1)
+	if rp.fleet.alone.set(err) {
 		g.log.Warn("protect: the fleet's reports are out of reach; this instance protects the upstream alone, with its share of the fleet's limit",
 			"route", route, "error", err.Error())
 	}
 }
 
 func (g *Gateway) protectBack(route string, rp *routeProtect) {
-	f := &rp.fleet
-	f.mu.Lock()
-	was := f.alone
-	f.alone, f.cause = false, ""
-	f.mu.Unlock()
-	if was {
-		f.fallback.Set(0)
+	if rp.fleet.alone.clear() {
 		g.log.Info("protect: the fleet's reports are back; the instances share one limit again", "route", route)
 	}
 }
@@ -136,12 +113,11 @@ func (g *Gateway) protectBack(route string, rp *routeProtect) {
 // status is what /readyz says of the route's protection: "" while it
 // shares the fleet's limit, or has no fleet.
 func (f *fleetProtect) status(route string) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.alone {
+	cause, on := f.alone.why()
+	if !on {
 		return ""
 	}
-	return "protection of route " + route + " decides on this instance's own, the fleet's reports are out of reach: " + f.cause
+	return "protection of route " + route + " decides on this instance's own, the fleet's reports are out of reach: " + cause
 }
 
 // leaveFleet takes this instance's report of route away, so that the
