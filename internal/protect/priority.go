@@ -50,6 +50,7 @@ func NewLevels(g *Gate, n int, maxWait time.Duration) *Levels {
 // Room says whether a request of level would be admitted or could wait,
 // without admitting it.
 func (l *Levels) Room(level int, now int64) bool {
+	level = min(max(level, 0), l.n-1)
 	if l.waiting.Load() == 0 && l.gate.room(now) {
 		return true
 	}
@@ -57,8 +58,7 @@ func (l *Levels) Room(level int, now int64) bool {
 	defer l.mu.Unlock()
 	if l.higherWaiting(level) || len(l.queues[level]) >= l.queueCap() {
 		l.arrived[level].Add(1)
-		l.refused[level].Add(1)
-		l.gate.refused.Add(1)
+		l.refuse(level)
 		return false
 	}
 	return true
