@@ -300,9 +300,16 @@ routes:
 			wg.Go(func() {
 				for next := time.Now(); next.Before(stop); next = next.Add(100 * time.Millisecond) {
 					time.Sleep(time.Until(next))
+					// A client that waited for room sends its next ones
+					// late: what it sends after stop is not counted, nor
+					// what it sent before measure, by when it was sent.
+					sent := time.Now()
+					if sent.After(stop) {
+						break
+					}
 					resp := h.do("POST", "/coupon", map[string]string{"X-Priority": level}, nil)
 					body := drain(resp)
-					if time.Now().Before(measure) {
+					if sent.Before(measure) {
 						continue
 					}
 					offered[i].Add(1)
@@ -327,7 +334,7 @@ routes:
 	// What high leaves of about 100/s is 50 of the low level's 80/s,
 	// 62 %: a gate that let the low level through at will would admit
 	// nearly all.
-	if lo == 0 || lo > 0.8 {
+	if lo == 0 || lo > 0.7 {
 		t.Errorf("%.0f%% of the low level admitted, want what high leaves of about 100/s: some, about 50 of 80/s", 100*lo)
 	}
 	m := h.gw.metrics.protectRefusedLevel

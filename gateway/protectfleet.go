@@ -71,8 +71,11 @@ func (g *Gateway) joinFleet(bus *fleetbus.Bus, route string, rp *routeProtect, e
 		cancel()
 	}
 	if err != nil {
+		// Alone first, then said: what /readyz and the gauge say holds
+		// by the time they say it.
+		st := rp.p.Alone(end, own)
 		g.protectAlone(route, rp, err)
-		return rp.p.Alone(end, own)
+		return st
 	}
 	g.protectBack(route, rp)
 	return rp.p.Join(end, own, g.peers(route, rp, got))
