@@ -212,12 +212,21 @@ func sendRefused(t *testing.T, listen, id string) *sentRequest {
 
 // tryRefused is sendRefused for any goroutine: it returns what went wrong.
 func tryRefused(listen, id string) (*sentRequest, error) {
+	return tryRefusedAs(listen, id, "")
+}
+
+// tryRefusedAs is tryRefused with the header X-User-Id: user, unless
+// user is empty.
+func tryRefusedAs(listen, id, user string) (*sentRequest, error) {
 	s := &sentRequest{id: id, body: requestBody(id)}
 	req, err := http.NewRequest("POST", "http://"+listen+"/orders/"+id, strings.NewReader(s.body))
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("X-Request-Id", id)
+	if user != "" {
+		req.Header.Set("X-User-Id", user)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	s.sent = time.Now()
 	resp, err := client.Do(req)
