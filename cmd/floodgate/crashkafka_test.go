@@ -325,6 +325,9 @@ type kafkaSender struct {
 	attempted map[string]bool
 	users     map[string]string // request id -> X-User-Id
 
+	// gate is read-locked by a worker around each request: the test
+	// write-locks it to hold the workers while it waits for the gateway.
+	gate     sync.RWMutex
 	wg       sync.WaitGroup
 	killed   atomic.Bool
 	answered chan struct{}
@@ -347,7 +350,9 @@ func startKafkaSender(t *testing.T, p *proc, prefix string) *kafkaSender {
 				s.mu.Lock()
 				s.attempted[id], s.users[id] = true, user
 				s.mu.Unlock()
+				s.gate.RLock()
 				r, err := tryRefusedAs(p.f.listen, id, user)
+				s.gate.RUnlock()
 				if err != nil {
 					if !s.killed.Load() {
 						s.errs <- err
@@ -430,9 +435,14 @@ func testServeCrashKafka(t *testing.T, down bool) {
 		// The cluster goes away with events on their way to it; the
 		// workers keep sending, and the events wait in the spool.
 		k.stop()
+		s.await(kafkaCrashWhileDown)
+		// The gateway takes seconds to call the sink down, and spools
+		// thousands of events meanwhile: the workers wait.
+		s.gate.Lock()
 		p.waitFor("/readyz to report the events sink down", func() bool {
 			return strings.Contains(p.readyzDetail(), "events sink kafka "+k.addrs[0])
 		})
+		s.gate.Unlock()
 		s.await(kafkaCrashWhileDown)
 	} else {
 		// The brokers hold every produce request from now until after
