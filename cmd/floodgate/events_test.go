@@ -131,11 +131,22 @@ func replayEvent(i int) *events.Event {
 // ones in order.
 func recordEvents(t *testing.T, c config.Events, o events.Options, n int) []*events.Event {
 	t.Helper()
+	return recordEventsWith(t, c, o, n, nil)
+}
+
+// recordEventsWith is recordEvents, with edit, when not nil, called on
+// each event of the n and of the others before it is recorded, with its
+// number: i for lucky-meal's event i, 100+i for the other after it.
+func recordEventsWith(t *testing.T, c config.Events, o events.Options, n int, edit func(e *events.Event, i int)) []*events.Event {
+	t.Helper()
 	r := fixtureRecorder(t, c, o)
 	defer r.Close()
 	var out []*events.Event
 	for i := range n {
 		e := replayEvent(i)
+		if edit != nil {
+			edit(e, i)
+		}
 		if !r.Record(context.Background(), e) {
 			t.Fatalf("Record(%d) = false", i)
 		}
@@ -145,6 +156,9 @@ func recordEvents(t *testing.T, c config.Events, o events.Options, n int) []*eve
 			other.Route = "other"
 		} else {
 			other.Type = events.TypeRateLimited
+		}
+		if edit != nil {
+			edit(other, 100+i)
 		}
 		if !r.Record(context.Background(), other) {
 			t.Fatalf("Record(other %d) = false", i)
