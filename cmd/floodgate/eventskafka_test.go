@@ -312,3 +312,63 @@ func testEventsReplayKafka(t *testing.T, parallel int) {
 		t.Errorf("the upstream got %d requests in all, %d before this run", got, total)
 	}
 }
+
+// TestEventsReplayKafkaDuplicates: a topic holds events 0 (truncated) and
+// 3 twice, the copies produced after every other event, with the same key,
+// headers and value, as the sink's redelivery stores them. All the events
+// have one key, so they are on one partition, in order; replay handles
+// each event once, in its first place.
+func TestEventsReplayKafkaDuplicates(t *testing.T) {
+	t.Parallel()
+	k := startTestKafka(t)
+	c := eventsBlock(config.SinkKafka)
+	c.Kafka.Brokers = k.addrs
+	c.Kafka.Topic = kafkaCrashTopic
+	c.SpoolDir = t.TempDir()
+	want := recordEventsWith(t, c, events.Options{}, 20, func(e *events.Event, _ int) {
+		e.Keys = map[string][]string{"user": {"one"}}
+	})
+	var got []topicRecord
+	deadline := time.Now().Add(kafkaDeliverTimeout)
+	for {
+		var err error
+		got, err = readTopic(k.addrs, kafkaCrashTopic)
+		if err == nil && len(got) >= 40 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v, %d records in the topic (%v), want 40", kafkaDeliverTimeout, len(got), err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.addrs...), kgo.DefaultProduceTopic(kafkaCrashTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	copies := 0
+	for _, r := range got {
+		if id := r.headers["id"]; id != want[0].ID && id != want[3].ID {
+			continue
+		}
+		rec := &kgo.Record{Key: []byte(r.key), Value: r.value}
+		for _, h := range []string{"id", "route", "type"} {
+			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h, Value: []byte(r.headers[h])})
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		res := cl.ProduceSync(ctx, rec)
+		cancel()
+		if err := res.FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if p := res[0].Record.Partition; p != r.partition {
+			t.Fatalf("the copy of %s is on partition %d, the event on %d", r.headers["id"], p, r.partition)
+		}
+		copies++
+	}
+	if copies < 2 {
+		t.Fatalf("%d records of events 0 and 3 in the topic, want 2 or more", copies)
+	}
+	yaml := fmt.Sprintf("  sink: kafka\n  kafka: {brokers: [%s], topic: %q}\n  spool_dir: %q", k.brokersYAML(), kafkaCrashTopic, c.SpoolDir)
+	testDuplicatesReplayed(t, want, yaml)
+}
