@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -405,20 +406,23 @@ func (s *kafkaSender) kill() {
 }
 
 // TestServeCrashKafka kills a gateway recording to Kafka while requests
-// are in flight: once with the cluster gone (events wait in the spool),
-// once with the cluster up and produce requests held at the brokers (the
-// producer has records in flight, which the brokers store after the
-// gateway is gone). A gateway started again on the spool delivers every
-// event it answered "recorded": true for; a copy has its first's id and
-// contents, and the first copies are in order on each partition.
+// are in flight: with the cluster gone (events wait in the spool), with
+// the topic refusing writes (not enough replicas, which the producer
+// retries), and with the cluster up and produce requests held at the
+// brokers (the producer has records in flight, which the brokers store
+// after the gateway is gone). A gateway started again on the spool
+// delivers every event it answered "recorded": true for; a copy has its
+// first's id and contents, and the first copies are in order on each
+// partition.
 func TestServeCrashKafka(t *testing.T) {
 	skipWithoutSignals(t)
 	t.Parallel()
-	t.Run("cluster down", func(t *testing.T) { testServeCrashKafka(t, true) })
-	t.Run("deliveries in flight", func(t *testing.T) { testServeCrashKafka(t, false) })
+	for _, mode := range []string{"cluster down", "writes refused", "deliveries in flight"} {
+		t.Run(mode, func(t *testing.T) { testServeCrashKafka(t, mode) })
+	}
 }
 
-func testServeCrashKafka(t *testing.T, down bool) {
+func testServeCrashKafka(t *testing.T, mode string) {
 	k := startTestKafka(t)
 	f := newFixture(t, nil)
 	spool := filepath.Join(f.dir, "spool")
@@ -431,7 +435,8 @@ func testServeCrashKafka(t *testing.T, down bool) {
 
 	s := startKafkaSender(t, p, "kc")
 	s.await(kafkaCrashBeforeDown)
-	if down {
+	switch mode {
+	case "cluster down":
 		// The cluster goes away with events on their way to it; the
 		// workers keep sending, and the events wait in the spool.
 		k.stop()
@@ -444,7 +449,19 @@ func testServeCrashKafka(t *testing.T, down bool) {
 		})
 		s.gate.Unlock()
 		s.await(kafkaCrashWhileDown)
-	} else {
+		s.kill()
+		k.start()
+	case "writes refused":
+		// Every produce is answered NOT_ENOUGH_REPLICAS until after the
+		// kill.
+		refused, stop := refuseKafkaProduce(k.cluster(), kerr.NotEnoughReplicas.Code)
+		defer stop()
+		s.await(kafkaCrashWhileDown)
+		p.waitFor("a refused produce", func() bool { return refused.Load() > 0 })
+		s.kill()
+		stop()
+		t.Logf("%d produce requests refused", refused.Load())
+	case "deliveries in flight":
 		// The brokers hold every produce request from now until after
 		// the kill: the producer has records in flight, and the events
 		// answered meanwhile are spooled.
@@ -461,22 +478,14 @@ func testServeCrashKafka(t *testing.T, down bool) {
 			}
 			return nil, nil, false
 		})
-		defer func() {
-			select {
-			case <-release:
-			default:
-				close(release)
-			}
-		}()
+		releaseOnce := sync.OnceFunc(func() { close(release) })
+		defer releaseOnce()
 		s.await(kafkaCrashWhileDown)
 		p.waitFor("a produce request held at a broker", func() bool { return held.Load() > 0 })
 		s.kill()
 		// The brokers now store what the dead gateway's producer sent.
-		close(release)
+		releaseOnce()
 		t.Logf("%d produce requests held at the kill", held.Load())
-	}
-	if down {
-		s.kill()
 	}
 
 	recorded := recordedOf(s.sent)
@@ -485,9 +494,6 @@ func testServeCrashKafka(t *testing.T, down bool) {
 	}
 	t.Logf("%d of %d fallbacks answered before the kill said \"recorded\": true", len(recorded), len(s.sent))
 
-	if down {
-		k.start()
-	}
 	p2 := f.serve()
 	got := waitTopic(t, k, recorded, p2.done)
 	checkTopic(t, s.sent, s.attempted, s.users, got)
@@ -498,4 +504,35 @@ func testServeCrashKafka(t *testing.T, down bool) {
 		return regexp.MustCompile(`(?m)^gateway_events_spooled 0$`).MatchString(r.body)
 	})
 	p2.waitFor("/readyz to report the events sink up", func() bool { return p2.readyzDetail() == "" })
+}
+
+// refuseKafkaProduce makes every broker of k answer every produce with
+// code until stop is called.
+func refuseKafkaProduce(k *kfake.Cluster, code int16) (refused *atomic.Int64, stop func()) {
+	refused = new(atomic.Int64)
+	var on atomic.Bool
+	on.Store(true)
+	k.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if !on.Load() {
+			k.DropControl()
+			return nil, nil, false
+		}
+		k.KeepControl()
+		refused.Add(1)
+		pr := req.(*kmsg.ProduceRequest)
+		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+		resp.Version = pr.Version
+		for _, rt := range pr.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	return refused, func() { on.Store(false) }
 }
