@@ -138,9 +138,11 @@ func (f *forwarder) deliver(recs []record, ends []int64) bool {
 		}
 		r.spool.pending.Add(-int64(n))
 		r.metrics.spooled.Set(float64(r.spool.pending.Load()))
+		var t tally
 		for _, rec := range recs[:n] {
-			r.metrics.count(rec.typ, resultDelivered, 1)
+			t.add(r.metrics, rec.typ, resultDelivered)
 		}
+		t.flush(r.metrics)
 	}
 	if err != nil {
 		return f.retry(err)

@@ -56,3 +56,46 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 func (m *metrics) count(typ, result string, n int) {
 	m.total.WithLabelValues(typ, result).Add(float64(n))
 }
+
+// tally counts a batch's events into gateway_events_total by type and
+// result, adding each pair once for the events in a row that share it:
+// a batch of a thousand audit events is two additions, not two thousand
+// label lookups.
+type tally struct {
+	typ, result string
+	n           int
+	recorded    tallyRun // the recorded events, counted apart: every event is one
+}
+
+type tallyRun struct {
+	typ string
+	n   int
+}
+
+func (t *tally) add(m *metrics, typ, result string) {
+	if result == resultRecorded {
+		if t.recorded.n > 0 && t.recorded.typ != typ {
+			m.count(t.recorded.typ, resultRecorded, t.recorded.n)
+			t.recorded.n = 0
+		}
+		t.recorded.typ = typ
+		t.recorded.n++
+		return
+	}
+	if t.n > 0 && (t.typ != typ || t.result != result) {
+		m.count(t.typ, t.result, t.n)
+		t.n = 0
+	}
+	t.typ, t.result = typ, result
+	t.n++
+}
+
+func (t *tally) flush(m *metrics) {
+	if t.recorded.n > 0 {
+		m.count(t.recorded.typ, resultRecorded, t.recorded.n)
+	}
+	if t.n > 0 {
+		m.count(t.typ, t.result, t.n)
+	}
+	*t = tally{}
+}

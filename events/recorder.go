@@ -2,7 +2,6 @@ package events
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -84,7 +83,7 @@ const (
 type pending struct {
 	rec  record
 	err  error         // the verdict, set before done is closed
-	done chan struct{} // closed by the writer
+	done chan struct{} // closed by the writer; nil: nobody waits (Audit)
 }
 
 // NewRecorder starts a recorder that writes to the sink c. It fails only when
@@ -157,41 +156,8 @@ func NewRecorder(c Sink, o Options) (*Recorder, error) {
 // was queued but not yet durable when Record gave up waiting); one it
 // returned true for is delivered at least once, across crashes.
 func (r *Recorder) Record(ctx context.Context, e *Event) bool {
-	if r == nil || r.sink == nil {
-		return false
-	}
-	now := time.Now()
-	if e.ID == "" {
-		e.ID = ids.next(now)
-	}
-	if e.Time.IsZero() {
-		e.Time = now
-	}
-	if e.Type == "" || len(e.Type) > 255 || len(e.ID) > 255 {
-		r.metrics.count(e.Type, resultFailed, 1)
-		r.log.Error("events: an event needs a type, and an id and type of at most 255 bytes", "id", e.ID, "type", e.Type)
-		return false
-	}
-	data, err := json.Marshal(e)
-	if err != nil {
-		r.metrics.count(e.Type, resultFailed, 1)
-		r.log.Error("events: cannot encode an event", "id", e.ID, "error", err.Error())
-		return false
-	}
-	p := &pending{rec: record{id: e.ID, typ: e.Type, data: data}, done: make(chan struct{})}
-	if p.rec.size() > maxRecord {
-		r.metrics.count(e.Type, resultFailed, 1)
-		r.log.Error("events: an event is too large to record", "id", e.ID, "bytes", len(data), "max", maxRecord)
-		return false
-	}
-	if r.closed.Load() {
-		r.drop(e.Type, errClosed)
-		return false
-	}
-	select {
-	case r.queue <- p:
-	default:
-		r.drop(e.Type, errQueueFull)
+	p := r.enqueue(e, true)
+	if p == nil {
 		return false
 	}
 	t := time.NewTimer(r.wait)
@@ -203,6 +169,63 @@ func (r *Recorder) Record(ctx context.Context, e *Event) bool {
 	case <-ctx.Done():
 	}
 	return false
+}
+
+// Audit hands e to the recorder and returns at once, for an event no
+// answer depends on (events.audit): it is written with the others of its
+// batch and delivered like any other, but nobody waits for it, so it
+// costs the caller no goroutine, channel or timer. A full queue or spool
+// drops it, counted and logged, as it does Record's. e must not be
+// changed afterwards.
+func (r *Recorder) Audit(e *Event) {
+	r.enqueue(e, false)
+}
+
+// enqueue encodes e and queues it for the writer, returning what the
+// writer will settle, or nil when e is refused (and counted as such).
+// With wait, the writer closes the pending's done once it is settled.
+func (r *Recorder) enqueue(e *Event, wait bool) *pending {
+	if r == nil || r.sink == nil {
+		return nil
+	}
+	now := time.Now()
+	if e.ID == "" {
+		e.ID = ids.next(now)
+	}
+	if e.Time.IsZero() {
+		e.Time = now
+	}
+	if e.Type == "" || len(e.Type) > 255 || len(e.ID) > 255 {
+		r.metrics.count(e.Type, resultFailed, 1)
+		r.log.Error("events: an event needs a type, and an id and type of at most 255 bytes", "id", e.ID, "type", e.Type)
+		return nil
+	}
+	data, err := encode(e)
+	if err != nil {
+		r.metrics.count(e.Type, resultFailed, 1)
+		r.log.Error("events: cannot encode an event", "id", e.ID, "error", err.Error())
+		return nil
+	}
+	p := &pending{rec: record{id: e.ID, typ: e.Type, data: data}}
+	if wait {
+		p.done = make(chan struct{})
+	}
+	if p.rec.size() > maxRecord {
+		r.metrics.count(e.Type, resultFailed, 1)
+		r.log.Error("events: an event is too large to record", "id", e.ID, "bytes", len(data), "max", maxRecord)
+		return nil
+	}
+	if r.closed.Load() {
+		r.drop(e.Type, errClosed)
+		return nil
+	}
+	select {
+	case r.queue <- p:
+	default:
+		r.drop(e.Type, errQueueFull)
+		return nil
+	}
+	return p
 }
 
 // Ready returns nil while the sink takes events, or why it does not (the
@@ -347,20 +370,24 @@ func (r *Recorder) commit(batch []*pending) {
 		r.deliverDirect(batch)
 		delivered = len(batch)
 	}
+	var tally tally
 	for i, p := range batch {
 		switch {
 		case p.err == nil:
-			r.metrics.count(p.rec.typ, resultRecorded, 1)
+			tally.add(r.metrics, p.rec.typ, resultRecorded)
 			if i < delivered {
-				r.metrics.count(p.rec.typ, resultDelivered, 1)
+				tally.add(r.metrics, p.rec.typ, resultDelivered)
 			}
 		case errors.Is(p.err, errSpoolFull):
 			r.drop(p.rec.typ, p.err)
 		default:
-			r.metrics.count(p.rec.typ, resultFailed, 1)
+			tally.add(r.metrics, p.rec.typ, resultFailed)
 		}
-		close(p.done)
+		if p.done != nil {
+			close(p.done)
+		}
 	}
+	tally.flush(r.metrics)
 	if err := firstError(batch); err != nil && !errors.Is(err, errSpoolFull) {
 		r.log.Error("events: cannot record events", "events", len(batch), "error", err.Error())
 	}
