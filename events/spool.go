@@ -57,6 +57,10 @@ type spool struct {
 	// pending counts the records not yet delivered: the
 	// gateway_events_spooled gauge.
 	pending atomic.Int64
+	// recSize is the mean size of the records of the last batch
+	// appended: read reads about a batch's worth of them, not its whole
+	// byte bound (a fresh buffer, zeroed, for every batch).
+	recSize atomic.Int64
 }
 
 type segment struct {
@@ -347,6 +351,9 @@ func (s *spool) append(batch []*pending) {
 		total += sz
 		waiting = append(waiting, p)
 	}
+	if len(waiting) > 0 {
+		s.recSize.Store(int64(len(s.buf)) / int64(len(waiting)))
+	}
 	if err := s.flush(); err != nil {
 		failAll(waiting, err)
 	}
@@ -513,6 +520,11 @@ func (s *spool) read(c *cursor, maxN int, maxBytes int64, buf []byte) (recs []re
 			}
 		}
 		want := min(g.size-c.off, maxBytes)
+		if m := s.recSize.Load(); m > 0 {
+			// Records of about the last batch's size: a read that falls
+			// short makes a smaller batch, the rest comes next.
+			want = min(want, int64(maxN)*m*5/4+64<<10)
+		}
 		buf = slices.Grow(buf[:0], int(want))[:want]
 		if _, err := c.f.ReadAt(buf, c.off); err != nil {
 			return nil, nil, buf, err
