@@ -377,6 +377,7 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report fun
 		case <-t.C:
 		case <-r.Context().Done():
 			t.Stop()
+			g.audit(x, &v) // admitted, and its quota spent
 			return outcome{Result: upstream.Result{Status: upstream.StatusClientClosed}}
 		}
 	}
@@ -388,6 +389,11 @@ func (g *Gateway) limitAndForward(w http.ResponseWriter, x *exchange, report fun
 			return o
 		}
 	}
+	// An admission is audited once the request is on its way to the
+	// upstream: one that protection turned away is its event alone, so a
+	// replay never takes the admission of a request for another request
+	// of its user's.
+	g.audit(x, &v)
 	return g.forward(w, x, &v, report)
 }
 
@@ -430,7 +436,9 @@ func (g *Gateway) limit(w http.ResponseWriter, x *exchange) (verdict, outcome, b
 		x.reply(w, x.gen.limiterUnavailable, "")
 		return v, answered(x.gen.limiterUnavailable.Status, resultLimiterUnavailable), true
 	}
-	g.audit(x, &v)
+	if v.reject != nil {
+		g.audit(x, &v)
+	}
 	if v.shadowed {
 		g.logShadowed(x, &v)
 	}

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"time"
@@ -27,8 +26,10 @@ func (g *Gateway) recordRefused(x *exchange, typ string) bool {
 	return gen.recorder.Record(r.Context(), ev)
 }
 
-// audit records a rate-limit decision when events.audit asks for it. It
-// does not wait for the event to be durable: no answer depends on it.
+// audit records a rate-limit decision when events.audit asks for it: a
+// rejection (rejected or all), or an admission (all) of a request on its
+// way to the upstream. It does not wait for the event to be durable: no
+// answer depends on it.
 func (g *Gateway) audit(x *exchange, v *verdict) {
 	gen := x.gen
 	if gen.recorder == nil || len(v.res.Decisions) == 0 {
@@ -52,7 +53,7 @@ func (g *Gateway) audit(x *exchange, v *verdict) {
 	}
 	ev := newEvent(x, typ)
 	ev.Limit = lim
-	go gen.recorder.Record(context.Background(), ev)
+	gen.recorder.Audit(ev)
 }
 
 // newEvent is the event of type typ of x's request, with the key values
@@ -64,7 +65,7 @@ func newEvent(x *exchange, typ string) *events.Event {
 		Type: typ, Route: x.route.id, RequestID: x.rid,
 		Method: r.Method, Path: x.path, Query: r.URL.RawQuery,
 		Headers: events.KeepHeaders(r.Header, x.gen.cfg.Events.Headers),
-		Keys:    map[string][]string{},
+		Keys:    make(map[string][]string, len(x.route.limits)),
 	}
 	// Global limits come first, under their own names (unique across
 	// global and route limits); a limit whose key and fallback are both
@@ -161,5 +162,5 @@ func (g *Gateway) AuditAdmin(a AdminAction) {
 			ev.Fallback = []string{a.Limit}
 		}
 	}
-	go gen.recorder.Record(context.Background(), ev)
+	gen.recorder.Audit(ev)
 }

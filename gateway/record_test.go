@@ -109,3 +109,77 @@ routes:
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestAuditAll: with events.audit all, a request forwarded to the upstream
+// is an admitted event, and one that the limits admitted but protection
+// then turned away is its overloaded event alone: no admitted event
+// shares its request id, so that a replay never takes it for an admission
+// of its user's.
+func TestAuditAll(t *testing.T) {
+	t.Parallel()
+	up := newBackend(t, nil)
+	file := filepath.Join(t.TempDir(), "events.jsonl")
+	h := newHarness(t, `
+admin: {listen: ""}
+events:
+  sink: file
+  file: {path: "`+file+`"}
+  audit: all
+routes:
+  - id: coupon
+    match: {path: /coupon}
+    upstream: {targets: ["{{UP}}"]}
+    limits: [{name: user, key: ["header:X-User-Id"], algorithm: token_bucket, rate: 1/4s, burst: 1, queue: 4s}]
+    fallback: {record: true}
+    protect: {min: 0.5, max: 0.5}
+`, up)
+	send := func(user, id string, status int) {
+		t.Helper()
+		resp := h.do("GET", "/coupon", map[string]string{"X-User-Id": user, "X-Request-Id": id}, nil)
+		drain(resp)
+		if resp.StatusCode != status {
+			t.Errorf("%s: status %d, want %d", id, resp.StatusCode, status)
+		}
+	}
+	// Protection admits one request every 2 s, u1's bucket one every 4 s.
+	// r1 passes at 0. r2, u1's, finds room at 2.1 s but waits in the
+	// bucket's queue for its token, due at 4 s; meanwhile r3, u2's, takes
+	// the room at 2.6 s, so at 4 s protection turns r2 away.
+	start := time.Now()
+	send("u1", "r1", 200)
+	time.Sleep(time.Until(start.Add(2100 * time.Millisecond)))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		send("u1", "r2", 503)
+	}()
+	time.Sleep(time.Until(start.Add(2600 * time.Millisecond)))
+	send("u2", "r3", 200)
+	<-done
+	want := map[string]string{"r1": "admitted", "r2": "overloaded", "r3": "admitted"}
+	var got map[string][]string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		data, _ := os.ReadFile(file)
+		got = map[string][]string{}
+		for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			var ev struct {
+				Type      string `json:"type"`
+				RequestID string `json:"request_id"`
+			}
+			if json.Unmarshal([]byte(l), &ev) == nil {
+				got[ev.RequestID] = append(got[ev.RequestID], ev.Type)
+			}
+		}
+		if len(got) >= len(want) {
+			break
+		}
+	}
+	for id, typ := range want {
+		if len(got[id]) != 1 || got[id][0] != typ {
+			t.Errorf("request %s: events %v, want one %s", id, got[id], typ)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("events by request %v, want those of %d requests", got, len(want))
+	}
+}

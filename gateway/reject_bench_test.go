@@ -147,3 +147,15 @@ func overLimit(gw *Gateway, n int) []*http.Request {
 	}
 	return reqs
 }
+
+// BenchmarkRejectAudit is BenchmarkReject's own_id with events.audit: all
+// to a file: every rejection becomes an event, put together on the
+// request's goroutine and written in batches by the recorder's. The CPU
+// the recorder spends is the benchmark's too (ns/op over every core's
+// work is what a busy gateway pays per event).
+func BenchmarkRejectAudit(b *testing.B) {
+	file := filepath.Join(b.TempDir(), "events.jsonl")
+	gw := rejectUsers(b, "events: {sink: file, file: {path: "+file+"}, audit: all, headers: [X-User-Id]}\n")
+	b.StopTimer()
+	_ = gw
+}
