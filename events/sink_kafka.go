@@ -1,13 +1,10 @@
 package events
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -187,8 +184,9 @@ func (s *kafkaSink) deliver(ctx context.Context, recs []record) (int, error) {
 		return 0, err
 	}
 	acks := newKafkaAcks(len(recs))
-	for i := range recs {
-		cl.Produce(ctx, kafkaRecord(&recs[i]), acks.promise(i))
+	krs := toKafka(recs)
+	for i := range krs {
+		cl.Produce(ctx, &krs[i].Record, acks.promise(i))
 	}
 	select {
 	case <-acks.done:
@@ -246,49 +244,51 @@ func (a *kafkaAcks) stored(ctx context.Context) (int, error) {
 	return len(a.ok), nil
 }
 
-// kafkaFields are the fields of an event's JSON that the record's key and
-// headers need. The spool keeps only the id and type beside the JSON, so
-// the sink reads these two back here, in the forwarder, off the request's
-// path; the spool's format stays as it is.
-type kafkaFields struct {
-	Route string              `json:"route"`
-	Keys  map[string][]string `json:"keys"`
+// toKafka returns recs as Kafka records. Their bytes are copies, made in
+// one buffer: recs may be read from the spool's buffer, which the
+// forwarder reuses, while the client may still hold a record after
+// deliver has returned.
+func toKafka(recs []record) []kafkaRec {
+	out := make([]kafkaRec, len(recs))
+	routes := make([]string, len(recs))
+	keys := make([][]byte, len(recs))
+	n := 0
+	for i := range recs {
+		routes[i], keys[i] = readKafkaFields(recs[i].data)
+		r := &recs[i]
+		n += len(keys[i]) + len(r.data) + len(r.id) + len(routes[i]) + len(r.typ)
+	}
+	buf := make([]byte, 0, n)
+	take := func(b []byte) []byte {
+		start := len(buf)
+		buf = append(buf, b...)
+		return buf[start:len(buf):len(buf)]
+	}
+	takeS := func(s string) []byte {
+		start := len(buf)
+		buf = append(buf, s...)
+		return buf[start:len(buf):len(buf)]
+	}
+	for i := range recs {
+		r, k := &recs[i], &out[i]
+		if keys[i] != nil {
+			k.Key = take(keys[i])
+		}
+		k.Value = take(r.data)
+		k.h = [3]kgo.RecordHeader{
+			{Key: "id", Value: takeS(r.id)},
+			{Key: "route", Value: takeS(routes[i])},
+			{Key: "type", Value: takeS(r.typ)},
+		}
+		k.Headers = k.h[:]
+	}
+	return out
 }
 
-// kafkaRecord is rec as a Kafka record. The value is a copy: rec may be
-// read from the spool's buffer, which the forwarder reuses, while the
-// client may still hold the record after deliver has returned.
-func kafkaRecord(rec *record) *kgo.Record {
-	var f kafkaFields
-	_ = json.Unmarshal(rec.data, &f) // a record the recorder wrote always decodes
-	return &kgo.Record{
-		Key:   limitingKey(f.Keys),
-		Value: bytes.Clone(rec.data),
-		Headers: []kgo.RecordHeader{
-			{Key: "id", Value: []byte(rec.id)},
-			{Key: "route", Value: []byte(f.Route)},
-			{Key: "type", Value: []byte(rec.typ)},
-		},
-	}
-}
-
-// limitingKey is the record key of an event whose limits resolved keys:
-// the values of the key of the limit whose name sorts first, joined by
-// "|". The same limit for every event of a route, rejected or admitted,
-// so that all the events of one user (one key value) of a route hash to
-// one partition and stay in order there; the limit that rejected a
-// request would put one user's rejections and admissions on different
-// partitions. Nil when the event has no key (an admin action other than a
-// reset, a route without limits): the client then spreads such records.
-func limitingKey(keys map[string][]string) []byte {
-	if len(keys) == 0 {
-		return nil
-	}
-	names := make([]string, 0, len(keys))
-	for name := range keys {
-		names = append(names, name)
-	}
-	return []byte(strings.Join(keys[slices.Min(names)], "|"))
+// kafkaRec is a record with room for its headers.
+type kafkaRec struct {
+	kgo.Record
+	h [3]kgo.RecordHeader
 }
 
 func (s *kafkaSink) close() error {

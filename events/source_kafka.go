@@ -28,7 +28,7 @@ import (
 // The end is the topic's end offsets when the source opens: events
 // recorded after that are left to the next replay, as the other sources
 // do. Events come in order within a partition, which holds every event of
-// one limiting key (kafkaRecord); partitions are read side by side.
+// one limiting key (toKafka); partitions are read side by side.
 //
 // A record is bounded by the broker's message.max.bytes (1 MB by default)
 // before it reaches the client; its value is decoded only within the
