@@ -228,7 +228,7 @@ func (s *kafkaSource) event(rec *kgo.Record) (*Event, bool) {
 		switch {
 		case h.Key == "route" && string(h.Value) != s.m.route:
 			return nil, false
-		case h.Key == "type" && string(h.Value) != string(TypeBreakerRejected) && string(h.Value) != string(TypeOverloaded):
+		case h.Key == "type" && !s.m.takes(string(h.Value)):
 			return nil, false
 		}
 	}
@@ -278,6 +278,12 @@ func (s *kafkaSource) Done(ctx context.Context, e *Event) error {
 	taken := s.taken[pos.partition]
 	if i := slices.Index(taken, pos.offset); i >= 0 {
 		s.taken[pos.partition] = slices.Delete(taken, i, i+1)
+	}
+	if lazyDone(e) {
+		// Committed with the next Done, or at the end with the events
+		// passed over.
+		delete(s.inFlight, e)
+		return nil
 	}
 	if err := s.commit(ctx); err != nil {
 		return fmt.Errorf("events: committing %s in group %s: %w", e.ID, s.group, err)

@@ -124,6 +124,13 @@ func (s *redisSource) Done(ctx context.Context, e *Event) error {
 	if !ok {
 		return fmt.Errorf("events: Done with an event Next did not return")
 	}
+	if lazyDone(e) {
+		// Acknowledged with the entries passed over, before the next
+		// event Next returns or at the end.
+		s.skipped = append(s.skipped, id)
+		delete(s.inFlight, e)
+		return nil
+	}
 	if err := s.c.Do(ctx, s.c.B().Xack().Key(s.stream).Group(s.group).Id(id).Build()).Error(); err != nil {
 		return fmt.Errorf("events: acknowledging %s in %s: %w", e.ID, s.stream, err)
 	}
