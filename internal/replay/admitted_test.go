@@ -32,6 +32,12 @@ type admittedRig struct {
 
 func newAdmittedRig(t *testing.T) *admittedRig {
 	t.Helper()
+	return newAdmittedRigRate(t, "1/10s")
+}
+
+// newAdmittedRigRate is newAdmittedRig with the user limit's rate.
+func newAdmittedRigRate(t *testing.T, rate string) *admittedRig {
+	t.Helper()
 	h := &admittedRig{
 		file: filepath.Join(t.TempDir(), "events.jsonl"),
 		base: time.Now().Add(-time.Hour).Truncate(time.Minute),
@@ -55,7 +61,7 @@ routes:
     match: {path: /coupon}
     upstream: {targets: ["`+up.URL+`"]}
     limits:
-      - {name: user, key: ["header:X-User-Id"], rate: 1/10s}
+      - {name: user, key: ["header:X-User-Id"], rate: `+rate+`}
     breaker: {enabled: true}
     fallback: {record: true}
 `))
@@ -69,12 +75,19 @@ routes:
 // route, at offset at from h.base, and returns its id.
 func (h *admittedRig) record(t *testing.T, typ, route, user string, at time.Duration) string {
 	t.Helper()
-	e := events.Event{
+	e := &events.Event{
 		ID: events.NewID(), Time: h.base.Add(at), Type: typ, Route: route,
 		Method: "POST", Path: "/coupon",
 		Keys:    map[string][]string{"user": {user}},
 		Headers: map[string][]string{"X-User-Id": {user}},
 	}
+	h.write(t, e)
+	return e.ID
+}
+
+// write appends e to the events file.
+func (h *admittedRig) write(t *testing.T, e *events.Event) {
+	t.Helper()
 	data, err := json.Marshal(e)
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +100,6 @@ func (h *admittedRig) record(t *testing.T, typ, route, user string, at time.Dura
 	if _, err := f.Write(append(data, '\n')); err != nil {
 		t.Fatal(err)
 	}
-	return e.ID
 }
 
 // run replays the route and returns its output.
@@ -251,4 +263,49 @@ func deadHost(t *testing.T) string {
 	host := srv.Listener.Addr().String()
 	srv.Close()
 	return host
+}
+
+// TestReplayAdmissionsChecked: an admission counts once however many
+// copies of it the sink holds, and only if the gateway can have recorded
+// it for the route; one it cannot is passed over, and said so.
+func TestReplayAdmissionsChecked(t *testing.T) {
+	t.Parallel()
+	h := newAdmittedRigRate(t, "2/10s")
+	// u1: one admission, delivered twice; one grant is left of the window.
+	a := &events.Event{
+		ID: events.NewID(), Time: h.base.Add(100 * time.Millisecond), Type: events.TypeAdmitted, Route: "coupon",
+		Method: "POST", Path: "/coupon",
+		Keys: map[string][]string{"user": {"u1"}}, Headers: map[string][]string{"X-User-Id": {"u1"}},
+	}
+	h.write(t, a)
+	h.write(t, a)
+	// u2: two admissions of a path the route does not take, and a key
+	// value its recorded header contradicts: neither counts.
+	forged := *a
+	forged.ID, forged.Path, forged.Keys, forged.Headers = events.NewID(), "/elsewhere",
+		map[string][]string{"user": {"u2"}}, map[string][]string{"X-User-Id": {"u2"}}
+	h.write(t, &forged)
+	contradicted := forged
+	contradicted.ID, contradicted.Path, contradicted.Headers = events.NewID(), "/coupon", map[string][]string{"X-User-Id": {"u9"}}
+	h.write(t, &contradicted)
+	h.record(t, events.TypeBreakerRejected, "coupon", "u1", time.Second)
+	h.record(t, events.TypeBreakerRejected, "coupon", "u1", 2*time.Second)
+	h.record(t, events.TypeBreakerRejected, "coupon", "u2", 3*time.Second)
+	h.record(t, events.TypeBreakerRejected, "coupon", "u2", 4*time.Second)
+
+	out := h.run(t, false, false)
+	if got, want := lastLine(out), "succeeded 3, failed 0, skipped 0, collapsed 1, limited 0, remaining 0"; got != want {
+		t.Errorf("summary %q, want %q\n%s", got, want, out)
+	}
+	if !strings.Contains(out, "counted 1 recorded admissions\n") {
+		t.Errorf("the run does not count the admission once:\n%s", out)
+	}
+	for _, id := range []string{forged.ID, contradicted.ID} {
+		if !strings.Contains(out, "passed over admission "+id+": ") {
+			t.Errorf("admission %s is not said to be passed over:\n%s", id, out)
+		}
+	}
+	if got := h.sentTo(); !slices.Equal(got, []string{"u1", "u2", "u2"}) {
+		t.Errorf("the upstream had requests of %v, want u1's once and u2's twice", got)
+	}
 }
