@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"testing"
+	"time"
 )
 
 // recordAdmitted records 36 events of two routes and every type a request
@@ -202,4 +203,94 @@ func TestKafkaSourceAdmitted(t *testing.T) {
 		return true
 	}
 	checkAdmitted(t, c, Options{}, replay, all, perUser)
+}
+
+// checkDoneAfterEnd replays lucky-meal from c, which holds an event to
+// replay and then an admission, as events replay --parallel does: both
+// taken, Next at the end, then both done. The admission done last is
+// done all the same: a source opened again has nothing pending.
+func checkDoneAfterEnd(t *testing.T, c Sink, o Options) {
+	t.Helper()
+	ctx := context.Background()
+	o.Admitted = true
+	src, err := OpenSource(ctx, c, "lucky-meal", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var taken []*Event
+	for {
+		e, err := src.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Next: %v", err)
+		}
+		taken = append(taken, e)
+	}
+	if len(taken) != 2 || taken[1].Type != TypeAdmitted {
+		t.Fatalf("Next gave %d events, want the event and then the admission", len(taken))
+	}
+	for _, e := range taken {
+		if err := src.Done(ctx, e); err != nil {
+			t.Fatalf("Done: %v", err)
+		}
+	}
+	src.Close()
+	src, err = OpenSource(ctx, c, "lucky-meal", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if err := src.Pending(ctx, func(e *Event) bool { t.Errorf("event %s of type %s still pending", e.ID, e.Type); return true }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// recordEventThenAdmission records, through r, an event to replay of the
+// route, then an admission of the same user, then another route's event.
+func recordEventThenAdmission(t *testing.T, r *testRecorder) {
+	t.Helper()
+	for i, typ := range []string{TypeBreakerRejected, TypeAdmitted, TypeBreakerRejected} {
+		e := testEvent(0)
+		e.Type, e.Time = typ, e.Time.Add(time.Duration(i)*time.Millisecond)
+		if i == 2 {
+			e.Route = "other"
+		}
+		if !r.Record(context.Background(), e) {
+			t.Fatalf("Record(%d) = false", i)
+		}
+	}
+}
+
+// TestSourceAdmittedDoneAfterEnd: an admission done after Next found the
+// end is not left for the next replay.
+func TestSourceAdmittedDoneAfterEnd(t *testing.T) {
+	t.Parallel()
+	for _, sc := range sinkCases {
+		if sc.name == "file+spool" {
+			continue
+		}
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			c, o, read := sc.setup(t)
+			o.directTimeout = deliverTimeout
+			r := newTestRecorder(t, c, o)
+			recordEventThenAdmission(t, r)
+			waitFor(t, "delivery", func() bool { return len(read()) >= 3 })
+			r.Close()
+			checkDoneAfterEnd(t, c, o)
+		})
+	}
+	t.Run("kafka", func(t *testing.T) {
+		t.Parallel()
+		addrs := startKafka(t).ListenAddrs()
+		c := kafkaCase(t, addrs)
+		r := newTestRecorder(t, c, Options{directTimeout: deliverTimeout})
+		recordEventThenAdmission(t, r)
+		waitFor(t, "delivery", func() bool { return len(kafkaRecords(t, addrs)) >= 3 })
+		r.Close()
+		checkDoneAfterEnd(t, c, Options{})
+	})
 }
