@@ -133,6 +133,15 @@ type Options struct {
 	// so a longer one was written by someone else. Zero: no bound.
 	MaxEntryBytes int64
 
+	// Admitted makes a Source return the route's TypeAdmitted events too,
+	// in the order they were recorded among the events to replay (events
+	// replay counts them, and sends none). Done and Pending take them as
+	// they take the others; Done of one may become durable only with the
+	// next Done or when Next reaches the end, as the passing over of other
+	// routes' events does: an admission read again after a stop is counted
+	// again, never sent. The recorder ignores it.
+	Admitted bool
+
 	// directTimeout replaces the package's directTimeout when not zero
 	// (tests that must not see a slow machine spool an event), and
 	// directBackoff the first wait after a direct delivery fell short.

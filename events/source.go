@@ -8,7 +8,8 @@ import (
 )
 
 // Source reads back, in the order they were recorded, the breaker_rejected
-// events of one route from the configured sink, for replay. It is used by
+// and overloaded events of one route from the configured sink, for replay,
+// and with Options.Admitted its admitted events among them. It is used by
 // one goroutine: Next, handle the event, Done, with Done called in the
 // order Next returned the events; several may be taken before the first is
 // done (events replay --parallel).
@@ -42,11 +43,14 @@ type Source interface {
 	// It does not wait for events recorded after the end was reached.
 	Next(ctx context.Context) (*Event, error)
 	// Done marks e, returned by Next, handled: no later Next of this or
-	// another run returns it.
+	// another run returns it. For an admitted event (Options.Admitted)
+	// that holds once the next Done returns or Next reaches the end.
 	Done(ctx context.Context, e *Event) error
 	// Pending calls fn in order for every event of the route not yet
 	// marked done, the one returned by Next but not done included, without
-	// consuming anything; it stops when fn returns false.
+	// consuming anything; it stops when fn returns false. With
+	// Options.Admitted the route's admitted events not marked done are
+	// among them.
 	Pending(ctx context.Context, fn func(*Event) bool) error
 	// Close releases the connection or file.
 	Close() error
@@ -60,15 +64,15 @@ func ReplayGroup(route string) string { return "floodgate-replay-" + route }
 // events file path.
 func ReplayOffsetFile(path, route string) string { return path + ".replay-" + route + ".offset" }
 
-// OpenSource opens the sink c for replaying the breaker_rejected events
-// of route. Unlike NewRecorder it fails when the sink cannot be reached:
+// OpenSource opens the sink c for replaying the breaker_rejected and
+// overloaded events of route, and its admitted ones with o.Admitted. Unlike NewRecorder it fails when the sink cannot be reached:
 // a replay has nothing to do without it.
 func OpenSource(ctx context.Context, c Sink, route string, o Options) (Source, error) {
 	log := o.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	m := matcher{route: route, max: o.MaxEntryBytes, log: log}
+	m := matcher{route: route, max: o.MaxEntryBytes, admitted: o.Admitted, log: log}
 	switch c.Kind {
 	case SinkRedis:
 		if err := c.Redis.check(); err != nil {
@@ -87,13 +91,25 @@ func OpenSource(ctx context.Context, c Sink, route string, o Options) (Source, e
 	return nil, fmt.Errorf("events: unknown sink %q", c.Kind)
 }
 
-// matcher picks a route's breaker_rejected events out of everything the
-// sink holds.
+// matcher picks a route's events to replay (breaker_rejected, overloaded,
+// and admitted ones with admitted) out of everything the sink holds.
 type matcher struct {
-	route string
-	max   int64 // the longest entry decoded; 0: any
-	log   *slog.Logger
+	route    string
+	max      int64 // the longest entry decoded; 0: any
+	admitted bool  // admitted events are taken too
+	log      *slog.Logger
 }
+
+// takes reports whether an event of type typ is one m picks, whatever its
+// route.
+func (m matcher) takes(typ string) bool {
+	return typ == TypeBreakerRejected || typ == TypeOverloaded || m.admitted && typ == TypeAdmitted
+}
+
+// lazyDone reports whether Done of e may wait for the next Done or the
+// end of the events (Options.Admitted): it is an admission, which a
+// replay counts and never sends.
+func lazyDone(e *Event) bool { return e.Type == TypeAdmitted }
 
 // decode returns the event in data when it is one to replay; an entry
 // that does not decode, or is longer than m.max, is logged and passed
@@ -112,7 +128,7 @@ func (m matcher) decode(data []byte, where ...any) (*Event, bool) {
 		m.log.Warn("events: passing over an entry that is not an event", append(where, "error", err.Error())...)
 		return nil, false
 	}
-	if e.Type != TypeBreakerRejected && e.Type != TypeOverloaded || e.Route != m.route {
+	if !m.takes(e.Type) || e.Route != m.route {
 		return nil, false
 	}
 	return &e, true

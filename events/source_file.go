@@ -23,6 +23,7 @@ type fileSource struct {
 	pos      int64 // where r reads next
 	saved    int64 // the offset in offPath
 	inFlight map[*Event]int64
+	atEnd    bool // the last Next found no more
 }
 
 func openFileSource(path string, m matcher) (*fileSource, error) {
@@ -80,9 +81,11 @@ func (s *fileSource) Next(context.Context) (*Event, error) {
 	if s.f == nil {
 		return nil, io.EOF
 	}
+	s.atEnd = false
 	for {
 		line, n, err := readLine(s.r, s.m.max)
 		if err != nil {
+			s.atEnd = true
 			// Past the end, the lines read were all other routes' or
 			// types': remember that, unless an event is still in flight
 			// before them.
@@ -112,6 +115,16 @@ func (s *fileSource) Done(_ context.Context, e *Event) error {
 		return fmt.Errorf("events: Done with an event Next did not return")
 	}
 	delete(s.inFlight, e)
+	if s.atEnd && len(s.inFlight) == 0 && s.pos > s.saved {
+		// The last one done after Next found the end: past the lines
+		// passed over after it too.
+		return s.save(s.pos)
+	}
+	if lazyDone(e) {
+		// Saved with the next Done's offset, which is past it, or at the
+		// end, as the lines passed over are: no fsync for each.
+		return nil
+	}
 	return s.save(end)
 }
 

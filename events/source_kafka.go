@@ -50,6 +50,7 @@ type kafkaSource struct {
 	read      map[int32]int64
 	committed map[int32]int64
 	inFlight  map[*Event]kafkaPos
+	atEnd     bool // the last Next found no more
 }
 
 type kafkaPos struct {
@@ -228,7 +229,7 @@ func (s *kafkaSource) event(rec *kgo.Record) (*Event, bool) {
 		switch {
 		case h.Key == "route" && string(h.Value) != s.m.route:
 			return nil, false
-		case h.Key == "type" && string(h.Value) != string(TypeBreakerRejected) && string(h.Value) != string(TypeOverloaded):
+		case h.Key == "type" && !s.m.takes(string(h.Value)):
 			return nil, false
 		}
 	}
@@ -248,12 +249,14 @@ func (s *kafkaSource) Next(ctx context.Context) (*Event, error) {
 			s.read[p], s.committed[p] = at, at
 		}
 	}
+	s.atEnd = false
 	for {
 		rec, err := s.rd.next(ctx)
 		if errors.Is(err, io.EOF) {
 			// The events of other routes read since the last Done are
 			// passed in the group too, so that the next replay does not
 			// read them again.
+			s.atEnd = true
 			return nil, errors.Join(io.EOF, s.commit(ctx))
 		}
 		if err != nil {
@@ -278,6 +281,13 @@ func (s *kafkaSource) Done(ctx context.Context, e *Event) error {
 	taken := s.taken[pos.partition]
 	if i := slices.Index(taken, pos.offset); i >= 0 {
 		s.taken[pos.partition] = slices.Delete(taken, i, i+1)
+	}
+	if lazyDone(e) && !(s.atEnd && len(s.inFlight) == 1) {
+		// Committed with the next Done, or at the end with the events
+		// passed over; the last one done after Next found the end is
+		// committed now.
+		delete(s.inFlight, e)
+		return nil
 	}
 	if err := s.commit(ctx); err != nil {
 		return fmt.Errorf("events: committing %s in group %s: %w", e.ID, s.group, err)

@@ -191,6 +191,16 @@ func (s *natsSource) Done(ctx context.Context, e *Event) error {
 	if !ok {
 		return fmt.Errorf("events: Done with an event Next did not return")
 	}
+	if lazyDone(e) {
+		// Acknowledged as the messages passed over are, without waiting
+		// for the server: the next Done's confirmed acknowledgement comes
+		// after it on the connection.
+		if err := msg.Ack(); err != nil {
+			return fmt.Errorf("events: acknowledging %s in %s: %w", e.ID, s.stream, err)
+		}
+		delete(s.inFlight, e)
+		return nil
+	}
 	// DoubleAck waits for the server to confirm, so "done" is done.
 	if err := msg.DoubleAck(ctx); err != nil {
 		return fmt.Errorf("events: acknowledging %s in %s: %w", e.ID, s.stream, err)

@@ -31,6 +31,7 @@ type redisSource struct {
 	buf        []streamEntry
 	skipped    []string // entries of other routes, to acknowledge
 	inFlight   map[*Event]string
+	atEnd      bool // the last Next found no more
 }
 
 func openRedisSource(ctx context.Context, rs RedisSink, m matcher) (*redisSource, error) {
@@ -67,6 +68,7 @@ func (s *redisSource) Next(ctx context.Context) (*Event, error) {
 	if err := s.ensureGroup(ctx); err != nil {
 		return nil, err
 	}
+	s.atEnd = false
 	for {
 		if len(s.buf) == 0 {
 			if err := s.ackSkipped(ctx); err != nil {
@@ -85,6 +87,7 @@ func (s *redisSource) Next(ctx context.Context) (*Event, error) {
 					s.ownPending = false
 					continue
 				}
+				s.atEnd = true
 				return nil, io.EOF
 			}
 			if s.ownPending {
@@ -124,10 +127,19 @@ func (s *redisSource) Done(ctx context.Context, e *Event) error {
 	if !ok {
 		return fmt.Errorf("events: Done with an event Next did not return")
 	}
-	if err := s.c.Do(ctx, s.c.B().Xack().Key(s.stream).Group(s.group).Id(id).Build()).Error(); err != nil {
+	if lazyDone(e) {
+		// Acknowledged with the entries passed over, before the next
+		// event Next returns or at the end.
+		s.skipped = append(s.skipped, id)
+	} else if err := s.c.Do(ctx, s.c.B().Xack().Key(s.stream).Group(s.group).Id(id).Build()).Error(); err != nil {
 		return fmt.Errorf("events: acknowledging %s in %s: %w", e.ID, s.stream, err)
 	}
 	delete(s.inFlight, e)
+	if s.atEnd && len(s.inFlight) == 0 {
+		// The last one done after Next found the end: no later read
+		// acknowledges the admissions done before it.
+		return s.ackSkipped(ctx)
+	}
 	return nil
 }
 

@@ -51,14 +51,17 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 			"  - collapse: each event is decided at the time it was recorded against the route's limits\n"+
 			"    whose key tells clients apart (any part besides global and route; not concurrency),\n"+
 			"    in a store of the replay's own: an event they would have refused is collapsed (with\n"+
-			"    user: 1/10s, a user's retries in one 10 s window are one request);\n"+
+			"    user: 1/10s, a user's retries in one 10 s window are one request). The route's\n"+
+			"    admissions the sink holds (events.audit: all) count there too, at their recorded\n"+
+			"    time, and are marked done, never sent: a user admitted live in a window gets no more;\n"+
 			"  - live: each event left is decided now against every limit of the route, global ones\n"+
 			"    included, in the configured store (Redis: the fleet's own, so a replayed request\n"+
 			"    counts against the user's live quota). Refused by a client-keyed limit, it is limited;\n"+
 			"    refused only by a global, route-keyed or concurrency limit, it waits for that limit's\n"+
 			"    retry-after (at most the limit's window each time) and is decided again;\n"+
 			"  - an event without the key a limit needs (on_missing: deny) is skipped, said so;\n"+
-			"  - --all sends every event, as recorded: nothing collapsed, nothing decided.\n\n"+
+			"  - --all sends every event, as recorded: nothing collapsed, nothing decided, no\n"+
+			"    admission read.\n\n"+
 			"Each event is marked done in the sink once handled, in the order the events were recorded,\n"+
 			"so a replay that stops (Ctrl-C, a crash) resumes where it was and sends again at most the\n"+
 			"requests that were in flight (--parallel of them):\n"+

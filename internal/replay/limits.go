@@ -26,6 +26,12 @@ import (
 //     in one epoch-aligned 10 s window), and is marked done as collapsed.
 //  2. live: each event left is decided, now, against every limit of the
 //     route in the configured store, as a request of the user's would be.
+//
+// The collapse memory also counts the route's admissions the sink holds
+// (events.TypeAdmitted, recorded with events.audit all), each at its
+// recorded time as an event kept: a user admitted live in a window, then
+// recorded while the breaker was open in the same window, has had that
+// window's grant.
 
 // DefaultCollapseKeys bounds the collapse memory: the keys (one per limit
 // and client) its store holds at once. Beyond it, an event that needs a
@@ -38,31 +44,70 @@ type collapser struct {
 	store    *memory.Store
 	full     bool // the memory was full at least once
 	overflow bool // it was full for the last event asked about
+
+	// admitted is the recorded time of the latest admission counted, per
+	// limit and key, to tell why an event collapses; it is forgotten
+	// whole when it holds maxKeys, which only loses that telling.
+	admitted map[admittedKey]time.Time
+	maxKeys  int
+	// byAdmission: the last event asked about collapsed on a key an
+	// admission was counted on within the limit's window before it.
+	byAdmission bool
+}
+
+type admittedKey struct {
+	rule string
+	key  limit.Key
 }
 
 func newCollapser(maxKeys int) *collapser {
 	// No background sweep: its clock would be the wall clock, not the
 	// events'. A full store sweeps what has expired at the time of the
 	// event that found it full.
-	return &collapser{store: memory.New(memory.Options{MaxKeys: maxKeys, SweepEvery: -1})}
+	return &collapser{
+		store:    memory.New(memory.Options{MaxKeys: maxKeys, SweepEvery: -1}),
+		admitted: map[admittedKey]time.Time{},
+		maxKeys:  maxKeys,
+	}
 }
 
-func (c *collapser) Close() { c.store.Close() }
-
-// collapses reports the name of the limit that refuses e at its recorded
-// time, or "" when e is kept. Only client-keyed limits take part: a limit
-// whose key is the same for every request of the route (global, route)
-// would keep one event of everyone; a concurrency limit counts requests
-// in flight, and recorded requests never were.
-func (c *collapser) collapses(e *events.Event, ls []RecordedLimit) string {
-	c.overflow = false
-	if e.Time.IsZero() || e.Time.Unix() <= 0 || e.Time.After(time.Now()) {
-		// No recorded time, or one from a clock ahead of this one: no
-		// window to place it in. The memory store decides each key at
-		// the latest time it has seen, so one event from the future
-		// would put every later one of its keys in the future's window.
-		return ""
+// admit counts a, an admission recorded for the route, as an event kept
+// at its recorded time: it takes its part of the client-keyed limits, and
+// the events after it in the same window collapse. It reports whether a
+// took any (not when the memory is full, or a has no time to place it at,
+// or no limit is client-keyed).
+func (c *collapser) admit(a *events.Event, ls []RecordedLimit) bool {
+	lims, _ := collapsing(ls)
+	if len(lims) == 0 || !placed(a) {
+		return false
 	}
+	c.collapses(a, ls)
+	if c.overflow {
+		return false
+	}
+	if len(c.admitted)+len(lims) > c.maxKeys {
+		clear(c.admitted)
+	}
+	for _, l := range lims {
+		c.admitted[admittedKey{l.Rule.Name, l.Key}] = a.Time
+	}
+	return true
+}
+
+// placed reports whether e has a recorded time the memory can decide at:
+// not none, nor one from a clock ahead of this one. The memory store
+// decides each key at the latest time it has seen, so one event from the
+// future would put every later one of its keys in the future's window.
+func placed(e *events.Event) bool {
+	return !e.Time.IsZero() && e.Time.Unix() > 0 && !e.Time.After(time.Now())
+}
+
+// collapsing returns the limits of ls that take part in the collapse, and
+// their names. Only client-keyed limits do: a limit whose key is the same
+// for every request of the route (global, route) would keep one event of
+// everyone; a concurrency limit counts requests in flight, and recorded
+// requests never were.
+func collapsing(ls []RecordedLimit) ([]limit.Limit, []string) {
 	var lims []limit.Limit
 	var names []string
 	for _, l := range ls {
@@ -71,6 +116,21 @@ func (c *collapser) collapses(e *events.Event, ls []RecordedLimit) string {
 		}
 		lims, names = append(lims, l.Limit), append(names, l.Name)
 	}
+	return lims, names
+}
+
+func (c *collapser) Close() { c.store.Close() }
+
+// collapses reports the name of the limit that refuses e at its recorded
+// time, or "" when e is kept (collapsing says which limits take part).
+// An event without a recorded time, or with one from a clock ahead of
+// this one, is kept: there is no window to place it in (placed).
+func (c *collapser) collapses(e *events.Event, ls []RecordedLimit) string {
+	c.overflow, c.byAdmission = false, false
+	if !placed(e) {
+		return ""
+	}
+	lims, names := collapsing(ls)
 	if len(lims) == 0 {
 		return ""
 	}
@@ -84,6 +144,9 @@ func (c *collapser) collapses(e *events.Event, ls []RecordedLimit) string {
 	}
 	for i, d := range res.Decisions {
 		if !d.Allowed && !d.Undecided && !d.Rule.Shadow {
+			if at, ok := c.admitted[admittedKey{lims[i].Rule.Name, lims[i].Key}]; ok {
+				c.byAdmission = e.Time.Sub(at) < lims[i].Rule.Window()
+			}
 			return names[i]
 		}
 	}

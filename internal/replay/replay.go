@@ -1,7 +1,8 @@
 // Package replay re-sends to a route's upstream the requests its gateway
 // recorded in the events sink (floodgate events replay): each event is
 // checked against what the gateway can have recorded, collapsed against
-// the route's client-keyed limits at the time it was recorded, decided
+// the route's client-keyed limits at the time it was recorded (counting
+// the route's admissions the sink holds, events.audit all), decided
 // live against the route's limits in the configured store, sent at a
 // steady pace with its id as the Idempotency-Key, and marked done in the
 // sink in the order the events came, so that a replay that stops resumes
@@ -42,10 +43,11 @@ type Options struct {
 	// to MaxParallel).
 	Rate     limit.Rate
 	Parallel int
-	// All sends every event: nothing collapsed, nothing decided.
+	// All sends every event: nothing collapsed, nothing decided, no
+	// recorded admission read.
 	All bool
 	// DryRun lists what would be done: nothing sent, no quota consumed,
-	// nothing marked done.
+	// nothing marked done, recorded admissions included.
 	DryRun bool
 	// CollapseKeys bounds the keys the collapse step remembers at once
 	// (1 to MaxCollapseKeys); 0: DefaultCollapseKeys.
@@ -125,7 +127,13 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	src, err := events.OpenSource(ctx, sink, route.ID, events.Options{Logger: log, MaxEntryBytes: maxEntryBytes(cfg)})
+	// The route's admissions come too, to be counted by the collapse
+	// step (collapser.admit), unless nothing is collapsed (--all). They
+	// are read whatever events.audit says now: the sink holds them only if
+	// the gateway recorded with audit all, and then they count.
+	src, err := events.OpenSource(ctx, sink, route.ID, events.Options{
+		Logger: log, MaxEntryBytes: maxEntryBytes(cfg), Admitted: !o.All,
+	})
 	if err != nil {
 		return err
 	}
@@ -170,6 +178,7 @@ type replayer struct {
 
 	succeeded, failed, skipped, collapsed, limited int
 	duplicates                                     int // not in the summary: the same events again
+	admissions                                     int // not in the summary: the recorded admissions counted
 }
 
 // errOtherCopy is why an event is not sent whose id this run took
@@ -188,17 +197,20 @@ const (
 	collapse  // the limits would have refused it when it was recorded
 	limited   // a client-keyed limit refuses it now
 	duplicate // an event this run already took: the sink holds it twice
+	admission // a recorded admission: counted by the collapse step, never sent
 )
 
 // job is one event on its way: sent by a goroutine of its own, and marked
 // done by run in the order the events came, once its answer is in.
 type job struct {
-	e      *events.Event
-	how    handling
-	why    string        // of bad, skip, collapse, limited
-	status int           // of a send
-	err    error         // no answer
-	done   chan struct{} // closed when status or err is set
+	e       *events.Event
+	how     handling
+	why     string        // of bad, skip, collapse, limited; of an admission not counted
+	after   bool          // of collapse: a recorded admission of its key took the window
+	counted bool          // of admission: the collapse step counted it
+	status  int           // of a send
+	err     error         // no answer
+	done    chan struct{} // closed when status or err is set
 }
 
 func replayClient(u config.Upstream, parallel int) *http.Client {
@@ -227,6 +239,9 @@ func replayClient(u config.Upstream, parallel int) *http.Client {
 }
 
 func (rp *replayer) summary(remaining int) {
+	if rp.admissions > 0 {
+		fmt.Fprintf(rp.stdout, "counted %d recorded admissions\n", rp.admissions)
+	}
 	fmt.Fprintf(rp.stdout, "succeeded %d, failed %d, skipped %d, collapsed %d, limited %d, remaining %d\n",
 		rp.succeeded, rp.failed, rp.skipped, rp.collapsed, rp.limited, remaining)
 }
@@ -262,6 +277,41 @@ func (rp *replayer) classify(e *events.Event, ls []RecordedLimit) (handling, str
 	return send, "", nil
 }
 
+// admit counts e, an admission the gateway recorded for the route, in the
+// collapse step at its recorded time, as an event kept. It reports whether
+// e was counted, and why not when it is not a request the gateway can
+// have recorded, or lacks a key; an error stops the run as classify's
+// does. A copy of an admission already counted (c) is not counted again.
+func (rp *replayer) admit(e *events.Event, c copyOf) (bool, string, error) {
+	switch {
+	case rp.collapse == nil:
+		return false, "", nil
+	case c == sameCopy:
+		return false, "", nil
+	case c == otherCopy:
+		return false, errOtherCopy, nil
+	}
+	if err := rp.limits.Check(e); errors.Is(err, ErrNotRecorded) {
+		return false, err.Error(), nil
+	} else if err != nil {
+		return false, "", err
+	}
+	ls := rp.limits.Limits(e)
+	if err := unkeyed(ls); err != nil {
+		return false, err.Error(), nil
+	}
+	return rp.collapse.admit(e, ls), "", nil
+}
+
+// collapsedWhy is the reason said for an event collapsed by limit name;
+// after: a recorded admission of its key took the window.
+func collapsedWhy(name string, after bool) string {
+	if after {
+		return fmt.Sprintf("limit %s would have refused it when it was recorded (a recorded admission of its key took that window)", name)
+	}
+	return fmt.Sprintf("limit %s would have refused it when it was recorded (an earlier event of its key took that window)", name)
+}
+
 // dryRun lists what run would do. The collapse step runs as it would (in
 // the replay's own memory, consuming no quota); the live step only reads
 // each client-keyed limit's state, without counting what the events
@@ -272,6 +322,19 @@ func (rp *replayer) dryRun(ctx context.Context, src events.Source, stderr io.Wri
 	var perr error
 	err := src.Pending(ctx, func(e *events.Event) bool {
 		c := rp.seen.add(e)
+		if e.Type == events.TypeAdmitted {
+			counted, why, err := rp.admit(e, c)
+			if err != nil {
+				perr = fmt.Errorf("admission %s: %w", e.ID, err)
+				return false
+			}
+			if counted {
+				rp.admissions++
+			} else if why != "" {
+				fmt.Fprintf(rp.stdout, "would pass over admission %s: %s\n", e.ID, why)
+			}
+			return true
+		}
 		if c == sameCopy {
 			fmt.Fprintf(rp.stdout, "would skip another copy of event %s\n", e.ID)
 			return true
@@ -313,7 +376,7 @@ func (rp *replayer) dryRun(ctx context.Context, src events.Source, stderr io.Wri
 		case skip:
 			fmt.Fprintf(rp.stdout, "would skip event %s: %s\n", e.ID, why)
 		case collapse:
-			fmt.Fprintf(rp.stdout, "would collapse event %s: limit %s would have refused it when it was recorded (an earlier event of its key took that window)\n", e.ID, why)
+			fmt.Fprintf(rp.stdout, "would collapse event %s: %s\n", e.ID, collapsedWhy(why, rp.collapse.byAdmission))
 		case limited:
 			fmt.Fprintf(rp.stdout, "would limit event %s: limit %s has no quota left for its key now\n", e.ID, why)
 		default:
@@ -330,6 +393,9 @@ func (rp *replayer) dryRun(ctx context.Context, src events.Source, stderr io.Wri
 		return ErrFailed
 	}
 	rp.sayFull()
+	if rp.admissions > 0 {
+		fmt.Fprintf(rp.stdout, "counted %d recorded admissions\n", rp.admissions)
+	}
 	live := ""
 	if liveOnly > 0 {
 		live = fmt.Sprintf(", decide live only %d", liveOnly)
@@ -440,13 +506,19 @@ func (rp *replayer) report(j *job) {
 		fmt.Fprintf(rp.stdout, "skipped event %s: %s\n", j.e.ID, j.why)
 	case collapse:
 		rp.collapsed++
-		fmt.Fprintf(rp.stdout, "collapsed event %s: limit %s would have refused it when it was recorded (an earlier event of its key took that window)\n", j.e.ID, j.why)
+		fmt.Fprintf(rp.stdout, "collapsed event %s: %s\n", j.e.ID, collapsedWhy(j.why, j.after))
 	case limited:
 		rp.limited++
 		fmt.Fprintf(rp.stdout, "limited event %s: limit %s has no quota left for its key now\n", j.e.ID, j.why)
 	case duplicate:
 		rp.duplicates++
 		fmt.Fprintf(rp.stdout, "skipped another copy of event %s\n", j.e.ID)
+	case admission:
+		if j.counted {
+			rp.admissions++
+		} else if j.why != "" {
+			fmt.Fprintf(rp.stdout, "passed over admission %s: %s\n", j.e.ID, j.why)
+		}
 	case send:
 		if j.status/100 == 2 {
 			rp.succeeded++
@@ -475,7 +547,19 @@ func (r *runState) step(ctx context.Context) (finished, stop bool) {
 	}
 	j := &job{e: e, done: make(chan struct{})}
 	r.line = append(r.line, j)
-	switch rp.seen.add(e) {
+	c := rp.seen.add(e)
+	if e.Type == events.TypeAdmitted {
+		// Counted, and marked done in its turn; nothing is sent.
+		j.how = admission
+		if j.counted, j.why, err = rp.admit(e, c); err != nil {
+			r.fail("admission %s: %v (it is left for the next run)", e.ID, err)
+			r.line = r.line[:len(r.line)-1]
+			return false, true
+		}
+		close(j.done)
+		return false, false
+	}
+	switch c {
 	case sameCopy:
 		j.how = duplicate
 		close(j.done) // marked done in its turn, after the first copy
@@ -490,6 +574,9 @@ func (r *runState) step(ctx context.Context) (finished, stop bool) {
 		r.fail("event %s: %v (the event is left for the next run)", e.ID, err)
 		r.line = r.line[:len(r.line)-1]
 		return false, true
+	}
+	if j.how == collapse {
+		j.after = rp.collapse.byAdmission
 	}
 	if j.how != send {
 		close(j.done) // skipped, failed or collapsed, in its turn
@@ -587,6 +674,9 @@ func (r *runState) end(finished, ok bool) {
 		cctx, cancel := context.WithTimeout(r.bg, 30*time.Second)
 		var left recentIDs
 		err := r.src.Pending(cctx, func(e *events.Event) bool {
+			if e.Type == events.TypeAdmitted {
+				return true // counted, not replayed
+			}
 			if left.add(e) != sameCopy {
 				remaining++
 			}
