@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
-	"strings"
 	"unicode/utf8"
 )
 
@@ -291,9 +290,23 @@ func limitingKey(keys map[string][]string) []byte {
 	if len(keys) == 0 {
 		return nil
 	}
-	names := make([]string, 0, len(keys))
+	first, had := "", false
 	for name := range keys {
-		names = append(names, name)
+		if !had || name < first {
+			first, had = name, true
+		}
 	}
-	return []byte(strings.Join(keys[slices.Min(names)], "|"))
+	vs := keys[first]
+	n := max(len(vs)-1, 0)
+	for _, v := range vs {
+		n += len(v)
+	}
+	key := make([]byte, 0, n)
+	for i, v := range vs {
+		if i > 0 {
+			key = append(key, '|')
+		}
+		key = append(key, v...)
+	}
+	return key
 }
