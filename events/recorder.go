@@ -17,7 +17,7 @@ import (
 const (
 	recordWait = 100 * time.Millisecond
 
-	queueSize     = 8192    // events waiting for the writer
+	queueSize     = 32768   // events waiting for the writer: 0.65 s of 50,000/s
 	maxBatch      = 1024    // events per group commit or delivery
 	maxBatchBytes = 4 << 20 // bytes per group commit or delivery
 
