@@ -79,7 +79,7 @@ kports="$(freeport),$(freeport),$(freeport)"
 "$tmp/kafka" serve -ports "$kports" -topics "mem-audit,four-audit,record" >"$tmp/kafka.out" 2>&1 &
 KPID=$!
 pids+=($!)
-for _ in $(seq 100); do grep -q '^ready' "$tmp/kafka.out" && break; sleep 0.1; done
+for _ in $(seq 100); do grep -qs '^ready' "$tmp/kafka.out" && break; sleep 0.1; done
 BROKERS=$(awk '/^ready/ {print $2}' "$tmp/kafka.out")
 [ -n "$BROKERS" ] || { echo "bench/audit.sh: the Kafka cluster did not start:" >&2; cat "$tmp/kafka.out" >&2; exit 1; }
 brokers_yaml="[\"${BROKERS//,/\", \"}\"]"
@@ -193,7 +193,7 @@ hdr="%-10s %8s %7s %8s %8s %9s %9s"
 # round: the CPU per request over its base's, per event per request.
 per_event() {
 	awk -v r="$2" -v c="$3" -v b="${base[$3]:-}" '$1 == r && $2 == c {u = $4; e = $5} $1 == r && $2 == b {v = $4}
-		END {if (e > 0) printf "%.2f", (u - v) / e; else print "-"}' "$1"
+		END {if (e > 0) printf "%.2f\n", (u - v) / e; else print "-"}' "$1"
 }
 show() { # MODE ROUND
 	printf "$hdr\n" contender req/s "gw µs" events/r lost "µs/event" "kafka µs"
