@@ -74,6 +74,9 @@ type upconn struct {
 	// would lose the field of a head past its end, and the fields it names
 	// would reach the caller as end-to-end ones.
 	head []byte
+	// shut closes the connection: made once, for each exchange's
+	// context.AfterFunc, rather than a closure per exchange.
+	shut func()
 }
 
 // maxResponseHead bounds an upstream's status line and headers, as
@@ -363,7 +366,7 @@ func (cl *Client) exchange(c *upconn, req *http.Request, idle time.Duration, int
 	ctx := req.Context()
 	// A client that goes away closes the upstream connection, which ends
 	// whatever read or write is waiting on it.
-	stop := context.AfterFunc(ctx, func() { c.Close() })
+	stop := context.AfterFunc(ctx, c.shut)
 	fail := func(err error) (*http.Response, error) {
 		stop()
 		if cerr := ctxErr(ctx); cerr != nil {
@@ -580,6 +583,7 @@ func (cl *Client) conn(ctx context.Context, addr string) (*upconn, error) {
 		return nil, err
 	}
 	c := &upconn{Conn: nc, addr: addr, budget: -1}
+	c.shut = func() { c.Close() }
 	c.peek.init(nc)
 	c.br = bufio.NewReaderSize(c, 4<<10)
 	c.bw = bufio.NewWriterSize(c, 4<<10)

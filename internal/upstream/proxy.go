@@ -522,10 +522,11 @@ func (u *Upstream) copyBody(w http.ResponseWriter, resp *http.Response, http1 bo
 	defer copyBufs.Put(bp)
 	buf := *bp
 	flush := resp.ContentLength == -1
-	var idle atomic.Bool
+	var idle *atomic.Bool // nil: the body bounds its own waits
 	var timer *time.Timer
 	if !h1.Owns(resp) && u.idle > 0 {
 		// http.Transport's bodies have no deadline of their own.
+		idle = new(atomic.Bool)
 		timer = time.AfterFunc(u.idle, func() {
 			idle.Store(true)
 			resp.Body.Close()
@@ -566,7 +567,7 @@ func (u *Upstream) copyBody(w http.ResponseWriter, resp *http.Response, http1 bo
 			return written, nil
 		}
 		if rerr != nil {
-			if idle.Load() {
+			if idle != nil && idle.Load() {
 				return written, h1.ErrIdle
 			}
 			return written, rerr
