@@ -376,7 +376,7 @@ func (cl *Client) exchange(c *upconn, req *http.Request, idle time.Duration, int
 	}
 
 	c.wrote, c.werr, c.idle = false, false, 0
-	err := req.Write(c.bw)
+	err := writeRequest(c.bw, req)
 	if err == nil {
 		err = c.bw.Flush()
 	}
