@@ -264,18 +264,7 @@ func (s *jscan) keys() ([]byte, bool) {
 		}
 		break
 	}
-	n := max(len(vals)-1, 0)
-	for _, v := range vals {
-		n += len(v)
-	}
-	key := make([]byte, 0, n)
-	for i, v := range vals {
-		if i > 0 {
-			key = append(key, '|')
-		}
-		key = append(key, v...)
-	}
-	return key, true
+	return joinKey(vals), true
 }
 
 // limitingKey is the record key of an event whose limits resolved keys:
@@ -296,7 +285,12 @@ func limitingKey(keys map[string][]string) []byte {
 			first, had = name, true
 		}
 	}
-	vs := keys[first]
+	return joinKey(keys[first])
+}
+
+// joinKey joins a limit's key values with "|", in one allocation; never
+// nil.
+func joinKey[S string | []byte](vs []S) []byte {
 	n := max(len(vs)-1, 0)
 	for _, v := range vs {
 		n += len(v)
