@@ -60,7 +60,6 @@ type Recorder struct {
 	drops  dropLog
 	direct time.Duration // directTimeout, or the Options' own
 	wait   time.Duration // recordWait, or the Options' own
-	kafka  bool          // the sink is Kafka: records carry their key and route
 
 	// After a batch the sink did not take within the direct timeout,
 	// batches go through the spool until directAfter, a wait that starts
@@ -122,7 +121,6 @@ func NewRecorder(c Sink, o Options) (*Recorder, error) {
 		return nil, err
 	}
 	r.sink = snk
-	r.kafka = c.Kind == SinkKafka
 	if c.SpoolDir != "" {
 		maxBytes := c.SpoolMaxBytes
 		if maxBytes <= 0 {
@@ -209,9 +207,6 @@ func (r *Recorder) enqueue(e *Event, wait bool) *pending {
 		return nil
 	}
 	p := &pending{rec: record{id: e.ID, typ: e.Type, data: data}}
-	if r.kafka {
-		p.rec.kafka, p.rec.route, p.rec.kafkaKey = true, e.Route, limitingKey(e.Keys)
-	}
 	if wait {
 		p.done = make(chan struct{})
 	}
