@@ -591,6 +591,13 @@ events:
     tls: {ca: ""} #want: events.kafka.tls.ca: empty: leave it out to verify the brokers by the system's roots
     sasl: {password_env: "not a name"} #want: events.kafka.sasl.mechanism: missing: plain, scram-sha-256 or scram-sha-512 | events.kafka.sasl.username: missing: the SASL user | events.kafka.sasl.password_env: not an environment variable name
 ` + okRoute},
+		{"kafka and a body longer than a record", `
+events:
+  sink: kafka
+  spool_dir: /var/spool/fg
+  max_body: 1048576 #want: events.max_body: 1048576 is more than the kafka sink can carry: at most 524288 (a record is at most 1 MB)
+  kafka: {brokers: ["10.0.0.1:9092"]}
+` + okRoute},
 		{"audit and nats without spool", `
 events:
   sink: nats #want: events.spool_dir: events.sink nats needs a spool_dir

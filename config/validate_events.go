@@ -59,12 +59,21 @@ func (v *validator) events(c *Config) {
 	if e.MaxBody < 0 {
 		v.errorf("events.max_body", "%d is negative (0 keeps no body)", e.MaxBody)
 	}
+	if e.Sink == SinkKafka && e.MaxBody > MaxKafkaBody {
+		// Base64 makes a body 4/3 as long in the event's JSON, and a
+		// Kafka record is at most 1 MB by default.
+		v.errorf("events.max_body", "%d is more than the kafka sink can carry: at most %d (a record is at most 1 MB)", e.MaxBody, MaxKafkaBody)
+	}
 	for i, h := range e.Headers {
 		if !isToken(h) {
 			v.errorf(fmt.Sprintf("events.headers[%d]", i), "%q is not a valid header name", h)
 		}
 	}
 }
+
+// MaxKafkaBody bounds events.max_body with the kafka sink: a body of that
+// size, in base64, leaves a 1 MB record room for the rest of the event.
+const MaxKafkaBody = 512 << 10
 
 // kafka checks events.kafka: broker addresses, a topic name Kafka takes,
 // the acks, compression, TLS files and SASL it names. The brokers are

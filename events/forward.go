@@ -2,7 +2,10 @@ package events
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -144,6 +147,11 @@ func (f *forwarder) deliver(recs []record, ends []int64) bool {
 		}
 		t.flush(r.metrics)
 	}
+	var refused refusedError
+	if errors.As(err, &refused) && n < len(recs) {
+		f.setAside(&recs[n], ends[n], err)
+		return true
+	}
 	if err != nil {
 		return f.retry(err)
 	}
@@ -153,6 +161,54 @@ func (f *forwarder) deliver(recs []record, ends []int64) bool {
 	}
 	f.backoff = minBackoff
 	return true
+}
+
+// setAside moves the spool's position past rec, which the sink refuses for
+// good, and appends it to the spool directory's refused file (up to
+// maxRefusedFile), so that it neither blocks the events behind it nor is
+// lost without a trace. It is counted failed and logged.
+func (f *forwarder) setAside(rec *record, end int64, err error) {
+	r := f.r
+	kept := "refused file"
+	path := filepath.Join(r.spool.dir, refusedFile)
+	if st, serr := os.Stat(path); serr == nil && st.Size()+int64(len(rec.data)) > maxRefusedFile {
+		kept = "not kept: the refused file is full"
+	} else if werr := appendLine(path, rec.data); werr != nil {
+		kept = "not kept: " + werr.Error()
+	}
+	r.log.Error("events: the sink refuses an event for good; it is set aside",
+		"sink", r.sink.name(), "id", rec.id, "type", rec.typ, "bytes", len(rec.data), "error", err.Error(),
+		"kept", kept, "path", path)
+	r.cursor.off = end
+	if cerr := r.spool.commit(r.cursor); cerr != nil {
+		r.log.Error("events: cannot persist the spool position", "error", cerr.Error())
+	}
+	r.spool.pending.Add(-1)
+	r.metrics.spooled.Set(float64(r.spool.pending.Load()))
+	r.metrics.count(rec.typ, resultFailed, 1)
+}
+
+// The refused file holds, one JSON line each, the events a sink refused
+// for good (setAside), for an operator to look at or send on by hand.
+const (
+	refusedFile    = "refused.jsonl"
+	maxRefusedFile = 256 << 20
+)
+
+// appendLine appends data and a newline to the file path, and syncs it.
+func appendLine(path string, data []byte) error {
+	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = fh.Write(append(data[:len(data):len(data)], '\n'))
+	if err == nil {
+		err = fh.Sync()
+	}
+	if cerr := fh.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // sinkDown records why the sink failed, logging only when it was up, so a

@@ -60,6 +60,9 @@ type Recorder struct {
 	drops  dropLog
 	direct time.Duration // directTimeout, or the Options' own
 	wait   time.Duration // recordWait, or the Options' own
+	// maxRecord bounds an event as encoded: the spool's bound, or the
+	// sink's when it is smaller (Kafka's record).
+	maxRecord int
 
 	// After a batch the sink did not take within the direct timeout,
 	// batches go through the spool until directAfter, a wait that starts
@@ -101,6 +104,8 @@ func NewRecorder(c Sink, o Options) (*Recorder, error) {
 		direct:  directTimeout,
 		wait:    recordWait,
 
+		maxRecord: maxRecord,
+
 		directBackoff: directBackoff,
 	}
 	if o.directTimeout > 0 {
@@ -121,6 +126,9 @@ func NewRecorder(c Sink, o Options) (*Recorder, error) {
 		return nil, err
 	}
 	r.sink = snk
+	if c.Kind == SinkKafka {
+		r.maxRecord = maxKafkaValue
+	}
 	if c.SpoolDir != "" {
 		maxBytes := c.SpoolMaxBytes
 		if maxBytes <= 0 {
@@ -210,9 +218,9 @@ func (r *Recorder) enqueue(e *Event, wait bool) *pending {
 	if wait {
 		p.done = make(chan struct{})
 	}
-	if p.rec.size() > maxRecord {
+	if p.rec.size() > r.maxRecord {
 		r.metrics.count(e.Type, resultFailed, 1)
-		r.log.Error("events: an event is too large to record", "id", e.ID, "bytes", len(data), "max", maxRecord)
+		r.log.Error("events: an event is too large to record", "id", e.ID, "bytes", len(data), "max", r.maxRecord)
 		return nil
 	}
 	if r.closed.Load() {

@@ -14,7 +14,8 @@ type sink interface {
 	// are stored for sure. When it returns n < len(recs) it returns an
 	// error too, and the caller retries from recs[n]; a record after n
 	// may have been stored already, so a retry can duplicate it, with
-	// the same id.
+	// the same id. A refusedError says recs[n] will never be stored, so
+	// that it is set aside rather than retried for ever.
 	deliver(ctx context.Context, recs []record) (n int, err error)
 	// probe checks that the sink is reachable (and prepares it: the nats
 	// sink creates its stream), so Ready can say so before any event.
@@ -23,6 +24,13 @@ type sink interface {
 	name() string
 	close() error
 }
+
+// refusedError is a sink's error for a record it will never take, such as
+// one longer than the topic's bound.
+type refusedError struct{ err error }
+
+func (e refusedError) Error() string { return e.err.Error() }
+func (e refusedError) Unwrap() error { return e.err }
 
 func newSink(c Sink) (sink, error) {
 	switch c.Kind {

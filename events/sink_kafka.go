@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -193,8 +195,50 @@ func (s *kafkaSink) deliver(ctx context.Context, recs []record) (int, error) {
 	case <-ctx.Done():
 	}
 	n, err := acks.stored(ctx)
+	if errors.Is(err, errNoAck) {
+		// The client retries what it cannot send, and says why only in
+		// its logs: ask the cluster, so that Ready tells a wrong
+		// password, certificate or topic rather than a timeout.
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kafkaDialTimeout)
+		perr := s.probe(pctx)
+		cancel()
+		if perr != nil {
+			return n, fmt.Errorf("%w: %w", err, perr)
+		}
+	}
+	switch {
+	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge), errors.Is(err, kerr.InvalidRecord):
+		// This record, sent again, would be refused again.
+		return n, refusedError{s.explain(err)}
+	case errors.Is(err, kerr.UnknownTopicID):
+		// The topic was deleted and made again: the client keeps the old
+		// topic's id until it is made anew.
+		s.close()
+	}
 	return n, s.explain(err)
 }
+
+// maxKafkaValue bounds an event's JSON on a Kafka record: the client
+// refuses a batch over 1,000,012 bytes, and the record's key, headers and
+// framing need some room beside the value.
+const maxKafkaValue = 1_000_000 - 16<<10
+
+// eventTime is the time, to the millisecond, of the event whose id is id,
+// as NewID makes them (the first 12 hex digits); zero for another id, which
+// the client then stamps with the time it produces the record.
+func eventTime(id string) time.Time {
+	if len(id) != 32 {
+		return time.Time{}
+	}
+	ms, err := strconv.ParseUint(id[:12], 16, 64)
+	if err != nil || ms == 0 || ms > 1<<47 {
+		return time.Time{}
+	}
+	return time.UnixMilli(int64(ms))
+}
+
+// errNoAck is a delivery whose records the brokers did not acknowledge.
+var errNoAck = errors.New("no ack")
 
 // kafkaAcks collects the promises of one delivery's records.
 type kafkaAcks struct {
@@ -237,9 +281,9 @@ func (a *kafkaAcks) stored(ctx context.Context) (int, error) {
 			return i, err
 		}
 		if err := ctx.Err(); err != nil {
-			return i, fmt.Errorf("no ack in time: %w", err)
+			return i, fmt.Errorf("%w in time (%w)", errNoAck, err)
 		}
-		return i, errors.New("no ack")
+		return i, errNoAck
 	}
 	return len(a.ok), nil
 }
@@ -275,6 +319,9 @@ func toKafka(recs []record) []kafkaRec {
 			k.Key = take(keys[i])
 		}
 		k.Value = take(r.data)
+		// The event's time, not the delivery's: a replay merges the
+		// partitions in this order, and a spooled event keeps its place.
+		k.Timestamp = eventTime(r.id)
 		k.h = [3]kgo.RecordHeader{
 			{Key: "id", Value: takeS(r.id)},
 			{Key: "route", Value: takeS(routes[i])},

@@ -3,6 +3,8 @@ package events
 import (
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -388,4 +390,106 @@ func TestLimitingKey(t *testing.T) {
 			t.Errorf("limitingKey(%v) = %q, want %q", tc.keys, got, tc.want)
 		}
 	}
+}
+
+// TestKafkaRecordRefusedForGood: a record the topic refuses for good
+// (MESSAGE_TOO_LARGE, a topic whose max.message.bytes is smaller than the
+// event) is set aside in the spool directory's refused file, counted
+// failed and logged, and the events behind it are delivered: it neither
+// blocks the spool nor is sent again and again.
+func TestKafkaRecordRefusedForGood(t *testing.T) {
+	t.Parallel()
+	k := startKafka(t)
+	c := kafkaCase(t, k.ListenAddrs())
+	r := newTestRecorder(t, c, Options{})
+	refused, stop := refuseProduce(k, kerr.MessageTooLarge.Code)
+	poison := recordAll(t, r, 0, 1)[0]
+	path := filepath.Join(c.SpoolDir, refusedFile)
+	waitFor(t, "the event in the refused file", func() bool {
+		b, _ := os.ReadFile(path)
+		return strings.Contains(string(b), poison.id)
+	})
+	stop()
+	want := recordAll(t, r, 1, 11)
+	var got []kafkaStored
+	waitFor(t, "the events behind it in the topic", func() bool { got = kafkaRecords(t, k.ListenAddrs()); return len(got) >= len(want) })
+	for _, g := range got {
+		if g.id == poison.id {
+			t.Errorf("the refused event %s reached the topic", g.id)
+		}
+	}
+	checkKafka(t, got, want)
+	waitFor(t, "an empty spool", func() bool { return r.spooledGauge() == 0 })
+	if n := r.total(TypeBreakerRejected, resultFailed); n != 1 {
+		t.Errorf("failed = %v, want 1", n)
+	}
+	b, _ := os.ReadFile(path)
+	if string(b) != poison.data+"\n" {
+		t.Errorf("refused file = %q, want the event's JSON line %q", b, poison.data+"\n")
+	}
+	t.Logf("%d produces refused", refused.Load())
+}
+
+// TestKafkaEventTooLarge: an event longer than a Kafka record can be is
+// refused at once, not queued.
+func TestKafkaEventTooLarge(t *testing.T) {
+	t.Parallel()
+	k := startKafka(t)
+	r := newTestRecorder(t, kafkaCase(t, k.ListenAddrs()), Options{})
+	e := testEvent(0)
+	e.Body = make([]byte, 800<<10) // 1.07 MB in base64
+	if r.Record(context.Background(), e) {
+		t.Fatal("Record of a 1 MB event = true")
+	}
+	if n := r.total(TypeBreakerRejected, resultFailed); n != 1 {
+		t.Errorf("failed = %v, want 1", n)
+	}
+}
+
+// TestEventTime: a Kafka record carries its event's time, read from the
+// id, so that a spooled event keeps its place in a replay's merge.
+func TestEventTime(t *testing.T) {
+	at := time.UnixMilli(1765000000123)
+	if got := eventTime(ids.next(at)); !got.Equal(at) {
+		t.Errorf("eventTime = %v, want %v", got, at)
+	}
+	for _, id := range []string{"", "x", "zz" + strings.Repeat("0", 30), strings.Repeat("0", 32)} {
+		if got := eventTime(id); !got.IsZero() {
+			t.Errorf("eventTime(%q) = %v, want zero", id, got)
+		}
+	}
+}
+
+// TestKafkaTopicMadeAgain deletes the topic while events are recorded and
+// makes it again: meanwhile Ready names the topic rather than a timeout,
+// the events wait in the spool, and once the topic is back they are
+// delivered without a restart, though its id changed.
+func TestKafkaTopicMadeAgain(t *testing.T) {
+	t.Parallel()
+	k := startKafka(t)
+	r := newTestRecorder(t, kafkaCase(t, k.ListenAddrs()), Options{})
+	recordAll(t, r, 0, 5)
+	waitFor(t, "the first events in the topic", func() bool { return len(kafkaRecords(t, k.ListenAddrs())) >= 5 })
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	if _, err := adm.DeleteTopics(ctx, kafkaTopic); err != nil {
+		t.Fatalf("DeleteTopics: %v", err)
+	}
+	want := recordAll(t, r, 5, 25)
+	waitFor(t, "Ready to name the topic", func() bool {
+		err := r.Ready()
+		return err != nil && strings.Contains(err.Error(), kafkaTopic)
+	})
+	if _, err := adm.CreateTopics(ctx, kafkaPartitions, 1, nil, kafkaTopic); err != nil {
+		t.Fatalf("CreateTopics: %v", err)
+	}
+	var got []kafkaStored
+	waitFor(t, "the events in the new topic", func() bool { got = kafkaRecords(t, k.ListenAddrs()); return len(got) >= len(want) })
+	checkKafka(t, got, want)
+	waitFor(t, "an empty spool", func() bool { return r.spooledGauge() == 0 })
 }
