@@ -148,11 +148,13 @@ type kafkaReader struct {
 	topic string
 	ends  map[int32]int64
 	left  map[int32]bool // partitions not read to their end yet
-	buf   []*kgo.Record
+	// queued holds, per partition, the records fetched and not yet
+	// returned, in offset order.
+	queued map[int32][]*kgo.Record
 }
 
 func (s *kafkaSource) newReader(starts map[int32]int64) (*kafkaReader, error) {
-	r := &kafkaReader{topic: s.topic, ends: s.ends, left: map[int32]bool{}}
+	r := &kafkaReader{topic: s.topic, ends: s.ends, left: map[int32]bool{}, queued: map[int32][]*kgo.Record{}}
 	if len(starts) == 0 {
 		return r, nil
 	}
@@ -173,11 +175,24 @@ func (s *kafkaSource) newReader(starts map[int32]int64) (*kafkaReader, error) {
 	return r, nil
 }
 
-// next returns the next record before the ends, or io.EOF.
+// next returns the next record before the ends, or io.EOF. The partitions
+// are merged in the order of their records' times (the sink stamps each
+// with its event's time), so that one user's events on two partitions (a
+// route with a limit per user and one per address, say) come back in the
+// order they were recorded, an admission before the refusals after it. A
+// record is returned only once every partition not read to its end has
+// one fetched to compare it with.
 func (r *kafkaReader) next(ctx context.Context) (*kgo.Record, error) {
-	for len(r.buf) == 0 {
-		if len(r.left) == 0 {
-			return nil, io.EOF
+	for {
+		waiting := false
+		for p := range r.left {
+			if len(r.queued[p]) == 0 {
+				waiting = true
+				break
+			}
+		}
+		if !waiting {
+			break
 		}
 		fs := r.cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
@@ -197,15 +212,48 @@ func (r *kafkaReader) next(ctx context.Context) (*kgo.Record, error) {
 			if !r.left[rec.Partition] || rec.Offset >= end {
 				return // recorded after the source opened
 			}
-			r.buf = append(r.buf, rec)
+			r.queued[rec.Partition] = append(r.queued[rec.Partition], rec)
 			if rec.Offset+1 >= end {
 				r.finish(rec.Partition)
 			}
 		})
 	}
-	rec := r.buf[0]
-	r.buf = r.buf[1:]
-	return rec, nil
+	var first *kgo.Record
+	for _, q := range r.queued {
+		if len(q) > 0 && (first == nil || earlier(q[0], first)) {
+			first = q[0]
+		}
+	}
+	if first == nil {
+		return nil, io.EOF
+	}
+	q := r.queued[first.Partition]
+	q[0] = nil
+	r.queued[first.Partition] = q[1:]
+	return first, nil
+}
+
+// earlier orders records of different partitions by time, then by event
+// id (the time to the millisecond, then the recording gateway and its
+// count), then by partition.
+func earlier(a, b *kgo.Record) bool {
+	if !a.Timestamp.Equal(b.Timestamp) {
+		return a.Timestamp.Before(b.Timestamp)
+	}
+	if ia, ib := header(a, "id"), header(b, "id"); ia != ib {
+		return ia < ib
+	}
+	return a.Partition < b.Partition
+}
+
+// header is the value of rec's header key, or "".
+func header(rec *kgo.Record, key string) string {
+	for _, h := range rec.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
 }
 
 func (r *kafkaReader) finish(p int32) {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -277,5 +278,65 @@ func TestKafkaSourceBound(t *testing.T) {
 	src = openKafka(t, c, o)
 	if _, err := src.Next(ctx); !errors.Is(err, io.EOF) {
 		t.Fatalf("Next after reopening = %v, want io.EOF", err)
+	}
+}
+
+// TestKafkaSourceMergesByTime: a replay reads the partitions in the order
+// of their events' times, whatever their offsets: here each partition
+// holds events in time order, but a later partition's first event is the
+// earliest of all, and the events of one partition interleave with the
+// others'.
+func TestKafkaSourceMergesByTime(t *testing.T) {
+	t.Parallel()
+	k := startKafka(t)
+	c := kafkaCase(t, k.ListenAddrs())
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.ListenAddrs()...), kgo.DefaultProduceTopic(kafkaTopic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	base := time.UnixMilli(1765000000000)
+	// Event i at base+i ms, on partition (5-i)%3: partition 2 holds 0, 3;
+	// 1 holds 1, 4; 0 holds 2, 5.
+	var want []string
+	var recs []*kgo.Record
+	for i := range 6 {
+		e := testEvent(i)
+		e.Route, e.Type = "lucky-meal", TypeBreakerRejected
+		e.Time = base.Add(time.Duration(i) * time.Millisecond)
+		e.ID = ids.next(e.Time)
+		data, err := encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, &kgo.Record{Partition: int32((5 - i) % 3), Value: data, Timestamp: eventTime(e.ID),
+			Headers: []kgo.RecordHeader{{Key: "id", Value: []byte(e.ID)}, {Key: "route", Value: []byte(e.Route)}, {Key: "type", Value: []byte(e.Type)}}})
+		want = append(want, e.ID)
+	}
+	// Produced partition by partition, each in time order.
+	slices.SortStableFunc(recs, func(a, b *kgo.Record) int { return int(a.Partition - b.Partition) })
+	for _, r := range recs {
+		if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := openKafka(t, c, Options{})
+	var got []string
+	for {
+		e, err := src.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, e.ID)
+		if err := src.Done(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("replayed %v, want in time order %v", got, want)
 	}
 }
