@@ -37,9 +37,6 @@ func TestRequestAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector changes what allocates")
 	}
-	if testing.Short() {
-		t.Skip("-short")
-	}
 	up := cannedUpstream(t)
 	four := `
 global_limits: [{name: global, key: [global], rate: 100000000/s}]
