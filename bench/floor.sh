@@ -55,8 +55,11 @@
 # upstream's (up: its nginx worker) and Redis's (INFO cpu). At the end:
 # medians per contender, the medians of the per-round ratios of
 # requests/s (mem/bare, redis/bare, four/plain, plain/go-bare,
-# plain/go-stock, rls/nothing, and against nginx), and a markdown summary
-# of the targets:
+# plain/go-stock, rls/nothing, and against nginx), the same ratios by the
+# CPU per request of the contender's own process (the floor's µs over
+# floodgate's: steadier than requests/s on a shared machine, where a
+# neighbour's load lands on one run and not the next), and a markdown
+# summary of the targets, met or not by requests/s:
 #   flood of limited users, memory and Redis with local rejects
 #                                        >= 0.9 x the bare 429
 #   proxy with four Redis limits         >= 0.85 x floodgate without limits
@@ -388,6 +391,12 @@ ratio() { # contender-a contender-b: median over the rounds of a's req/s / b's
 	awk -v a="$1" -v b="$2" '$3 == a {x[$1] = $4} $3 == b {y[$1] = $4}
 		END {for (r in x) if (y[r] > 0) printf "%.3f\n", x[r] / y[r]}' "$tmp/rows" | median
 }
+# cpuratio CONTENDER-A CONTENDER-B: median over the rounds of B's CPU per
+# request / A's (A's speed against B's, by the CPU of its own process).
+cpuratio() {
+	awk -v a="$1" -v b="$2" '$3 == a {x[$1] = $8} $3 == b {y[$1] = $8}
+		END {for (r in x) if (x[r] > 0) printf "%.3f\n", y[r] / x[r]}' "$tmp/rows" | median
+}
 echo
 echo "medians over $ROUNDS rounds:"
 printf "$hdr" group contender req/s 200/OK 429 other "gw µs" "up µs" "redis µs"
@@ -402,6 +411,8 @@ echo "medians of the per-round ratios of requests/s:"
 echo "  flood:  mem/bare $mem_bare, redis/bare $redis_bare${NGINX:+, bare/ngx-limit $(ratio bare ngx-limit), mem/ngx-limit $(ratio mem ngx-limit)}"
 echo "  proxy:  four/plain $four_plain, plain/go-bare $plain_ref, plain/go-stock $plain_stock${NGINX:+, go-bare/ngx-proxy $(ratio go-bare ngx-proxy), plain/ngx-proxy $(ratio plain ngx-proxy)}"
 echo "  rls:    rls/nothing $rls_no"
+c_mem=$(cpuratio mem bare); c_redis=$(cpuratio redis bare); c_four=$(cpuratio four plain); c_ref=$(cpuratio plain go-bare); c_rls=$(cpuratio rls nothing)
+echo "the same by CPU per request (the floor's µs / floodgate's, its own process): mem $c_mem, redis $c_redis, four/plain $c_four, plain/go-bare $c_ref, rls $c_rls"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 met() { awk -v v="$1" -v t="$2" 'BEGIN{ if (v == "-" || v == "") print "?"; else print (v >= t) ? "yes" : "**no**" }'; }
@@ -410,13 +421,13 @@ us() { col "$1" 8; }
 echo
 echo "summary, $(date -u '+%Y-%m-%d %H:%M') UTC, bench/floor.sh $ROUNDS $SECS ($(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); medians of $ROUNDS rounds, one sitting):"
 echo
-echo "| target | measured (req/s; contender CPU µs/req) | met |"
-echo "|---|---|---|"
-echo "| flood of limited users, memory ≥ 0.9 × bare 429 | $mem_bare ($(rs mem) against $(rs bare); $(us mem) against $(us bare) µs) | $(met "$mem_bare" 0.9) |"
-echo "| flood of limited users, Redis with local rejects ≥ 0.9 × bare 429 | $redis_bare ($(rs redis) against $(rs bare); $(us redis) µs, Redis $(col redis 10) µs) | $(met "$redis_bare" 0.9) |"
-echo "| proxy with four Redis limits ≥ 0.85 × floodgate without limits | $four_plain ($(rs four) against $(rs plain); $(us four) against $(us plain) µs, Redis $(col four 10) µs) | $(met "$four_plain" 0.85) |"
-echo "| RLS on Redis ≥ 0.75 × do-nothing gRPC | $rls_no ($(rs rls) against $(rs nothing) calls/s; $(us rls) against $(us nothing) µs, Redis $(col rls 10) µs) | $(met "$rls_no" 0.75) |"
-echo "| (no target) floodgate without limits / bare Go proxy | $plain_ref ($(rs plain) against $(rs go-bare); $(us plain) against $(us go-bare) µs; against httputil.ReverseProxy as it comes: $plain_stock, $(rs go-stock) req/s, $(us go-stock) µs) | |"
+echo "| target | requests/s ratio (req/s; CPU µs/req) | by CPU per request | met (requests/s) |"
+echo "|---|---|---|---|"
+echo "| flood of limited users, memory ≥ 0.9 × bare 429 | $mem_bare ($(rs mem) against $(rs bare); $(us mem) against $(us bare) µs) | $c_mem | $(met "$mem_bare" 0.9) |"
+echo "| flood of limited users, Redis with local rejects ≥ 0.9 × bare 429 | $redis_bare ($(rs redis) against $(rs bare); $(us redis) µs, Redis $(col redis 10) µs) | $c_redis | $(met "$redis_bare" 0.9) |"
+echo "| proxy with four Redis limits ≥ 0.85 × floodgate without limits | $four_plain ($(rs four) against $(rs plain); $(us four) against $(us plain) µs, Redis $(col four 10) µs) | $c_four | $(met "$four_plain" 0.85) |"
+echo "| RLS on Redis ≥ 0.75 × do-nothing gRPC | $rls_no ($(rs rls) against $(rs nothing) calls/s; $(us rls) against $(us nothing) µs, Redis $(col rls 10) µs) | $c_rls | $(met "$rls_no" 0.75) |"
+echo "| (no target) floodgate without limits / bare Go proxy | $plain_ref ($(rs plain) against $(rs go-bare); $(us plain) against $(us go-bare) µs; against httputil.ReverseProxy as it comes: $plain_stock, $(rs go-stock) req/s, $(us go-stock) µs) | $c_ref | |"
 if [ -n "$NGINX" ]; then
-	echo "| (no target) nginx: limit_req, proxy_pass | $(rs ngx-limit) req/s, $(us ngx-limit) µs; $(rs ngx-proxy) req/s, $(us ngx-proxy) µs | |"
+	echo "| (no target) nginx: limit_req, proxy_pass | $(rs ngx-limit) req/s, $(us ngx-limit) µs; $(rs ngx-proxy) req/s, $(us ngx-proxy) µs | | |"
 fi
