@@ -4,7 +4,7 @@
 #
 #   bench/floor.sh [ROUNDS] [SECONDS]
 #
-# Defaults: 3 rounds, 8 s per run (about 6 minutes in all). Needs wrk,
+# Defaults: 3 rounds, 8 s per run (about 5 minutes in all). Needs wrk,
 # redis-server, redis-cli, curl, python3 (for free ports) and Go (apt-get
 # install wrk redis-server), and nginx (apt-get install nginx-light) for the
 # nginx contenders and the upstream: without it they are left out, with a
