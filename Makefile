@@ -15,11 +15,11 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # with it. A plain go build works the same, only larger.
 TAGS ?= grpcnotrace
 
-.PHONY: check deps quick fmt-check vet staticcheck race-check test build bench image
+.PHONY: check deps quick fmt-check vet staticcheck race-check allocs-check test build bench image
 
-# check: what the tests need, then gofmt, go vet, staticcheck and the
-# race-enabled tests
-check: deps fmt-check vet staticcheck race-check
+# check: what the tests need, then gofmt, go vet, staticcheck, the
+# race-enabled tests and the allocation pins
+check: deps fmt-check vet staticcheck race-check allocs-check
 
 # deps: install what the tests need and this machine lacks (Debian or
 # Ubuntu, as root or through sudo), and start a Docker daemon; DEPS=0
@@ -62,6 +62,11 @@ race-check:
 		exit 1; \
 	fi
 	$(GO) test -race -count=1 $(TESTFLAGS) ./...
+
+# allocs-check: the request path's allocation pins, which the race
+# detector skips (it changes what allocates): a new allocation fails.
+allocs-check:
+	$(GO) test -count=1 -run '^TestRequestAllocs$$' ./gateway
 
 # test: the tests with the race detector, using the test cache
 test:
