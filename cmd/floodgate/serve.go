@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"runtime/debug"
+	"runtime/pprof"
 
 	"github.com/floodgate-gw/floodgate/admin"
 	"github.com/floodgate-gw/floodgate/config"
@@ -21,6 +23,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			"server.shutdown_timeout and exits 0; a second signal exits at once with 1.")
 	file := fs.String("c", "floodgate.yaml", "the configuration `FILE`")
 	watch := fs.Bool("watch", true, "reload when the configuration file changes")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE` (go tool pprof), for measuring floodgate itself")
 	var flags config.Flags
 	fs.Func("listen", "serve the gateway on `ADDR` in place of server.listen", func(addr string) error {
 		flags.Listen = &config.Flag{Name: "--listen", Value: addr}
@@ -50,6 +53,14 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitFailure
 	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "floodgate serve: --cpuprofile: %v\n", err)
+			return exitFailure
+		}
+		defer stop()
+	}
 	info, _ := debug.ReadBuildInfo()
 	v, c := buildVersion(version, commit, info)
 	err = runner.Run(cfg, sum, runner.Options{
@@ -61,4 +72,21 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	return exitOK
+}
+
+// startCPUProfile starts a CPU profile into the file path; stop ends it
+// and closes the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
