@@ -127,8 +127,15 @@ func resting(op string, g *nodeGuard) error {
 
 // leave records the outcome of a call that enter let through. Only
 // failures that wrap limit.ErrStoreUnavailable count; an answer resets the
-// count.
+// count. A call its caller cancelled (a client that went away, an Envoy
+// that gave up on a rate-limit call) says nothing of the node: it is no
+// news, or a few cancelled calls would rest a healthy node and refuse
+// everyone's.
 func (s *Store) leave(g *nodeGuard, probe bool, err error) {
+	if errors.Is(err, context.Canceled) {
+		g.noNews(probe)
+		return
+	}
 	if err == nil || !errors.Is(err, limit.ErrStoreUnavailable) {
 		if probe || g.failures.Load() != 0 {
 			g.mu.Lock()

@@ -293,3 +293,32 @@ func clusterMasterFails(t *testing.T, fail func(*testredis.Server)) {
 		victim.Resume()
 	}
 }
+
+// TestCancelledCallsRestNoNode: calls whose callers cancel them (an Envoy
+// that gives up on a rate-limit call, a client that goes away), however
+// many, leave the node serving the next caller, on a real Redis, with
+// calls coalesced while others are in flight.
+func TestCancelledCallsRestNoNode(t *testing.T) {
+	srv := testredis.Start(t)
+	s := open(t, srv)
+	rule := valid(t, &limit.Rule{Name: "r", Algorithm: limit.FixedWindow, Rate: limit.Rate{Count: 1000000, Period: time.Minute}})
+	req := func(i int) *limit.Request {
+		return &limit.Request{Limits: []limit.Limit{{Rule: rule, Key: limit.StringKey("k" + strconv.Itoa(i))}}}
+	}
+	for i := range 10 * tripFailures {
+		ctx, cancel := context.WithCancel(context.Background())
+		if i%2 == 0 {
+			cancel() // gone before the call
+		} else {
+			time.AfterFunc(50*time.Microsecond, cancel) // gone during it
+		}
+		_, _ = s.Decide(ctx, req(i))
+		cancel()
+	}
+	if _, err := s.Decide(context.Background(), req(-1)); err != nil {
+		t.Fatalf("a call after cancelled ones: %v", err)
+	}
+	if n := s.whole.failed.Load(); n != 0 {
+		t.Errorf("%d cancelled calls counted as the node failing, want 0", n)
+	}
+}
