@@ -218,14 +218,16 @@ routes:
     protect: {min: 1, max: 200, warm_up: 1s}
 `, up)
 	// The first requests warm up from 20 (a route starts idle); a second
-	// later, and some ticks, admission is the limit.
+	// later, and some ticks, admission is the limit: 200, or less if a
+	// loaded machine's delays looked like overload and cut it (answers
+	// over 25 ms, which a test under -race on two busy cores gives).
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		drain(h.do("POST", "/coupon", nil, nil))
-		if h.gw.Protected()[0].Admitting == 200 {
+		if p := h.gw.Protected()[0]; p.Admitting == p.Limit {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 10 s of traffic: %+v, want admitting the limit 200", h.gw.Protected()[0])
+			t.Fatalf("after 10 s of traffic: %+v, want admitting the limit", h.gw.Protected()[0])
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -235,8 +237,10 @@ routes:
 	if err := h.gw.ForceBreaker("coupon", "auto", 0); err != nil {
 		t.Fatal(err)
 	}
-	if p := h.gw.Protected()[0]; p.Admitting != 20 || p.Limit != 200 {
-		t.Errorf("when the breaker closed: admitting %v of a limit %v, want 20 of 200", p.Admitting, p.Limit)
+	// A tenth of the limit learned, and no more than a tick's worth of
+	// ramp above it should a tick come between.
+	if p := h.gw.Protected()[0]; p.Admitting < max(p.Limit/10, 1) || p.Admitting > max(p.Limit*0.15, 1) {
+		t.Errorf("when the breaker closed: admitting %v of a limit %v, want a tenth of it", p.Admitting, p.Limit)
 	}
 }
 
