@@ -148,9 +148,9 @@ func (s *Store) next(c rueidis.Client) {
 func (s *Store) decideBatch(c rueidis.Client, ws []*waiter) {
 	sc := calls.Get().(*scriptCall)
 	want := s.batchCall(sc, ws)
-	ctx, cancel := context.WithDeadline(s.life, ws[0].by)
+	ctx := withDeadline(s.life, ws[0].by)
 	v, err := decideScript.Exec(ctx, c, sc.keys, sc.args).ToArray()
-	cancel()
+	ctx.release()
 	sc.put()
 	if err == nil && len(v) != want {
 		err = fmt.Errorf("script returned %d values where a batch of %d requests has %d", len(v), len(ws), want)

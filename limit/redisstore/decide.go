@@ -451,9 +451,9 @@ func (s *Store) decideRemote(ctx context.Context, req *limit.Request) (limit.Res
 
 // decideOne sends one request's script call and puts sc back.
 func (s *Store) decideOne(ctx context.Context, c rueidis.Client, req *limit.Request, sc *scriptCall) (limit.Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	v, err := decideScript.Exec(ctx, c, sc.keys, sc.args).ToArray()
+	cctx := withTimeout(ctx, s.timeout)
+	v, err := decideScript.Exec(cctx, c, sc.keys, sc.args).ToArray()
+	cctx.release()
 	sc.put()
 	if err != nil {
 		return limit.Result{}, unavailable("decide", err)
