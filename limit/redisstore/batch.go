@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/redis/rueidis"
 
@@ -151,6 +152,9 @@ func (s *Store) decideBatch(c rueidis.Client, ws []*waiter) {
 	ctx := withDeadline(s.life, ws[0].by)
 	v, err := decideScript.Exec(ctx, c, sc.keys, sc.args).ToArray()
 	ctx.release()
+	if err != nil {
+		sc.dropKeys()
+	}
 	sc.put()
 	if err == nil && len(v) != want {
 		err = fmt.Errorf("script returned %d values where a batch of %d requests has %d", len(v), len(ws), want)
@@ -262,7 +266,7 @@ func appendSet(b []byte, set argSet) []byte {
 // which Redis and the script read for much less than one argument per
 // number.
 func (s *Store) batchCall(c *scriptCall, ws []*waiter) int {
-	c.keys, c.reqs, c.setb, c.sets = c.keys[:0], c.reqs[:0], c.setb[:0], c.sets[:0]
+	c.keys, c.kbuf, c.reqs, c.setb, c.sets = c.keys[:0], c.kbuf[:0], c.reqs[:0], c.setb[:0], c.sets[:0]
 	if c.index == nil {
 		c.index = make(map[string]int, 2*maxBatch)
 	}
@@ -273,6 +277,12 @@ func (s *Store) batchCall(c *scriptCall, ws []*waiter) int {
 			k := w.sc.keys[i]
 			x, ok := c.index[k]
 			if !ok {
+				// The waiter's keys may be made in its call's
+				// buffer, which is put back below: the batch
+				// copies them to its own.
+				start := len(c.kbuf)
+				c.kbuf = append(c.kbuf, k...)
+				k = unsafe.String(&c.kbuf[start], len(k))
 				c.keys = append(c.keys, k)
 				x = len(c.keys)
 				c.index[k] = x
