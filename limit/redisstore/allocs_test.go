@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -13,12 +14,21 @@ import (
 // decideAllocs is the most allocations Decide may make for a request of
 // four fixed windows, two of whose keys change from request to request,
 // with the decisions' array given (Request.Into): rueidis's array for the
-// reply. Lower it as allocations are removed.
-const decideAllocs = 1
+// reply. batchAllocs is the same for a request that queues and goes out
+// in a batch of its own, the batcher's goroutine included: the reply's
+// array, the batch's two strings of arguments, its slice of waiters, the
+// closure of the goroutine that sends it and its context's link to the
+// store's, all of which a batch of many requests shares. Lower them as
+// allocations are removed.
+const (
+	decideAllocs = 1
+	batchAllocs  = 6
+)
 
 // TestDecideAllocs pins what a decision allocates on the way every
 // decision of an idle gateway takes: through the batcher, sent at once as
-// its own call.
+// its own call; and on the way of a busy one's: queued, and sent in a
+// batch.
 func TestDecideAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector drops pooled values")
@@ -54,5 +64,42 @@ func TestDecideAllocs(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(200, decide); n > decideAllocs {
 		t.Errorf("Decide made %v allocations, want at most %d", n, decideAllocs)
+	}
+
+	// Queued: the calls in flight are all taken, and "one returns" once
+	// the decision is queued.
+	c := client(t, s)
+	kick := make(chan struct{})
+	defer close(kick)
+	go func() {
+		for range kick {
+			for {
+				s.batch.mu.Lock()
+				n := len(s.batch.queue)
+				s.batch.mu.Unlock()
+				if n > 0 {
+					break
+				}
+				runtime.Gosched()
+			}
+			s.next(c)
+		}
+	}()
+	queued := func() {
+		s.batch.mu.Lock()
+		s.batch.flying = maxFlying
+		s.batch.mu.Unlock()
+		kick <- struct{}{}
+		decide()
+	}
+	before := s.batch.batched.Load()
+	for range 10 {
+		queued()
+	}
+	if n := testing.AllocsPerRun(200, queued); n > batchAllocs {
+		t.Errorf("a queued Decide made %v allocations, want at most %d", n, batchAllocs)
+	}
+	if got := s.batch.batched.Load() - before; got != 211 {
+		t.Fatalf("%d decisions batched, want 211", got)
 	}
 }

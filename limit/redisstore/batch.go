@@ -66,6 +66,12 @@ type waiter struct {
 	res  limit.Result
 	err  error
 	done chan struct{}
+
+	// dec holds res's decisions, which the caller copies to its own
+	// array: the waiter's, kept with it from use to use, because a
+	// batch may answer a request whose caller has given up waiting,
+	// and whose array is someone else's by then.
+	dec []limit.Decision
 }
 
 var waiters = sync.Pool{New: func() any { return &waiter{done: make(chan struct{}, 1)} }}
@@ -90,7 +96,12 @@ func (s *Store) coalesce(ctx context.Context, c rueidis.Client, req *limit.Reque
 	select {
 	case <-w.done:
 		res, err := w.res, w.err
-		*w = waiter{done: w.done}
+		if err == nil {
+			res.Decisions = core.Decisions(req, len(req.Limits))
+			copy(res.Decisions, w.res.Decisions)
+		}
+		clear(w.dec) // no rules or keys kept alive in the pool
+		*w = waiter{done: w.done, dec: w.dec}
 		waiters.Put(w)
 		return res, err
 	case <-ctx.Done():
@@ -169,7 +180,8 @@ func (s *Store) decideBatch(c rueidis.Client, ws []*waiter) {
 		if err != nil {
 			w.err = unavailable("decide", err)
 		} else {
-			w.res, o, w.err = batchResult(w.req, now, v, o)
+			w.res, o, w.err = batchResult(w.req, now, v, o, w.dec)
+			w.dec = w.res.Decisions
 		}
 		w.done <- struct{}{}
 	}
@@ -187,18 +199,18 @@ func replyLen(a *ruleArgs) int {
 }
 
 // batchResult is req's answer from a batch's reply v, whose time is now
-// (µs), reading from v[o]; it returns where the next request's numbers
-// start. A window aligned to the clock has one number, the remaining
+// (µs), reading from v[o], with its decisions in dec's array if it holds
+// them; it returns where the next request's numbers start. A window aligned to the clock has one number, the remaining
 // count, or -1 - the remaining count where the limit rejects; its window
 // is the one that holds now, as in the script, so its reset is that
 // window's end, and its retry the reset, or the whole window for a cost
 // above the limit.
-func batchResult(req *limit.Request, now int64, v []rueidis.RedisMessage, o int) (limit.Result, int, error) {
+func batchResult(req *limit.Request, now int64, v []rueidis.RedisMessage, o int, dec []limit.Decision) (limit.Result, int, error) {
 	res := limit.Result{
 		Allowed: true,
 		// Not req.Into: a batch may answer a request whose caller has
 		// given up waiting, and whose array is someone else's by now.
-		Decisions: make([]limit.Decision, len(req.Limits)),
+		Decisions: slices.Grow(dec[:0], len(req.Limits))[:len(req.Limits)],
 		Time:      time.UnixMicro(now),
 	}
 	for i, l := range req.Limits {
