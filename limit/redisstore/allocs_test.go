@@ -16,13 +16,12 @@ import (
 // with the decisions' array given (Request.Into): rueidis's array for the
 // reply. batchAllocs is the same for a request that queues and goes out
 // in a batch of its own, the batcher's goroutine included: the reply's
-// array, the batch's two strings of arguments, its slice of waiters, the
-// closure of the goroutine that sends it and its context's link to the
-// store's, all of which a batch of many requests shares. Lower them as
-// allocations are removed.
+// array, the batch's slice of waiters, the closure of the goroutine that
+// sends it and its context's link to the store's, all of which a batch
+// of many requests shares. Lower them as allocations are removed.
 const (
 	decideAllocs = 1
-	batchAllocs  = 6
+	batchAllocs  = 4
 )
 
 // TestDecideAllocs pins what a decision allocates on the way every

@@ -164,7 +164,7 @@ func (s *Store) decideBatch(c rueidis.Client, ws []*waiter) {
 	v, err := decideScript.Exec(ctx, c, sc.keys, sc.args).ToArray()
 	ctx.release()
 	if err != nil {
-		sc.dropKeys()
+		sc.dropBufs()
 	}
 	sc.put()
 	if err == nil && len(v) != want {
@@ -272,6 +272,10 @@ func appendSet(b []byte, set argSet) []byte {
 	return b
 }
 
+// bufString is b's bytes as a string, valid while b's array is not
+// written again (scriptCall).
+func bufString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
 // batchCall fills c with the keys and arguments of mode b for ws, puts
 // the waiters' own calls back, and returns the length of the reply. The
 // requests and the argument sets are two strings of numbers (decideSource),
@@ -319,6 +323,6 @@ func (s *Store) batchCall(c *scriptCall, ws []*waiter) int {
 		w.sc.put()
 		w.sc = nil
 	}
-	c.args = append(c.args[:0], "b", s.offsetArg(), strconv.Itoa(len(ws)), strconv.Itoa(len(c.sets)), string(c.setb), string(c.reqs))
+	c.args = append(c.args[:0], "b", s.offsetArg(), strconv.Itoa(len(ws)), strconv.Itoa(len(c.sets)), bufString(c.setb), bufString(c.reqs))
 	return want
 }

@@ -234,9 +234,10 @@ func (s *Store) offsetArg() string {
 // scriptCall is the keys and arguments of one decide.lua call. They are
 // pooled: rueidis copies both slices into its command, so they are free
 // again once the command is built. The keys that are not a rule's first
-// are made in kbuf, whose bytes rueidis writes when it sends the command:
-// they are free once the call has returned, unless it failed, when the
-// command may still be waiting to be written (dropKeys).
+// are made in kbuf, and a batch's two strings of numbers are reqs and
+// setb: rueidis writes their bytes when it sends the command, so they
+// are free once the call has returned, unless it failed, when the
+// command may still be waiting to be written (dropBufs).
 type scriptCall struct {
 	keys, args []string
 	kbuf       []byte
@@ -280,9 +281,9 @@ func (s *Store) decideArgs(c *scriptCall, req *limit.Request) {
 	}
 }
 
-// dropKeys lets the keys made in c.kbuf live on with a call that failed:
-// c gets a new buffer.
-func (c *scriptCall) dropKeys() { c.kbuf = nil }
+// dropBufs lets the strings made in c's buffers live on with a call that
+// failed: c gets new buffers.
+func (c *scriptCall) dropBufs() { c.kbuf, c.reqs, c.setb = nil, nil, nil }
 
 // put returns c to the pool, without the strings it points to.
 func (c *scriptCall) put() {
@@ -481,7 +482,7 @@ func (s *Store) decideOne(ctx context.Context, c rueidis.Client, req *limit.Requ
 	v, err := decideScript.Exec(cctx, c, sc.keys, sc.args).ToArray()
 	cctx.release()
 	if err != nil {
-		sc.dropKeys()
+		sc.dropBufs()
 	}
 	sc.put()
 	if err != nil {
