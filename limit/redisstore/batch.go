@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/redis/rueidis"
 
@@ -65,6 +66,12 @@ type waiter struct {
 	res  limit.Result
 	err  error
 	done chan struct{}
+
+	// dec holds res's decisions, which the caller copies to its own
+	// array: the waiter's, kept with it from use to use, because a
+	// batch may answer a request whose caller has given up waiting,
+	// and whose array is someone else's by then.
+	dec []limit.Decision
 }
 
 var waiters = sync.Pool{New: func() any { return &waiter{done: make(chan struct{}, 1)} }}
@@ -89,7 +96,12 @@ func (s *Store) coalesce(ctx context.Context, c rueidis.Client, req *limit.Reque
 	select {
 	case <-w.done:
 		res, err := w.res, w.err
-		*w = waiter{done: w.done}
+		if err == nil {
+			res.Decisions = core.Decisions(req, len(req.Limits))
+			copy(res.Decisions, w.res.Decisions)
+		}
+		clear(w.dec) // no rules or keys kept alive in the pool
+		*w = waiter{done: w.done, dec: w.dec}
 		waiters.Put(w)
 		return res, err
 	case <-ctx.Done():
@@ -148,9 +160,12 @@ func (s *Store) next(c rueidis.Client) {
 func (s *Store) decideBatch(c rueidis.Client, ws []*waiter) {
 	sc := calls.Get().(*scriptCall)
 	want := s.batchCall(sc, ws)
-	ctx, cancel := context.WithDeadline(s.life, ws[0].by)
+	ctx := withDeadline(s.life, ws[0].by)
 	v, err := decideScript.Exec(ctx, c, sc.keys, sc.args).ToArray()
-	cancel()
+	ctx.release()
+	if err != nil {
+		sc.dropBufs()
+	}
 	sc.put()
 	if err == nil && len(v) != want {
 		err = fmt.Errorf("script returned %d values where a batch of %d requests has %d", len(v), len(ws), want)
@@ -165,7 +180,8 @@ func (s *Store) decideBatch(c rueidis.Client, ws []*waiter) {
 		if err != nil {
 			w.err = unavailable("decide", err)
 		} else {
-			w.res, o, w.err = batchResult(w.req, now, v, o)
+			w.res, o, w.err = batchResult(w.req, now, v, o, w.dec)
+			w.dec = w.res.Decisions
 		}
 		w.done <- struct{}{}
 	}
@@ -183,18 +199,18 @@ func replyLen(a *ruleArgs) int {
 }
 
 // batchResult is req's answer from a batch's reply v, whose time is now
-// (µs), reading from v[o]; it returns where the next request's numbers
-// start. A window aligned to the clock has one number, the remaining
+// (µs), reading from v[o], with its decisions in dec's array if it holds
+// them; it returns where the next request's numbers start. A window aligned to the clock has one number, the remaining
 // count, or -1 - the remaining count where the limit rejects; its window
 // is the one that holds now, as in the script, so its reset is that
 // window's end, and its retry the reset, or the whole window for a cost
 // above the limit.
-func batchResult(req *limit.Request, now int64, v []rueidis.RedisMessage, o int) (limit.Result, int, error) {
+func batchResult(req *limit.Request, now int64, v []rueidis.RedisMessage, o int, dec []limit.Decision) (limit.Result, int, error) {
 	res := limit.Result{
 		Allowed: true,
 		// Not req.Into: a batch may answer a request whose caller has
 		// given up waiting, and whose array is someone else's by now.
-		Decisions: make([]limit.Decision, len(req.Limits)),
+		Decisions: slices.Grow(dec[:0], len(req.Limits))[:len(req.Limits)],
 		Time:      time.UnixMicro(now),
 	}
 	for i, l := range req.Limits {
@@ -256,13 +272,17 @@ func appendSet(b []byte, set argSet) []byte {
 	return b
 }
 
+// bufString is b's bytes as a string, valid while b's array is not
+// written again (scriptCall).
+func bufString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
 // batchCall fills c with the keys and arguments of mode b for ws, puts
 // the waiters' own calls back, and returns the length of the reply. The
 // requests and the argument sets are two strings of numbers (decideSource),
 // which Redis and the script read for much less than one argument per
 // number.
 func (s *Store) batchCall(c *scriptCall, ws []*waiter) int {
-	c.keys, c.reqs, c.setb, c.sets = c.keys[:0], c.reqs[:0], c.setb[:0], c.sets[:0]
+	c.keys, c.kbuf, c.reqs, c.setb, c.sets = c.keys[:0], c.kbuf[:0], c.reqs[:0], c.setb[:0], c.sets[:0]
 	if c.index == nil {
 		c.index = make(map[string]int, 2*maxBatch)
 	}
@@ -273,6 +293,12 @@ func (s *Store) batchCall(c *scriptCall, ws []*waiter) int {
 			k := w.sc.keys[i]
 			x, ok := c.index[k]
 			if !ok {
+				// The waiter's keys may be made in its call's
+				// buffer, which is put back below: the batch
+				// copies them to its own.
+				start := len(c.kbuf)
+				c.kbuf = append(c.kbuf, k...)
+				k = unsafe.String(&c.kbuf[start], len(k))
 				c.keys = append(c.keys, k)
 				x = len(c.keys)
 				c.index[k] = x
@@ -297,6 +323,6 @@ func (s *Store) batchCall(c *scriptCall, ws []*waiter) int {
 		w.sc.put()
 		w.sc = nil
 	}
-	c.args = append(c.args[:0], "b", s.offsetArg(), strconv.Itoa(len(ws)), strconv.Itoa(len(c.sets)), string(c.setb), string(c.reqs))
+	c.args = append(c.args[:0], "b", s.offsetArg(), strconv.Itoa(len(ws)), strconv.Itoa(len(c.sets)), bufString(c.setb), bufString(c.reqs))
 	return want
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/redis/rueidis"
 
@@ -127,6 +128,23 @@ func (s *Store) storedKey(l limit.Limit) string {
 	return stored
 }
 
+// bufKey is storedKey for l, made in *buf where it is not the rule's
+// first key: the string is valid until *buf is written again from where
+// it is now.
+func (s *Store) bufKey(l limit.Limit, buf *[]byte) string {
+	a := argsOf(l.Rule)
+	k := a.first.Load()
+	if k == nil {
+		return s.storedKey(l)
+	}
+	if k.key == l.Key && k.prefix == s.prefix {
+		return k.stored
+	}
+	start := len(*buf)
+	*buf = core.AppendStoredKey(*buf, s.prefix, l.Rule, l.Key)
+	return unsafe.String(&(*buf)[start], len(*buf)-start)
+}
+
 // owner is the key of this package's values in ruledata.Ext. The
 // arguments do not depend on the store, so all Stores share them.
 type owner struct{}
@@ -214,10 +232,15 @@ func (s *Store) offsetArg() string {
 }
 
 // scriptCall is the keys and arguments of one decide.lua call. They are
-// pooled: rueidis copies both into its command, so they are free again
-// once the command is built.
+// pooled: rueidis copies both slices into its command, so they are free
+// again once the command is built. The keys that are not a rule's first
+// are made in kbuf, and a batch's two strings of numbers are reqs and
+// setb: rueidis writes their bytes when it sends the command, so they
+// are free once the call has returned, unless it failed, when the
+// command may still be waiting to be written (dropBufs).
 type scriptCall struct {
 	keys, args []string
+	kbuf       []byte
 	reqs, setb []byte         // a batch's requests and argument sets, before they join args
 	sets       []argSet       // a batch's distinct limit arguments
 	index      map[string]int // a batch's key indexes
@@ -227,9 +250,9 @@ var calls = sync.Pool{New: func() any { return new(scriptCall) }}
 
 // decideCall fills c with the script's keys and arguments for req.
 func (s *Store) decideCall(c *scriptCall, req *limit.Request) {
-	c.keys = c.keys[:0]
+	c.keys, c.kbuf = c.keys[:0], c.kbuf[:0]
 	for _, l := range req.Limits {
-		c.keys = append(c.keys, s.storedKey(l))
+		c.keys = append(c.keys, s.bufKey(l, &c.kbuf))
 	}
 	s.decideArgs(c, req)
 }
@@ -257,6 +280,10 @@ func (s *Store) decideArgs(c *scriptCall, req *limit.Request) {
 		c.args[0] = "D"
 	}
 }
+
+// dropBufs lets the strings made in c's buffers live on with a call that
+// failed: c gets new buffers.
+func (c *scriptCall) dropBufs() { c.kbuf, c.reqs, c.setb = nil, nil, nil }
 
 // put returns c to the pool, without the strings it points to.
 func (c *scriptCall) put() {
@@ -451,9 +478,12 @@ func (s *Store) decideRemote(ctx context.Context, req *limit.Request) (limit.Res
 
 // decideOne sends one request's script call and puts sc back.
 func (s *Store) decideOne(ctx context.Context, c rueidis.Client, req *limit.Request, sc *scriptCall) (limit.Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	v, err := decideScript.Exec(ctx, c, sc.keys, sc.args).ToArray()
+	cctx := withTimeout(ctx, s.timeout)
+	v, err := decideScript.Exec(cctx, c, sc.keys, sc.args).ToArray()
+	cctx.release()
+	if err != nil {
+		sc.dropBufs()
+	}
 	sc.put()
 	if err != nil {
 		return limit.Result{}, unavailable("decide", err)

@@ -195,8 +195,9 @@ func (s *Store) decideSlots(ctx context.Context, c rueidis.Client, req *limit.Re
 	}
 	defer s.leaveGroups(gs)
 	// One budget for the whole decision, as for a decision of one call.
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
+	cctx := withTimeout(ctx, s.timeout)
+	defer cctx.release()
+	ctx = cctx
 	token := s.token + strconv.FormatUint(s.seq.Add(1), 36)
 	first, rest := gs[0], gs[1:]
 	s.decideGroup(ctx, c, first, token)

@@ -10,7 +10,6 @@
 package core
 
 import (
-	"strings"
 	"time"
 
 	"github.com/floodgate-gw/floodgate/internal/ruledata"
@@ -69,17 +68,19 @@ func Decisions(req *limit.Request, n int) []limit.Decision {
 // holds one logical key's state in one slot; neither the prefix, the name
 // nor the key may contain a brace, so the tag is always this one.
 func StoredKey(prefix string, r *limit.Rule, k limit.Key) string {
-	var b strings.Builder
 	id := StateID(r)
-	b.Grow(len(prefix) + len(r.Name) + len(k) + len(id) + 4)
-	b.WriteString(prefix)
-	b.WriteByte('{')
-	b.WriteString(r.Name)
-	b.WriteByte(':')
-	b.WriteString(string(k))
-	b.WriteString("}:")
-	b.WriteString(id)
-	return b.String()
+	return string(AppendStoredKey(make([]byte, 0, len(prefix)+len(r.Name)+len(k)+len(id)+4), prefix, r, k))
+}
+
+// AppendStoredKey appends StoredKey(prefix, r, k) to b.
+func AppendStoredKey(b []byte, prefix string, r *limit.Rule, k limit.Key) []byte {
+	b = append(b, prefix...)
+	b = append(b, '{')
+	b = append(b, r.Name...)
+	b = append(b, ':')
+	b = append(b, k...)
+	b = append(b, "}:"...)
+	return append(b, StateID(r)...)
 }
 
 func us(v int64) time.Duration { return time.Duration(v) * time.Microsecond }

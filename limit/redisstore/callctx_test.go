@@ -1,0 +1,91 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestCallCtx: a callCtx ends as context.WithDeadline's would, at its
+// deadline or its parent's end, whether Done is asked before or after, and
+// one put back and taken again starts anew.
+func TestCallCtx(t *testing.T) {
+	t.Run("deadline", func(t *testing.T) {
+		c := withTimeout(context.Background(), 20*time.Millisecond)
+		defer c.release()
+		if err := c.Err(); err != nil {
+			t.Fatalf("Err %v before the deadline", err)
+		}
+		select {
+		case <-c.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("Done not closed at the deadline")
+		}
+		if err := c.Err(); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Err %v, want DeadlineExceeded", err)
+		}
+	})
+	t.Run("deadline_unasked", func(t *testing.T) {
+		c := withTimeout(context.Background(), time.Millisecond)
+		defer c.release()
+		time.Sleep(5 * time.Millisecond)
+		if err := c.Err(); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Err %v, want DeadlineExceeded", err)
+		}
+		select {
+		case <-c.Done():
+		default:
+			t.Fatal("Done open past the deadline")
+		}
+	})
+	t.Run("parent", func(t *testing.T) {
+		parent, cancel := context.WithCancel(context.WithValue(context.Background(), owner{}, "v"))
+		c := withTimeout(parent, time.Hour)
+		defer c.release()
+		if c.Value(owner{}) != "v" {
+			t.Fatal("parent's value lost")
+		}
+		done := c.Done()
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("Done not closed when the parent ended")
+		}
+		if err := c.Err(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Err %v, want Canceled", err)
+		}
+	})
+	t.Run("parent_deadline", func(t *testing.T) {
+		parent, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		pd, _ := parent.Deadline()
+		c := withTimeout(parent, time.Hour)
+		defer c.release()
+		if d, ok := c.Deadline(); !ok || !d.Equal(pd) {
+			t.Fatalf("deadline %v, want the parent's %v", d, pd)
+		}
+	})
+	t.Run("reused", func(t *testing.T) {
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for range 1000 {
+					c := withTimeout(context.Background(), time.Minute)
+					if c.Err() != nil {
+						t.Error("a reused callCtx has ended")
+					}
+					select {
+					case <-c.Done():
+						t.Error("a reused callCtx's Done is closed")
+					default:
+					}
+					c.release()
+				}
+			})
+		}
+		wg.Wait()
+	})
+}
