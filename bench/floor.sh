@@ -323,10 +323,8 @@ ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
 redis_cpu() { redis-cli -p "${rport[$1]}" INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(user|sys):/ {s += $2} END {printf "%.6f", s}'; }
 perreq() { awk -v t="$1" -v n="$2" -v hz="$HZ" 'BEGIN{printf "%.1f", n ? t * 1e6 / hz / n : 0}'; } # ticks requests
 
-# rls_ready CONTENDER: waits (up to 10 s) until one call is answered OK. The
-# end of a run cuts off the calls in flight, and floodgate's Redis store
-# counts a decision whose context ended as a failure of the node: enough
-# of them rest the node until its next probe, and calls meanwhile fail.
+# rls_ready CONTENDER: waits (up to 10 s) until one call is answered OK, so
+# that a run starts on a server that answers.
 rls_ready() {
 	for _ in $(seq 100); do
 		"$tmp/rlsload" -addr "127.0.0.1:${port[$1]}" -callers 1 -conns 1 -duration 1ms >/dev/null 2>&1 && return 0
