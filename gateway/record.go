@@ -7,6 +7,7 @@ import (
 
 	"github.com/floodgate-gw/floodgate/config"
 	"github.com/floodgate-gw/floodgate/events"
+	"github.com/floodgate-gw/floodgate/limit"
 )
 
 // recordRefused writes the event of a request turned away, of type typ
@@ -70,11 +71,12 @@ func newEvent(x *exchange, typ string) *events.Event {
 	// Global limits come first, under their own names (unique across
 	// global and route limits); a limit whose key and fallback are both
 	// missing has no entry.
+	var buf [4]limit.Part // the parts parts makes: no key is built
 	for _, l := range x.route.limits {
-		_, values, ok := x.resolve(l.Key, false, nil)
+		_, values, ok := x.parts(l.Key, false, nil, buf[:0])
 		fallback := false
 		if !ok && len(l.Fallback) > 0 {
-			_, values, ok = x.resolve(l.Fallback, true, nil)
+			_, values, ok = x.parts(l.Fallback, true, nil, buf[:0])
 			fallback = ok
 		}
 		if ok {
