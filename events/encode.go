@@ -123,6 +123,19 @@ func appendList(b []byte, vs []string) []byte {
 // appendString appends s quoted as json.Marshal quotes a string: with its
 // HTML escaping of <, > and &, U+2028 and U+2029 escaped, and each byte of
 // invalid UTF-8 replaced by U+FFFD.
+// jsonPlain marks the ASCII bytes a JSON string holds as they are, as
+// encoding/json writes them: not a control byte, quote, backslash, or one
+// of the HTML characters it escapes.
+var jsonPlain = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = true
+	}
+	for _, c := range `"\\<>&` {
+		t[c] = false
+	}
+	return t
+}()
+
 func appendString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
@@ -130,7 +143,7 @@ func appendString(b []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if jsonPlain[c] {
 				i++
 				continue
 			}

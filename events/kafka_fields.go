@@ -281,16 +281,56 @@ func limitingKey(keys map[string][]string) []byte {
 	}
 	first, had := "", false
 	for name := range keys {
-		if !had || name < first {
+		if !had || jsonText(name) < jsonText(first) {
 			first, had = name, true
 		}
 	}
-	return joinKey(keys[first])
+	vs := keys[first]
+	n := max(len(vs)-1, 0)
+	for _, v := range vs {
+		n += len(v)
+	}
+	key := make([]byte, 0, n)
+	for i, v := range vs {
+		if i > 0 {
+			key = append(key, '|')
+		}
+		key = appendJSONText(key, v)
+	}
+	return key
+}
+
+// jsonText is s as it reads back from the event's JSON: each byte that is
+// not valid UTF-8 replaced with U+FFFD, as encoding/json (and encode)
+// write it, so that a record's key is the same whether it was made from
+// the event or read back from the spool.
+func jsonText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return string(appendJSONText(nil, s))
+}
+
+// appendJSONText appends jsonText(s) to b.
+func appendJSONText(b []byte, s string) []byte {
+	if utf8.ValidString(s) {
+		return append(b, s...)
+	}
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = utf8.AppendRune(b, utf8.RuneError)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return b
 }
 
 // joinKey joins a limit's key values with "|", in one allocation; never
 // nil.
-func joinKey[S string | []byte](vs []S) []byte {
+func joinKey(vs [][]byte) []byte {
 	n := max(len(vs)-1, 0)
 	for _, v := range vs {
 		n += len(v)

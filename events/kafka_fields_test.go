@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // FuzzReadKafkaFields holds the route and limiting key read from an
@@ -26,6 +27,13 @@ func FuzzReadKafkaFields(f *testing.F) {
 		data, err := encode(e)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// A record sent straight from the event gets the key and route
+		// one read back from the spool gets; limit names are tokens (two
+		// names of invalid UTF-8 could be one in the JSON).
+		if route, key := readKafkaFields(data); utf8.ValidString(k1+k2) &&
+			(route != jsonText(e.Route) || !bytes.Equal(key, limitingKey(e.Keys))) {
+			t.Fatalf("from the event: %q, %q; from its JSON: %q, %q", jsonText(e.Route), limitingKey(e.Keys), route, key)
 		}
 		for _, in := range [][]byte{data, raw} {
 			var f kafkaFields

@@ -13,6 +13,13 @@ type record struct {
 	id   string
 	typ  string
 	data []byte // the event's JSON
+
+	// The Kafka record's route header and key, as readKafkaFields reads
+	// them from data: known when the record comes from Record or Audit
+	// rather than the spool, whose format does not keep them.
+	kafka    bool
+	route    string
+	kafkaKey []byte
 }
 
 // A spooled record on disk is

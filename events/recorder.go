@@ -63,6 +63,7 @@ type Recorder struct {
 	// maxRecord bounds an event as encoded: the spool's bound, or the
 	// sink's when it is smaller (Kafka's record).
 	maxRecord int
+	kafka     bool // the sink is Kafka: records carry their key and route
 
 	// After a batch the sink did not take within the direct timeout,
 	// batches go through the spool until directAfter, a wait that starts
@@ -127,7 +128,7 @@ func NewRecorder(c Sink, o Options) (*Recorder, error) {
 	}
 	r.sink = snk
 	if c.Kind == SinkKafka {
-		r.maxRecord = maxKafkaValue
+		r.maxRecord, r.kafka = maxKafkaValue, true
 	}
 	if c.SpoolDir != "" {
 		maxBytes := c.SpoolMaxBytes
@@ -215,6 +216,9 @@ func (r *Recorder) enqueue(e *Event, wait bool) *pending {
 		return nil
 	}
 	p := &pending{rec: record{id: e.ID, typ: e.Type, data: data}}
+	if r.kafka {
+		p.rec.kafka, p.rec.route, p.rec.kafkaKey = true, jsonText(e.Route), limitingKey(e.Keys)
+	}
 	if wait {
 		p.done = make(chan struct{})
 	}

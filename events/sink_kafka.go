@@ -298,8 +298,12 @@ func toKafka(recs []record) []kafkaRec {
 	keys := make([][]byte, len(recs))
 	n := 0
 	for i := range recs {
-		routes[i], keys[i] = readKafkaFields(recs[i].data)
 		r := &recs[i]
+		if r.kafka {
+			routes[i], keys[i] = r.route, r.kafkaKey
+		} else {
+			routes[i], keys[i] = readKafkaFields(r.data)
+		}
 		n += len(keys[i]) + len(r.data) + len(r.id) + len(routes[i]) + len(r.typ)
 	}
 	buf := make([]byte, 0, n)
