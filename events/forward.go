@@ -149,8 +149,11 @@ func (f *forwarder) deliver(recs []record, ends []int64) bool {
 	}
 	var refused refusedError
 	if errors.As(err, &refused) && n < len(recs) {
-		f.setAside(&recs[n], ends[n], err)
-		return true
+		// A broker bounds a whole produce batch (max.message.bytes), so
+		// a batch refused as too large may hold records that fit one by
+		// one: the first goes again alone, and is set aside only if it
+		// is refused alone too.
+		return f.deliverAlone(&recs[n], ends[n])
 	}
 	if err != nil {
 		return f.retry(err)
@@ -161,6 +164,34 @@ func (f *forwarder) deliver(recs []record, ends []int64) bool {
 	}
 	f.backoff = minBackoff
 	return true
+}
+
+// deliverAlone sends rec, the spool's next record, by itself, after a
+// batch it was in was refused for good; false: stop.
+func (f *forwarder) deliverAlone(rec *record, end int64) bool {
+	r := f.r
+	ctx, cancel := context.WithTimeout(r.life, deliverTimeout)
+	if f.stopping {
+		ctx, cancel = context.WithDeadline(r.life, f.deadline)
+	}
+	n, err := r.sink.deliver(ctx, []record{*rec})
+	cancel()
+	var refused refusedError
+	switch {
+	case n == 1:
+		r.cursor.off = end
+		if cerr := r.spool.commit(r.cursor); cerr != nil {
+			r.log.Error("events: cannot persist the spool position", "error", cerr.Error())
+		}
+		r.spool.pending.Add(-1)
+		r.metrics.spooled.Set(float64(r.spool.pending.Load()))
+		r.metrics.count(rec.typ, resultDelivered, 1)
+		return true
+	case errors.As(err, &refused):
+		f.setAside(rec, end, err)
+		return true
+	}
+	return f.retry(err)
 }
 
 // setAside moves the spool's position past rec, which the sink refuses for

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -492,4 +494,34 @@ func TestKafkaTopicMadeAgain(t *testing.T) {
 	waitFor(t, "the events in the new topic", func() bool { got = kafkaRecords(t, k.ListenAddrs()); return len(got) >= len(want) })
 	checkKafka(t, got, want)
 	waitFor(t, "an empty spool", func() bool { return r.spooledGauge() == 0 })
+}
+
+// TestKafkaBatchTooLargeForTheTopic: a topic whose max.message.bytes is
+// below the client's batch bound refuses batches of events that fit one
+// by one; each such event is sent again alone and delivered, and none is
+// set aside.
+func TestKafkaBatchTooLargeForTheTopic(t *testing.T) {
+	t.Parallel()
+	k := startKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "12000"}))
+	c := kafkaCase(t, k.ListenAddrs())
+	r := newTestRecorder(t, c, Options{})
+	const n = 40
+	var wg sync.WaitGroup
+	for i := range n {
+		e := testEvent(i)
+		e.Body = []byte(strings.Repeat("y", 3000)) // 4 KB in base64: three fit in a batch of 12 KB
+		wg.Go(func() {
+			if !r.Record(context.Background(), e) {
+				t.Errorf("Record(%d) = false", i)
+			}
+		})
+	}
+	wg.Wait()
+	waitFor(t, "every event in the topic", func() bool { return len(kafkaRecords(t, k.ListenAddrs())) >= n })
+	if b, err := os.ReadFile(filepath.Join(c.SpoolDir, refusedFile)); err == nil {
+		t.Errorf("%d events set aside, want none", bytes.Count(b, []byte("\n")))
+	}
+	if f := r.total(TypeBreakerRejected, resultFailed); f != 0 {
+		t.Errorf("failed = %v, want 0", f)
+	}
 }
