@@ -467,13 +467,26 @@ func (s *Store) decideRemote(ctx context.Context, req *limit.Request) (limit.Res
 	sc := calls.Get().(*scriptCall)
 	s.decideCall(sc, req)
 	var res limit.Result
+	start := s.mono()
 	if sc.args[0] == "d" && n <= maxBatchLimits {
 		res, err = s.coalesce(ctx, c, req, sc)
 	} else {
 		res, err = s.decideOne(ctx, c, req, sc)
 	}
-	s.leave(g, probe, err)
+	s.leave(g, probe, s.callerGone(ctx, start, err))
 	return res, err
+}
+
+// callerGone is err, the error of a call made for ctx from start, or
+// context.Canceled when the caller's own context ended before the store's
+// timeout did (a caller's deadline shorter than store.timeout, as Envoy's
+// 20 ms for a rate-limit call): the call then says nothing of the node,
+// which leave takes as no news.
+func (s *Store) callerGone(ctx context.Context, start int64, err error) error {
+	if err != nil && ctx.Err() != nil && s.mono()-start < int64(s.timeout) {
+		return context.Canceled
+	}
+	return err
 }
 
 // decideOne sends one request's script call and puts sc back.

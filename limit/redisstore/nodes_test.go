@@ -294,8 +294,9 @@ func clusterMasterFails(t *testing.T, fail func(*testredis.Server)) {
 	}
 }
 
-// TestCancelledCallsRestNoNode: calls whose callers cancel them (an Envoy
-// that gives up on a rate-limit call, a client that goes away), however
+// TestCancelledCallsRestNoNode: calls whose callers cancel them or whose
+// callers' own deadlines pass (an Envoy that gives up on a rate-limit
+// call, a client that goes away), however
 // many, leave the node serving the next caller, on a real Redis, with
 // calls coalesced while others are in flight.
 func TestCancelledCallsRestNoNode(t *testing.T) {
@@ -307,10 +308,15 @@ func TestCancelledCallsRestNoNode(t *testing.T) {
 	}
 	for i := range 10 * tripFailures {
 		ctx, cancel := context.WithCancel(context.Background())
-		if i%2 == 0 {
+		switch i % 3 {
+		case 0:
 			cancel() // gone before the call
-		} else {
+		case 1:
 			time.AfterFunc(50*time.Microsecond, cancel) // gone during it
+		case 2:
+			// A deadline of the caller's own, shorter than the store's
+			// timeout (Envoy's 20 ms), past before the call.
+			ctx, cancel = context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
 		}
 		_, _ = s.Decide(ctx, req(i))
 		cancel()

@@ -186,8 +186,9 @@ func (s *Store) decideSlots(ctx context.Context, c rueidis.Client, req *limit.Re
 		}
 		sc := calls.Get().(*scriptCall)
 		s.decideCall(sc, req)
+		start := s.mono()
 		res, err := s.decideOne(ctx, c, req, sc)
-		s.leaveKey(g, key, probe, err)
+		s.leaveKey(g, key, probe, s.callerGone(ctx, start, err))
 		return res, err
 	}
 	if err := s.enterGroups(gs); err != nil {
