@@ -128,11 +128,23 @@ func (s *kafkaSource) starts(ctx context.Context) (map[int32]int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events: offsets of group %s: %w", s.group, err)
 	}
+	// A partition whose records before the end are all gone (retention,
+	// DeleteRecords) has nothing to read: the reader would wait for ever.
+	logStarts, err := s.adm.ListStartOffsets(ctx, s.topic)
+	if err == nil {
+		err = logStarts.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("events: the start of kafka topic %s: %w", s.topic, err)
+	}
 	starts := map[int32]int64{}
 	for p, end := range s.ends {
 		at := int64(0) // before the log start: the reader resets to it
 		if o, ok := committed.Lookup(s.topic, p); ok && o.At >= 0 {
 			at = o.At
+		}
+		if o, ok := logStarts.Lookup(s.topic, p); ok {
+			at = max(at, o.Offset)
 		}
 		if at < end {
 			starts[p] = at
@@ -149,12 +161,14 @@ type kafkaReader struct {
 	ends  map[int32]int64
 	left  map[int32]bool // partitions not read to their end yet
 	// queued holds, per partition, the records fetched and not yet
-	// returned, in offset order.
+	// returned, in offset order; paused, the partitions whose fetching
+	// waits for their queue to be taken.
 	queued map[int32][]*kgo.Record
+	paused map[int32]bool
 }
 
 func (s *kafkaSource) newReader(starts map[int32]int64) (*kafkaReader, error) {
-	r := &kafkaReader{topic: s.topic, ends: s.ends, left: map[int32]bool{}, queued: map[int32][]*kgo.Record{}}
+	r := &kafkaReader{topic: s.topic, ends: s.ends, left: map[int32]bool{}, queued: map[int32][]*kgo.Record{}, paused: map[int32]bool{}}
 	if len(starts) == 0 {
 		return r, nil
 	}
@@ -167,6 +181,11 @@ func (s *kafkaSource) newReader(starts map[int32]int64) (*kafkaReader, error) {
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: offsets}),
 		// An offset the topic's retention deleted: from the oldest kept.
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// A fetch brings a partition a bounded bite (maxQueued), so that
+		// one whose events come later is not held whole in memory.
+		kgo.FetchMaxPartitionBytes(kafkaFetchBytes),
+		kgo.FetchMaxBytes(kafkaFetchBytes),
+		kgo.MaxConcurrentFetches(1),
 	)...)
 	if err != nil {
 		return nil, err
@@ -208,13 +227,25 @@ func (r *kafkaReader) next(ctx context.Context) (*kgo.Record, error) {
 			return nil, ferr
 		}
 		fs.EachRecord(func(rec *kgo.Record) {
-			end := r.ends[rec.Partition]
-			if !r.left[rec.Partition] || rec.Offset >= end {
-				return // recorded after the source opened
+			p, end := rec.Partition, r.ends[rec.Partition]
+			if !r.left[p] {
+				return
 			}
-			r.queued[rec.Partition] = append(r.queued[rec.Partition], rec)
+			if rec.Offset >= end {
+				// Recorded after the source opened, past a gap (the
+				// records before the end deleted meanwhile).
+				r.finish(p)
+				return
+			}
+			r.queued[p] = append(r.queued[p], rec)
 			if rec.Offset+1 >= end {
-				r.finish(rec.Partition)
+				r.finish(p)
+			} else if len(r.queued[p]) >= maxQueued && !r.paused[p] {
+				// Enough to compare with the others: fetching more
+				// would hold a partition whole in memory while another
+				// lags.
+				r.paused[p] = true
+				r.cl.PauseFetchPartitions(map[string][]int32{r.topic: {p}})
 			}
 		})
 	}
@@ -227,11 +258,24 @@ func (r *kafkaReader) next(ctx context.Context) (*kgo.Record, error) {
 	if first == nil {
 		return nil, io.EOF
 	}
-	q := r.queued[first.Partition]
+	p := first.Partition
+	q := r.queued[p]
 	q[0] = nil
-	r.queued[first.Partition] = q[1:]
+	r.queued[p] = q[1:]
+	if len(q) == 1 && r.paused[p] && r.left[p] {
+		r.paused[p] = false
+		r.cl.ResumeFetchPartitions(map[string][]int32{r.topic: {p}})
+	}
 	return first, nil
 }
+
+// maxQueued is how many fetched records a partition holds before its
+// fetching pauses until they are taken; kafkaFetchBytes bounds what one
+// fetch brings of a partition (at least one record, however long).
+const (
+	maxQueued       = 512
+	kafkaFetchBytes = 256 << 10
+)
 
 // earlier orders records of different partitions by time, then by event
 // id (the time to the millisecond, then the recording gateway and its

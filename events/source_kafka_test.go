@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -338,5 +339,128 @@ func TestKafkaSourceMergesByTime(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("replayed %v, want in time order %v", got, want)
+	}
+}
+
+// TestKafkaSourceDeletedRecords: a partition whose records before the
+// end were all deleted (retention, DeleteRecords) has nothing to replay,
+// and the replay of the others ends rather than wait for it.
+func TestKafkaSourceDeletedRecords(t *testing.T) {
+	t.Parallel()
+	k := startKafka(t)
+	c := kafkaCase(t, k.ListenAddrs())
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.ListenAddrs()...), kgo.DefaultProduceTopic(kafkaTopic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var want string
+	for i := range 4 {
+		e := testEvent(i)
+		e.Route, e.Type = "lucky-meal", TypeBreakerRejected
+		e.ID = ids.next(e.Time)
+		data, err := encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := int32(0)
+		if i == 3 {
+			p, want = 1, e.ID
+		}
+		rec := &kgo.Record{Partition: p, Value: data, Timestamp: eventTime(e.ID),
+			Headers: []kgo.RecordHeader{{Key: "id", Value: []byte(e.ID)}, {Key: "route", Value: []byte(e.Route)}, {Key: "type", Value: []byte(e.Type)}}}
+		if err := cl.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var gone kadm.Offsets
+	gone.Add(kadm.Offset{Topic: kafkaTopic, Partition: 0, At: 3})
+	if _, err := kadm.NewClient(cl).DeleteRecords(context.Background(), gone); err != nil {
+		t.Fatal(err)
+	}
+	src := openKafka(t, c, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var got []string
+	for {
+		e, err := src.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %v: Next: %v", got, err)
+		}
+		got = append(got, e.ID)
+		if err := src.Done(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(got, []string{want}) {
+		t.Errorf("replayed %v, want the one event left, %s", got, want)
+	}
+}
+
+// TestKafkaSourceMergeHoldsLittle: while one partition's events come
+// first, the other's are fetched no further than the reader's queue
+// bound, rather than held whole in memory.
+func TestKafkaSourceMergeHoldsLittle(t *testing.T) {
+	t.Parallel()
+	k := startKafka(t)
+	c := kafkaCase(t, k.ListenAddrs())
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.ListenAddrs()...), kgo.DefaultProduceTopic(kafkaTopic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(16<<10),
+		kgo.ProducerBatchCompression(kgo.NoCompression())) // else one batch holds a partition
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	base := time.UnixMilli(1765000000000)
+	val := bytes.Repeat([]byte("v"), 1000)
+	const n = 3000
+	for p := range int32(2) {
+		for i := range n {
+			at := base.Add(time.Duration(i) * time.Millisecond)
+			if p == 0 {
+				// Every event of partition 0 after partition 1's: the
+				// broker fills a fetch with partition 0 first.
+				at = at.Add(time.Hour)
+			}
+			cl.Produce(context.Background(), &kgo.Record{Partition: p, Value: val, Timestamp: at}, nil)
+		}
+	}
+	if err := cl.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	src := openKafka(t, c, Options{}).(*kafkaSource)
+	starts, err := src.starts(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := src.newReader(starts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.close()
+	most, read := 0, 0
+	for {
+		rec, err := rd.next(context.Background())
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		read++
+		if rec.Partition == 1 {
+			most = max(most, len(rd.queued[0]))
+		}
+	}
+	if read != 2*n {
+		t.Errorf("read %d records, want %d", read, 2*n)
+	}
+	// A fetch that was under way when the bound was reached still lands.
+	if most > 2*maxQueued {
+		t.Errorf("partition 0 held %d records while partition 1 was read, want about %d at most", most, maxQueued)
 	}
 }
