@@ -162,9 +162,11 @@ func (s *Store) decideBatch(c rueidis.Client, ws []*waiter) {
 	want := s.batchCall(sc, ws)
 	ctx := withDeadline(s.life, ws[0].by)
 	v, err := decideScript.Exec(ctx, c, sc.keys, sc.args).ToArray()
-	ctx.release()
 	if err != nil {
+		ctx.discard()
 		sc.dropBufs()
+	} else {
+		ctx.release()
 	}
 	sc.put()
 	if err == nil && len(v) != want {

@@ -52,6 +52,16 @@ func withTimeout(parent context.Context, d time.Duration) *callCtx {
 	return withDeadline(parent, time.Now().Add(d))
 }
 
+// discard ends c and leaves it out of the pool: after a call that failed,
+// whose command rueidis may still hold (a timed-out one, written later),
+// with c as its context.
+func (c *callCtx) discard() {
+	c.mu.Lock()
+	c.pinned = true
+	c.mu.Unlock()
+	c.release()
+}
+
 // release ends c, and puts it back in the pool if nothing of it can be
 // in use (callCtx).
 func (c *callCtx) release() {

@@ -493,9 +493,11 @@ func (s *Store) callerGone(ctx context.Context, start int64, err error) error {
 func (s *Store) decideOne(ctx context.Context, c rueidis.Client, req *limit.Request, sc *scriptCall) (limit.Result, error) {
 	cctx := withTimeout(ctx, s.timeout)
 	v, err := decideScript.Exec(cctx, c, sc.keys, sc.args).ToArray()
-	cctx.release()
 	if err != nil {
+		cctx.discard()
 		sc.dropBufs()
+	} else {
+		cctx.release()
 	}
 	sc.put()
 	if err != nil {

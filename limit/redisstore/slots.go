@@ -197,7 +197,7 @@ func (s *Store) decideSlots(ctx context.Context, c rueidis.Client, req *limit.Re
 	defer s.leaveGroups(gs)
 	// One budget for the whole decision, as for a decision of one call.
 	cctx := withTimeout(ctx, s.timeout)
-	defer cctx.release()
+	defer cctx.discard() // its groups' calls may have failed: never pooled
 	ctx = cctx
 	token := s.token + strconv.FormatUint(s.seq.Add(1), 36)
 	first, rest := gs[0], gs[1:]
