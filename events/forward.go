@@ -126,21 +126,11 @@ func (f *forwarder) idle() bool {
 // sink took; false: stop.
 func (f *forwarder) deliver(recs []record, ends []int64) bool {
 	r := f.r
-	ctx, cancel := context.WithTimeout(r.life, deliverTimeout)
-	if f.stopping {
-		ctx, cancel = context.WithDeadline(r.life, f.deadline)
-	}
+	ctx, cancel := f.deliveryContext()
 	n, err := r.sink.deliver(ctx, recs)
 	cancel()
 	if n > 0 {
-		r.cursor.off = ends[n-1]
-		if cerr := r.spool.commit(r.cursor); cerr != nil {
-			// The events are delivered; failing to remember that only
-			// means they may be delivered again after a restart.
-			r.log.Error("events: cannot persist the spool position", "error", cerr.Error())
-		}
-		r.spool.pending.Add(-int64(n))
-		r.metrics.spooled.Set(float64(r.spool.pending.Load()))
+		f.advance(ends[n-1], n)
 		var t tally
 		for _, rec := range recs[:n] {
 			t.add(r.metrics, rec.typ, resultDelivered)
@@ -170,21 +160,13 @@ func (f *forwarder) deliver(recs []record, ends []int64) bool {
 // batch it was in was refused for good; false: stop.
 func (f *forwarder) deliverAlone(rec *record, end int64) bool {
 	r := f.r
-	ctx, cancel := context.WithTimeout(r.life, deliverTimeout)
-	if f.stopping {
-		ctx, cancel = context.WithDeadline(r.life, f.deadline)
-	}
+	ctx, cancel := f.deliveryContext()
 	n, err := r.sink.deliver(ctx, []record{*rec})
 	cancel()
 	var refused refusedError
 	switch {
 	case n == 1:
-		r.cursor.off = end
-		if cerr := r.spool.commit(r.cursor); cerr != nil {
-			r.log.Error("events: cannot persist the spool position", "error", cerr.Error())
-		}
-		r.spool.pending.Add(-1)
-		r.metrics.spooled.Set(float64(r.spool.pending.Load()))
+		f.advance(end, 1)
 		r.metrics.count(rec.typ, resultDelivered, 1)
 		return true
 	case errors.As(err, &refused):
@@ -210,13 +192,31 @@ func (f *forwarder) setAside(rec *record, end int64, err error) {
 	r.log.Error("events: the sink refuses an event for good; it is set aside",
 		"sink", r.sink.name(), "id", rec.id, "type", rec.typ, "bytes", len(rec.data), "error", err.Error(),
 		"kept", kept, "path", path)
-	r.cursor.off = end
-	if cerr := r.spool.commit(r.cursor); cerr != nil {
-		r.log.Error("events: cannot persist the spool position", "error", cerr.Error())
-	}
-	r.spool.pending.Add(-1)
-	r.metrics.spooled.Set(float64(r.spool.pending.Load()))
+	f.advance(end, 1)
 	r.metrics.count(rec.typ, resultFailed, 1)
+}
+
+// deliveryContext bounds one delivery: deliverTimeout, or what is left of
+// Close's last attempts.
+func (f *forwarder) deliveryContext() (context.Context, context.CancelFunc) {
+	if f.stopping {
+		return context.WithDeadline(f.r.life, f.deadline)
+	}
+	return context.WithTimeout(f.r.life, deliverTimeout)
+}
+
+// advance moves the spool's position to end, past n records that are
+// done with (delivered or set aside), and persists it.
+func (f *forwarder) advance(end int64, n int) {
+	r := f.r
+	r.cursor.off = end
+	if err := r.spool.commit(r.cursor); err != nil {
+		// The events are done with; failing to remember that only means
+		// they may be delivered again after a restart.
+		r.log.Error("events: cannot persist the spool position", "error", err.Error())
+	}
+	r.spool.pending.Add(-int64(n))
+	r.metrics.spooled.Set(float64(r.spool.pending.Load()))
 }
 
 // The refused file holds, one JSON line each, the events a sink refused

@@ -22,6 +22,11 @@ type record struct {
 	kafkaKey []byte
 }
 
+// setKafka fills r's Kafka key and route from e, the event r encodes.
+func (r *record) setKafka(e *Event) {
+	r.kafka, r.route, r.kafkaKey = true, jsonText(e.Route), limitingKey(e.Keys)
+}
+
 // A spooled record on disk is
 //
 //	u32 length of BODY, little endian

@@ -88,6 +88,7 @@ type pending struct {
 	rec  record
 	err  error         // the verdict, set before done is closed
 	done chan struct{} // closed by the writer; nil: nobody waits (Audit)
+	ev   *Event        // Audit's event, for rec's Kafka key when delivered
 }
 
 // NewRecorder starts a recorder that writes to the sink c. It fails only when
@@ -216,11 +217,17 @@ func (r *Recorder) enqueue(e *Event, wait bool) *pending {
 		return nil
 	}
 	p := &pending{rec: record{id: e.ID, typ: e.Type, data: data}}
-	if r.kafka {
-		p.rec.kafka, p.rec.route, p.rec.kafkaKey = true, jsonText(e.Route), limitingKey(e.Keys)
-	}
 	if wait {
 		p.done = make(chan struct{})
+		if r.kafka {
+			// Record's caller may change e once it returns: the key is
+			// taken now.
+			p.rec.setKafka(e)
+		}
+	} else if r.kafka {
+		// Audit's e is left alone: the writer takes the key off the
+		// request's path, if the record goes straight to Kafka.
+		p.ev = e
 	}
 	if p.rec.size() > r.maxRecord {
 		r.metrics.count(e.Type, resultFailed, 1)
@@ -439,6 +446,9 @@ func (r *Recorder) deliver(batch []*pending, timeout time.Duration) (int, error)
 	recs := make([]record, len(batch))
 	for i, p := range batch {
 		recs[i] = p.rec
+		if p.ev != nil {
+			recs[i].setKafka(p.ev)
+		}
 	}
 	ctx, cancel := context.WithTimeout(r.life, timeout)
 	defer cancel()

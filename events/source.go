@@ -65,8 +65,9 @@ func ReplayGroup(route string) string { return "floodgate-replay-" + route }
 func ReplayOffsetFile(path, route string) string { return path + ".replay-" + route + ".offset" }
 
 // OpenSource opens the sink c for replaying the breaker_rejected and
-// overloaded events of route, and its admitted ones with o.Admitted. Unlike NewRecorder it fails when the sink cannot be reached:
-// a replay has nothing to do without it.
+// overloaded events of route, and its admitted ones with o.Admitted.
+// Unlike NewRecorder it fails when the sink cannot be reached: a replay
+// has nothing to do without it.
 func OpenSource(ctx context.Context, c Sink, route string, o Options) (Source, error) {
 	log := o.Logger
 	if log == nil {
