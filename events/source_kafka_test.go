@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -53,6 +54,55 @@ func openKafka(t *testing.T, c Sink, o Options) Source {
 	}
 	t.Cleanup(func() { src.Close() })
 	return src
+}
+
+// partitionWriter is a client that produces each record to the
+// partition the record names.
+func partitionWriter(t *testing.T, k *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(k.ListenAddrs()...), kgo.DefaultProduceTopic(kafkaTopic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// writeEvent produces e to partition p as the sink would (toKafka).
+func writeEvent(t *testing.T, cl *kgo.Client, e *Event, p int32) {
+	t.Helper()
+	data, err := encode(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &toKafka([]record{{id: e.ID, typ: e.Type, data: data}})[0].Record
+	rec.Partition = p
+	if err := cl.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// replayAll takes every event src has, marking each done, and returns
+// their ids in the order Next gave them.
+func replayAll(t *testing.T, src Source) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var got []string
+	for {
+		e, err := src.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return got
+		}
+		if err != nil {
+			t.Fatalf("after %v: Next: %v", got, err)
+		}
+		got = append(got, e.ID)
+		if err := src.Done(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func pendingIDs(t *testing.T, src Source) []string {
@@ -291,52 +341,27 @@ func TestKafkaSourceMergesByTime(t *testing.T) {
 	t.Parallel()
 	k := startKafka(t)
 	c := kafkaCase(t, k.ListenAddrs())
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.ListenAddrs()...), kgo.DefaultProduceTopic(kafkaTopic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := partitionWriter(t, k)
 	base := time.UnixMilli(1765000000000)
 	// Event i at base+i ms, on partition (5-i)%3: partition 2 holds 0, 3;
-	// 1 holds 1, 4; 0 holds 2, 5.
+	// 1 holds 1, 4; 0 holds 2, 5. Written partition by partition, each
+	// in time order.
 	var want []string
-	var recs []*kgo.Record
+	byPart := [3][]*Event{}
 	for i := range 6 {
 		e := testEvent(i)
 		e.Route, e.Type = "lucky-meal", TypeBreakerRejected
 		e.Time = base.Add(time.Duration(i) * time.Millisecond)
 		e.ID = ids.next(e.Time)
-		data, err := encode(e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, &kgo.Record{Partition: int32((5 - i) % 3), Value: data, Timestamp: eventTime(e.ID),
-			Headers: []kgo.RecordHeader{{Key: "id", Value: []byte(e.ID)}, {Key: "route", Value: []byte(e.Route)}, {Key: "type", Value: []byte(e.Type)}}})
+		byPart[(5-i)%3] = append(byPart[(5-i)%3], e)
 		want = append(want, e.ID)
 	}
-	// Produced partition by partition, each in time order.
-	slices.SortStableFunc(recs, func(a, b *kgo.Record) int { return int(a.Partition - b.Partition) })
-	for _, r := range recs {
-		if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
-			t.Fatal(err)
+	for p, es := range byPart {
+		for _, e := range es {
+			writeEvent(t, cl, e, int32(p))
 		}
 	}
-	src := openKafka(t, c, Options{})
-	var got []string
-	for {
-		e, err := src.Next(context.Background())
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, e.ID)
-		if err := src.Done(context.Background(), e); err != nil {
-			t.Fatal(err)
-		}
-	}
+	got := replayAll(t, openKafka(t, c, Options{}))
 	if !slices.Equal(got, want) {
 		t.Errorf("replayed %v, want in time order %v", got, want)
 	}
@@ -349,53 +374,24 @@ func TestKafkaSourceDeletedRecords(t *testing.T) {
 	t.Parallel()
 	k := startKafka(t)
 	c := kafkaCase(t, k.ListenAddrs())
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.ListenAddrs()...), kgo.DefaultProduceTopic(kafkaTopic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := partitionWriter(t, k)
 	var want string
 	for i := range 4 {
 		e := testEvent(i)
 		e.Route, e.Type = "lucky-meal", TypeBreakerRejected
 		e.ID = ids.next(e.Time)
-		data, err := encode(e)
-		if err != nil {
-			t.Fatal(err)
-		}
 		p := int32(0)
 		if i == 3 {
 			p, want = 1, e.ID
 		}
-		rec := &kgo.Record{Partition: p, Value: data, Timestamp: eventTime(e.ID),
-			Headers: []kgo.RecordHeader{{Key: "id", Value: []byte(e.ID)}, {Key: "route", Value: []byte(e.Route)}, {Key: "type", Value: []byte(e.Type)}}}
-		if err := cl.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+		writeEvent(t, cl, e, p)
 	}
 	var gone kadm.Offsets
 	gone.Add(kadm.Offset{Topic: kafkaTopic, Partition: 0, At: 3})
 	if _, err := kadm.NewClient(cl).DeleteRecords(context.Background(), gone); err != nil {
 		t.Fatal(err)
 	}
-	src := openKafka(t, c, Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var got []string
-	for {
-		e, err := src.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("after %v: Next: %v", got, err)
-		}
-		got = append(got, e.ID)
-		if err := src.Done(ctx, e); err != nil {
-			t.Fatal(err)
-		}
-	}
+	got := replayAll(t, openKafka(t, c, Options{}))
 	if !slices.Equal(got, []string{want}) {
 		t.Errorf("replayed %v, want the one event left, %s", got, want)
 	}
@@ -408,13 +404,8 @@ func TestKafkaSourceMergeHoldsLittle(t *testing.T) {
 	t.Parallel()
 	k := startKafka(t)
 	c := kafkaCase(t, k.ListenAddrs())
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.ListenAddrs()...), kgo.DefaultProduceTopic(kafkaTopic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(16<<10),
-		kgo.ProducerBatchCompression(kgo.NoCompression())) // else one batch holds a partition
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	// Small uncompressed batches: else one batch holds a partition.
+	cl := partitionWriter(t, k, kgo.ProducerBatchMaxBytes(16<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	base := time.UnixMilli(1765000000000)
 	val := bytes.Repeat([]byte("v"), 1000)
 	const n = 3000
