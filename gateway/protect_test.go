@@ -290,39 +290,47 @@ routes:
       min: 5
       max: 100
       warm_up: 0s
-      # Slow past 250 ms (the API takes 1 s when overloaded): a busy
-      # machine's delays to the gateway are not the API's.
-      tolerance: 5
+      # Slow past 5 s, which the API never is: the limit stays at its
+      # max, 100/s, and binds, whatever a busy machine's delays (which
+      # would cut it below the high level's rate). The learning is
+      # tested apart; this is the sharing of a limit that binds.
+      tolerance: 100
       priority: {key: "header:X-Priority", levels: [high, low], max_wait: 200ms}
 `, nil)
 	var offered, admitted [2]atomic.Int64
 	stop := time.Now().Add(7 * time.Second)
 	measure := time.Now().Add(2 * time.Second)
 	var wg sync.WaitGroup
-	for i, level := range []string{"high", "whatever"} { // 50/s high, 80/s low
-		for range 5 + 3*i {
+	// 40/s high, 100/s low: 140/s against a limit of 100/s.
+	for i, level := range []string{"high", "whatever"} {
+		for range []int{4, 10}[i] {
 			wg.Go(func() {
+				// Open loop: each request goes at its time in a goroutine
+				// of its own, so that requests that wait for room or for a
+				// slow machine do not thin the offered load below the
+				// capacity, where the limit would not bind.
+				var sends sync.WaitGroup
+				defer sends.Wait()
 				for next := time.Now(); next.Before(stop); next = next.Add(100 * time.Millisecond) {
 					time.Sleep(time.Until(next))
-					// A client that waited for room sends its next ones
-					// late: what it sends after stop is not counted, nor
-					// what it sent before measure, by when it was sent.
 					sent := time.Now()
 					if sent.After(stop) {
 						break
 					}
-					resp := h.do("POST", "/coupon", map[string]string{"X-Priority": level}, nil)
-					body := drain(resp)
-					if sent.Before(measure) {
-						continue
-					}
-					offered[i].Add(1)
-					// Admitted: what protection let through, answered in
-					// time or not (the mock's 1 s windows overflow now
-					// and then at a limit near its capacity).
-					if !strings.Contains(body, `"code":"overloaded"`) {
-						admitted[i].Add(1)
-					}
+					sends.Go(func() {
+						resp := h.do("POST", "/coupon", map[string]string{"X-Priority": level}, nil)
+						body := drain(resp)
+						if sent.Before(measure) {
+							return
+						}
+						offered[i].Add(1)
+						// Admitted: what protection let through, answered
+						// in time or not (the mock's 1 s windows overflow
+						// now and then at a limit near its capacity).
+						if !strings.Contains(body, `"code":"overloaded"`) {
+							admitted[i].Add(1)
+						}
+					})
 				}
 			})
 		}
@@ -335,11 +343,11 @@ routes:
 	if hi < 0.95 {
 		t.Errorf("%.0f%% of the high level admitted, want ≥ 95%%", 100*hi)
 	}
-	// What high leaves of about 100/s is 50 of the low level's 80/s,
-	// 62 %: a gate that let the low level through at will would admit
+	// What high leaves of about 100/s is 60 of the low level's 100/s,
+	// 60 %: a gate that let the low level through at will would admit
 	// nearly all.
 	if lo == 0 || lo > 0.7 {
-		t.Errorf("%.0f%% of the low level admitted, want what high leaves of about 100/s: some, about 50 of 80/s", 100*lo)
+		t.Errorf("%.0f%% of the low level admitted, want what high leaves of about 100/s: some, about 60 of 100/s", 100*lo)
 	}
 	m := h.gw.metrics.protectRefusedLevel
 	if l, hr := testutil.ToFloat64(m.WithLabelValues("coupon", "low")), testutil.ToFloat64(m.WithLabelValues("coupon", "high")); l == 0 || hr > l/10 {
