@@ -63,3 +63,34 @@ func BenchmarkReadRequest(b *testing.B) {
 		}
 	}
 }
+
+// oneConn reads req once per Read: a keep-alive client sending its next
+// request after the answer to the last.
+type oneConn struct {
+	net.Conn
+	req []byte
+}
+
+func (c *oneConn) Read(p []byte) (int, error) { return copy(p, c.req), nil }
+
+// A request read through a Conn whose buffer empties after each one (the
+// usual keep-alive client) takes the pool's buffer and gives it back
+// without an allocation.
+func TestConnAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	req := []byte("GET /x HTTP/1.1\r\nHost: a\r\nX-User-Id: u1\r\n\r\n")
+	c := NewConn(&oneConn{req: req}, 0)
+	p := make([]byte, 4096)
+	read := func() {
+		n, err := c.Read(p)
+		if err != nil || n != len(req) {
+			t.Fatalf("read %d, %v; want %d", n, err, len(req))
+		}
+	}
+	read()
+	if n := testing.AllocsPerRun(1000, read); n != 0 {
+		t.Errorf("a request read through a Conn: %v allocations, want 0", n)
+	}
+}

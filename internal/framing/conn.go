@@ -86,6 +86,7 @@ type Conn struct {
 	// buf[r:v] has passed and waits for Read; buf[v:w] is read from the
 	// connection and not yet checked.
 	buf     []byte
+	bufp    *[]byte // the pool's handle on buf, while buf is the pool's
 	r, v, w int
 
 	st      state
@@ -243,16 +244,25 @@ func (c *Conn) drain() (int, error) {
 // release gives the buffer back once everything in it is read.
 func (c *Conn) release() {
 	c.r, c.v, c.w = 0, 0, 0
-	if b := c.buf; len(b) == bufSize {
-		bufs.Put(&b)
+	switch {
+	case c.bufp != nil && len(c.buf) == bufSize && &c.buf[0] == &(*c.bufp)[0]:
+		bufs.Put(c.bufp) // the handle it came with: no allocation
+	case len(c.buf) == bufSize:
+		putBuf(c.buf)
 	}
-	c.buf = nil
+	c.buf, c.bufp = nil, nil
+}
+
+// putBuf gives the pool a buffer of bufSize it did not hand out (drain's).
+func putBuf(b []byte) {
+	bufs.Put(&b)
 }
 
 // fill reads more of the connection into buf[w:], making room first.
 func (c *Conn) fill() error {
 	if c.buf == nil {
-		c.buf = *bufs.Get().(*[]byte)
+		c.bufp = bufs.Get().(*[]byte)
+		c.buf = *c.bufp
 	}
 	if c.r > 0 && c.w == len(c.buf) {
 		n := copy(c.buf, c.buf[c.r:c.w])

@@ -1,0 +1,5 @@
+//go:build !race
+
+package framing
+
+const raceEnabled = false
