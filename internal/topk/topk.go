@@ -28,8 +28,11 @@ type Entry struct {
 	Truncated bool
 }
 
-// table is one epoch's space-saving summary: entries kept as a min-heap
-// by count, index their positions.
+// table is one epoch's space-saving summary. An entry stays in its slot
+// of entries for as long as it is counted; heap orders the slots as a
+// min-heap by count, and pos is each slot's place in heap, so that
+// moving an entry up or down the heap touches two small integers and
+// not the index (a map keyed by the key, hashed once per Add).
 //
 // The keys' bytes live in arena, which is only appended to: a key is a
 // string over its bytes, and a new key costs no allocation while the
@@ -40,8 +43,10 @@ type Entry struct {
 // once per key. An arena is never written over: the strings made from
 // it stay what they were.
 type table struct {
-	index   map[string]int
+	index   map[string]int32 // key to slot
 	entries []Entry
+	heap    []int32 // slots, the least counted first
+	pos     []int32 // slot to its place in heap
 	arena   []byte
 	live    int // bytes of the keys in entries
 }
@@ -50,12 +55,19 @@ type table struct {
 const arenaMin = 4 << 10
 
 func newTable(size int) *table {
-	return &table{index: make(map[string]int, size), entries: make([]Entry, 0, size)}
+	return &table{
+		index:   make(map[string]int32, size),
+		entries: make([]Entry, 0, size),
+		heap:    make([]int32, 0, size),
+		pos:     make([]int32, 0, size),
+	}
 }
 
 func (t *table) reset() {
 	clear(t.index)
 	t.entries = t.entries[:0]
+	t.heap = t.heap[:0]
+	t.pos = t.pos[:0]
 	// The next key starts a new arena: strings of this one may still
 	// be held by whoever read them.
 	t.arena, t.live = nil, 0
@@ -77,7 +89,7 @@ func (t *table) keep(key []byte) string {
 			fresh = append(fresh, k...)
 			nk := unsafe.String(&fresh[off], len(k))
 			t.entries[i].Key = nk
-			t.index[nk] = i // the same key: the map keeps its slot, now over the new bytes
+			t.index[nk] = int32(i) // the same key: the map keeps its slot, now over the new bytes
 		}
 		t.arena = fresh
 	}
@@ -87,24 +99,27 @@ func (t *table) keep(key []byte) string {
 	return unsafe.String(&t.arena[off], len(key))
 }
 
+// count is the count of the entry at place i of the heap.
+func (t *table) count(i int) uint64 { return t.entries[t.heap[i]].Count }
+
 func (t *table) swap(i, j int) {
-	t.entries[i], t.entries[j] = t.entries[j], t.entries[i]
-	t.index[t.entries[i].Key] = i
-	t.index[t.entries[j].Key] = j
+	t.heap[i], t.heap[j] = t.heap[j], t.heap[i]
+	t.pos[t.heap[i]] = int32(i)
+	t.pos[t.heap[j]] = int32(j)
 }
 
 func (t *table) down(i int) {
-	n := len(t.entries)
+	n := len(t.heap)
 	for {
 		l := 2*i + 1
 		if l >= n {
 			return
 		}
 		m := l
-		if r := l + 1; r < n && t.entries[r].Count < t.entries[l].Count {
+		if r := l + 1; r < n && t.count(r) < t.count(l) {
 			m = r
 		}
-		if t.entries[m].Count >= t.entries[i].Count {
+		if t.count(m) >= t.count(i) {
 			return
 		}
 		t.swap(i, m)
@@ -115,12 +130,18 @@ func (t *table) down(i int) {
 func (t *table) up(i int) {
 	for i > 0 {
 		p := (i - 1) / 2
-		if t.entries[p].Count <= t.entries[i].Count {
+		if t.count(p) <= t.count(i) {
 			return
 		}
 		t.swap(i, p)
 		i = p
 	}
+}
+
+// bump counts the entry in slot once more.
+func (t *table) bump(slot int32) {
+	t.entries[slot].Count++
+	t.down(int(t.pos[slot]))
 }
 
 // min is the smallest count of a full table, the most a key it lacks
@@ -129,7 +150,7 @@ func (t *table) min(size int) uint64 {
 	if len(t.entries) < size {
 		return 0
 	}
-	return t.entries[0].Count
+	return t.count(0)
 }
 
 // Sketch counts keys. Its methods are safe for concurrent use.
@@ -179,23 +200,27 @@ func (s *Sketch) Add(now time.Time, key []byte) {
 	defer s.mu.Unlock()
 	s.rotate(now)
 	t := s.cur
-	if i, ok := t.index[string(key)]; ok {
-		t.entries[i].Count++
-		t.down(i)
+	if slot, ok := t.index[string(key)]; ok {
+		t.bump(slot)
 		return
 	}
 	k := t.keep(key)
 	if len(t.entries) < s.size {
+		slot := int32(len(t.entries))
 		t.entries = append(t.entries, Entry{Key: k, Count: 1, Truncated: truncated})
-		t.index[k] = len(t.entries) - 1
-		t.up(len(t.entries) - 1)
+		t.index[k] = slot
+		t.heap = append(t.heap, slot)
+		t.pos = append(t.pos, int32(len(t.heap)-1))
+		t.up(len(t.heap) - 1)
 		return
 	}
-	old := t.entries[0]
+	// The least counted key makes way; the new one inherits its count.
+	slot := t.heap[0]
+	old := t.entries[slot]
 	delete(t.index, old.Key)
 	t.live -= len(old.Key)
-	t.entries[0] = Entry{Key: k, Count: old.Count + 1, Error: old.Count, Truncated: truncated}
-	t.index[k] = 0
+	t.entries[slot] = Entry{Key: k, Count: old.Count + 1, Error: old.Count, Truncated: truncated}
+	t.index[k] = slot
 	t.down(0)
 }
 
@@ -208,9 +233,8 @@ func (s *Sketch) AddString(now time.Time, key string) {
 	s.mu.Lock()
 	s.rotate(now)
 	t := s.cur
-	if i, ok := t.index[k]; ok {
-		t.entries[i].Count++
-		t.down(i)
+	if slot, ok := t.index[k]; ok {
+		t.bump(slot)
 		s.mu.Unlock()
 		return
 	}

@@ -151,3 +151,34 @@ func TestNewKeysReuseTheArena(t *testing.T) {
 		t.Errorf("%.3f allocations per new key, want at most an arena's now and then", allocs)
 	}
 }
+
+// The heap stays a min-heap over the slots, and the index, the slots and
+// the places agree, whatever the order of hits, new keys and evictions.
+func TestTableStaysConsistent(t *testing.T) {
+	s := New(16, time.Minute)
+	rng := uint64(1)
+	for n := range 20_000 {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		// A few heavy keys and a long tail of new ones.
+		k := fmt.Sprint("k", (rng>>33)%8)
+		if rng>>60 > 9 {
+			k = fmt.Sprint("tail", (rng>>20)%5000)
+		}
+		s.AddString(t0, k)
+		tb := s.cur
+		if len(tb.index) != len(tb.entries) || len(tb.heap) != len(tb.entries) || len(tb.pos) != len(tb.entries) {
+			t.Fatalf("after %d: %d keys indexed, %d entries, heap %d, pos %d", n, len(tb.index), len(tb.entries), len(tb.heap), len(tb.pos))
+		}
+		for i, slot := range tb.heap {
+			if int(tb.pos[slot]) != i {
+				t.Fatalf("after %d: slot %d at %d, pos says %d", n, slot, i, tb.pos[slot])
+			}
+			if got := tb.index[tb.entries[slot].Key]; got != slot {
+				t.Fatalf("after %d: key %q in slot %d, index says %d", n, tb.entries[slot].Key, slot, got)
+			}
+			if i > 0 && tb.count((i-1)/2) > tb.count(i) {
+				t.Fatalf("after %d: heap out of order at %d", n, i)
+			}
+		}
+	}
+}
