@@ -21,9 +21,15 @@ import (
 // before they fired, and Value never asked. A context derived from it
 // (net.Dialer's, when the call dials) asks for Value when it is made, and
 // may watch Done from a goroutine after the call.
+//
+// A parent whose own deadline comes first (Envoy's 20 ms on a rate-limit
+// call, within the store's timeout) ends the call by itself, as
+// context.WithDeadline finds: Done and Err are then the parent's, and a
+// call that waits arms nothing.
 type callCtx struct {
-	parent context.Context
-	dl     time.Time
+	parent  context.Context
+	dl      time.Time
+	parent1 bool // the parent's deadline is dl: Done and Err are the parent's
 
 	mu     sync.Mutex
 	armed  bool          // Done was called in this use
@@ -41,8 +47,8 @@ var callCtxs = sync.Pool{New: func() any { return new(callCtx) }}
 func withDeadline(parent context.Context, dl time.Time) *callCtx {
 	c := callCtxs.Get().(*callCtx)
 	c.parent, c.dl = parent, dl
-	if d, ok := parent.Deadline(); ok && d.Before(dl) {
-		c.dl = d
+	if d, ok := parent.Deadline(); ok && !d.After(dl) {
+		c.dl, c.parent1 = d, parent.Done() != nil
 	}
 	return c
 }
@@ -86,7 +92,7 @@ func (c *callCtx) release() {
 		c.mu.Unlock()
 		return
 	}
-	c.parent, c.dl, c.armed, c.stop = nil, time.Time{}, false, nil
+	c.parent, c.dl, c.armed, c.stop, c.parent1 = nil, time.Time{}, false, nil, false
 	c.mu.Unlock()
 	callCtxs.Put(c)
 }
@@ -104,6 +110,9 @@ func (c *callCtx) Value(key any) any {
 // the parent's error, or DeadlineExceeded once the deadline has passed,
 // as Done would be closed by then.
 func (c *callCtx) Err() error {
+	if c.parent1 {
+		return c.parent.Err()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.armed {
@@ -119,6 +128,9 @@ func (c *callCtx) Err() error {
 }
 
 func (c *callCtx) Done() <-chan struct{} {
+	if c.parent1 {
+		return c.parent.Done()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.armed {

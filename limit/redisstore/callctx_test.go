@@ -68,6 +68,28 @@ func TestCallCtx(t *testing.T) {
 			t.Fatalf("deadline %v, want the parent's %v", d, pd)
 		}
 	})
+	t.Run("parent_deadline_first", func(t *testing.T) {
+		// The parent ends the call by itself: nothing of the callCtx's
+		// own is armed, and it ends with the parent.
+		parent, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		c := withTimeout(parent, time.Hour)
+		defer c.release()
+		if c.Done() != parent.Done() {
+			t.Fatal("Done is not the parent's")
+		}
+		if c.armed || c.stop != nil {
+			t.Fatal("a timer or a link armed for a parent that ends first")
+		}
+		select {
+		case <-c.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("Done not closed at the parent's deadline")
+		}
+		if err := c.Err(); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Err %v, want DeadlineExceeded", err)
+		}
+	})
 	t.Run("reused", func(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 8 {
