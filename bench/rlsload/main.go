@@ -1,7 +1,7 @@
 // Command rlsload drives an Envoy rate-limit service with ShouldRateLimit
 // calls as an Envoy fleet would, or serves one that decides nothing.
 //
-//	go run ./bench/rlsload -addr HOST:PORT [-callers 64] [-conns 4] [-duration 10s]
+//	go run ./bench/rlsload -addr HOST:PORT [-callers 64] [-conns 4] [-duration 10s] [-timeout 0]
 //	go run ./bench/rlsload -serve HOST:PORT
 //
 // The client makes conns gRPC connections (plaintext) and runs callers
@@ -9,7 +9,9 @@
 // call as soon as the last is answered. Every call is in domain "edge" and
 // carries two descriptors: remote_address, drawn from 100,000 values, and
 // path. An answer other than OK is counted as a failure: the limits are
-// meant to admit everything. It prints one line:
+// meant to admit everything. -timeout gives each call a deadline of its
+// own, as Envoy's rate-limit filter does (20 ms unless configured); 0: the
+// run's end only. It prints one line:
 //
 //	calls N failed F seconds S calls/s R p50 Xµs p99 Yµs cpu Zµs/call
 //
@@ -48,13 +50,14 @@ func main() {
 	callers := flag.Int("callers", 64, "goroutines, each with one call in flight")
 	conns := flag.Int("conns", 4, "gRPC connections the callers share")
 	dur := flag.Duration("duration", 10*time.Second, "how long to call")
+	timeout := flag.Duration("timeout", 0, "each call's own deadline, as Envoy's (0: none but the run's end)")
 	flag.Parse()
 	var err error
 	switch {
 	case *serve != "":
 		err = serveNothing(*serve)
 	case *addr != "" && *callers > 0 && *conns > 0:
-		err = load(*addr, *callers, *conns, *dur)
+		err = load(*addr, *callers, *conns, *dur, *timeout)
 	default:
 		flag.Usage()
 		os.Exit(2)
@@ -97,7 +100,7 @@ func serveNothing(addr string) error {
 
 // load calls addr from callers goroutines over conns connections for dur
 // and prints what it measured.
-func load(addr string, callers, conns int, dur time.Duration) error {
+func load(addr string, callers, conns int, dur, timeout time.Duration) error {
 	clients := make([]rlsv3.RateLimitServiceClient, conns)
 	for i := range clients {
 		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -133,7 +136,14 @@ func load(addr string, callers, conns int, dur time.Duration) error {
 				if !t.Before(end) {
 					break
 				}
-				err := call(ctx, c, r.IntN(addresses))
+				cctx, ccancel := ctx, context.CancelFunc(nil)
+				if timeout > 0 {
+					cctx, ccancel = context.WithTimeout(ctx, timeout)
+				}
+				err := call(cctx, c, r.IntN(addresses))
+				if ccancel != nil {
+					ccancel()
+				}
 				// A call cut off by the end of the run is no answer. The
 				// clock, not ctx.Err, says so: gRPC fails a call past the
 				// deadline before the context's timer has fired.
