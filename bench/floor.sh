@@ -38,7 +38,9 @@
 #     ngx-proxy  nginx proxy_pass with upstream keepalive, 1 worker
 #   rls: Envoy's ShouldRateLimit over gRPC; bench/rlsload, 64 callers on 4
 #   connections, two descriptors per call (remote_address from 100,000
-#   values, and path), limits sized to admit everything (as bench/rls.sh)
+#   values, and path), limits sized to admit everything (as bench/rls.sh),
+#   each call with a deadline of its own as Envoy sends one (20 ms there;
+#   1 s here, the store's timeout, so that a slow moment fails no call)
 #     nothing    bench/rlsload -serve: answers OK, decides nothing (the
 #                gRPC floor)
 #     rls        floodgate's RLS (rls.listen) on Redis
@@ -348,7 +350,7 @@ run() {
 	g0=$(ticks "${pid[$c]}"); u0=$(ticks "$uppid")
 	[ -n "${rport[$c]:-}" ] && r0=$(redis_cpu "$c")
 	if [ "$g" = rls ]; then
-		out=$("$tmp/rlsload" -addr "127.0.0.1:${port[$c]}" -duration "${SECS}s" 2>>"$tmp/rlsload.err") ||
+		out=$("$tmp/rlsload" -addr "127.0.0.1:${port[$c]}" -duration "${SECS}s" -timeout 1s 2>>"$tmp/rlsload.err") ||
 			{ echo "bench/floor.sh: rlsload against $c failed:" >&2; cat "$tmp/rlsload.err" >&2; tail -5 "$tmp/$c.log" >&2; exit 1; }
 		# calls N failed N seconds S calls/s R p50 Xµs p99 Yµs cpu Zµs/call
 		read -r n sother rps < <(echo "$out" | awk '{printf "%d %d %.0f\n", $2, $4, $8}')
@@ -371,7 +373,7 @@ run() {
 }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), ${NGINX:+$(nginx -v 2>&1 | cut -d' ' -f3), }redis $(redis-server --version | cut -d' ' -f3 | cut -d= -f2), $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2), $(go version | cut -d' ' -f3), load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "wrk -t2 -c64 -d${SECS}s (flood: 2,000 users over their limit; proxy: 100,000 users and addresses); rlsload 64 callers, 4 connections, ${SECS}s"
+echo "wrk -t2 -c64 -d${SECS}s (flood: 2,000 users over their limit; proxy: 100,000 users and addresses); rlsload 64 callers, 4 connections, 1 s deadlines, ${SECS}s"
 [ -n "$NGINX" ] || echo "no nginx: the nginx contenders left out, the upstream a minimal net/http server"
 hdr="%-6s %-10s %9s %9s %9s %7s %8s %8s %9s\n"
 for i in $(seq "$ROUNDS"); do
