@@ -111,7 +111,15 @@ func (c *callCtx) Value(key any) any {
 // as Done would be closed by then.
 func (c *callCtx) Err() error {
 	if c.parent1 {
-		return c.parent.Err()
+		// The parent's timer may not have run yet at its deadline:
+		// rueidis reads Err, not Done, to refuse a call whose time is up.
+		if err := c.parent.Err(); err != nil {
+			return err
+		}
+		if !time.Now().Before(c.dl) {
+			return context.DeadlineExceeded
+		}
+		return nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/floodgate-gw/floodgate/internal/testredis"
 )
 
 // TestCallCtx: a callCtx ends as context.WithDeadline's would, at its
@@ -90,6 +92,16 @@ func TestCallCtx(t *testing.T) {
 			t.Fatalf("Err %v, want DeadlineExceeded", err)
 		}
 	})
+	t.Run("parent_deadline_first_past", func(t *testing.T) {
+		// Past the parent's deadline, before its timer has run: Err says
+		// so by the clock, as rueidis refuses a call on Err alone.
+		p := &laggingParent{Context: context.Background(), dl: time.Now().Add(-time.Millisecond), done: make(chan struct{})}
+		c := withTimeout(p, time.Hour)
+		defer c.release()
+		if err := c.Err(); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Err %v past the parent's deadline, want DeadlineExceeded", err)
+		}
+	})
 	t.Run("reused", func(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 8 {
@@ -110,4 +122,44 @@ func TestCallCtx(t *testing.T) {
 		}
 		wg.Wait()
 	})
+}
+
+// laggingParent is a parent between its deadline and its timer's run:
+// the deadline has passed, Done is open and Err is nil, as any context of
+// context.WithDeadline is for a moment.
+type laggingParent struct {
+	context.Context
+	dl   time.Time
+	done chan struct{}
+}
+
+func (p *laggingParent) Deadline() (time.Time, bool) { return p.dl, true }
+func (p *laggingParent) Done() <-chan struct{}       { return p.done }
+func (p *laggingParent) Err() error                  { return nil }
+
+// A call whose caller's deadline has passed, the caller's timer not yet
+// run, is refused before it is sent: rueidis reads Err, and a command sent
+// all the same would count in Redis for a caller gone (or, on a
+// connection in sync mode, be written past its deadline and close it).
+func TestCallPastParentDeadlineNotSent(t *testing.T) {
+	s := open(t, testredis.Start(t), remoteOnly)
+	c := client(t, s)
+	bg := context.Background()
+	if err := c.Do(bg, c.B().Set().Key("n").Value("0").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	p := &laggingParent{Context: bg, dl: time.Now().Add(-time.Millisecond), done: make(chan struct{})}
+	cctx := withTimeout(p, s.timeout)
+	err := c.Do(cctx, c.B().Incr().Key("n").Build()).Error()
+	cctx.discard()
+	n, err2 := c.Do(bg, c.B().Get().Key("n").Build()).AsInt64()
+	if err2 != nil {
+		t.Fatal(err2)
+	}
+	if n != 0 {
+		t.Errorf("a call past its caller's deadline ran in Redis (counter %d, err %v)", n, err)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("err %v, want context.DeadlineExceeded", err)
+	}
 }
