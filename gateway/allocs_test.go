@@ -19,11 +19,11 @@ import (
 // constant with it.
 const (
 	// allocsProxied: a request proxied by a route without limits.
-	allocsProxied = 15
+	allocsProxied = 11
 	// allocsProxiedFourLimits: the same through the seeds' four
 	// fixed-window limits (global, api, user, ip) on the memory store,
 	// all admitting.
-	allocsProxiedFourLimits = 17
+	allocsProxiedFourLimits = 13
 	// allocsRejected: a request that a per-user limit on the memory
 	// store rejects with a 429.
 	allocsRejected = 0

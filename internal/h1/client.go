@@ -403,7 +403,7 @@ func (cl *Client) exchange(c *upconn, req *http.Request, idle time.Duration, int
 	}
 	var resp *http.Response
 	for skip := 0; ; skip++ {
-		r, err := http.ReadResponse(c.br, req)
+		r, err := readResponse(c.br, req)
 		if err != nil {
 			return fail(err)
 		}
