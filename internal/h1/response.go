@@ -45,7 +45,7 @@ type headResp struct {
 // Content-Length or more than one, a Transfer-Encoding, Trailer or Pragma
 // field, a Connection field naming close.
 func readHead(br *bufio.Reader, req *http.Request) *http.Response {
-	if req.Method == http.MethodHead {
+	if req != nil && req.Method == http.MethodHead {
 		return nil
 	}
 	buf, _ := br.Peek(br.Buffered())
@@ -81,10 +81,16 @@ func readHead(br *bufio.Reader, req *http.Request) *http.Response {
 	}
 
 	// One copy of the head: names are made canonical in it, and every
-	// string of the Response is cut from it. It is never written again.
+	// string of the Response is cut from it once its bytes are final;
+	// they are never written again.
 	b := make([]byte, len(head))
 	copy(b, head)
-	s := unsafe.String(&b[0], len(b))
+	str := func(from, to int) string {
+		if from == to {
+			return ""
+		}
+		return unsafe.String(&b[from], to-from)
+	}
 
 	hr := new(headResp)
 	strs := hr.strs[:]
@@ -107,7 +113,7 @@ func readHead(br *bufio.Reader, req *http.Request) *http.Response {
 		if !canonical(kv[:colon]) {
 			return nil
 		}
-		key := s[line : line+colon]
+		key := str(line, line+colon)
 		// The value without the whitespace around it, which must hold
 		// only what ReadResponse takes.
 		vs, ve := line+colon+1, eol
@@ -122,7 +128,7 @@ func readHead(br *bufio.Reader, req *http.Request) *http.Response {
 				return nil
 			}
 		}
-		value := s[vs:ve]
+		value := str(vs, ve)
 		switch key {
 		case "Transfer-Encoding", "Trailer", "Pragma":
 			return nil
@@ -155,7 +161,7 @@ func readHead(br *bufio.Reader, req *http.Request) *http.Response {
 	}
 	resp := &hr.resp
 	*resp = http.Response{
-		Status:        s[9 : statusEnd-1],
+		Status:        str(9, statusEnd-1),
 		StatusCode:    code,
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
@@ -212,14 +218,20 @@ func contentLength(v string) int64 {
 }
 
 // lengthBody is the body of an answer of known length, read as
-// http.ReadResponse's is: io.EOF with its last bytes, and
-// io.ErrUnexpectedEOF when the connection ends before them.
+// http.ReadResponse's is: io.EOF with its last bytes; io.ErrUnexpectedEOF
+// when the connection ends before them, and io.EOF after that; Close reads
+// what is left of it (so that the next answer can follow on the
+// connection), and reads after Close fail.
 type lengthBody struct {
-	r *bufio.Reader
-	n int64 // bytes left
+	r      *bufio.Reader
+	n      int64 // bytes left
+	closed bool
 }
 
 func (b *lengthBody) Read(p []byte) (int, error) {
+	if b.closed {
+		return 0, http.ErrBodyReadAfterClose
+	}
 	if b.n <= 0 {
 		return 0, io.EOF
 	}
@@ -229,12 +241,20 @@ func (b *lengthBody) Read(p []byte) (int, error) {
 	k, err := b.r.Read(p)
 	b.n -= int64(k)
 	switch {
-	case err == io.EOF:
-		err = io.ErrUnexpectedEOF
-	case err == nil && b.n == 0:
+	case b.n == 0 && (err == nil || err == io.EOF):
 		err = io.EOF
+	case err == io.EOF:
+		b.n = 0 // what follows is io.EOF
+		err = io.ErrUnexpectedEOF
 	}
 	return k, err
 }
 
-func (b *lengthBody) Close() error { return nil }
+func (b *lengthBody) Close() error {
+	if b.closed {
+		return nil
+	}
+	_, err := io.Copy(io.Discard, b)
+	b.closed = true
+	return err
+}
