@@ -78,6 +78,15 @@ routes:
 		}
 	}()
 	load(9 * time.Second) // the first cut, and the climb back to what the API takes
+	// On a loaded machine the climb may still be above what the API takes
+	// when the 9 s end (142 of 100 seen, under make check's -p 4): the
+	// split is measured once the fleet's limit has come back to it.
+	for extra := 0; hs[0].gw.Protected()[0].Limit > 1.15*capacity; extra++ {
+		if extra == 10 {
+			t.Fatalf("fleet limit %.0f after 10 s more load, above the API's capacity %d", hs[0].gw.Protected()[0].Limit, capacity)
+		}
+		load(time.Second)
+	}
 	for i := range offered {
 		offered[i].Store(0)
 		admitted[i].Store(0)
