@@ -288,12 +288,14 @@ routes:
     upstream: {targets: ["`+up.URL+`"], timeout: 700ms}
     protect:
       min: 5
-      max: 100
+      max: 80
       warm_up: 0s
-      # Slow past 5 s, which the API never is: the limit stays at its
-      # max, 100/s, and binds, whatever a busy machine's delays (which
-      # would cut it below the high level's rate). The learning is
-      # tested apart; this is the sharing of a limit that binds.
+      # Slow past 5 s, which the API never is, and a max below its
+      # capacity, so that its 1 s windows never overflow into timeouts
+      # (which cut a limit at the capacity to 38 under make check): the
+      # limit stays at its max, 80/s, and binds, whatever a busy machine's
+      # delays. The learning is tested apart; this is the sharing of a
+      # limit that binds.
       tolerance: 100
       priority: {key: "header:X-Priority", levels: [high, low], max_wait: 200ms}
 `, nil)
@@ -301,7 +303,7 @@ routes:
 	stop := time.Now().Add(7 * time.Second)
 	measure := time.Now().Add(2 * time.Second)
 	var wg sync.WaitGroup
-	// 40/s high, 100/s low: 140/s against a limit of 100/s.
+	// 40/s high, 100/s low: 140/s against a limit of 80/s.
 	for i, level := range []string{"high", "whatever"} {
 		for range []int{4, 10}[i] {
 			wg.Go(func() {
@@ -343,11 +345,10 @@ routes:
 	if hi < 0.95 {
 		t.Errorf("%.0f%% of the high level admitted, want ≥ 95%%", 100*hi)
 	}
-	// What high leaves of about 100/s is 60 of the low level's 100/s,
-	// 60 %: a gate that let the low level through at will would admit
-	// nearly all.
-	if lo == 0 || lo > 0.7 {
-		t.Errorf("%.0f%% of the low level admitted, want what high leaves of about 100/s: some, about 60 of 100/s", 100*lo)
+	// What high leaves of 80/s is 40 of the low level's 100/s, 40 %: a
+	// gate that let the low level through at will would admit nearly all.
+	if lo == 0 || lo > 0.6 {
+		t.Errorf("%.0f%% of the low level admitted, want what high leaves of 80/s: some, about 40 of 100/s", 100*lo)
 	}
 	m := h.gw.metrics.protectRefusedLevel
 	if l, hr := testutil.ToFloat64(m.WithLabelValues("coupon", "low")), testutil.ToFloat64(m.WithLabelValues("coupon", "high")); l == 0 || hr > l/10 {
