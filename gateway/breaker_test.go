@@ -63,9 +63,11 @@ func TestBreakerCycle(t *testing.T) {
 	t.Parallel()
 	up := newFlaky(t)
 	// The trials below wait for each other at the upstream; on a busy
-	// machine that takes longer than breakerConfig's 300 ms timeout,
-	// which would fail them for a reason that is not the breaker's.
-	h := newHarness(t, strings.Replace(breakerConfig, "timeout: 300ms", "timeout: 10s", 1), up.backend)
+	// machine that takes longer than breakerConfig's 300 ms timeout, and
+	// its 100 ms slow call, which would fail them for a reason that is
+	// not the breaker's (TestBreakerSlowCalls is about slow calls).
+	cfg := strings.Replace(breakerConfig, "timeout: 300ms", "timeout: 10s", 1)
+	h := newHarness(t, strings.Replace(cfg, "slow_call_duration: 100ms", "slow_call_duration: 10s", 1), up.backend)
 	user := map[string]string{"X-User-Id": "u1"}
 	call := func() *http.Response { return h.do("GET", "/coupon", user, nil) }
 
