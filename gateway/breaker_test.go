@@ -38,7 +38,7 @@ routes:
 
 // flakyUpstream fails, hangs or answers as told.
 type flakyUpstream struct {
-	mode atomic.Value // "ok", "fail", "slow"
+	mode atomic.Value // "ok", "fail", "slow", "hang"
 	*backend
 }
 
@@ -52,6 +52,11 @@ func newFlaky(t *testing.T) *flakyUpstream {
 		case "slow":
 			time.Sleep(150 * time.Millisecond)
 			w.Write([]byte("slow"))
+		case "hang": // until the gateway gives up the exchange
+			select {
+			case <-r.Context().Done():
+			case <-time.After(10 * time.Second):
+			}
 		default:
 			w.Write([]byte("ok"))
 		}
@@ -157,7 +162,10 @@ func TestBreakerSlowCalls(t *testing.T) {
 func TestBreakerIgnoresRejectedAndCancelled(t *testing.T) {
 	t.Parallel()
 	up := newFlaky(t)
-	h := newHarness(t, strings.Replace(breakerConfig, "rate: 1000/min", "rate: 1/min", 1), up.backend)
+	// The route's timeout is 10 s: one that fired before a loaded
+	// machine delivers a client's giving up would be a real failure.
+	cfg := strings.Replace(breakerConfig, "rate: 1000/min", "rate: 1/min", 1)
+	h := newHarness(t, strings.Replace(cfg, "timeout: 300ms", "timeout: 10s", 1), up.backend)
 	up.mode.Store("fail")
 	// One failure, then requests the limit rejects: they never reach the
 	// upstream and must not count as calls.
@@ -165,8 +173,10 @@ func TestBreakerIgnoresRejectedAndCancelled(t *testing.T) {
 	for range 20 {
 		answerOf(t, h.do("GET", "/coupon", map[string]string{"X-User-Id": "u"}, nil), 429, "rate_limited")
 	}
-	// Clients that give up do not count either.
-	up.mode.Store("slow")
+	// Clients that give up do not count either. The upstream hangs: a
+	// slow answer could come before a loaded machine delivers a client's
+	// 20 ms giving up, and count as the slow call it is.
+	up.mode.Store("hang")
 	slowFrom := up.hits.Load()
 	for i := range 20 {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
