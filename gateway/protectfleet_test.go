@@ -144,21 +144,20 @@ routes:
 		if n, ok := reached.Load(s); ok {
 			got = n.(*atomic.Int64).Load()
 		}
+		// Never far above what the API takes, nor above the fleet's
+		// limit; and the limit, not less. How near the limit comes to
+		// the capacity is TestProtectLearnsTheCapacity's: on a loaded
+		// machine the race detector's and the scheduler's delays add to
+		// the API's latency, and the limit learned may be well below it
+		// (43 of 100 seen under make check).
+		most, least := 1.3*min(hi, capacity), 0.6*lo
 		t.Logf("second %d: %d reached the API", s-from, got)
-		if float64(got) > 1.3*hi || float64(got) < 0.6*lo {
-			t.Errorf("second %d: %d requests reached the API, the fleet's limit being %.0f to %.0f: want %.0f..%.0f",
-				s-from, got, lo, hi, 0.6*lo, 1.3*hi)
+		if float64(got) > most || float64(got) < least {
+			t.Errorf("second %d: %d requests reached the API of capacity %d, the fleet's limit being %.0f to %.0f: want %.0f..%.0f",
+				s-from, got, capacity, lo, hi, least, most)
 		}
 	}
-	// How near the limit comes to the API's capacity is
-	// TestProtectLearnsTheCapacity's; here only that it stays below what
-	// overloads the API. On a loaded machine the race detector's and the
-	// scheduler's delays add to the API's latency, and the limit learned
-	// may be well below the capacity (43 of 100 seen under make check).
 	t.Logf("fleet limit %.0f to %.0f while measured, the API's capacity %d", lo, hi, capacity)
-	if hi > 1.3*capacity {
-		t.Errorf("fleet limit up to %.0f while measured, above the API's capacity %d", hi, capacity)
-	}
 	var fr [3]float64
 	for i := range fr {
 		fr[i] = float64(admitted[i].Load()) / float64(max(offered[i].Load(), 1))
