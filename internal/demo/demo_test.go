@@ -296,8 +296,10 @@ func checkProtection(t *testing.T, res *result, s Script) {
 		overloaded += r.protect.overloaded
 	}
 	t.Logf("protection's limit: %v before the API slowed down, %v at its lowest (%ds), the API serving %d/s; rose after: %v", start, low, lowAt, s.slowCapacity, rose)
-	if !(low <= start/2) {
-		t.Errorf("protection's limit while the API served %d/s: %v at its lowest, from %v before: want half at most", s.slowCapacity, low, start)
+	// Half, or the min it cannot go below: a loaded machine's delays may
+	// have held the limit low already before the API slowed down.
+	if !(low <= max(start/2, s.protectMin)) {
+		t.Errorf("protection's limit while the API served %d/s: %v at its lowest, from %v before: want half at most, or its min %v", s.slowCapacity, low, start, s.protectMin)
 	}
 	if overloaded == 0 {
 		t.Errorf("protection turned nobody away between %v and %v", s.slows, s.outage)
