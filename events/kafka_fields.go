@@ -264,7 +264,7 @@ func (s *jscan) keys() ([]byte, bool) {
 		}
 		break
 	}
-	return joinKey(vals), true
+	return joinKey(vals, func(b, v []byte) []byte { return append(b, v...) }), true
 }
 
 // limitingKey is the record key of an event whose limits resolved keys:
@@ -285,19 +285,7 @@ func limitingKey(keys map[string][]string) []byte {
 			first, had = name, true
 		}
 	}
-	vs := keys[first]
-	n := max(len(vs)-1, 0)
-	for _, v := range vs {
-		n += len(v)
-	}
-	key := make([]byte, 0, n)
-	for i, v := range vs {
-		if i > 0 {
-			key = append(key, '|')
-		}
-		key = appendJSONText(key, v)
-	}
-	return key
+	return joinKey(keys[first], appendJSONText)
 }
 
 // jsonText is s as it reads back from the event's JSON: each byte that is
@@ -328,9 +316,9 @@ func appendJSONText(b []byte, s string) []byte {
 	return b
 }
 
-// joinKey joins a limit's key values with "|", in one allocation; never
-// nil.
-func joinKey(vs [][]byte) []byte {
+// joinKey joins a limit's key values with "|", each appended by add, in
+// one allocation when add appends them as they are; never nil.
+func joinKey[S string | []byte](vs []S, add func([]byte, S) []byte) []byte {
 	n := max(len(vs)-1, 0)
 	for _, v := range vs {
 		n += len(v)
@@ -340,7 +328,7 @@ func joinKey(vs [][]byte) []byte {
 		if i > 0 {
 			key = append(key, '|')
 		}
-		key = append(key, v...)
+		key = add(key, v)
 	}
 	return key
 }
