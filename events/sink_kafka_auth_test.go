@@ -57,7 +57,7 @@ func kafkaRefusedThenFixed(t *testing.T, k *kfake.Cluster, bad, good Sink, why s
 	var got []kafkaStored
 	waitFor(t, "every event in the topic", func() bool {
 		got = kafkaRecords(t, k.ListenAddrs(), kafkaClientOpts(t, good.Kafka)...)
-		return len(got) >= len(want)
+		return holdsAll(got, want)
 	})
 	dups := checkKafka(t, got, want)
 	t.Logf("%d acknowledged, %d duplicates in the topic", len(want), dups)
@@ -98,7 +98,7 @@ func TestKafkaTLS(t *testing.T) {
 	var got []kafkaStored
 	waitFor(t, "every event in the topic", func() bool {
 		got = kafkaRecords(t, k.ListenAddrs(), kafkaClientOpts(t, c.Kafka)...)
-		return len(got) >= len(want)
+		return holdsAll(got, want)
 	})
 	if dups := checkKafka(t, got, want); dups != 0 || len(got) != len(want) {
 		t.Fatalf("%d records with %d duplicates, want %d and none", len(got), dups, len(want))
@@ -180,7 +180,7 @@ func TestKafkaSASL(t *testing.T) {
 			var got []kafkaStored
 			waitFor(t, "every event in the topic", func() bool {
 				got = kafkaRecords(t, k.ListenAddrs(), kafkaClientOpts(t, c.Kafka)...)
-				return len(got) >= len(want)
+				return holdsAll(got, want)
 			})
 			if dups := checkKafka(t, got, want); dups != 0 || len(got) != len(want) {
 				t.Fatalf("%d records with %d duplicates, want %d and none", len(got), dups, len(want))

@@ -101,6 +101,22 @@ func checkKafka(t testing.TB, got []kafkaStored, want []stored) int {
 	return checkKafkaCopies(t, got, want, false)
 }
 
+// holdsAll says whether every event of want is in got. A count would
+// not do: a batch sent again after a leader moved is in the topic twice,
+// and the count reaches want's while an event is still on its way.
+func holdsAll(got []kafkaStored, want []stored) bool {
+	in := make(map[string]bool, len(got))
+	for _, r := range got {
+		in[r.id] = true
+	}
+	for _, w := range want {
+		if !in[w.id] {
+			return false
+		}
+	}
+	return true
+}
+
 // checkKafkaCopies is checkKafka; with last, each event's last copy is
 // the one in order (see TestKafkaTopicRefusesWrites).
 func checkKafkaCopies(t testing.TB, got []kafkaStored, want []stored, last bool) int {
@@ -167,7 +183,7 @@ func TestKafkaDelivered(t *testing.T) {
 	}
 
 	var got []kafkaStored
-	waitFor(t, "every event in the topic", func() bool { got = kafkaRecords(t, k.ListenAddrs()); return len(got) >= len(want) })
+	waitFor(t, "every event in the topic", func() bool { got = kafkaRecords(t, k.ListenAddrs()); return holdsAll(got, want) })
 	if dups := checkKafka(t, got, want); dups != 0 || len(got) != len(want) {
 		t.Fatalf("%d records with %d duplicates, want %d and none", len(got), dups, len(want))
 	}
@@ -243,7 +259,7 @@ func TestKafkaDownAtStart(t *testing.T) {
 	k := startKafka(t, kfake.Ports(ports...))
 	want = append(want, recordAll(t, r, 100, 200)...)
 	var got []kafkaStored
-	waitFor(t, "every event in the topic", func() bool { got = kafkaRecords(t, k.ListenAddrs()); return len(got) >= len(want) })
+	waitFor(t, "every event in the topic", func() bool { got = kafkaRecords(t, k.ListenAddrs()); return holdsAll(got, want) })
 	dups := checkKafka(t, got, want)
 	t.Logf("%d acknowledged, %d duplicates in the topic", len(want), dups)
 	waitFor(t, "Ready once the cluster is up", func() bool { return r.Ready() == nil })
@@ -309,7 +325,7 @@ func TestKafkaTopicRefusesWrites(t *testing.T) {
 			stop()
 			want = append(want, recordAll(t, r, 120, 150)...)
 			var got []kafkaStored
-			waitFor(t, "every event in the topic", func() bool { got = kafkaRecords(t, k.ListenAddrs()); return len(got) >= len(want) })
+			waitFor(t, "every event in the topic", func() bool { got = kafkaRecords(t, k.ListenAddrs()); return holdsAll(got, want) })
 			dups := checkKafkaCopies(t, got, want, code == kerr.TopicAuthorizationFailed.Code)
 			t.Logf("%d acknowledged, %d produces refused, %d duplicates in the topic", len(want), refused.Load(), dups)
 			waitFor(t, "an empty spool", func() bool { return r.spooledGauge() == 0 })
@@ -336,7 +352,7 @@ func TestKafkaLeaderMoves(t *testing.T) {
 	}
 	want = append(want, recordAll(t, r, 150, 200)...)
 	var got []kafkaStored
-	waitFor(t, "every event in the topic", func() bool { got = kafkaRecords(t, k.ListenAddrs()); return len(got) >= len(want) })
+	waitFor(t, "every event in the topic", func() bool { got = kafkaRecords(t, k.ListenAddrs()); return holdsAll(got, want) })
 	dups := checkKafka(t, got, want)
 	t.Logf("%d acknowledged, %d duplicates in the topic", len(want), dups)
 }
@@ -421,7 +437,7 @@ func TestKafkaRecordRefusedForGood(t *testing.T) {
 	stop()
 	want := recordAll(t, r, 1, 11)
 	var got []kafkaStored
-	waitFor(t, "the events behind it in the topic", func() bool { got = kafkaRecords(t, k.ListenAddrs()); return len(got) >= len(want) })
+	waitFor(t, "the events behind it in the topic", func() bool { got = kafkaRecords(t, k.ListenAddrs()); return holdsAll(got, want) })
 	for _, g := range got {
 		if g.id == poison.id {
 			t.Errorf("the refused event %s reached the topic", g.id)
@@ -498,7 +514,7 @@ func TestKafkaTopicMadeAgain(t *testing.T) {
 		t.Fatalf("CreateTopics: %v", err)
 	}
 	var got []kafkaStored
-	waitFor(t, "the events in the new topic", func() bool { got = kafkaRecords(t, k.ListenAddrs()); return len(got) >= len(want) })
+	waitFor(t, "the events in the new topic", func() bool { got = kafkaRecords(t, k.ListenAddrs()); return holdsAll(got, want) })
 	checkKafka(t, got, want)
 	waitFor(t, "an empty spool", func() bool { return r.spooledGauge() == 0 })
 }

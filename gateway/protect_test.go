@@ -136,12 +136,13 @@ routes:
     match: {path: /coupon}
     upstream: {targets: ["{{UP}}"]}
     fallback: {record: true}
-    protect: {min: 1, max: `+max+`, reject: {code: busy, message: "Full; come back in a second"}}
+    protect: {min: 0.1, max: `+max+`, reject: {code: busy, message: "Full; come back in a second"}}
 `, "{{UP}}", up.URL)
 	}
-	h := newHarnessWith(t, yaml("1"), up, func(o *Options) { o.Stdout = stdout })
-	// 1 a second, with a burst of a few ms: the first passes, the next is
-	// turned away.
+	h := newHarnessWith(t, yaml("0.1"), up, func(o *Options) { o.Stdout = stdout })
+	// One in ten seconds: the first passes, the next is turned away,
+	// however late a loaded machine sends it (at 1 a second, a machine
+	// that took 0.9 s over the first let the second through).
 	drain(h.do("POST", "/coupon", nil, nil))
 	resp := h.do("POST", "/coupon", map[string]string{"X-User-Id": "u1"}, nil)
 	if ra := resp.Header.Get("Retry-After"); ra != "1" {
@@ -169,7 +170,7 @@ routes:
 	// A reload that keeps the block keeps the protector; one that changes
 	// it makes a new one, at its new start.
 	before := h.gw.gen.Load().routes[0].protect
-	if err := h.gw.Reload(mustParse(t, yaml("1"))); err != nil {
+	if err := h.gw.Reload(mustParse(t, yaml("0.1"))); err != nil {
 		t.Fatal(err)
 	}
 	if h.gw.gen.Load().routes[0].protect != before {
@@ -194,8 +195,10 @@ routes:
   - id: g
     match: {path: /pkg.Svc/**}
     upstream: {targets: ["{{UP}}"], protocol: h2c}
-    protect: {min: 1, max: 1}
+    protect: {min: 0.1, max: 0.1}
 `, up.URL, nil)
+	// One in ten seconds: the second call is turned away, however late a
+	// loaded machine sends it.
 	grpcCall(t, h, "/pkg.Svc/Call", "5S")
 	resp, _ := grpcCall(t, h, "/pkg.Svc/Call", "5S")
 	if st, msg := resp.Header.Get("Grpc-Status"), resp.Header.Get("Grpc-Message"); st != "14" || !strings.Contains(msg, "capacity") {
