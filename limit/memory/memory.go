@@ -56,10 +56,9 @@ type Store struct {
 // come first, in one cache line; the shard fills two, so that no two
 // locks share one.
 type shard struct {
-	mu   sync.Mutex
-	last int64 // the latest time a decision on this shard was made at, µs
-	t    table
-	_    [56]byte
+	mu sync.Mutex
+	t  table
+	_  [64]byte
 }
 
 var _ limit.Store = (*Store)(nil)
@@ -199,16 +198,27 @@ var errNoRoom = errors.New("no room")
 // fullSweepGap is the least time between two sweeps forced by a full store.
 const fullSweepGap = 100 * time.Millisecond
 
-// lockTime is the time a decision on the locked shard sh is made at: at,
-// or the latest time the shard has seen. Callers read their clocks before
-// they wait for the locks, so their times arrive out of order. Deciding
-// at the latest time keeps each key's time monotonic, as Redis's single
-// thread does; otherwise a late request stamped with an earlier time
-// would reopen a fixed window that had already moved on.
-func (sh *shard) lockTime(at int64) int64 {
-	now := max(at, sh.last)
-	sh.last = now
-	return now
+// lockTime is the time a decision on the key of the slot at p of the
+// locked table t is made at: at, or the latest time a decision on that
+// key was made at, if the table holds the key (p >= 0). Callers read
+// their clocks before they wait for the locks, so their times arrive out
+// of order. Deciding at the key's latest time keeps its time monotonic,
+// as Redis's single thread does; otherwise a late request stamped with an
+// earlier time would reopen a fixed window that had already moved on.
+//
+// The time is the key's own, not its shard's: keys that only share a
+// shard, which the hash's random seed picks, share no time. Were it the
+// shard's, a key never decided at a later time would still be decided
+// at it after the clock stepped back, or not, by the luck of its hash: in
+// another window than the Redis store, which decides it at its clock's
+// time.
+func (t *table) lockTime(p int, at int64) int64 {
+	if p < 0 {
+		return at
+	}
+	s := &t.slots[p]
+	s.last = max(at, s.last)
+	return s.last
 }
 
 // decideOne decides a valid request of one limit at at (req.Now, or the
@@ -222,10 +232,10 @@ func (s *Store) decideOne(req *limit.Request, at time.Time, d *limit.Decision) (
 
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := sh.lockTime(at.UnixMicro())
+	p := sh.t.find(h, sc, l.Key)
+	now := sh.t.lockTime(p, at.UnixMicro())
 	// A zone's windows are placed at the decision's time too.
 	z := core.ZoneAt(r, time.UnixMicro(now))
-	p := sh.t.find(h, sc, l.Key)
 	// An absent key is judged against empty state and stored only if the
 	// request is admitted.
 	var fresh core.Entry
@@ -247,7 +257,7 @@ func (s *Store) decideOne(req *limit.Request, at time.Time, d *limit.Decision) (
 			}
 		}
 		p = sh.t.insert(h, sc, l.Key)
-		sh.t.slots[p].e = fresh
+		sh.t.slots[p].e, sh.t.slots[p].last = fresh, now
 		s.live.Add(1)
 	}
 	core.Commit(r, &sh.t.slots[p].e, now, req.Hits, z, req.Lease)
@@ -295,14 +305,22 @@ func (s *Store) decide(req *limit.Request) (limit.Result, error) {
 			s.shards[i].mu.Unlock()
 		}
 	}()
-	// Decide at the latest time any of these shards has seen (lockTime).
-	// A zone's windows are placed at that time too.
+	// Decide at the latest time any of these keys has been decided at
+	// (lockTime), and make it theirs. A zone's windows are placed at that
+	// time too.
 	now := req.Now.UnixMicro()
-	for _, i := range locks {
-		now = max(now, s.shards[i].last)
+	for j, l := range req.Limits {
+		t := &s.shards[idx[j]].t
+		p := t.find(hashes[j], scs[j], l.Key)
+		pos = append(pos, p)
+		if p >= 0 {
+			now = max(now, t.slots[p].last)
+		}
 	}
-	for _, i := range locks {
-		s.shards[i].last = now
+	for j, p := range pos {
+		if p >= 0 {
+			s.shards[idx[j]].t.slots[p].last = now
+		}
 	}
 	res.Time = time.UnixMicro(now)
 
@@ -310,14 +328,14 @@ func (s *Store) decide(req *limit.Request) (limit.Result, error) {
 	fresh = fresh[:n]
 	for j, l := range req.Limits {
 		t := &s.shards[idx[j]].t
-		p := t.find(hashes[j], scs[j], l.Key)
+		p := pos[j]
 		// An absent key is judged against empty state and stored only if
 		// the request is admitted.
 		e := &fresh[j]
 		if p >= 0 {
 			e = &t.slots[p].e
 		}
-		pos, zones = append(pos, p), append(zones, core.ZoneAt(l.Rule, res.Time))
+		zones = append(zones, core.ZoneAt(l.Rule, res.Time))
 		d := &res.Decisions[j]
 		var idle core.Idle
 		*d, idle = core.Check(l.Rule, e, now, req.Hits, zones[j])
@@ -363,7 +381,7 @@ func (s *Store) decide(req *limit.Request) (limit.Result, error) {
 			// Adding keys moves no other slot, so the positions found
 			// above stay good; pointers into slots may not.
 			p = t.insert(hashes[j], scs[j], l.Key)
-			t.slots[p].e = fresh[j]
+			t.slots[p].e, t.slots[p].last = fresh[j], now
 			s.live.Add(1)
 		}
 		core.Commit(l.Rule, &t.slots[p].e, now, req.Hits, zones[j], req.Lease)

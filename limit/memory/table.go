@@ -28,11 +28,13 @@ type table struct {
 	peak  int // the largest len(slots) since slots was last reallocated
 }
 
-// slot is one key's state: the entry of rule scope sc for key.
+// slot is one key's state: the entry of rule scope sc for key, and the
+// latest time a decision on it was made at, µs (lockTime).
 type slot struct {
 	hash  uint64
 	scope *scope
 	key   limit.Key
+	last  int64
 	e     core.Entry
 }
 
