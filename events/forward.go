@@ -15,7 +15,7 @@ import (
 // jittered backoff and the spool grows.
 func (r *Recorder) forward() {
 	defer r.wg.Done()
-	f := &forwarder{r: r, backoff: minBackoff}
+	f := &forwarder{r: r, backoff: minBackoff, batch: maxBatch}
 	if err := f.probe(); err != nil {
 		r.sinkDown(err)
 	}
@@ -26,7 +26,7 @@ func (r *Recorder) forward() {
 		// A fresh buffer for every batch: a sink whose delivery timed out
 		// may still write the records' bytes later (a pipelined command
 		// already queued), so they must never be overwritten.
-		recs, ends, _, err := r.spool.read(r.cursor, maxBatch, maxBatchBytes, nil)
+		recs, ends, _, err := r.spool.read(r.cursor, f.batch, maxBatchBytes, nil)
 		var goOn bool
 		switch {
 		case err != nil:
@@ -51,7 +51,19 @@ type forwarder struct {
 	deadline time.Time
 	healthy  bool      // the sink took the last batch or probe
 	probed   time.Time // when the sink was last probed
+
+	// batch is how many records a delivery takes: maxBatch, halved each
+	// time the sink refuses a batch as too large, and doubled again with
+	// each delivery from regrowAfter after the last refusal.
+	batch  int
+	shrunk time.Time
 }
+
+// regrowAfter is how long the forwarder keeps to a batch size a refusal
+// halved before it tries larger ones again: a topic's bound on its batches
+// stays put, and an event refused for being too large alone is set aside
+// and no reason for small batches for long.
+const regrowAfter = time.Second
 
 // wait pauses for d, or (onKick) until there is something new to send;
 // it reports false when the forwarder must stop now.
@@ -140,9 +152,16 @@ func (f *forwarder) deliver(recs []record, ends []int64) bool {
 	var refused refusedError
 	if errors.As(err, &refused) && n < len(recs) {
 		// A broker bounds a whole produce batch (max.message.bytes), so
-		// a batch refused as too large may hold records that fit one by
-		// one: the first goes again alone, and is set aside only if it
-		// is refused alone too.
+		// a batch refused as too large may hold records that fit in
+		// smaller ones: the rest goes again in batches half its size,
+		// down to the first record alone, which is set aside only if it
+		// is refused alone too. Halving finds a topic's bound in a few
+		// refusals; sending the first alone after each would cost two
+		// deliveries a record.
+		if left := len(recs) - n; left > 1 {
+			f.batch, f.shrunk = max(1, left/2), time.Now()
+			return true
+		}
 		return f.deliverAlone(&recs[n], ends[n])
 	}
 	if err != nil {
@@ -153,6 +172,9 @@ func (f *forwarder) deliver(recs []record, ends []int64) bool {
 		f.r.sinkUp()
 	}
 	f.backoff = minBackoff
+	if f.batch < maxBatch && time.Since(f.shrunk) >= regrowAfter {
+		f.batch = min(2*f.batch, maxBatch)
+	}
 	return true
 }
 
