@@ -53,16 +53,17 @@ type forwarder struct {
 	probed   time.Time // when the sink was last probed
 
 	// batch is how many records a delivery takes: maxBatch, halved each
-	// time the sink refuses a batch as too large, and doubled again with
-	// each delivery from regrowAfter after the last refusal.
+	// time the sink refuses a batch as too large whose first record it
+	// takes alone, and doubled again with each delivery from regrowAfter
+	// after the last refusal.
 	batch  int
 	shrunk time.Time
 }
 
 // regrowAfter is how long the forwarder keeps to a batch size a refusal
 // halved before it tries larger ones again: a topic's bound on its batches
-// stays put, and an event refused for being too large alone is set aside
-// and no reason for small batches for long.
+// rarely moves, and trying a larger batch once a second costs a refusal
+// and a delivery.
 const regrowAfter = time.Second
 
 // wait pauses for d, or (onKick) until there is something new to send;
@@ -152,17 +153,17 @@ func (f *forwarder) deliver(recs []record, ends []int64) bool {
 	var refused refusedError
 	if errors.As(err, &refused) && n < len(recs) {
 		// A broker bounds a whole produce batch (max.message.bytes), so
-		// a batch refused as too large may hold records that fit in
-		// smaller ones: the rest goes again in batches half its size,
-		// down to the first record alone, which is set aside only if it
-		// is refused alone too. Halving finds a topic's bound in a few
-		// refusals; sending the first alone after each would cost two
-		// deliveries a record.
-		if left := len(recs) - n; left > 1 {
+		// a batch refused as too large may hold records that fit one by
+		// one: the first goes again alone, and is set aside only if it
+		// is refused alone too. Taken alone, it was the batch that was
+		// too large: the next ones are half the size of what was left
+		// of it, so that a topic's bound is found in a few refusals
+		// rather than paid for with two deliveries an event.
+		alone, goOn := f.deliverAlone(&recs[n], ends[n])
+		if left := len(recs) - n; alone && left > 1 {
 			f.batch, f.shrunk = max(1, left/2), time.Now()
-			return true
 		}
-		return f.deliverAlone(&recs[n], ends[n])
+		return goOn
 	}
 	if err != nil {
 		return f.retry(err)
@@ -179,8 +180,9 @@ func (f *forwarder) deliver(recs []record, ends []int64) bool {
 }
 
 // deliverAlone sends rec, the spool's next record, by itself, after a
-// batch it was in was refused for good; false: stop.
-func (f *forwarder) deliverAlone(rec *record, end int64) bool {
+// batch it was in was refused for good; it reports whether the sink took
+// it, and false for goOn when the forwarder must stop.
+func (f *forwarder) deliverAlone(rec *record, end int64) (took, goOn bool) {
 	r := f.r
 	ctx, cancel := f.deliveryContext()
 	n, err := r.sink.deliver(ctx, []record{*rec})
@@ -190,12 +192,12 @@ func (f *forwarder) deliverAlone(rec *record, end int64) bool {
 	case n == 1:
 		f.advance(end, 1)
 		r.metrics.count(rec.typ, resultDelivered, 1)
-		return true
+		return true, true
 	case errors.As(err, &refused):
 		f.setAside(rec, end, err)
-		return true
+		return false, true
 	}
-	return f.retry(err)
+	return false, f.retry(err)
 }
 
 // setAside moves the spool's position past rec, which the sink refuses for
