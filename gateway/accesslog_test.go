@@ -269,7 +269,7 @@ routes:
 	srv := httptest.NewServer(gw)
 	defer srv.Close()
 	defer gw.Close()
-	resp, err := http.Get(srv.URL + "/api/x?secret=1")
+	resp, err := srv.Client().Get(srv.URL + "/api/x?secret=1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +308,7 @@ routes:
 	srv := httptest.NewServer(gw)
 	defer srv.Close()
 	defer gw.Close()
-	resp, err := http.Get(srv.URL + "/api/x")
+	resp, err := srv.Client().Get(srv.URL + "/api/x")
 	if err != nil {
 		t.Fatal(err)
 	}

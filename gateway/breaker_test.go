@@ -182,7 +182,7 @@ func TestBreakerIgnoresRejectedAndCancelled(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		req, _ := http.NewRequestWithContext(ctx, "GET", h.srv.URL+"/coupon", nil)
 		req.Header.Set("X-User-Id", "c"+strconv.Itoa(i))
-		if resp, err := http.DefaultClient.Do(req); err == nil {
+		if resp, err := h.srv.Client().Do(req); err == nil {
 			drain(resp)
 		}
 		cancel()

@@ -135,7 +135,11 @@ func (h *harness) do(method, path string, hdr map[string]string, body io.Reader)
 		}
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	// The server's own client: an httptest.Server's Close closes
+	// http.DefaultTransport's idle connections, and a parallel test's
+	// request that has just taken one fails with "CloseIdleConnections
+	// called".
+	resp, err := h.srv.Client().Do(req)
 	if err != nil {
 		h.t.Fatal(err)
 	}

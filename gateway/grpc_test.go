@@ -782,7 +782,7 @@ func TestH2CFullDuplexFromHTTP1(t *testing.T) {
 	pr, pw := io.Pipe()
 	context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) }) // the Transport waits on a body read
 	req, _ := http.NewRequestWithContext(ctx, "POST", h.srv.URL+"/grpc.testing.TestService/Echo", pr)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := h.srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -226,7 +226,7 @@ routes:
 					return
 				default:
 				}
-				resp, err := http.Get(h.srv.URL + "/api/x")
+				resp, err := h.srv.Client().Get(h.srv.URL + "/api/x")
 				if err != nil {
 					failed.Add(1)
 					noteFailure(err.Error())

@@ -452,7 +452,7 @@ func TestJWTAmbiguous(t *testing.T) {
 		for _, hv := range tt.hdr {
 			req.Header[http.CanonicalHeaderKey(hv.name)] = append(req.Header[http.CanonicalHeaderKey(hv.name)], hv.value)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := h.srv.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -437,7 +437,7 @@ func TestProtocolErrorsAnswered(t *testing.T) {
 
 	req, _ := http.NewRequest("GET", srv.URL+"/api/x", nil)
 	req.Header.Set("X-Request-Id", strings.Repeat("a", 1<<20))
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +491,7 @@ func TestProtocolErrorsAnswered(t *testing.T) {
 	}
 
 	// An upstream's plain-text 400 is the upstream's answer, passed on.
-	resp, err = http.Get(srv.URL + "/api/x")
+	resp, err = srv.Client().Get(srv.URL + "/api/x")
 	if err != nil {
 		t.Fatal(err)
 	}

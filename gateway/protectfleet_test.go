@@ -248,7 +248,7 @@ routes:
 	start := time.Now()
 	for range 40 {
 		wg.Go(func() {
-			resp, err := http.Get(a.srv.URL + "/coupon")
+			resp, err := a.srv.Client().Get(a.srv.URL + "/coupon")
 			if err != nil {
 				t.Error(err)
 				return

@@ -115,7 +115,7 @@ func TestResponseAsTheUpstreamSentIt(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", h.srv.URL+"/api/stream", nil)
-	resp, err := http.DefaultClient.Do(req) // returns with the head
+	resp, err := h.srv.Client().Do(req) // returns with the head
 	if err != nil {
 		t.Fatalf("the head of a streamed answer did not come before its body: %v", err)
 	}
@@ -162,7 +162,7 @@ routes:
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			req, _ := http.NewRequest(tt.method, h.srv.URL+"/api/big", tt.body)
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := h.srv.Client().Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}

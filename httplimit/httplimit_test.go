@@ -55,6 +55,12 @@ type reply struct {
 	body   string
 }
 
+// testClient has a transport of its own: an httptest.Server's Close
+// closes http.DefaultTransport's idle connections, and a parallel test's
+// request that has just taken one fails with "CloseIdleConnections
+// called".
+var testClient = &http.Client{Transport: &http.Transport{}}
+
 func get(t *testing.T, url string, hdr ...string) reply {
 	t.Helper()
 	req, err := http.NewRequest("GET", url, nil)
@@ -64,7 +70,7 @@ func get(t *testing.T, url string, hdr ...string) reply {
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +255,7 @@ func TestRequestID(t *testing.T) {
 		if tc.user != "" {
 			req.Header.Set("X-User", tc.user)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := srv.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

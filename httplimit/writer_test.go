@@ -160,7 +160,7 @@ func TestWriterInterfaces(t *testing.T) {
 		}))
 
 	// The first line arrives while the handler still runs.
-	resp, err := http.Get(srv.URL + "/stream")
+	resp, err := srv.Client().Get(srv.URL + "/stream")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package rehearse
 import (
 	"encoding/json"
 	"io"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -180,7 +179,7 @@ func TestUpstreamHTTP(t *testing.T) {
 	defer srv.Close()
 	for range 3 {
 		start := time.Now()
-		resp, err := http.Post(srv.URL+"/api/coupons", "text/plain", strings.NewReader("hello"))
+		resp, err := srv.Client().Post(srv.URL+"/api/coupons", "text/plain", strings.NewReader("hello"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,7 +193,7 @@ func TestUpstreamHTTP(t *testing.T) {
 			t.Errorf("answered in %v, before the 20ms latency", d)
 		}
 	}
-	resp, err := http.Get(srv.URL + "/stats")
+	resp, err := srv.Client().Get(srv.URL + "/stats")
 	if err != nil {
 		t.Fatal(err)
 	}

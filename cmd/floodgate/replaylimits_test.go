@@ -158,11 +158,16 @@ func startGateway(t *testing.T, file string) (*gateway.Gateway, *httptest.Server
 	return gw, httptest.NewServer(gw)
 }
 
+// postClient has a transport of its own: an httptest.Server's Close
+// closes http.DefaultTransport's idle connections under a parallel test's
+// request.
+var postClient = &http.Client{Transport: &http.Transport{}}
+
 func post(t *testing.T, url, user string) int {
 	t.Helper()
 	req, _ := http.NewRequest("POST", url+"/api/activities/lucky-meal/receive", strings.NewReader(`{"user":"`+user+`"}`))
 	req.Header.Set("X-User-Id", user)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := postClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

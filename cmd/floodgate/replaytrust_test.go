@@ -175,7 +175,7 @@ events:
 	targets := []string{"/api", "/api/", "/api/v1/caf%C3%A9?q=a%20b", "/api/a;b/x"}
 	send := func() {
 		for _, target := range targets {
-			resp, err := http.Post(srv.URL+target, "text/plain", strings.NewReader("x"))
+			resp, err := srv.Client().Post(srv.URL+target, "text/plain", strings.NewReader("x"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -190,7 +190,7 @@ func (h *gatewayRig) answer(t *testing.T, method, path string, hdr map[string]st
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := h.srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
