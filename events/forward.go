@@ -20,6 +20,16 @@ func (r *Recorder) forward() {
 		r.sinkDown(err)
 	}
 	for {
+		if !f.stopping {
+			// Close's last pass starts now, though the forwarder has not
+			// waited since: it is busy with a backlog, whose delivery
+			// may take far longer than Close's few seconds.
+			select {
+			case <-r.flush:
+				f.stopping, f.deadline = true, time.Now().Add(closeFlush)
+			default:
+			}
+		}
 		if f.stopping && time.Now().After(f.deadline) {
 			return
 		}

@@ -1,0 +1,73 @@
+package events
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// recordBig records events from to to-1, each with a body of 3,000 bytes
+// (about 4 KB in the spool, base64), at once, and returns them as the
+// sink should hold them, though not in the spool's order.
+func recordBig(t *testing.T, r *testRecorder, from, to int) []stored {
+	t.Helper()
+	es := make([]*Event, to-from)
+	var wg sync.WaitGroup
+	for i := from; i < to; i++ {
+		e := testEvent(i)
+		e.Body = []byte(strings.Repeat("y", 3000))
+		es[i-from] = e
+		wg.Go(func() {
+			if !r.Record(context.Background(), e) {
+				t.Errorf("Record(%d) = false", i)
+			}
+		})
+	}
+	wg.Wait()
+	var want []stored
+	for _, e := range es {
+		want = append(want, stored{id: e.ID, data: encoded(t, e)})
+	}
+	return want
+}
+
+// TestKafkaCloseWhileBusy: Close makes a last attempt of a few seconds at
+// most, though the forwarder is busy with a backlog that takes far longer
+// to deliver, and the events it leaves in the spool are delivered by the
+// next recorder on the same spool_dir.
+func TestKafkaCloseWhileBusy(t *testing.T) {
+	t.Parallel()
+	// Batches of three events at most, and a slow broker: the backlog
+	// below takes about 20 s to deliver.
+	k := startKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "12000"}))
+	var slow atomic.Bool
+	slow.Store(true)
+	k.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		if slow.Load() {
+			time.Sleep(200 * time.Millisecond)
+		}
+		return nil, nil, false
+	})
+	c := kafkaCase(t, k.ListenAddrs())
+	r := newTestRecorder(t, c, Options{})
+	want := recordBig(t, r, 0, 150)
+	start := time.Now()
+	r.Close()
+	took := time.Since(start)
+	t.Logf("Close took %v", took.Round(time.Millisecond))
+	if limit := closeFlush + deliverTimeout + 2*time.Second; took > limit {
+		t.Errorf("Close with a backlog took too long, want at most %v", limit)
+	}
+	slow.Store(false)
+	newTestRecorder(t, c, Options{}) // the next recorder on the spool
+	// Recorded at once, the events are spooled in no order of theirs:
+	// what counts here is that none is lost.
+	waitFor(t, "every event in the topic", func() bool { return holdsAll(kafkaRecords(t, k.ListenAddrs()), want) })
+}
