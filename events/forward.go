@@ -64,10 +64,12 @@ type forwarder struct {
 
 	// batch is how many records a delivery takes: maxBatch, halved each
 	// time the sink refuses a batch as too large whose first record it
-	// takes alone, and doubled again with each delivery from regrowAfter
-	// after the last refusal.
+	// takes alone (or refuses alone twice running), and doubled again
+	// with each delivery from regrowAfter after the last refusal.
 	batch  int
 	shrunk time.Time
+	// asideLast: the last refused batch's first record was set aside.
+	asideLast bool
 }
 
 // regrowAfter is how long the forwarder keeps to a batch size a refusal
@@ -169,10 +171,18 @@ func (f *forwarder) deliver(recs []record, ends []int64) bool {
 		// too large: the next ones are half the size of what was left
 		// of it, so that a topic's bound is found in a few refusals
 		// rather than paid for with two deliveries an event.
-		alone, goOn := f.deliverAlone(&recs[n], ends[n])
-		if left := len(recs) - n; alone && left > 1 {
+		//
+		// Set aside, it was the record that was too large, and the
+		// batch size stays, unless the last refusal set one aside too:
+		// events too large one after another halve it as well, or a
+		// topic that refuses every event would cost, for each, a
+		// delivery of the whole rest of its batch, and a backlog the
+		// square of its bytes.
+		alone, aside, goOn := f.deliverAlone(&recs[n], ends[n])
+		if left := len(recs) - n; left > 1 && (alone || (aside && f.asideLast)) {
 			f.batch, f.shrunk = max(1, left/2), time.Now()
 		}
+		f.asideLast = aside
 		return goOn
 	}
 	if err != nil {
@@ -182,7 +192,7 @@ func (f *forwarder) deliver(recs []record, ends []int64) bool {
 		f.healthy = true
 		f.r.sinkUp()
 	}
-	f.backoff = minBackoff
+	f.backoff, f.asideLast = minBackoff, false
 	if f.batch < maxBatch && time.Since(f.shrunk) >= regrowAfter {
 		f.batch = min(2*f.batch, maxBatch)
 	}
@@ -191,8 +201,9 @@ func (f *forwarder) deliver(recs []record, ends []int64) bool {
 
 // deliverAlone sends rec, the spool's next record, by itself, after a
 // batch it was in was refused for good; it reports whether the sink took
-// it, and false for goOn when the forwarder must stop.
-func (f *forwarder) deliverAlone(rec *record, end int64) (took, goOn bool) {
+// it, whether it refused it and it was set aside, and false for goOn when
+// the forwarder must stop.
+func (f *forwarder) deliverAlone(rec *record, end int64) (took, aside, goOn bool) {
 	r := f.r
 	ctx, cancel := f.deliveryContext()
 	n, err := r.sink.deliver(ctx, []record{*rec})
@@ -202,12 +213,12 @@ func (f *forwarder) deliverAlone(rec *record, end int64) (took, goOn bool) {
 	case n == 1:
 		f.advance(end, 1)
 		r.metrics.count(rec.typ, resultDelivered, 1)
-		return true, true
+		return true, false, true
 	case errors.As(err, &refused):
 		f.setAside(rec, end, err)
-		return false, true
+		return false, true, true
 	}
-	return false, f.retry(err)
+	return false, false, f.retry(err)
 }
 
 // setAside moves the spool's position past rec, which the sink refuses for

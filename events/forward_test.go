@@ -1,7 +1,10 @@
 package events
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -70,4 +73,44 @@ func TestKafkaCloseWhileBusy(t *testing.T) {
 	// Recorded at once, the events are spooled in no order of theirs:
 	// what counts here is that none is lost.
 	waitFor(t, "every event in the topic", func() bool { return holdsAll(kafkaRecords(t, k.ListenAddrs()), want) })
+}
+
+// TestKafkaTopicRefusesEveryEvent: a topic that refuses every event, each
+// too large for it alone, has them set aside at the cost of about one
+// delivery each, not of the whole rest of the batch each: a backlog must
+// not cost the square of its size in bytes sent.
+func TestKafkaTopicRefusesEveryEvent(t *testing.T) {
+	t.Parallel()
+	k := startKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "1000"}))
+	var records atomic.Int64
+	k.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		for _, tp := range req.(*kmsg.ProduceRequest).Topics {
+			for _, p := range tp.Partitions {
+				var b kmsg.RecordBatch
+				if b.ReadFrom(p.Records) == nil {
+					records.Add(int64(b.NumRecords))
+				}
+			}
+		}
+		return nil, nil, false
+	})
+	c := kafkaCase(t, k.ListenAddrs())
+	r := newTestRecorder(t, c, Options{})
+	const n = 300
+	recordBig(t, r, 0, n)
+	path := filepath.Join(c.SpoolDir, refusedFile)
+	waitFor(t, "every event set aside", func() bool {
+		b, _ := os.ReadFile(path)
+		return bytes.Count(b, []byte("\n")) >= n
+	})
+	// The recorder's group commit may spool the events in a few batches,
+	// each of which is sent whole once or twice before it is small.
+	t.Logf("%d records produced for %d events", records.Load(), n)
+	if p := records.Load(); p > 10*n {
+		t.Errorf("%d records produced for %d events, want at most %d", p, n, 10*n)
+	}
+	if f := r.total(TypeBreakerRejected, resultFailed) + r.total(TypeRateLimited, resultFailed); f != n {
+		t.Errorf("failed = %v, want %d", f, n)
+	}
 }
