@@ -58,7 +58,7 @@ type Store struct {
 type shard struct {
 	mu sync.Mutex
 	t  table
-	_  [64]byte
+	_  [56]byte
 }
 
 var _ limit.Store = (*Store)(nil)
@@ -200,11 +200,11 @@ const fullSweepGap = 100 * time.Millisecond
 
 // lockTime is the time a decision on the key of the slot at p of the
 // locked table t is made at: at, or the latest time a decision on that
-// key was made at, if the table holds the key (p >= 0). Callers read
-// their clocks before they wait for the locks, so their times arrive out
-// of order. Deciding at the key's latest time keeps its time monotonic,
-// as Redis's single thread does; otherwise a late request stamped with an
-// earlier time would reopen a fixed window that had already moved on.
+// key was made at (timeOf). Callers read their clocks before they wait
+// for the locks, so their times arrive out of order. Deciding at the
+// key's latest time keeps its time monotonic, as Redis's single thread
+// does; otherwise a late request stamped with an earlier time would
+// reopen a fixed window that had already moved on.
 //
 // The time is the key's own, not its shard's: keys that only share a
 // shard, which the hash's random seed picks, share no time. Were it the
@@ -213,12 +213,24 @@ const fullSweepGap = 100 * time.Millisecond
 // another window than the Redis store, which decides it at its clock's
 // time.
 func (t *table) lockTime(p int, at int64) int64 {
-	if p < 0 {
-		return at
+	now := max(at, t.timeOf(p))
+	if p >= 0 {
+		t.slots[p].last = now
 	}
-	s := &t.slots[p]
-	s.last = max(at, s.last)
-	return s.last
+	return now
+}
+
+// timeOf is the latest time a decision on the key of the slot at p was
+// made at; for a key the table does not hold (p < 0), the latest of the
+// keys its sweeps removed. A key goes with its slot when its entry
+// expires, and a request stamped before its last decision (one that
+// waited, or on_error: local's, stamped before the store call that
+// failed) must not find it new in the window it had left.
+func (t *table) timeOf(p int) int64 {
+	if p < 0 {
+		return t.swept
+	}
+	return t.slots[p].last
 }
 
 // decideOne decides a valid request of one limit at at (req.Now, or the
@@ -313,9 +325,7 @@ func (s *Store) decide(req *limit.Request) (limit.Result, error) {
 		t := &s.shards[idx[j]].t
 		p := t.find(hashes[j], scs[j], l.Key)
 		pos = append(pos, p)
-		if p >= 0 {
-			now = max(now, t.slots[p].last)
-		}
+		now = max(now, t.timeOf(p))
 	}
 	for j, p := range pos {
 		if p >= 0 {

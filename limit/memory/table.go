@@ -26,6 +26,9 @@ type table struct {
 	// is chosen by the low ones) and the slot's position plus one.
 	index []uint64
 	peak  int // the largest len(slots) since slots was last reallocated
+	// swept is the latest time a decision was made at on a key a sweep
+	// removed, µs (timeOf).
+	swept int64
 }
 
 // slot is one key's state: the entry of rule scope sc for key, and the
@@ -165,12 +168,14 @@ func (t *table) reindex(n int) {
 func (t *table) sweep(now int64) int {
 	kept := 0
 	for p := range t.slots {
-		if t.slots[p].e.Live(now) {
-			if kept != p {
-				t.slots[kept] = t.slots[p]
-			}
-			kept++
+		if !t.slots[p].e.Live(now) {
+			t.swept = max(t.swept, t.slots[p].last)
+			continue
 		}
+		if kept != p {
+			t.slots[kept] = t.slots[p]
+		}
+		kept++
 	}
 	removed := len(t.slots) - kept
 	clear(t.slots[kept:])
