@@ -72,7 +72,7 @@ func TestKafkaCloseWhileBusy(t *testing.T) {
 	newTestRecorder(t, c, Options{}) // the next recorder on the spool
 	// Recorded at once, the events are spooled in no order of theirs:
 	// what counts here is that none is lost.
-	waitFor(t, "every event in the topic", func() bool { return holdsAll(kafkaRecords(t, k.ListenAddrs()), want) })
+	waitLong(t, "every event in the topic", func() bool { return holdsAll(kafkaRecords(t, k.ListenAddrs()), want) })
 }
 
 // TestKafkaTopicRefusesEveryEvent: a topic that refuses every event, each
@@ -97,10 +97,10 @@ func TestKafkaTopicRefusesEveryEvent(t *testing.T) {
 	})
 	c := kafkaCase(t, k.ListenAddrs())
 	r := newTestRecorder(t, c, Options{})
-	const n = 300
+	const n = 100
 	recordBig(t, r, 0, n)
 	path := filepath.Join(c.SpoolDir, refusedFile)
-	waitFor(t, "every event set aside", func() bool {
+	waitLong(t, "every event set aside", func() bool {
 		b, _ := os.ReadFile(path)
 		return bytes.Count(b, []byte("\n")) >= n
 	})
