@@ -128,8 +128,10 @@ routes:
 	close(stopSampling)
 	<-sampled
 	loaded := float64(calls()-before) / time.Since(began).Seconds() / 3
+	// Idle as long as loaded: the bus announces each instance every 5 s,
+	// and a window of 2 s held one of those or none, 0.5 a second apart.
 	before, began = calls(), time.Now()
-	time.Sleep(2 * time.Second)
+	time.Sleep(5 * time.Second)
 	idle := float64(calls()-before) / time.Since(began).Seconds() / 3
 	// Two a second are the route's reports; the bus's own (the overrides'
 	// and forces' versions every second, an announcement every 5 s) are
