@@ -26,7 +26,7 @@ func (r *Recorder) forward() {
 			// may take far longer than Close's few seconds.
 			select {
 			case <-r.flush:
-				f.stopping, f.deadline = true, time.Now().Add(closeFlush)
+				f.lastPass()
 			default:
 			}
 		}
@@ -78,6 +78,11 @@ type forwarder struct {
 // and a delivery.
 const regrowAfter = time.Second
 
+// lastPass starts Close's last attempt, of closeFlush at most.
+func (f *forwarder) lastPass() {
+	f.stopping, f.deadline = true, time.Now().Add(closeFlush)
+}
+
 // wait pauses for d, or (onKick) until there is something new to send;
 // it reports false when the forwarder must stop now.
 func (f *forwarder) wait(d time.Duration, onKick bool) bool {
@@ -99,7 +104,7 @@ func (f *forwarder) wait(d time.Duration, onKick bool) bool {
 	case <-tc:
 	case <-kick:
 	case <-flush:
-		f.stopping, f.deadline = true, time.Now().Add(closeFlush)
+		f.lastPass()
 		// The sink being down, there is no point in a last pass.
 		return f.healthy
 	}
